@@ -1,0 +1,33 @@
+# The two commands of the README:
+#   make serve   index a notes folder (KB=path, default: the shipped example notes) and serve it over MCP
+#   make test    run the whole test suite
+# Both create .venv and install groove into it when needed.
+
+PYTHON ?= python3
+VENV   ?= .venv
+KB     ?= examples/notes
+BIND   ?= 127.0.0.1:3100
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: serve test install bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/groove serve --kb "$(KB)" --transport http --bind "$(BIND)"
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,323 @@
+"""The `groove` command line: serve, index, search, related, status, eval, service.
+
+Results go to stdout; progress, logs and errors to stderr. Every subcommand
+accepts `--config PATH`, `--kb PATH` and `--index PATH`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import anyio
+
+from groove import __version__
+from groove.config import ConfigError, Settings, load_settings
+from groove.logs import configure as configure_logs
+
+
+class UsageError(Exception):
+    """Bad command-line input; printed as `groove: error: ...`, exit 2."""
+
+
+# --- helpers ---------------------------------------------------------------------
+
+def _common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("common options")
+    g.add_argument("--config", type=Path, metavar="PATH", help="groove.toml to use (default: ./groove.toml, then the user config dir)")
+    g.add_argument("--kb", type=Path, metavar="PATH", help="the notes folder (kb_path)")
+    g.add_argument("--index", type=Path, metavar="PATH", dest="index_path", help="the SQLite index file (index_path)")
+    g.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="log level (stderr)")
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    overrides: dict[str, Any] = {
+        "kb_path": args.kb,
+        "index_path": args.index_path,
+        "log.level": args.log_level,
+    }
+    overrides.update(extra)
+    settings = load_settings(args.config, **overrides)
+    configure_logs(settings.log.level, settings.log.format)
+    return settings
+
+
+def _emit(obj: Any, fmt: str, text: Callable[[Any], str]) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    else:
+        sys.stdout.write(text(obj))
+    sys.stdout.flush()
+
+
+class ProgressBar:
+    """A bar on a terminal, plain lines otherwise (both on stderr)."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stderr.isatty()
+        self.last_line = 0.0
+        self.phase = ""
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if self.tty:
+            if done != total and now - self.last_line < 0.1:
+                return
+            width = 30
+            filled = int(width * done / total) if total else width
+            sys.stderr.write(f"\r{phase:>5} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+            if done >= total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+        else:
+            if phase != self.phase or done == total or now - self.last_line >= 5.0:
+                sys.stderr.write(f"{phase}: {done}/{total}\n")
+                sys.stderr.flush()
+            else:
+                return
+        self.phase = phase
+        self.last_line = now
+
+
+# --- index / status -----------------------------------------------------------------
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from groove.runtime import index_once
+
+    settings = _settings(args)
+    summary = anyio.run(lambda: index_once(settings, rebuild=args.rebuild, progress=ProgressBar()))
+
+    def text(s: dict) -> str:
+        return (
+            f"indexed {s['kb_path']} -> {s['index_path']}\n"
+            f"files: {s['added']} added, {s['changed']} changed, {s['renamed']} renamed, "
+            f"{s['deleted']} deleted, {s['unchanged']} unchanged, {s['skipped']} skipped\n"
+            f"chunks: {s['chunks_written']} written, {s['chunks_embedded']} embedded; "
+            f"{s['pending_chunks']} pending; {s['seconds']:.1f} s\n"
+        )
+
+    _emit(summary, args.format, text)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from groove.runtime import read_status
+
+    settings = _settings(args)
+    st = anyio.run(lambda: read_status(settings))
+
+    def text(s: dict) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["last_indexed_at"])) if s["last_indexed_at"] else "never"
+        lines = [
+            f"notes:        {s['kb_path']}",
+            f"index:        {s['index_path']}",
+            f"model:        {s['model']} ({s['dimension']} dims)",
+            f"documents:    {s['documents']}",
+            f"chunks:       {s['chunks']} ({s['pending_chunks']} waiting for a vector)",
+            f"embeddings:   {s['embeddings_computed']} computed in total, {s['vectors']} stored",
+            f"last indexed: {when}",
+        ]
+        if s["skipped"]:
+            lines.append(f"skipped:      {len(s['skipped'])} file(s)")
+            lines += [f"  {x['path']}: {x['reason']}" for x in s["skipped"]]
+        if s["warnings"]:
+            lines.append(f"warnings:     {len(s['warnings'])} note(s)")
+            lines += [f"  {x['path']}: {w}" for x in s["warnings"] for w in x["warnings"]]
+        return "\n".join(lines) + "\n"
+
+    _emit(st, args.format, text)
+    return 0
+
+
+# --- search ---------------------------------------------------------------------------
+
+def _add_search_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", type=int, default=None, help="how many results (1..100, default [search] default_limit)")
+    p.add_argument("--retriever", choices=["hybrid", "fts", "vector"], default="hybrid", help="score one half alone")
+    g = p.add_argument_group("refine stages")
+    g.add_argument("--reranker", metavar="MODEL", help="rerank with this cross-encoder (name or path); applies unconditionally")
+    g.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="use the configured reranker")
+    g.add_argument("--mmr", action=argparse.BooleanOptionalAction, default=None, help="MMR diversity re-rank")
+    g.add_argument("--mmr-lambda", type=float, default=None, metavar="L", help="MMR relevance weight, 0..1")
+    g.add_argument("--mmr-same-doc-penalty", type=float, default=None, metavar="P", help="MMR same-document penalty, >= 0")
+    g.add_argument("--parent-retriever", action=argparse.BooleanOptionalAction, default=None, help="expand small hits")
+    f = p.add_argument_group("filters")
+    f.add_argument("--path", action="append", dest="path_globs", metavar="GLOB", help="only paths matching (gitignore-style; !GLOB excludes); repeatable")
+    f.add_argument("--tag", action="append", dest="tags_any", metavar="TAG", help="notes with any of these tags; repeatable")
+    f.add_argument("--all-tags", action="append", dest="tags_all", metavar="TAG", help="notes with all of these tags; repeatable")
+    f.add_argument("--date-from", metavar="YYYY-MM-DD", help="frontmatter date on or after")
+    f.add_argument("--date-to", metavar="YYYY-MM-DD", help="frontmatter date on or before")
+    f.add_argument("--field", action="append", dest="fields", metavar="KEY=VALUE", help="frontmatter KEY equals VALUE; repeatable")
+
+
+def _request_from_args(args: argparse.Namespace, settings: Settings, query: str):
+    from groove.search.filters import Filters
+    from groove.search.pipeline import SearchRequest
+
+    fields: dict[str, str] = {}
+    for item in args.fields or []:
+        if "=" not in item:
+            raise UsageError(f"--field takes KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        fields[key.strip()] = value
+    filters = Filters.build(
+        path_globs=args.path_globs, tags_any=args.tags_any, tags_all=args.tags_all,
+        date_from=args.date_from, date_to=args.date_to, fields=fields,
+    )
+    return SearchRequest(
+        query=query,
+        limit=args.limit if args.limit is not None else settings.search.default_limit,
+        retriever=args.retriever,
+        filters=filters,
+        rerank=args.rerank,
+        mmr=args.mmr,
+        mmr_lambda=args.mmr_lambda,
+        mmr_same_doc_penalty=args.mmr_same_doc_penalty,
+        parent_retriever=args.parent_retriever,
+        explain=getattr(args, "explain", False),
+    )
+
+
+def format_results_text(resp: dict) -> str:
+    out = []
+    for i, r in enumerate(resp["results"], 1):
+        where = f"{r['path']}:{r['start_line']}-{r['end_line']}"
+        out.append(f"{i:>2}. {r['score']:.4f}  {where}  {r['context'] or r['title']}")
+        snippet = " ".join(r["content"].split())
+        out.append(f"    {snippet[:200]}{'…' if len(snippet) > 200 else ''}")
+    if not resp["results"]:
+        out.append("no results")
+    notes = []
+    if resp.get("low_confidence"):
+        notes.append("low confidence: no result stands out")
+    if resp.get("pending_chunks"):
+        notes.append(f"{resp['pending_chunks']} chunk(s) still waiting for vectors")
+    for w in resp.get("warnings", []):
+        notes.append(f"warning: {w}")
+    if resp.get("filter_applied"):
+        notes.append(f"filter: {json.dumps(resp['filter_applied'], ensure_ascii=False)}")
+    out += [f"({n})" for n in notes]
+    if "explain" in resp:
+        e = resp["explain"]
+        out.append("explain:")
+        out.append(f"  MATCH expression: {e['match_expr'] if e['match_expr'] else '(none: vector-only)'}")
+        if e["excluded_terms"]:
+            out.append(f"  excluded terms:   {e['excluded_terms']} ({e['excluded_chunks']} chunk(s) match them)")
+        out.append(f"  embedded text:    {e['vector_text']!r}")
+        out.append(f"  candidates:       fts {e['candidates']['fts']}, vector {e['candidates']['vector']}, fused {e['candidates']['fused']} (pool {e['pool_per_retriever']} per retriever)")
+        out.append(f"  vector-only:      {e['vector_only']}   whole-query fallback: {e['fallback']}")
+        out.append(f"  stages:           {e['stages']}")
+        out.append(f"  timings (ms):     {e['timings_ms']}")
+        for i, r in enumerate(resp["results"], 1):
+            out.append(f"  #{i}: fts rank {r['fts_rank'] or '-'}, vector rank {r['vec_rank'] or '-'}  {r['path']}")
+    return "\n".join(out) + "\n"
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from groove.runtime import search_once
+
+    settings = _settings(args)
+    req = _request_from_args(args, settings, args.query)
+    resp = anyio.run(lambda: search_once(settings, req, reranker_model=args.reranker))
+    _emit(resp, args.format, format_results_text)
+    return 0
+
+
+# --- eval -----------------------------------------------------------------------------
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from groove.runtime import eval_once
+
+    settings = _settings(args)
+    options = {
+        "rerank": args.rerank, "mmr": args.mmr, "mmr_lambda": args.mmr_lambda,
+        "mmr_same_doc_penalty": args.mmr_same_doc_penalty, "parent_retriever": args.parent_retriever,
+    }
+    result = anyio.run(lambda: eval_once(
+        settings, args.golden, retriever=args.retriever, split=args.split, limit=args.limit,
+        max_queries=args.max_queries, request_options=options, reranker_model=args.reranker,
+    ))
+
+    def text(r: dict) -> str:
+        m = r["metrics"]
+        return (
+            f"{r['count']} queries from {r['source']} ({r['retriever']})\n"
+            + "".join(f"  {k:<10} {v:.4f}\n" for k, v in m.items())
+        )
+
+    _emit(result, args.format, text)
+    return 0
+
+
+# --- parser ---------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="groove", description="Local hybrid search over Markdown notes, served over MCP.")
+    parser.add_argument("--version", action="version", version=f"groove {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("index", help="index the notes folder (incremental)")
+    _common(p)
+    p.add_argument("--rebuild", action="store_true", help="delete the index and start over")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("status", help="what is in the index")
+    _common(p)
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("search", help="hybrid search over the index")
+    _common(p)
+    p.add_argument("query", metavar="QUERY")
+    _add_search_options(p)
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--explain", action="store_true", help="show the MATCH expression, candidates and per-retriever ranks")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("eval", help="measure retrieval quality on judged queries")
+    _common(p)
+    p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
+    p.add_argument("--retriever", choices=["hybrid", "fts", "vector"], default="hybrid", help="score one half alone")
+    p.add_argument("--split", help="BEIR qrels split (default: every qrels/*.tsv)")
+    p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
+    p.add_argument("--max-queries", type=int, default=None, help="only the first N queries")
+    g = p.add_argument_group("refine stages")
+    g.add_argument("--reranker", metavar="MODEL")
+    g.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("--mmr", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("--mmr-lambda", type=float, default=None)
+    g.add_argument("--mmr-same-doc-penalty", type=float, default=None)
+    g.add_argument("--parent-retriever", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_eval)
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, UsageError) as exc:
+        sys.stderr.write(f"groove: error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("groove: interrupted\n")
+        return 130
+    except Exception as exc:  # noqa: BLE001
+        from groove.runtime import known_errors
+
+        if isinstance(exc, known_errors()):
+            sys.stderr.write(f"groove: error: {exc}\n")
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

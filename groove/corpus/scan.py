@@ -1,0 +1,144 @@
+"""Finding the notes: walk the folder, apply ignore rules, read files safely.
+
+Skips `.git`, `.obsidian` and the configured `exclude_dirs`; honours a
+`.grooveignore` at the top of the folder (gitignore syntax, via pathspec);
+never follows a symlink out of the folder (symlinked folders are not
+followed at all, which also rules out loops). Files too large, binary or
+unreadable are reported as skipped with a reason, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import pathspec
+
+ALWAYS_SKIPPED_DIRS = frozenset({".git", ".obsidian", ".trash", ".hg", ".svn", "node_modules", ".venv"})
+IGNORE_FILE = ".grooveignore"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    rel: str          # '/'-separated path relative to the notes folder
+    path: Path        # absolute path
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class ScanResult:
+    files: dict[str, FileInfo] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)   # rel -> reason
+
+
+class Ignore:
+    """The ignore rules of one notes folder."""
+
+    def __init__(self, root: Path, exclude_dirs: Iterable[str] = (), extensions: Iterable[str] = (".md", ".markdown")):
+        self.root = root
+        self.exclude_dirs = ALWAYS_SKIPPED_DIRS | set(exclude_dirs)
+        self.extensions = tuple(e.lower() for e in extensions)
+        self.spec = self._load_spec()
+
+    def _load_spec(self) -> pathspec.PathSpec | None:
+        ignore = self.root / IGNORE_FILE
+        try:
+            lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return None
+        return pathspec.PathSpec.from_lines("gitignore", lines)
+
+    def reload(self) -> None:
+        self.spec = self._load_spec()
+
+    def dir_ignored(self, rel_dir: str) -> bool:
+        name = rel_dir.rsplit("/", 1)[-1]
+        if name in self.exclude_dirs or rel_dir in self.exclude_dirs:
+            return True
+        return bool(self.spec and self.spec.match_file(rel_dir + "/"))
+
+    def file_wanted(self, rel: str) -> bool:
+        if not rel.lower().endswith(self.extensions):
+            return False
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            if self.dir_ignored("/".join(parts[:i])):
+                return False
+        return not (self.spec and self.spec.match_file(rel))
+
+
+def scan(root: Path, ignore: Ignore, max_file_bytes: int) -> ScanResult:
+    root = root.resolve()
+    result = ScanResult()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
+        base = Path(dirpath)
+        rel_base = base.relative_to(root).as_posix()
+        rel_base = "" if rel_base == "." else rel_base
+        keep = []
+        for d in sorted(dirnames):
+            rel_d = f"{rel_base}/{d}" if rel_base else d
+            if not ignore.dir_ignored(rel_d):
+                keep.append(d)
+        dirnames[:] = keep
+        for name in sorted(filenames):
+            rel = f"{rel_base}/{name}" if rel_base else name
+            if not ignore.file_wanted(rel):
+                continue
+            info, reason = stat_note(root, rel, max_file_bytes)
+            if info is not None:
+                result.files[rel] = info
+            elif reason:
+                result.skipped[rel] = reason
+    return result
+
+
+def stat_note(root: Path, rel: str, max_file_bytes: int) -> tuple[FileInfo | None, str | None]:
+    """Stat one candidate note. Returns (info, None), (None, reason) or (None, None) if gone."""
+    path = root / rel
+    try:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            target = path.resolve()
+            try:
+                target.relative_to(root.resolve())
+            except ValueError:
+                return None, "symlink pointing outside the notes folder"
+            st = target.stat()
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cannot stat: {exc.strerror}"
+    if st.st_size > max_file_bytes:
+        return None, f"too large ({st.st_size} bytes > max_file_bytes {max_file_bytes})"
+    return FileInfo(rel=rel, path=path, size=st.st_size, mtime_ns=st.st_mtime_ns), None
+
+
+class NoteReadError(Exception):
+    """A note that cannot be indexed; the message is the skip reason."""
+
+
+def read_note(info: FileInfo, max_file_bytes: int) -> tuple[str, str]:
+    """Read and decode one note. Returns (text, sha256 of the bytes)."""
+    try:
+        with open(info.path, "rb") as fh:
+            data = fh.read(max_file_bytes + 1)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise NoteReadError(f"unreadable: {exc.strerror}") from exc
+    if len(data) > max_file_bytes:
+        raise NoteReadError(f"too large (> max_file_bytes {max_file_bytes})")
+    if b"\x00" in data[:8192]:
+        raise NoteReadError("binary file (NUL bytes)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NoteReadError(f"not UTF-8 text (invalid byte at offset {exc.start})") from exc
+    return text, hashlib.sha256(data).hexdigest()

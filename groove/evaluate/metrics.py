@@ -1,0 +1,55 @@
+"""Retrieval metrics over ranked hits (pure).
+
+A query's expected items are matched against the ranked result list; each
+expected item counts once, at the first rank where a hit matches it.
+recall@k = found in top k / expected; MRR = 1 / first matching rank;
+nDCG@10 with binary gains.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence, TypeVar
+
+H = TypeVar("H")
+E = TypeVar("E")
+
+KS = (1, 5, 10)
+
+
+def first_ranks(hits: Sequence[H], expected: Sequence[E], matches: Callable[[H, E], bool]) -> list[int | None]:
+    """For each expected item, the 1-based rank of the first hit matching it (None if absent)."""
+    out: list[int | None] = []
+    for item in expected:
+        rank = next((i for i, h in enumerate(hits, 1) if matches(h, item)), None)
+        out.append(rank)
+    return out
+
+
+@dataclass(frozen=True)
+class QueryScore:
+    recall: dict[int, float]
+    rr: float
+    ndcg10: float
+
+
+def score_query(ranks: Sequence[int | None], n_expected: int) -> QueryScore:
+    if n_expected <= 0:
+        raise ValueError("a judged query needs at least one expected item")
+    found = sorted(r for r in ranks if r is not None)
+    recall = {k: sum(1 for r in found if r <= k) / n_expected for k in KS}
+    rr = 1.0 / found[0] if found else 0.0
+    dcg = sum(1.0 / math.log2(r + 1) for r in found if r <= 10)
+    idcg = sum(1.0 / math.log2(i + 1) for i in range(1, min(n_expected, 10) + 1))
+    return QueryScore(recall=recall, rr=rr, ndcg10=dcg / idcg)
+
+
+def aggregate(scores: Sequence[QueryScore]) -> dict[str, float]:
+    n = len(scores)
+    if n == 0:
+        return {"recall@1": 0.0, "recall@5": 0.0, "recall@10": 0.0, "mrr": 0.0, "ndcg@10": 0.0}
+    out = {f"recall@{k}": sum(s.recall[k] for s in scores) / n for k in KS}
+    out["mrr"] = sum(s.rr for s in scores) / n
+    out["ndcg@10"] = sum(s.ndcg10 for s in scores) / n
+    return {k: round(v, 4) for k, v in out.items()}

@@ -1,0 +1,37 @@
+"""`groove eval`: run judged queries through the same pipeline as `groove search`."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import aiosqlite
+
+from groove.evaluate.golden import JudgedQuery
+from groove.evaluate.metrics import aggregate, first_ranks, score_query
+from groove.search.pipeline import SearchRequest, Searcher
+
+
+async def run_eval(
+    searcher: Searcher,
+    conn: aiosqlite.Connection,
+    queries: Sequence[JudgedQuery],
+    *,
+    retriever: str = "hybrid",
+    limit: int = 10,
+    request_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    scores = []
+    per_query = []
+    for q in queries:
+        req = SearchRequest(query=q.query, limit=limit, retriever=retriever, **(request_options or {}))
+        resp = await searcher.search(conn, req)
+        hits = resp["results"]
+        ranks = first_ranks(hits, q.expected, lambda h, e: e.matches(h))
+        s = score_query(ranks, len(q.expected))
+        scores.append(s)
+        per_query.append({
+            "id": q.id, "query": q.query, "ranks": ranks,
+            "recall@10": round(s.recall[10], 4), "rr": round(s.rr, 4), "ndcg@10": round(s.ndcg10, 4),
+            "top": [h["path"] for h in hits[:3]],
+        })
+    return {"metrics": aggregate(scores), "queries": per_query, "count": len(queries), "retriever": retriever}

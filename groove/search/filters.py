@@ -1,0 +1,145 @@
+"""Search filters: which documents a search may return.
+
+Pure matching (`Filters.matches`) plus one read that turns a filter into the
+set of allowed document ids; the retrievers then search only inside that set,
+so a rare filter still fills `limit` (no over-fetch-and-hope).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import aiosqlite
+import pathspec
+
+from groove.search.compiler import QueryError
+
+
+def _norm_date(value: str, name: str) -> str:
+    try:
+        return dt.date.fromisoformat(str(value)[:10]).isoformat()
+    except ValueError as exc:
+        raise QueryError(f"{name} must be an ISO date like 2026-01-31, got {value!r}") from exc
+
+
+@dataclass(frozen=True)
+class Filters:
+    path_globs: tuple[str, ...] = ()          # gitignore-style; a leading '!' excludes
+    tags_any: tuple[str, ...] = ()
+    tags_all: tuple[str, ...] = ()
+    date_from: str | None = None              # inclusive, ISO date
+    date_to: str | None = None                # inclusive, ISO date
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        path_globs: Sequence[str] | None = None,
+        tags_any: Sequence[str] | None = None,
+        tags_all: Sequence[str] | None = None,
+        date_from: str | None = None,
+        date_to: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+    ) -> "Filters":
+        """Validate user input into a Filters (QueryError with a clear message on bad input)."""
+        globs = tuple(g.strip() for g in (path_globs or ()) if g and g.strip())
+        for g in globs:
+            if g in ("!",):
+                raise QueryError("a path glob '!' excludes nothing; write !pattern")
+        if fields is not None and not isinstance(fields, Mapping):
+            raise QueryError("fields must be an object of frontmatter key -> value")
+        dfrom = _norm_date(date_from, "date_from") if date_from else None
+        dto = _norm_date(date_to, "date_to") if date_to else None
+        if dfrom and dto and dfrom > dto:
+            raise QueryError(f"date_from {dfrom} is after date_to {dto}")
+        return cls(
+            path_globs=globs,
+            tags_any=tuple(_tag(t) for t in (tags_any or ()) if _tag(t)),
+            tags_all=tuple(_tag(t) for t in (tags_all or ()) if _tag(t)),
+            date_from=dfrom,
+            date_to=dto,
+            fields=dict(fields or {}),
+        )
+
+    @property
+    def empty(self) -> bool:
+        return not (self.path_globs or self.tags_any or self.tags_all or self.date_from or self.date_to or self.fields)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.path_globs:
+            out["path_globs"] = list(self.path_globs)
+        if self.tags_any:
+            out["tags_any"] = list(self.tags_any)
+        if self.tags_all:
+            out["tags_all"] = list(self.tags_all)
+        if self.date_from:
+            out["date_from"] = self.date_from
+        if self.date_to:
+            out["date_to"] = self.date_to
+        if self.fields:
+            out["fields"] = dict(self.fields)
+        return out
+
+    def _specs(self) -> tuple[pathspec.PathSpec | None, pathspec.PathSpec | None]:
+        pos = [g for g in self.path_globs if not g.startswith("!")]
+        neg = [g[1:] for g in self.path_globs if g.startswith("!")]
+        return (
+            pathspec.PathSpec.from_lines("gitignore", pos) if pos else None,
+            pathspec.PathSpec.from_lines("gitignore", neg) if neg else None,
+        )
+
+    def matches(self, path: str, tags: Sequence[str], date: str | None, frontmatter: Mapping[str, Any],
+                _specs: tuple | None = None) -> bool:
+        pos, neg = _specs or self._specs()
+        if pos is not None and not pos.match_file(path):
+            return False
+        if neg is not None and neg.match_file(path):
+            return False
+        folded = {_tag(t) for t in tags}
+        if self.tags_any and not folded.intersection(self.tags_any):
+            return False
+        if self.tags_all and not set(self.tags_all) <= folded:
+            return False
+        if self.date_from or self.date_to:
+            if not date:
+                return False
+            day = str(date)[:10]
+            if self.date_from and day < self.date_from:
+                return False
+            if self.date_to and day > self.date_to:
+                return False
+        for key, want in self.fields.items():
+            if key not in frontmatter or not _field_equal(frontmatter[key], want):
+                return False
+        return True
+
+
+def _tag(t: Any) -> str:
+    return str(t).strip().lstrip("#").casefold()
+
+
+def _field_equal(have: Any, want: Any) -> bool:
+    if have == want:
+        return True
+    if isinstance(have, list) and not isinstance(want, list):
+        return any(_field_equal(h, want) for h in have)
+    if isinstance(have, bool) or isinstance(want, bool):
+        return str(have).lower() == str(want).lower()
+    return str(have) == str(want)
+
+
+async def allowed_documents(conn: aiosqlite.Connection, filters: Filters) -> list[int] | None:
+    """Ids of the documents a filter allows; None when there is no filter."""
+    if filters.empty:
+        return None
+    specs = filters._specs()
+    cur = await conn.execute("SELECT id, path, tags, date, frontmatter FROM documents")
+    out = []
+    for doc_id, path, tags, date, fm in await cur.fetchall():
+        if filters.matches(path, json.loads(tags), date, json.loads(fm), specs):
+            out.append(doc_id)
+    return out

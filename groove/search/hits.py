@@ -1,0 +1,70 @@
+"""The search hit: one chunk in a result list, as every search stage sees it.
+
+Stages after fusion take a ``list[Hit]`` and return a ``list[Hit]``. A stage
+that is off returns its input list itself; a stage that changes a hit builds
+a new one with ``dataclasses.replace`` instead of mutating it, so an earlier
+stage's output is never changed behind its back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Hit:
+    chunk_id: int
+    doc_id: int
+    path: str
+    title: str
+    heading: str
+    level: int
+    context: str
+    content: str
+    tags: list[str]
+    date: str | None
+    start_line: int
+    end_line: int
+    ordinal: int
+    token_count: int | None
+    score: float
+    fts_rank: int | None = None
+    """1-based rank of this chunk in the full-text leg, None if the leg did not return it."""
+    vec_rank: int | None = None
+    """1-based rank of this chunk in the vector leg, None if the leg did not return it."""
+    expanded_from: dict[str, Any] | None = None
+    """Set by the parent retriever when it merged other chunks into ``content``:
+    ``{"mode": "whole_doc" | "siblings", "start_line", "end_line", "ordinals": [...]}``."""
+    match_spans: list[tuple[int, int]] = field(default_factory=list)
+    """UTF-8 byte offsets ``(start, end)`` into ``content`` of the query's matches."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready copy, keys in field order (stable across releases)."""
+        expanded = None
+        if self.expanded_from is not None:
+            expanded = {
+                key: list(value) if isinstance(value, (list, tuple)) else value
+                for key, value in self.expanded_from.items()
+            }
+        return {
+            "chunk_id": self.chunk_id,
+            "doc_id": self.doc_id,
+            "path": self.path,
+            "title": self.title,
+            "heading": self.heading,
+            "level": self.level,
+            "context": self.context,
+            "content": self.content,
+            "tags": list(self.tags),
+            "date": self.date,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "ordinal": self.ordinal,
+            "token_count": self.token_count,
+            "score": self.score,
+            "fts_rank": self.fts_rank,
+            "vec_rank": self.vec_rank,
+            "expanded_from": expanded,
+            "match_spans": [[start, end] for start, end in self.match_spans],
+        }

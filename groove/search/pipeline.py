@@ -1,0 +1,241 @@
+"""The query-time pipeline, in the seeds' fixed order:
+
+    compile -> vec KNN + FTS bm25 (filtered) -> RRF -> [rerank] -> [MMR] -> [parent] -> match_spans
+
+Each refine stage is pure and returns its input unchanged when off, so a
+configuration with every stage off returns exactly the fused list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Literal, Protocol, Sequence
+
+import aiosqlite
+import numpy as np
+
+from groove.config import SearchSettings
+from groove.logs import get_logger
+from groove.search import filters as filters_mod
+from groove.search import retrievers
+from groove.search.compiler import CompiledQuery, QueryError, compile_query
+from groove.search.fusion import low_confidence, rrf
+from groove.search.hits import Hit
+from groove.search.mmr import mmr_select
+from groove.search.parent import ChunkInfo, apply_parent
+from groove.search.spans import match_spans
+
+log = get_logger(__name__)
+
+MAX_QUERY_BYTES = 1024
+MAX_LIMIT = 100
+Retriever = Literal["hybrid", "fts", "vector"]
+
+
+class Reranker(Protocol):
+    identity: str
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
+
+
+@dataclass
+class SearchRequest:
+    query: str
+    limit: int = 10
+    retriever: Retriever = "hybrid"
+    filters: filters_mod.Filters = field(default_factory=filters_mod.Filters)
+    rerank: bool | None = None            # None: settings.rerank_by_default
+    mmr: bool | None = None               # None: [search.mmr] enabled
+    mmr_lambda: float | None = None
+    mmr_same_doc_penalty: float | None = None
+    parent_retriever: bool | None = None  # None: [search.parent_retriever] enabled
+    explain: bool = False
+
+
+def validate_request(req: SearchRequest) -> None:
+    if not isinstance(req.query, str) or not req.query.strip():
+        raise QueryError("the query is empty; type some words to search for")
+    size = len(req.query.encode("utf-8", errors="replace"))
+    if size > MAX_QUERY_BYTES:
+        raise QueryError(f"the query is {size} bytes; the limit is {MAX_QUERY_BYTES} bytes (1 KiB)")
+    if not isinstance(req.limit, int) or isinstance(req.limit, bool) or not 1 <= req.limit <= MAX_LIMIT:
+        raise QueryError(f"limit must be between 1 and {MAX_LIMIT}, got {req.limit!r}")
+    if req.retriever not in ("hybrid", "fts", "vector"):
+        raise QueryError(f"retriever must be hybrid, fts or vector, got {req.retriever!r}")
+    if req.mmr_lambda is not None and not 0.0 <= req.mmr_lambda <= 1.0:
+        raise QueryError(f"mmr_lambda must be between 0.0 and 1.0, got {req.mmr_lambda}")
+    if req.mmr_same_doc_penalty is not None and req.mmr_same_doc_penalty < 0:
+        raise QueryError(f"mmr_same_doc_penalty must be 0 or more, got {req.mmr_same_doc_penalty}")
+
+
+def pool_size(limit: int) -> int:
+    """Per-retriever candidates: limit x 5, at least 50."""
+    return max(limit * 5, 50)
+
+
+class Searcher:
+    def __init__(
+        self,
+        settings: SearchSettings,
+        embed_query: Callable[[str], Awaitable[np.ndarray]],
+        reranker: Callable[[], Reranker | None] | None = None,
+    ):
+        self.settings = settings
+        self.embed_query = embed_query
+        self.reranker = reranker
+
+    async def search(self, conn: aiosqlite.Connection, req: SearchRequest) -> dict[str, Any]:
+        validate_request(req)
+        t0 = time.perf_counter()
+        cq = compile_query(req.query)
+        s = self.settings
+        n = pool_size(req.limit)
+        explain: dict[str, Any] = {}
+        timings: dict[str, float] = {}
+
+        allowed_docs = await filters_mod.allowed_documents(conn, req.filters)
+        exclude: set[int] = set()
+        if cq.negative_expr:
+            exclude = await retrievers.matching_ids(conn, cq.negative_expr)
+
+        fts_ids: list[int] = []
+        use_fts = req.retriever in ("hybrid", "fts") and cq.match_expr is not None
+        if use_fts:
+            t = time.perf_counter()
+            weights = (s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight)
+            fts_ids = await retrievers.fts_search(conn, cq.match_expr, n, weights, allowed_docs)
+            timings["fts_ms"] = _ms(t)
+        vec_ids: list[int] = []
+        if req.retriever in ("hybrid", "vector") and cq.vector_text.strip():
+            t = time.perf_counter()
+            qvec = await self.embed_query(cq.vector_text)
+            timings["embed_ms"] = _ms(t)
+            t = time.perf_counter()
+            vec_ids = await retrievers.vector_search(conn, qvec, n, exclude, allowed_docs)
+            timings["vector_ms"] = _ms(t)
+
+        rankings: dict[str, list[int]] = {}
+        if fts_ids:
+            rankings["fts"] = fts_ids
+        if vec_ids:
+            rankings["vector"] = vec_ids
+        fused = rrf(rankings, k=s.fusion.rrf_k)
+        fts_rank = {cid: i for i, cid in enumerate(fts_ids, 1)}
+        vec_rank = {cid: i for i, cid in enumerate(vec_ids, 1)}
+
+        mmr_on = s.mmr.enabled if req.mmr is None else req.mmr
+        rerank_on, reranker = self._reranker_for(req)
+        if mmr_on:
+            pool = n
+        elif rerank_on:
+            pool = req.limit * 5
+        else:
+            pool = req.limit
+        head = fused[:pool]
+        rows = await retrievers.fetch_hits(conn, [cid for cid, _ in head])
+        hits = [
+            dataclasses.replace(rows[cid], score=score, fts_rank=fts_rank.get(cid), vec_rank=vec_rank.get(cid))
+            for cid, score in head
+            if cid in rows
+        ]
+        conf = low_confidence([h.score for h in hits], s.min_confidence_ratio)
+
+        # Stage 2: reranker.
+        if rerank_on and reranker is not None and hits:
+            t = time.perf_counter()
+            hits = rerank_hits(hits, cq.vector_text, reranker)
+            timings["rerank_ms"] = _ms(t)
+        # Stage 3: MMR.
+        lam = s.mmr.lambda_ if req.mmr_lambda is None else req.mmr_lambda
+        penalty = s.mmr.same_doc_penalty if req.mmr_same_doc_penalty is None else req.mmr_same_doc_penalty
+        warnings = mmr_warnings(mmr_on, req.mmr_lambda, lam)
+        for w in warnings:
+            log.warning("mmr_config", message=w)
+        if mmr_on and hits:
+            t = time.perf_counter()
+            vectors = await retrievers.fetch_vectors(conn, [h.chunk_id for h in hits])
+            order = mmr_select([(h.chunk_id, h.score, h.doc_id) for h in hits], vectors, req.limit, lam, penalty)
+            by_id = {h.chunk_id: h for h in hits}
+            hits = [by_id[cid] for cid in order]
+            timings["mmr_ms"] = _ms(t)
+        hits = hits[: req.limit]
+        # Stage 4: parent retriever.
+        parent_on = s.parent_retriever.enabled if req.parent_retriever is None else req.parent_retriever
+        if parent_on and hits:
+            t = time.perf_counter()
+            doc_rows = await retrievers.fetch_doc_chunks(conn, sorted({h.doc_id for h in hits}))
+            infos = {d: [ChunkInfo(*r) for r in rs] for d, rs in doc_rows.items()}
+            hits = apply_parent(
+                hits, infos, True,
+                s.parent_retriever.whole_doc_threshold_tokens, s.parent_retriever.max_expanded_tokens,
+            )
+            timings["parent_ms"] = _ms(t)
+        # Match spans over the final content.
+        phrases = list(cq.positives) or ([cq.vector_text] if cq.vector_text else [])
+        hits = [dataclasses.replace(h, match_spans=match_spans(h.content, phrases)) for h in hits]
+
+        pending = int((await (await conn.execute("SELECT count(*) FROM chunks WHERE embedding_id IS NULL")).fetchone())[0])
+        response: dict[str, Any] = {
+            "results": [h.to_dict() for h in hits],
+            "low_confidence": conf,
+            "filter_applied": req.filters.to_dict() if not req.filters.empty else None,
+            "pending_chunks": pending,
+        }
+        if warnings:
+            response["warnings"] = warnings
+        if req.explain:
+            timings["total_ms"] = _ms(t0)
+            explain.update(
+                query=cq.text,
+                vector_text=cq.vector_text,
+                match_expr=cq.match_expr,
+                negative_expr=cq.negative_expr,
+                positives=list(cq.positives),
+                excluded_terms=list(cq.negatives),
+                excluded_chunks=len(exclude),
+                vector_only=cq.vector_only or req.retriever == "vector",
+                fallback=cq.fallback,
+                phrases_truncated=cq.truncated,
+                retriever=req.retriever,
+                candidates={"fts": len(fts_ids), "vector": len(vec_ids), "fused": len(fused)},
+                pool_per_retriever=n,
+                allowed_documents=None if allowed_docs is None else len(allowed_docs),
+                stages={"rerank": bool(rerank_on and reranker), "mmr": mmr_on, "parent_retriever": parent_on},
+                reranker=getattr(reranker, "identity", None) if rerank_on else None,
+                rrf_k=s.fusion.rrf_k,
+                weights={"heading": s.fusion.heading_weight, "context": s.fusion.context_weight, "content": s.fusion.content_weight},
+                timings_ms=timings,
+            )
+            response["explain"] = explain
+        return response
+
+    def _reranker_for(self, req: SearchRequest) -> tuple[bool, Reranker | None]:
+        want = self.settings.rerank_by_default if req.rerank is None else req.rerank
+        if not want or self.reranker is None:
+            return False, None
+        model = self.reranker()
+        return model is not None, model
+
+
+def rerank_hits(hits: list[Hit], query: str, reranker: Reranker) -> list[Hit]:
+    """Re-score with a cross-encoder over each chunk's context and content; score = raw reranker score."""
+    texts = [f"{h.context}\n{h.content}" if h.context else h.content for h in hits]
+    scores = reranker.score(query, texts)
+    rescored = [dataclasses.replace(h, score=float(sc)) for h, sc in zip(hits, scores, strict=True)]
+    order = sorted(range(len(rescored)), key=lambda i: (-rescored[i].score, i))
+    return [rescored[i] for i in order]
+
+
+def mmr_warnings(mmr_on: bool, lambda_override: float | None, effective_lambda: float) -> list[str]:
+    out = []
+    if not mmr_on and lambda_override is not None:
+        out.append("mmr_lambda was given but MMR is off, so it has no effect; pass mmr=true or set [search.mmr] enabled = true")
+    if mmr_on and effective_lambda >= 1.0:
+        out.append("MMR is on with lambda = 1.0, which is the same as MMR off but slower; turn MMR off instead")
+    return out
+
+
+def _ms(t: float) -> float:
+    return round((time.perf_counter() - t) * 1000, 3)

@@ -1,0 +1,162 @@
+"""Match spans: where the query's phrases occur in a hit's returned content.
+
+Spans are UTF-8 byte offsets ``(start, end)`` into the final content (after
+the parent retriever), sorted, disjoint and not touching: overlapping or
+adjacent occurrences are merged into one span.
+
+How case-insensitive matching maps back to the original text
+------------------------------------------------------------
+``str.casefold`` can change length (``'ß' -> 'ss'``, ``'İ' -> 'i̇'``,
+``'ﬁ' -> 'fi'``), so offsets found in ``content.casefold()`` are not offsets
+into ``content``. Instead each character is folded on its own (Python's
+casefold is context-free, so joining the per-character folds equals folding
+the whole string) and a map from folded positions back to character
+positions is kept. An *occurrence* of a phrase is a run of whole original
+characters whose casefold equals the phrase's casefold. A match that would
+start or end inside one character's fold does not count: ``'ss'``, ``'SS'``
+and ``'ß'`` all match ``'ß'``, but ``'s'`` does not match half of it. So the
+text of every occurrence, casefolded, is exactly a casefolded phrase.
+
+``re.IGNORECASE`` was not used: it compares characters one to one with
+simple case mapping, so it misses ``'STRASSE'`` for ``'straße'``.
+
+No Unicode normalisation is applied (NFC and NFD spellings of the same text
+do not match each other); the search is over the text as stored.
+
+Cost: the search runs over numpy arrays of code points (candidate positions
+for a phrase's first character, narrowed one character at a time), so a
+phrase costs roughly one pass over the content plus the work on positions
+that still match. Content over ``max_content_bytes`` is skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from groove.search.hits import Hit
+
+DEFAULT_MAX_SPANS = 100
+DEFAULT_MAX_CONTENT_BYTES = 256 * 1024
+
+# Lone surrogates cannot be UTF-8 encoded; 'surrogatepass' gives them the three
+# bytes they would take if they could, so offsets stay consistent.
+_ERRORS = "surrogatepass"
+
+
+def _code_points(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", _ERRORS), dtype="<u4")
+
+
+def _utf8_offsets(code_points: np.ndarray) -> np.ndarray:
+    """Byte offset of each character boundary, length ``len(text) + 1``."""
+    widths = (
+        1
+        + (code_points >= 0x80).astype(np.int64)
+        + (code_points >= 0x800)
+        + (code_points >= 0x10000)
+    )
+    offsets = np.zeros(len(code_points) + 1, dtype=np.int64)
+    np.cumsum(widths, out=offsets[1:])
+    return offsets
+
+
+def _starts(haystack: np.ndarray, needle: np.ndarray) -> np.ndarray:
+    """Every start position (overlapping ones included) of needle in haystack."""
+    length = len(needle)
+    if length == 0 or length > len(haystack):
+        return np.empty(0, dtype=np.int64)
+    starts = np.flatnonzero(haystack[: len(haystack) - length + 1] == needle[0])
+    for i in range(1, length):
+        if starts.size == 0:
+            break
+        starts = starts[haystack[starts + i] == needle[i]]
+    return starts
+
+
+def match_spans(
+    content: str,
+    phrases: Sequence[str],
+    max_spans: int = DEFAULT_MAX_SPANS,
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+) -> list[tuple[int, int]]:
+    """Byte spans of every case-insensitive occurrence of any phrase.
+
+    Empty phrases are ignored. Returns ``[]`` for empty content, no usable
+    phrase, or content longer than ``max_content_bytes`` UTF-8 bytes. At most
+    ``max_spans`` spans are returned: the first ones in the content, counted
+    after merging.
+    """
+    if isinstance(max_spans, bool) or not isinstance(max_spans, int) or max_spans < 0:
+        raise ValueError(f"match_spans max_spans must be an integer of at least 0 (the default is 100), got {max_spans!r}")
+    if isinstance(max_content_bytes, bool) or not isinstance(max_content_bytes, int) or max_content_bytes < 0:
+        raise ValueError(
+            f"match_spans max_content_bytes must be an integer of at least 0 (the default is 262144), got {max_content_bytes!r}"
+        )
+    needles = list(dict.fromkeys(p.casefold() for p in phrases if p))
+    if not content or not needles or max_spans == 0:
+        return []
+    if len(content.encode("utf-8", _ERRORS)) > max_content_bytes:
+        return []
+
+    chars = _code_points(content)
+    byte_at_char = _utf8_offsets(chars)
+
+    folded_text = content.casefold()
+    if len(folded_text) == len(content):
+        # Every character folds to exactly one character (a fold is never
+        # empty), so folded positions are character positions.
+        char_at_fold = None
+        boundary = None
+    else:
+        fold_widths = np.fromiter((len(ch.casefold()) for ch in content), dtype=np.int64, count=len(content))
+        fold_starts = np.zeros(len(content) + 1, dtype=np.int64)
+        np.cumsum(fold_widths, out=fold_starts[1:])
+        boundary = np.zeros(len(folded_text) + 1, dtype=bool)
+        boundary[fold_starts] = True
+        char_at_fold = np.zeros(len(folded_text) + 1, dtype=np.int64)
+        char_at_fold[fold_starts] = np.arange(len(content) + 1)
+    folded = _code_points(folded_text)
+
+    starts_parts: list[np.ndarray] = []
+    ends_parts: list[np.ndarray] = []
+    for needle_text in needles:
+        needle = _code_points(needle_text)
+        starts = _starts(folded, needle)
+        ends = starts + len(needle)
+        if boundary is not None:
+            aligned = boundary[starts] & boundary[ends]
+            starts, ends = char_at_fold[starts[aligned]], char_at_fold[ends[aligned]]
+        starts_parts.append(starts)
+        ends_parts.append(ends)
+
+    starts = np.concatenate(starts_parts)
+    if starts.size == 0:
+        return []
+    ends = np.concatenate(ends_parts)
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    # A new span begins where an occurrence starts strictly after everything
+    # before it has ended; touching occurrences (start == reach) merge.
+    heads = np.flatnonzero(np.concatenate(([True], starts[1:] > reach[:-1])))
+    tails = np.concatenate((heads[1:] - 1, [len(starts) - 1]))
+    heads, tails = heads[:max_spans], tails[:max_spans]
+    span_starts = byte_at_char[starts[heads]]
+    span_ends = byte_at_char[reach[tails]]
+    return [(int(a), int(b)) for a, b in zip(span_starts, span_ends)]
+
+
+def apply_match_spans(
+    hits: list[Hit],
+    phrases: Sequence[str],
+    max_spans: int = DEFAULT_MAX_SPANS,
+    max_content_bytes: int = DEFAULT_MAX_CONTENT_BYTES,
+) -> list[Hit]:
+    """New hits, in the same order, with ``match_spans`` computed over their content."""
+    return [
+        dataclasses.replace(hit, match_spans=match_spans(hit.content, phrases, max_spans, max_content_bytes))
+        for hit in hits
+    ]

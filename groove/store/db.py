@@ -1,0 +1,245 @@
+"""SQLite: the driver rule, extension loading, the schema and its migrations.
+
+One file holds everything: documents, chunks, the FTS5 trigram index over
+(heading, context, content) and the sqlite-vec vectors. WAL mode lets readers
+run beside the single writer.
+
+Driver rule (ENVIRONMENT.md): the standard library `sqlite3` when it can load
+extensions and its SQLite is 3.41 or newer; otherwise `sqlean` (a drop-in
+`sqlite3` with extension loading and FTS5 trigram).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import aiosqlite
+import sqlite_vec
+
+SCHEMA_VERSION = 1
+
+
+class IndexError_(Exception):
+    """The index cannot be used as asked; the message says what to do."""
+
+
+class ModelMismatchError(IndexError_):
+    pass
+
+
+def pick_driver() -> ModuleType:
+    import sqlite3
+
+    if hasattr(sqlite3.Connection, "enable_load_extension") and sqlite3.sqlite_version_info >= (3, 41, 0):
+        return sqlite3
+    import sqlean
+
+    return sqlean
+
+
+DRIVER = pick_driver()
+DBError = DRIVER.Error
+
+
+def connect_sync(path: Path | str, *, readonly: bool = False) -> Any:
+    """A driver connection with sqlite-vec loaded and our pragmas set."""
+    if readonly:
+        con = DRIVER.connect(f"file:{Path(path).as_posix()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None)
+    else:
+        con = DRIVER.connect(str(path), check_same_thread=False, isolation_level=None)
+    con.enable_load_extension(True)
+    sqlite_vec.load(con)
+    con.enable_load_extension(False)
+    con.execute("PRAGMA busy_timeout = 10000")
+    if not readonly:
+        con.execute("PRAGMA journal_mode = WAL")
+        con.execute("PRAGMA synchronous = NORMAL")
+    con.execute("PRAGMA foreign_keys = ON")
+    return con
+
+
+async def connect(path: Path | str, *, readonly: bool = False) -> aiosqlite.Connection:
+    conn = aiosqlite.Connection(lambda: connect_sync(path, readonly=readonly), iter_chunk_size=64)
+    return await conn
+
+
+# --- schema ------------------------------------------------------------------
+
+_SCHEMA_V1 = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS documents (
+    id          INTEGER PRIMARY KEY,
+    path        TEXT NOT NULL UNIQUE,          -- relative to the notes folder, '/' separated
+    title       TEXT NOT NULL,
+    tags        TEXT NOT NULL DEFAULT '[]',    -- JSON list
+    date        TEXT,                          -- ISO date from frontmatter
+    frontmatter TEXT NOT NULL DEFAULT '{}',    -- JSON object, every key
+    warnings    TEXT NOT NULL DEFAULT '[]',    -- JSON list (e.g. broken frontmatter)
+    size        INTEGER NOT NULL,
+    mtime_ns    INTEGER NOT NULL,
+    hash        TEXT NOT NULL,                 -- sha256 of the file bytes
+    indexed_at  REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS documents_hash ON documents(hash);
+CREATE INDEX IF NOT EXISTS documents_date ON documents(date);
+CREATE TABLE IF NOT EXISTS doc_tags (
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    tag    TEXT NOT NULL,
+    PRIMARY KEY (doc_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS doc_tags_tag ON doc_tags(tag);
+CREATE TABLE IF NOT EXISTS chunks (
+    id           INTEGER PRIMARY KEY,
+    doc_id       INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal      INTEGER NOT NULL,
+    heading      TEXT NOT NULL,
+    level        INTEGER NOT NULL,
+    context      TEXT NOT NULL,
+    content      TEXT NOT NULL,
+    start_line   INTEGER NOT NULL,
+    end_line     INTEGER NOT NULL,
+    token_count  INTEGER,
+    hash         TEXT NOT NULL,                -- sha256 of exactly the embedded text
+    embedding_id INTEGER,                      -- NULL: waiting for a vector (the queue)
+    queued_at    REAL NOT NULL                 -- newest edits are embedded first
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
+CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
+CREATE INDEX IF NOT EXISTS chunks_embedding ON chunks(embedding_id);
+CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(queued_at) WHERE embedding_id IS NULL;
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
+    heading, context, content,
+    content='chunks', content_rowid='id', tokenize='trigram'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO fts_chunks(rowid, heading, context, content)
+    VALUES (new.id, new.heading, new.context, new.content);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, heading, context, content)
+    VALUES ('delete', old.id, old.heading, old.context, old.content);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE OF heading, context, content ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, heading, context, content)
+    VALUES ('delete', old.id, old.heading, old.context, old.content);
+    INSERT INTO fts_chunks(rowid, heading, context, content)
+    VALUES (new.id, new.heading, new.context, new.content);
+END;
+CREATE TABLE IF NOT EXISTS embeddings (
+    id         INTEGER PRIMARY KEY,            -- = vec_embeddings.rowid
+    hash       TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS skipped (
+    path   TEXT PRIMARY KEY,
+    reason TEXT NOT NULL,
+    at     REAL NOT NULL
+);
+"""
+
+# Explicit migrations: MIGRATIONS[n] takes a database at version n to n + 1.
+MIGRATIONS: dict[int, str] = {}
+
+
+def _vec_table_sql(dimension: int) -> str:
+    return f"CREATE VIRTUAL TABLE IF NOT EXISTS vec_embeddings USING vec0(embedding float[{int(dimension)}])"
+
+
+def get_meta_sync(con: Any, key: str, default: str | None = None) -> str | None:
+    row = con.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else default
+
+
+def set_meta_sync(con: Any, key: str, value: Any) -> None:
+    con.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value if isinstance(value, str) else json.dumps(value)),
+    )
+
+
+def _has_table(con: Any, name: str) -> bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
+
+
+def init_sync(con: Any, *, model: str, dimension: int, kb_path: str) -> None:
+    """Create or check the schema for this model. Refuses an index built by another model."""
+    if _has_table(con, "meta"):
+        version = int(get_meta_sync(con, "schema_version", "0") or 0)
+        if version > SCHEMA_VERSION:
+            raise IndexError_(
+                f"this index has schema version {version}, newer than this groove understands "
+                f"({SCHEMA_VERSION}); upgrade groove or run `groove index --rebuild`"
+            )
+        built_model = get_meta_sync(con, "model")
+        built_dim = get_meta_sync(con, "dimension")
+        if built_model is not None and (built_model != model or int(built_dim or 0) != dimension):
+            raise ModelMismatchError(
+                f"the index was built with {built_model} ({built_dim} dims) but the configuration asks for "
+                f"{model} ({dimension} dims); run `groove index --rebuild` to re-embed every note with the new model"
+            )
+        while version < SCHEMA_VERSION:
+            con.execute("BEGIN IMMEDIATE")
+            con.executescript(MIGRATIONS[version]) if version in MIGRATIONS else None
+            set_meta_sync(con, "schema_version", str(version + 1))
+            con.execute("COMMIT")
+            version += 1
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _split_sql(_SCHEMA_V1):
+            con.execute(statement)
+        con.execute(_vec_table_sql(dimension))
+        if get_meta_sync(con, "schema_version") is None:
+            set_meta_sync(con, "schema_version", str(SCHEMA_VERSION))
+            set_meta_sync(con, "model", model)
+            set_meta_sync(con, "dimension", str(dimension))
+            set_meta_sync(con, "embeddings_computed", "0")
+            set_meta_sync(con, "created_at", str(time.time()))
+        set_meta_sync(con, "kb_path", kb_path)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def read_identity_sync(con: Any) -> tuple[str | None, int | None]:
+    if not _has_table(con, "meta"):
+        return None, None
+    dim = get_meta_sync(con, "dimension")
+    return get_meta_sync(con, "model"), int(dim) if dim else None
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split on ';' at statement ends, keeping trigger bodies whole."""
+    out, buf, depth = [], [], 0
+    for line in script.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("--"):
+            continue
+        buf.append(line)
+        upper = stripped.upper()
+        if upper.startswith("CREATE TRIGGER"):
+            depth = 1
+        if depth and upper == "END;":
+            depth = 0
+            out.append("\n".join(buf))
+            buf = []
+        elif not depth and stripped.endswith(";"):
+            out.append("\n".join(buf))
+            buf = []
+    if buf:
+        out.append("\n".join(buf))
+    return out
+
+
+def remove_index_files(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        p = Path(str(path) + suffix)
+        if p.exists():
+            p.unlink()

@@ -1,0 +1,78 @@
+"""Opening the index and the read side that is not search: status, documents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from groove.store import db
+
+
+def prepare_index(path: Path, *, model: str, dimension: int, kb_path: str) -> None:
+    """Create the index file (and folder) if needed and check it matches the model."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = db.connect_sync(path)
+    try:
+        db.init_sync(con, model=model, dimension=dimension, kb_path=kb_path)
+    finally:
+        con.close()
+
+
+def check_existing_index(path: Path, *, model: str, dimension: int) -> None:
+    """For read-only commands: the index must exist and match the model."""
+    if not path.exists():
+        raise db.IndexError_(f"no index at {path}; run `groove index` first")
+    con = db.connect_sync(path, readonly=True)
+    try:
+        built_model, built_dim = db.read_identity_sync(con)
+    finally:
+        con.close()
+    if built_model is None:
+        raise db.IndexError_(f"{path} is not a groove index; run `groove index --rebuild`")
+    if built_model != model or built_dim != dimension:
+        raise db.ModelMismatchError(
+            f"the index was built with {built_model} ({built_dim} dims) but the configuration asks for "
+            f"{model} ({dimension} dims); run `groove index --rebuild` to re-embed every note with the new model"
+        )
+
+
+async def _scalar(conn: aiosqlite.Connection, sql: str, args: tuple = ()) -> Any:
+    cur = await conn.execute(sql, args)
+    row = await cur.fetchone()
+    return row[0] if row else None
+
+
+async def get_meta(conn: aiosqlite.Connection, key: str) -> str | None:
+    return await _scalar(conn, "SELECT value FROM meta WHERE key = ?", (key,))
+
+
+async def pending_count(conn: aiosqlite.Connection) -> int:
+    return int(await _scalar(conn, "SELECT count(*) FROM chunks WHERE embedding_id IS NULL") or 0)
+
+
+async def status(conn: aiosqlite.Connection, *, index_path: Path) -> dict[str, Any]:
+    documents = await _scalar(conn, "SELECT count(*) FROM documents")
+    chunks = await _scalar(conn, "SELECT count(*) FROM chunks")
+    last = await get_meta(conn, "last_indexed_at")
+    cur = await conn.execute("SELECT path, reason FROM skipped ORDER BY path")
+    skipped = [{"path": p, "reason": r} for p, r in await cur.fetchall()]
+    cur = await conn.execute("SELECT path, warnings FROM documents WHERE warnings != '[]' ORDER BY path")
+    warnings = [{"path": p, "warnings": json.loads(w)} for p, w in await cur.fetchall()]
+    return {
+        "documents": int(documents or 0),
+        "chunks": int(chunks or 0),
+        "pending_chunks": await pending_count(conn),
+        "vectors": int(await _scalar(conn, "SELECT count(*) FROM embeddings") or 0),
+        "embeddings_computed": int(await get_meta(conn, "embeddings_computed") or 0),
+        "model": await get_meta(conn, "model"),
+        "dimension": int(await get_meta(conn, "dimension") or 0),
+        "schema_version": int(await get_meta(conn, "schema_version") or 0),
+        "index_path": str(index_path),
+        "kb_path": await get_meta(conn, "kb_path"),
+        "last_indexed_at": float(last) if last else None,
+        "skipped": skipped,
+        "warnings": warnings,
+    }

@@ -1,0 +1,236 @@
+"""Every write to the index. One writer connection; each file changes in one transaction.
+
+A chunk row whose `embedding_id` is NULL is pending work: the embedding queue
+lives in the database, so a crash loses nothing. Vectors are keyed by the hash
+of the embedded text, so a renamed note, a moved section or a repeated
+paragraph reuses the vector it already has.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import aiosqlite
+import numpy as np
+
+from groove.corpus.markdown import ParsedNote
+from groove.store.db import DBError
+
+
+@dataclass
+class FileWrite:
+    doc_id: int
+    inserted: int       # chunk rows added
+    updated: int        # chunk rows kept, metadata updated
+    deleted: int        # chunk rows removed
+    pending: int        # inserted rows still without a vector
+
+
+class Tx:
+    """`async with Tx(conn):` runs a BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+
+    def __init__(self, conn: aiosqlite.Connection):
+        self.conn = conn
+
+    async def __aenter__(self) -> aiosqlite.Connection:
+        await self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            await self.conn.execute("COMMIT")
+        else:
+            try:
+                await self.conn.execute("ROLLBACK")
+            except DBError:
+                pass
+
+
+async def write_note(
+    conn: aiosqlite.Connection,
+    *,
+    rel: str,
+    parsed: ParsedNote,
+    size: int,
+    mtime_ns: int,
+    file_hash: str,
+    doc_id: int | None,
+) -> FileWrite:
+    """Insert or update one note and diff its chunks by hash, in one transaction.
+
+    `doc_id` is the document row to update: the same path, or (for a rename)
+    the row of the old path, which this moves to `rel`.
+    """
+    now = time.time()
+    doc_values = (
+        rel,
+        parsed.title,
+        json.dumps(list(parsed.tags), ensure_ascii=False),
+        parsed.date,
+        json.dumps(parsed.frontmatter, ensure_ascii=False, default=str),
+        json.dumps(list(parsed.warnings), ensure_ascii=False),
+        size,
+        mtime_ns,
+        file_hash,
+        now,
+    )
+    inserted = updated = deleted = pending = 0
+    async with Tx(conn):
+        if doc_id is None:
+            cur = await conn.execute(
+                "INSERT INTO documents(path, title, tags, date, frontmatter, warnings, size, mtime_ns, hash, indexed_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                doc_values,
+            )
+            doc_id = (await cur.fetchone())[0]
+        else:
+            await conn.execute(
+                "UPDATE documents SET path=?, title=?, tags=?, date=?, frontmatter=?, warnings=?, size=?,"
+                " mtime_ns=?, hash=?, indexed_at=? WHERE id=?",
+                (*doc_values, doc_id),
+            )
+        await conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", (doc_id,))
+        await conn.executemany(
+            "INSERT OR IGNORE INTO doc_tags(doc_id, tag) VALUES (?, ?)", [(doc_id, t) for t in parsed.tags]
+        )
+        cur = await conn.execute(
+            "SELECT id, hash, ordinal, heading, level, context, start_line, end_line, token_count"
+            " FROM chunks WHERE doc_id = ? ORDER BY ordinal",
+            (doc_id,),
+        )
+        old_by_hash: dict[str, list[tuple]] = {}
+        for row in await cur.fetchall():
+            old_by_hash.setdefault(row[1], []).append(row)
+        for chunk in parsed.chunks:
+            meta = (chunk.ordinal, chunk.heading, chunk.level, chunk.context, chunk.start_line, chunk.end_line, chunk.token_count)
+            olds = old_by_hash.get(chunk.hash)
+            if olds:
+                old = olds.pop(0)
+                if tuple(old[2:]) != meta:
+                    await conn.execute(
+                        "UPDATE chunks SET ordinal=?, heading=?, level=?, context=?, start_line=?, end_line=?,"
+                        " token_count=? WHERE id=?",
+                        (*meta, old[0]),
+                    )
+                    updated += 1
+                continue
+            cur = await conn.execute(
+                "INSERT INTO chunks(doc_id, ordinal, heading, level, context, content, start_line, end_line,"
+                " token_count, hash, embedding_id, queued_at)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,(SELECT id FROM embeddings WHERE hash = ?),?) RETURNING embedding_id",
+                (doc_id, chunk.ordinal, chunk.heading, chunk.level, chunk.context, chunk.content,
+                 chunk.start_line, chunk.end_line, chunk.token_count, chunk.hash, chunk.hash, now),
+            )
+            inserted += 1
+            if (await cur.fetchone())[0] is None:
+                pending += 1
+        stale = [row[0] for rows in old_by_hash.values() for row in rows]
+        if stale:
+            await conn.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in stale])
+            deleted = len(stale)
+        await conn.execute("DELETE FROM skipped WHERE path = ?", (rel,))
+    return FileWrite(doc_id=doc_id, inserted=inserted, updated=updated, deleted=deleted, pending=pending)
+
+
+async def touch_document(conn: aiosqlite.Connection, doc_id: int, size: int, mtime_ns: int) -> None:
+    """Same bytes, new mtime: remember the stat so the next scan skips without reading."""
+    await conn.execute("UPDATE documents SET size=?, mtime_ns=? WHERE id=?", (size, mtime_ns, doc_id))
+
+
+async def delete_documents(conn: aiosqlite.Connection, paths: Iterable[str]) -> int:
+    """Delete notes and all their rows; one transaction per note."""
+    count = 0
+    for rel in paths:
+        async with Tx(conn):
+            cur = await conn.execute("SELECT id FROM documents WHERE path = ?", (rel,))
+            row = await cur.fetchone()
+            if row is None:
+                continue
+            await conn.execute("DELETE FROM chunks WHERE doc_id = ?", (row[0],))
+            await conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", (row[0],))
+            await conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
+            count += 1
+    return count
+
+
+async def record_skipped(conn: aiosqlite.Connection, skipped: dict[str, str], *, replace_all: bool) -> None:
+    """Remember why files were skipped (shown by `groove status`). A skipped file has no rows."""
+    async with Tx(conn):
+        if replace_all:
+            await conn.execute("DELETE FROM skipped")
+        now = time.time()
+        for rel, reason in skipped.items():
+            await conn.execute(
+                "INSERT INTO skipped(path, reason, at) VALUES (?,?,?) ON CONFLICT(path) DO UPDATE SET reason=excluded.reason, at=excluded.at",
+                (rel, reason, now),
+            )
+            cur = await conn.execute("SELECT id FROM documents WHERE path = ?", (rel,))
+            row = await cur.fetchone()
+            if row is not None:
+                await conn.execute("DELETE FROM chunks WHERE doc_id = ?", (row[0],))
+                await conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", (row[0],))
+                await conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
+
+
+async def forget_skipped(conn: aiosqlite.Connection, paths: Iterable[str]) -> None:
+    await conn.executemany("DELETE FROM skipped WHERE path = ?", [(p,) for p in paths])
+
+
+async def pending_batch(conn: aiosqlite.Connection, limit: int) -> list[tuple[str, str]]:
+    """The next texts to embed: (hash, content), one per distinct text, newest edits first."""
+    cur = await conn.execute(
+        "SELECT hash, content FROM chunks WHERE embedding_id IS NULL"
+        " GROUP BY hash ORDER BY MAX(queued_at) DESC, MIN(id) LIMIT ?",
+        (limit,),
+    )
+    return [(r[0], r[1]) for r in await cur.fetchall()]
+
+
+async def store_vectors(conn: aiosqlite.Connection, hashes: Sequence[str], vectors: np.ndarray) -> int:
+    """Write vectors for texts and attach them to every chunk with that text. Returns chunks updated."""
+    attached = 0
+    now = time.time()
+    async with Tx(conn):
+        for h, vec in zip(hashes, vectors, strict=True):
+            cur = await conn.execute("SELECT id FROM embeddings WHERE hash = ?", (h,))
+            row = await cur.fetchone()
+            if row is None:
+                cur = await conn.execute("INSERT INTO embeddings(hash, created_at) VALUES (?, ?) RETURNING id", (h, now))
+                emb_id = (await cur.fetchone())[0]
+                await conn.execute(
+                    "INSERT INTO vec_embeddings(rowid, embedding) VALUES (?, ?)",
+                    (emb_id, np.asarray(vec, dtype=np.float32).tobytes()),
+                )
+            else:
+                emb_id = row[0]
+            cur = await conn.execute(
+                "UPDATE chunks SET embedding_id = ? WHERE hash = ? AND embedding_id IS NULL", (emb_id, h)
+            )
+            attached += cur.rowcount
+        await conn.execute(
+            "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT) WHERE key = 'embeddings_computed'",
+            (len(hashes),),
+        )
+    return attached
+
+
+async def collect_garbage(conn: aiosqlite.Connection) -> int:
+    """Drop vectors no chunk uses any more. Runs after a full reconcile, not per file,
+    so a section moved between two files keeps its vector across the two writes."""
+    async with Tx(conn):
+        cur = await conn.execute(
+            "SELECT id FROM embeddings WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.embedding_id = embeddings.id)"
+        )
+        ids = [r[0] for r in await cur.fetchall()]
+        await conn.executemany("DELETE FROM vec_embeddings WHERE rowid = ?", [(i,) for i in ids])
+        await conn.executemany("DELETE FROM embeddings WHERE id = ?", [(i,) for i in ids])
+    return len(ids)
+
+
+async def set_meta(conn: aiosqlite.Connection, key: str, value: str) -> None:
+    await conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value)
+    )

@@ -1,0 +1,235 @@
+"""Reconcile the notes folder with the index.
+
+Used by `groove index` (one full pass) and by the daemon (full passes at start
+and periodically, path batches from the watcher). Unchanged files (same size
+and mtime) are skipped without reading; a changed file is parsed and its chunk
+list diffed by chunk hash; a new file whose bytes equal a vanished file's is a
+rename and moves the document row. Vectors are reused by text hash, so
+renames and moved sections embed nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import aiosqlite
+import anyio
+
+from groove.config import Settings
+from groove.corpus.markdown import parse_note
+from groove.corpus.scan import FileInfo, Ignore, NoteReadError, read_note, scan, stat_note
+from groove.embed.embedder import Embedder
+from groove.logs import get_logger
+from groove.store import writer
+
+log = get_logger(__name__)
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class ReconcileStats:
+    added: int = 0
+    changed: int = 0
+    renamed: int = 0
+    deleted: int = 0
+    unchanged: int = 0
+    skipped: int = 0
+    files_read: int = 0
+    chunks_written: int = 0
+    chunks_embedded: int = 0
+    seconds: float = 0.0
+    changed_paths: list[str] = field(default_factory=list)
+    deleted_paths: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("changed_paths")
+        d.pop("deleted_paths")
+        d["seconds"] = round(self.seconds, 3)
+        return d
+
+    def merge(self, other: "ReconcileStats") -> None:
+        for name in ("added", "changed", "renamed", "deleted", "unchanged", "skipped", "files_read",
+                     "chunks_written", "chunks_embedded"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.changed_paths += other.changed_paths
+        self.deleted_paths += other.deleted_paths
+
+
+class Indexer:
+    """The single writer's logic. Owns the write connection."""
+
+    def __init__(self, conn: aiosqlite.Connection, kb: Path, settings: Settings, embedder: Embedder):
+        self.conn = conn
+        self.kb = kb.resolve()
+        self.settings = settings
+        self.embedder = embedder
+        self.ignore = Ignore(self.kb, settings.index.exclude_dirs, settings.index.extensions)
+
+    # -- parsing --------------------------------------------------------------
+    def _chunk(self, text: str, stem: str):
+        return parse_note(
+            text,
+            stem=stem,
+            split_levels=self.settings.index.split_levels,
+            max_tokens=self.embedder.max_tokens,
+            min_chunk_tokens=self.settings.index.min_chunk_tokens,
+            count_tokens=self.embedder.count_tokens,
+        )
+
+    async def _known(self) -> dict[str, tuple[int, int, int, str]]:
+        cur = await self.conn.execute("SELECT path, id, size, mtime_ns, hash FROM documents")
+        return {r[0]: (r[1], r[2], r[3], r[4]) for r in await cur.fetchall()}
+
+    # -- reconcile ------------------------------------------------------------
+    async def reconcile_all(self, progress: Progress | None = None) -> ReconcileStats:
+        """One full pass: every file on disk against every document in the index."""
+        started = time.perf_counter()
+        self.ignore.reload()
+        result = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.index.max_file_bytes)
+        known = await self._known()
+        gone = set(known) - set(result.files)
+        await writer.record_skipped(self.conn, result.skipped, replace_all=True)
+        gone -= set(result.skipped)  # record_skipped already removed their rows
+        stats = await self._reconcile(result.files, gone, known, progress)
+        stats.skipped += len(result.skipped)
+        for rel, reason in result.skipped.items():
+            log.warning("note_skipped", path=rel, reason=reason)
+        stats.seconds = time.perf_counter() - started
+        return stats
+
+    async def reconcile_paths(self, rels: Iterable[str]) -> ReconcileStats:
+        """Reconcile only the given paths (files or folders, relative to the notes folder)."""
+        started = time.perf_counter()
+        known = await self._known()
+        present: dict[str, FileInfo] = {}
+        gone: set[str] = set()
+        skipped: dict[str, str] = {}
+        for rel in sorted(set(rels)):
+            path = self.kb / rel
+            if rel == ".grooveignore" or rel.endswith("/.grooveignore"):
+                # Ignore rules changed: everything may be in or out now.
+                return await self.reconcile_all()
+            if path.is_dir() and not path.is_symlink():
+                if self.ignore.dir_ignored(rel):
+                    gone |= {p for p in known if p.startswith(rel + "/")}
+                    continue
+                sub = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.index.max_file_bytes)
+                present.update({p: i for p, i in sub.files.items() if p.startswith(rel + "/")})
+                skipped.update({p: r for p, r in sub.skipped.items() if p.startswith(rel + "/")})
+                continue
+            prefix_gone = {p for p in known if p.startswith(rel + "/")}
+            if prefix_gone and not path.exists():
+                gone |= prefix_gone  # a folder vanished (deleted or renamed away)
+            if not self.ignore.file_wanted(rel):
+                if rel in known:
+                    gone.add(rel)
+                continue
+            info, reason = stat_note(self.kb, rel, self.settings.index.max_file_bytes)
+            if info is not None:
+                present[rel] = info
+            elif reason is not None:
+                skipped[rel] = reason
+            elif rel in known:
+                gone.add(rel)
+        stats = await self._reconcile(present, gone, known, None)
+        if skipped:
+            await writer.record_skipped(self.conn, skipped, replace_all=False)
+            stats.skipped += len(skipped)
+            for rel, reason in skipped.items():
+                log.warning("note_skipped", path=rel, reason=reason)
+        stats.seconds = time.perf_counter() - started
+        return stats
+
+    async def _reconcile(
+        self,
+        present: dict[str, FileInfo],
+        gone: set[str],
+        known: dict[str, tuple[int, int, int, str]],
+        progress: Progress | None,
+    ) -> ReconcileStats:
+        stats = ReconcileStats()
+        gone_by_hash: dict[str, str] = {known[p][3]: p for p in sorted(gone)}
+        skipped: dict[str, str] = {}
+        total = len(present)
+        for n, (rel, info) in enumerate(sorted(present.items()), 1):
+            if progress:
+                progress("scan", n, total)
+            entry = known.get(rel)
+            if entry is not None and entry[1] == info.size and entry[2] == info.mtime_ns:
+                stats.unchanged += 1
+                continue
+            try:
+                text, digest = await anyio.to_thread.run_sync(read_note, info, self.settings.index.max_file_bytes)
+            except FileNotFoundError:
+                if entry is not None:
+                    gone.add(rel)
+                continue
+            except NoteReadError as exc:
+                skipped[rel] = str(exc)
+                continue
+            stats.files_read += 1
+            if entry is not None and entry[3] == digest:
+                await writer.touch_document(self.conn, entry[0], info.size, info.mtime_ns)
+                stats.unchanged += 1
+                continue
+            doc_id = entry[0] if entry is not None else None
+            renamed_from = None
+            if doc_id is None and digest in gone_by_hash:
+                renamed_from = gone_by_hash.pop(digest)
+                gone.discard(renamed_from)
+                doc_id = known[renamed_from][0]
+            stem = Path(rel).stem
+            parsed = await anyio.to_thread.run_sync(self._chunk, text, stem)
+            for warning in parsed.warnings:
+                log.warning("note_warning", path=rel, warning=warning)
+            write = await writer.write_note(
+                self.conn, rel=rel, parsed=parsed, size=info.size, mtime_ns=info.mtime_ns,
+                file_hash=digest, doc_id=doc_id,
+            )
+            stats.chunks_written += write.inserted
+            stats.changed_paths.append(rel)
+            if renamed_from is not None:
+                stats.renamed += 1
+                stats.deleted_paths.append(renamed_from)
+                log.info("note_renamed", old=renamed_from, new=rel)
+            elif entry is not None:
+                stats.changed += 1
+            else:
+                stats.added += 1
+        if gone:
+            stats.deleted += await writer.delete_documents(self.conn, sorted(gone))
+            stats.deleted_paths += sorted(gone)
+        if skipped:
+            await writer.record_skipped(self.conn, skipped, replace_all=False)
+            stats.skipped += len(skipped)
+            for rel, reason in skipped.items():
+                log.warning("note_skipped", path=rel, reason=reason)
+        await writer.set_meta(self.conn, "last_indexed_at", str(time.time()))
+        return stats
+
+    # -- embeddings ---------------------------------------------------------
+    async def embed_pending(self, progress: Progress | None = None, limit: int | None = None) -> int:
+        """Embed every chunk still without a vector, batch by batch. Returns texts embedded."""
+        from groove.store.reads import pending_count
+
+        total = await pending_count(self.conn)
+        done = 0
+        batch_size = self.settings.embedding.batch_size
+        while True:
+            batch = await writer.pending_batch(self.conn, batch_size)
+            if not batch:
+                break
+            hashes = [h for h, _ in batch]
+            vectors = await anyio.to_thread.run_sync(self.embedder.embed_documents, [c for _, c in batch])
+            await writer.store_vectors(self.conn, hashes, vectors)
+            done += len(batch)
+            if progress:
+                progress("embed", done, max(total, done))
+            if limit is not None and done >= limit:
+                break
+        return done

@@ -1,0 +1,61 @@
+"""Shared fixtures: real SQLite files in tmp dirs, the real packaged model (loaded once)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "notes"
+DATA = ROOT.parent / "shared" / "data"
+GROOVE = [sys.executable, "-m", "groove.cli"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads the developer's own groove.toml, GROOVE_* variables or data dir."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    for name in list(os.environ):
+        if name.startswith("GROOVE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(home)
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    d = tmp_path / "notes"
+    d.mkdir()
+    return d
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path):
+    from groove.config import load_settings
+
+    def make(kb: Path, **overrides: Any):
+        overrides.setdefault("index_path", tmp_path / "index.sqlite")
+        return load_settings(None, kb_path=kb, **overrides)
+
+    return make
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def section_text(i: int, words: int = 25) -> str:
+    """A distinct, realistic-enough paragraph for section i."""
+    topics = ["database", "latency", "embedding", "checkpoint", "retrieval", "tokenizer", "notebook", "cluster"]
+    body = " ".join(f"{topics[(i + j) % len(topics)]}{i}x{j}" for j in range(words))
+    return f"## Section {i}\n\nThis section talks about item {i}. {body}.\n\n"

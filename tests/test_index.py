@@ -1,0 +1,285 @@
+"""`groove index`: incrementality proven by the embeddings-computed counter, on a real index."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3 as _stdlib  # noqa: F401  (the driver rule may pick it)
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import section_text, write
+from groove.runtime import index_once, read_status
+from groove.store import db
+
+
+def run_index(settings, **kw):
+    return anyio.run(lambda: index_once(settings, **kw))
+
+
+def status(settings):
+    return anyio.run(lambda: read_status(settings))
+
+
+def rows(settings, sql: str):
+    con = db.connect_sync(settings.resolved_index_path())
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def long_note(n: int = 30, edit: int | None = None) -> str:
+    parts = ["---\ntitle: Long note\ntags: [big]\n---\n# Long note\n\nIntro paragraph for the long note with some words in it.\n\n"]
+    for i in range(n):
+        text = section_text(i)
+        if i == edit:
+            text = text.replace("This section talks", "This edited section now talks")
+        parts.append(text)
+    return "".join(parts)
+
+
+def test_editing_one_paragraph_of_a_30_section_note_embeds_exactly_one_chunk(kb, make_settings):
+    write(kb / "long.md", long_note())
+    settings = make_settings(kb)
+    first = run_index(settings)
+    assert first["added"] == 1
+    chunks_before = status(settings)["chunks"]
+    assert chunks_before >= 30
+    before = status(settings)["embeddings_computed"]
+
+    write(kb / "long.md", long_note(edit=17))
+    second = run_index(settings)
+
+    assert second["changed"] == 1
+    assert status(settings)["embeddings_computed"] - before == 1
+    assert second["chunks_embedded"] == 1
+    assert status(settings)["pending_chunks"] == 0
+    hits = rows(settings, "SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH '\"This edited section\"'")
+    assert hits[0][0] == 1
+
+
+def test_renaming_a_file_embeds_nothing_and_moves_the_document(kb, make_settings):
+    write(kb / "a.md", long_note(5))
+    settings = make_settings(kb)
+    run_index(settings)
+    before = status(settings)["embeddings_computed"]
+    doc_id = rows(settings, "SELECT id FROM documents WHERE path = 'a.md'")[0][0]
+
+    (kb / "sub").mkdir()
+    os.rename(kb / "a.md", kb / "sub" / "b.md")
+    summary = run_index(settings)
+
+    assert summary["renamed"] == 1 and summary["added"] == 0 and summary["deleted"] == 0
+    assert status(settings)["embeddings_computed"] == before
+    assert rows(settings, "SELECT id, path FROM documents") == [(doc_id, "sub/b.md")]
+
+
+def test_moving_a_section_between_two_files_embeds_nothing(kb, make_settings):
+    sections = [section_text(i) for i in range(6)]
+    write(kb / "one.md", "# One\n\n" + "".join(sections[:4]))
+    write(kb / "two.md", "# Two\n\n" + "".join(sections[4:]))
+    settings = make_settings(kb)
+    run_index(settings)
+    before = status(settings)["embeddings_computed"]
+
+    # Section 3 moves from one.md to the end of two.md.
+    write(kb / "one.md", "# One\n\n" + "".join(sections[:3]))
+    write(kb / "two.md", "# Two\n\n" + "".join(sections[4:]) + sections[3])
+    summary = run_index(settings)
+
+    assert summary["changed"] == 2
+    assert status(settings)["embeddings_computed"] == before
+    moved = rows(settings, "SELECT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.heading = 'Section 3'")
+    assert moved == [("two.md",)]
+    assert status(settings)["pending_chunks"] == 0
+
+
+def test_an_unchanged_rerun_embeds_nothing_and_reads_no_file(kb, make_settings):
+    write(kb / "a.md", long_note(4))
+    write(kb / "b.md", "# B\n\nA short note about SQLite write-ahead logging and readers.\n")
+    settings = make_settings(kb)
+    run_index(settings)
+    before = status(settings)["embeddings_computed"]
+
+    again = run_index(settings)
+
+    assert again["files_read"] == 0
+    assert again["unchanged"] == 2
+    assert again["chunks_embedded"] == 0
+    assert status(settings)["embeddings_computed"] == before
+
+
+def test_a_touched_but_identical_file_is_read_once_and_not_reembedded(kb, make_settings):
+    note = write(kb / "a.md", "# A\n\nSome stable text about vector search and fusion of rankings.\n")
+    settings = make_settings(kb)
+    run_index(settings)
+    before = status(settings)["embeddings_computed"]
+    st = note.stat()
+    os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+    first = run_index(settings)
+    second = run_index(settings)
+
+    assert first["files_read"] == 1 and first["changed"] == 0
+    assert second["files_read"] == 0
+    assert status(settings)["embeddings_computed"] == before
+
+
+def test_deleted_files_leave_no_rows_behind(kb, make_settings):
+    write(kb / "keep.md", "---\ntags: [x]\n---\n# Keep\n\nThis note stays in the index for good.\n")
+    write(kb / "gone.md", "---\ntags: [y, z]\n---\n# Gone\n\nThis note about ephemeral things will be deleted.\n")
+    settings = make_settings(kb)
+    run_index(settings)
+    (kb / "gone.md").unlink()
+
+    summary = run_index(settings)
+
+    assert summary["deleted"] == 1
+    assert rows(settings, "SELECT path FROM documents") == [("keep.md",)]
+    assert rows(settings, "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)") == [(0,)]
+    assert rows(settings, "SELECT tag FROM doc_tags") == [("x",)]
+    assert rows(settings, "SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH '\"ephemeral\"'") == [(0,)]
+    n_chunks = rows(settings, "SELECT count(*) FROM chunks")[0][0]
+    assert rows(settings, "SELECT count(*) FROM embeddings")[0][0] == n_chunks
+    assert rows(settings, "SELECT count(*) FROM vec_embeddings")[0][0] == n_chunks
+
+
+def test_rebuild_starts_over_and_embeds_everything_again(kb, make_settings):
+    write(kb / "a.md", "# A\n\nText about trigram tokenizers and Japanese search.\n")
+    settings = make_settings(kb)
+    run_index(settings)
+    summary = run_index(settings, rebuild=True)
+    assert summary["added"] == 1
+    assert status(settings)["embeddings_computed"] == 1
+
+
+def test_an_index_built_by_another_model_is_refused_with_the_rebuild_command(kb, make_settings):
+    write(kb / "a.md", "# A\n\nSome text.\n")
+    settings = make_settings(kb)
+    run_index(settings)
+    other = make_settings(kb, **{"embedding.document_prefix": "passage: "})
+
+    with pytest.raises(db.ModelMismatchError) as err:
+        run_index(other)
+    message = str(err.value)
+    assert "all-MiniLM-L6-v2 (384 dims)" in message
+    assert "groove index --rebuild" in message
+    with pytest.raises(db.ModelMismatchError):
+        status(other)
+
+
+def test_a_different_dimension_is_refused_at_open(tmp_path):
+    path = tmp_path / "x.sqlite"
+    con = db.connect_sync(path)
+    db.init_sync(con, model="m-a", dimension=384, kb_path="/kb")
+    with pytest.raises(db.ModelMismatchError, match=r"built with m-a \(384 dims\).*m-a \(768 dims\)"):
+        db.init_sync(con, model="m-a", dimension=768, kb_path="/kb")
+    con.close()
+
+
+def test_the_schema_version_and_model_are_recorded(kb, make_settings):
+    write(kb / "a.md", "# A\n\nSome text.\n")
+    settings = make_settings(kb)
+    run_index(settings)
+    meta = dict(rows(settings, "SELECT key, value FROM meta"))
+    assert meta["schema_version"] == str(db.SCHEMA_VERSION)
+    assert meta["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert meta["dimension"] == "384"
+    assert rows(settings, "PRAGMA journal_mode")[0][0] == "wal"
+
+
+def test_grooveignore_exclude_dirs_and_hidden_tool_folders_are_skipped(kb, make_settings):
+    write(kb / "keep.md", "# Keep\n\nVisible note.\n")
+    write(kb / "drafts" / "d.md", "# Draft\n\nIgnored by the ignore file.\n")
+    write(kb / "private.md", "# Private\n\nIgnored by pattern.\n")
+    write(kb / "archive" / "old.md", "# Old\n\nIgnored by exclude_dirs.\n")
+    write(kb / ".obsidian" / "x.md", "# Obsidian\n\nTool folder.\n")
+    write(kb / ".git" / "y.md", "# Git\n\nTool folder.\n")
+    write(kb / "notes.txt", "not markdown")
+    write(kb / ".grooveignore", "drafts/\nprivate.md\n")
+    settings = make_settings(kb, **{"index.exclude_dirs": ["archive"]})
+
+    run_index(settings)
+
+    assert rows(settings, "SELECT path FROM documents") == [("keep.md",)]
+
+
+def test_a_symlink_out_of_the_folder_is_skipped_with_a_reason(kb, make_settings, tmp_path):
+    outside = write(tmp_path / "outside" / "secret.md", "# Secret\n\nOutside the notes folder.\n")
+    (kb / "link.md").symlink_to(outside)
+    (kb / "linkdir").symlink_to(outside.parent, target_is_directory=True)
+    write(kb / "inside.md", "# Inside\n\nA real note.\n")
+    settings = make_settings(kb)
+
+    run_index(settings)
+
+    assert rows(settings, "SELECT path FROM documents") == [("inside.md",)]
+    skipped = {s["path"]: s["reason"] for s in status(settings)["skipped"]}
+    assert "outside the notes folder" in skipped["link.md"]
+
+
+def test_binary_undecodable_and_huge_files_are_skipped_with_reasons_and_the_rest_indexed(kb, make_settings):
+    write(kb / "good.md", "# Good\n\nA normal note.\n")
+    (kb / "binary.md").write_bytes(b"# Bin\n\x00\x01\x02 garbage")
+    (kb / "latin1.md").write_bytes("# Caf\xe9\n\ncaf\xe9 au lait\n".encode("latin-1"))
+    write(kb / "huge.md", "# Huge\n\n" + "word " * 3000)
+    settings = make_settings(kb, **{"index.max_file_bytes": 10_000})
+
+    summary = run_index(settings)
+
+    assert summary["skipped"] == 3
+    assert rows(settings, "SELECT path FROM documents") == [("good.md",)]
+    reasons = {s["path"]: s["reason"] for s in status(settings)["skipped"]}
+    assert "binary" in reasons["binary.md"]
+    assert "UTF-8" in reasons["latin1.md"]
+    assert "too large" in reasons["huge.md"]
+
+
+def test_a_skipped_file_that_becomes_valid_is_indexed_and_leaves_the_skip_list(kb, make_settings):
+    (kb / "later.md").write_bytes(b"\x00binary")
+    settings = make_settings(kb)
+    run_index(settings)
+    assert [s["path"] for s in status(settings)["skipped"]] == ["later.md"]
+    write(kb / "later.md", "# Later\n\nNow a real note.\n")
+
+    run_index(settings)
+
+    assert status(settings)["skipped"] == []
+    assert rows(settings, "SELECT path FROM documents") == [("later.md",)]
+
+
+def test_broken_frontmatter_indexes_the_body_and_marks_the_document(kb, make_settings):
+    write(kb / "broken.md", "---\ntitle: [unclosed\ntags: : :\n---\n# Body heading\n\nThe body is still searchable: zeppelin.\n")
+    settings = make_settings(kb)
+
+    run_index(settings)
+
+    st = status(settings)
+    assert st["documents"] == 1
+    assert st["warnings"] and st["warnings"][0]["path"] == "broken.md"
+    assert rows(settings, "SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH '\"zeppelin\"'") == [(1,)]
+
+
+def test_frontmatter_title_tags_date_and_other_keys_are_stored(kb, make_settings):
+    write(kb / "fm.md", "---\ntitle: Custom Title\ntags: [alpha, '#beta']\ndate: 2026-03-04\nstatus: draft\n---\n# H\n\nBody.\n")
+    settings = make_settings(kb)
+    run_index(settings)
+    title, tags, date, fm = rows(settings, "SELECT title, tags, date, frontmatter FROM documents")[0]
+    assert title == "Custom Title"
+    assert json.loads(tags) == ["alpha", "beta"]
+    assert date == "2026-03-04"
+    assert json.loads(fm)["status"] == "draft"
+
+
+def test_the_default_index_path_is_outside_the_notes_folder(kb, make_settings):
+    from groove.config import load_settings
+
+    settings = load_settings(None, kb_path=kb)
+    path = settings.resolved_index_path()
+    assert kb.resolve() not in path.parents
+    assert path.suffix == ".sqlite"
+    other = load_settings(None, kb_path=kb.parent)
+    assert other.resolved_index_path() != path
