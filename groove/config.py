@@ -26,7 +26,8 @@ class ConfigError(Exception):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True)
+    # allow_inf_nan=False: TOML accepts `inf`/`nan`, which the search stages reject at query time.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True, allow_inf_nan=False)
 
 
 class IndexSettings(_Section):
@@ -67,7 +68,7 @@ class ParentRetrieverSettings(_Section):
 
 class SearchSettings(_Section):
     default_limit: int = Field(10, ge=1, le=100)
-    min_confidence_ratio: float = Field(1.5, ge=0)
+    min_confidence_ratio: float = Field(1.5, gt=0)  # low_confidence() rejects 0
     reranker: str = ""
     rerank_by_default: bool = False
     fusion: FusionSettings = Field(default_factory=FusionSettings)
@@ -253,20 +254,64 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     try:
         settings = Settings(**flags)  # pydantic-settings deep-merges flags over env over file
     except ValidationError as exc:
-        raise ConfigError(_format_validation(exc, path)) from exc
+        raise ConfigError(_format_validation(exc, path, flags)) from exc
     finally:
         _current_file = None
     settings.config_file = path
     return settings
 
 
-def _format_validation(exc: ValidationError, path: Path | None) -> str:
+def _format_validation(exc: ValidationError, path: Path | None, flags: dict[str, Any] | None = None) -> str:
     lines = []
-    where = f" (config file: {path})" if path else ""
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
+        where = _source_of(err["loc"], path, flags or {})
         if err["type"] == "extra_forbidden":
             lines.append(f"unknown key `{loc}`{where}")
         else:
-            lines.append(f"invalid value for `{loc}`: {err['msg']} (got {err.get('input')!r}){where}")
+            lines.append(f"invalid value for `{loc}`: {err['msg']}{_valid_range(err)} (got {err.get('input')!r}){where}")
     return "; ".join(lines)
+
+
+def _source_of(loc: tuple[Any, ...], path: Path | None, flags: dict[str, Any]) -> str:
+    """Where a rejected value came from: a flag, a GROOVE_* variable, else the file."""
+    node: Any = flags
+    for part in loc:
+        if not isinstance(node, dict) or part not in node:
+            break
+        node = node[part]
+    else:
+        return " (from the command line)"
+    env = {name.upper() for name in os.environ}
+    for i in range(len(loc), 0, -1):
+        name = "GROOVE_" + "__".join(str(p) for p in loc[:i]).upper()
+        if name in env:
+            return f" (from environment variable {name})"
+    return f" (config file: {path})" if path else ""
+
+
+def _valid_range(err: Any) -> str:
+    """`; valid range: 0.0 <= lambda <= 1.0` for a number outside its bounds."""
+    if err["type"] not in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        return ""
+    model: Any = Settings
+    info = None
+    for part in err["loc"]:
+        fields = getattr(model, "model_fields", None)
+        if not fields:
+            return ""
+        info = fields.get(part) or next((f for f in fields.values() if f.alias == part), None)
+        if info is None:
+            return ""
+        model = info.annotation
+    low = high = ""
+    for m in info.metadata if info else ():
+        if getattr(m, "ge", None) is not None:
+            low = f"{m.ge} <= "
+        if getattr(m, "gt", None) is not None:
+            low = f"{m.gt} < "
+        if getattr(m, "le", None) is not None:
+            high = f" <= {m.le}"
+        if getattr(m, "lt", None) is not None:
+            high = f" < {m.lt}"
+    return f"; valid range: {low}{err['loc'][-1]}{high}" if (low or high) else ""

@@ -65,7 +65,8 @@ def assert_well_formed(
     lines = original_lines(text)
     for ordinal, chunk in enumerate(note.chunks):
         assert chunk.ordinal == ordinal
-        assert chunk.token_count == count(chunk.content)
+        assert chunk.content.strip()
+        assert chunk.token_count == count(embed_text(chunk.content))
         assert chunk.token_count <= max_tokens
         assert chunk.hash == hashlib.sha256(embed_text(chunk.content).encode()).hexdigest()
         own = chunk.content.split("\n")
@@ -635,9 +636,29 @@ def test_editing_one_section_changes_only_that_chunks_hash():
     assert changed == [False, False, True, False]
 
 
-def test_token_count_comes_from_the_given_counter():
+def test_token_count_comes_from_the_given_counter_applied_to_the_embedded_text():
     note = parse_note("# A\n\none two three\n", stem="x", count_tokens=words)
     assert note.chunks[0].token_count == 5
+    padded = parse_note("\n\n# A\n\nabcd\n\n\n\n", stem="x", count_tokens=len)
+    assert padded.chunks[0].token_count == len("# A\n\nabcd")
+
+
+def test_a_flood_of_blank_lines_never_becomes_a_chunk_of_its_own():
+    text = "first\n" + "\n" * 5000 + "second\n" + " \n" * 3000
+    note = parse_note(text, stem="x", max_tokens=8, min_chunk_tokens=0, count_tokens=len)
+    assert [c.content.strip() for c in note.chunks] == ["first", "second"]
+    assert "".join(c.content for c in note.chunks) == text
+
+
+def test_trailing_blank_lines_after_a_full_last_piece_join_it_instead_of_standing_alone():
+    # Cut hard into 10-character pieces, the last one is full when the blank
+    # lines after it arrive; they must not become a chunk of their own.
+    text = "## L\n\n" + "x" * 13 + "\n\n\n"
+    note = parse_note(text, stem="x", max_tokens=10, min_chunk_tokens=0, count_tokens=len)
+    assert len(note.chunks) > 1
+    assert all(c.content.strip() for c in note.chunks)
+    assert note.chunks[-1].content.endswith("x\n\n\n")
+    assert "".join(c.content for c in note.chunks) == text
 
 
 @pytest.mark.parametrize(

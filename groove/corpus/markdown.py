@@ -30,19 +30,22 @@ The rules, in the order they are applied:
    ``===`` / ``---``) are not recognised: they stay inside the section they
    are in. Text before the first heading is the preamble (level 0,
    heading ``''``).
-4. **Oversized sections** (``count_tokens(section) > max_tokens``) are cut
+   Sizes are always measured on what is embedded, ``count_tokens(embed_text(
+   text))``: whitespace around a piece never changes its size.
+4. **Oversized sections** (more than ``max_tokens``) are cut
    into pieces: at block boundaries first (blank lines, headings; a fenced
    code block is one block), and a block still too long is cut at line ends,
    then at sentence ends (``. ! ?`` followed by whitespace, ``。！？``), then
    hard at the longest prefix that fits. Runs of blocks that fit are packed
    greedily; a packed piece that is only headings and blank lines (or under
    ``min_chunk_tokens``) right before an oversized block is carried into that
-   block's first piece, so a heading is not cut off from its text. Every piece keeps its section's heading, level and context.
-   No chunk exceeds ``max_tokens`` (the one exception is impossible input: a
-   single character that alone counts more than ``max_tokens``).
-5. **Tiny pieces** (``count_tokens < min_chunk_tokens``, or whitespace only)
+   block's first piece, so a heading is not cut off from its text. Every
+   piece keeps its section's heading, level and context. No chunk exceeds
+   ``max_tokens`` (the one exception is impossible input: a single character
+   that alone counts more than ``max_tokens``).
+5. **Tiny pieces** (fewer than ``min_chunk_tokens``, or whitespace only)
    join a neighbour, and only when the joined text still fits in
-   ``max_tokens``. A piece with no body (only its heading line, or only blank
+   ``max_tokens`` (whitespace always fits: it changes no embedded text). A piece with no body (only its heading line, or only blank
    lines) joins the FOLLOWING piece (a parent heading directly followed by a
    child heading lands in the child's chunk); otherwise it joins the
    PREVIOUS piece; failing that the following one; failing both it stays a
@@ -53,10 +56,9 @@ The rules, in the order they are applied:
    that has a body, else by its first part.
 6. **No bytes lost.** ``"".join(c.content for c in chunks)`` equals the
    normalised body (the text after the frontmatter), unless that body is
-   whitespace only, which yields no chunks at all. Blank lines travel with
-   the text before them (leading ones with the first chunk), so a chunk is
-   never whitespace only, except in a run of whitespace that by itself
-   exceeds ``max_tokens``.
+   whitespace only, which yields no chunks at all. No chunk is whitespace
+   only: blank lines travel with the text before them (leading ones with the
+   first chunk).
 
 ``start_line``/``end_line`` are 1-based lines of the original file
 (frontmatter lines count) spanning the chunk's non-blank lines: the blank
@@ -114,7 +116,7 @@ class Chunk:
     content: str  # the exact text, heading line included
     start_line: int  # 1-based line of the original file, first non-blank line
     end_line: int  # inclusive, last non-blank line
-    token_count: int  # count_tokens(content)
+    token_count: int  # count_tokens(embed_text(content))
     hash: str  # sha256 hex of embed_text(content)
 
 
@@ -162,6 +164,11 @@ def embed_text(content: str) -> str:
     note or moving a section elsewhere does not change what is embedded.
     """
     return content.strip()
+
+
+def _size(count_tokens: TokenCounter, text: str) -> int:
+    """The size of a piece: the tokens of the text that would be embedded."""
+    return count_tokens(embed_text(text))
 
 
 def normalise_text(text: str) -> str:
@@ -553,7 +560,7 @@ class _Splitter:
         self.levels = (_split_blocks, _split_lines, _split_sentences)
 
     def fits(self, text: str) -> bool:
-        return self.count(text) <= self.max
+        return _size(self.count, text) <= self.max
 
     def pieces(self, section: tuple[str, _Label, bool]) -> list[_Piece]:
         text, label, starts_with_heading = section
@@ -599,7 +606,7 @@ class _Splitter:
 
     def _bare(self, text: str) -> bool:
         """Too small to stand alone, or nothing but headings and blank lines."""
-        if self.count(text) < self.min:
+        if _size(self.count, text) < self.min:
             return True
         return all(not line.strip() or _heading(line) for line in text.split("\n"))
 
@@ -716,10 +723,10 @@ def _merge_tiny(
     pieces: list[_Piece], count: TokenCounter, max_tokens: int, min_tokens: int
 ) -> list[_Piece]:
     def tiny(p: _Piece) -> bool:
-        return not p.text.strip() or count(p.text) < min_tokens
+        return not p.text.strip() or _size(count, p.text) < min_tokens
 
     def fits(a: _Piece, b: _Piece) -> bool:
-        return count(a.text + b.text) <= max_tokens
+        return _size(count, a.text + b.text) <= max_tokens
 
     out: list[_Piece] = []
     carry: _Piece | None = None
@@ -777,7 +784,7 @@ def _build_chunks(
                 content=piece.text,
                 start_line=start,
                 end_line=end,
-                token_count=count(piece.text),
+                token_count=count(embedded),
                 hash=hashlib.sha256(embedded.encode("utf-8", "surrogatepass")).hexdigest(),
             )
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import aiosqlite
+import anyio
 import numpy as np
 
 from groove.corpus.markdown import ParsedNote
@@ -30,23 +31,47 @@ class FileWrite:
 
 
 class Tx:
-    """`async with Tx(conn):` runs a BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+    """`async with Tx(conn):` runs BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error).
+
+    Tasks sharing the writer connection (the indexer, the embedding workers)
+    take turns through the connection's `write_lock`, one transaction each,
+    so a long reconcile never holds writes for longer than one file.
+    """
 
     def __init__(self, conn: aiosqlite.Connection):
         self.conn = conn
+        self.lock = write_lock(conn)
 
     async def __aenter__(self) -> aiosqlite.Connection:
-        await self.conn.execute("BEGIN IMMEDIATE")
+        await self.lock.acquire()
+        try:
+            await self.conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.lock.release()
+            raise
         return self.conn
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            await self.conn.execute("COMMIT")
-        else:
-            try:
-                await self.conn.execute("ROLLBACK")
-            except DBError:
-                pass
+        try:
+            with anyio.CancelScope(shield=True):
+                if exc_type is None:
+                    await self.conn.execute("COMMIT")
+                else:
+                    try:
+                        await self.conn.execute("ROLLBACK")
+                    except DBError:
+                        pass
+        finally:
+            self.lock.release()
+
+
+def write_lock(conn: aiosqlite.Connection) -> anyio.Lock:
+    """The lock that serialises transactions on a writer connection (made on first use)."""
+    lock = getattr(conn, "_groove_write_lock", None)
+    if lock is None:
+        lock = anyio.Lock()
+        conn._groove_write_lock = lock  # type: ignore[attr-defined]
+    return lock
 
 
 async def write_note(
@@ -137,7 +162,8 @@ async def write_note(
 
 async def touch_document(conn: aiosqlite.Connection, doc_id: int, size: int, mtime_ns: int) -> None:
     """Same bytes, new mtime: remember the stat so the next scan skips without reading."""
-    await conn.execute("UPDATE documents SET size=?, mtime_ns=? WHERE id=?", (size, mtime_ns, doc_id))
+    async with Tx(conn):
+        await conn.execute("UPDATE documents SET size=?, mtime_ns=? WHERE id=?", (size, mtime_ns, doc_id))
 
 
 async def delete_documents(conn: aiosqlite.Connection, paths: Iterable[str]) -> int:
@@ -173,10 +199,6 @@ async def record_skipped(conn: aiosqlite.Connection, skipped: dict[str, str], *,
                 await conn.execute("DELETE FROM chunks WHERE doc_id = ?", (row[0],))
                 await conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", (row[0],))
                 await conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
-
-
-async def forget_skipped(conn: aiosqlite.Connection, paths: Iterable[str]) -> None:
-    await conn.executemany("DELETE FROM skipped WHERE path = ?", [(p,) for p in paths])
 
 
 async def pending_batch(conn: aiosqlite.Connection, limit: int) -> list[tuple[str, str]]:
@@ -231,6 +253,8 @@ async def collect_garbage(conn: aiosqlite.Connection) -> int:
 
 
 async def set_meta(conn: aiosqlite.Connection, key: str, value: str) -> None:
-    await conn.execute(
-        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value)
-    )
+    async with Tx(conn):
+        await conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )

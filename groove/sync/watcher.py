@@ -1,0 +1,79 @@
+"""Watch the notes folder and hand debounced batches of changed paths to the writer.
+
+watchfiles groups events within `debounce_ms`. A renamed folder arrives as the
+folder alone and files created inside a new folder can be missed, so folder
+paths are passed on as they are and the indexer rescans them; the periodic
+reconcile is the safety net for anything the watcher misses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import anyio
+import watchfiles
+
+from groove.corpus.scan import ALWAYS_SKIPPED_DIRS, IGNORE_FILE
+from groove.logs import get_logger
+
+log = get_logger(__name__)
+
+
+def relevant(kb: Path, path: str, extensions: tuple[str, ...], index_path: Path | None) -> str | None:
+    """The relative path to reconcile for a raw event path, or None to drop it."""
+    p = Path(path)
+    try:
+        rel = p.relative_to(kb).as_posix()
+    except ValueError:
+        return None
+    if rel in (".", ""):
+        return None
+    parts = rel.split("/")
+    if any(part in ALWAYS_SKIPPED_DIRS for part in parts):
+        return None
+    if index_path is not None and (p == index_path or p.name.startswith(index_path.name)):
+        return None
+    name = parts[-1]
+    if name == IGNORE_FILE:
+        return rel
+    if name.lower().endswith(extensions):
+        return rel
+    # Anything else may be a folder (created, deleted or renamed): let the indexer decide.
+    if "." not in name or p.is_dir():
+        return rel
+    return None
+
+
+async def watch(
+    kb: Path,
+    on_batch: Callable[[set[str]], Awaitable[None]],
+    *,
+    debounce_ms: int,
+    extensions: tuple[str, ...],
+    index_path: Path | None = None,
+    stop_event: anyio.Event | None = None,
+    on_state: Callable[[str], None] | None = None,
+) -> None:
+    kb = kb.resolve()
+    if on_state:
+        on_state("watching")
+    log.info("watch_started", kb=str(kb), debounce_ms=debounce_ms)
+    try:
+        async for changes in watchfiles.awatch(
+            kb,
+            debounce=max(debounce_ms, 1),
+            step=min(50, max(debounce_ms, 1)),
+            stop_event=stop_event,
+            recursive=True,
+            watch_filter=None,
+            yield_on_timeout=False,
+            raise_interrupt=False,
+        ):
+            rels = {r for _, path in changes if (r := relevant(kb, path, extensions, index_path)) is not None}
+            if rels:
+                log.debug("watch_batch", paths=len(rels))
+                await on_batch(rels)
+    finally:
+        if on_state:
+            on_state("stopped")
