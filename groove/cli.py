@@ -296,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_eval)
 
+    from groove.service import add_service_parser; add_service_parser(sub, _common)
     return parser
 
 

@@ -68,7 +68,6 @@ async def watch(
             recursive=True,
             watch_filter=None,
             yield_on_timeout=False,
-            raise_interrupt=False,
         ):
             rels = {r for _, path in changes if (r := relevant(kb, path, extensions, index_path)) is not None}
             if rels:

@@ -1,0 +1,260 @@
+"""The daemon keeps the index live: real files changing on disk, the real watcher, the real model."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator, Awaitable, Callable
+
+import anyio
+import pytest
+
+from conftest import ROOT, section_text, write
+from groove.search.pipeline import SearchRequest
+from groove.serve.daemon import BusyError, Daemon
+from groove.store import db
+
+TIMEOUT = 60.0
+
+
+@asynccontextmanager
+async def running(settings) -> AsyncIterator[Daemon]:
+    daemon = Daemon(settings)
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run_background)
+        with anyio.fail_after(TIMEOUT):
+            await daemon.reconciled.wait()
+        try:
+            yield daemon
+        finally:
+            daemon.stop()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await anyio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for: {what}")
+
+
+async def paths_for(daemon: Daemon, query: str, retriever: str = "hybrid") -> list[str]:
+    resp = await daemon.search(SearchRequest(query=query, limit=10, retriever=retriever))
+    return [r["path"] for r in resp["results"]]
+
+
+async def counter(daemon: Daemon) -> int:
+    return (await daemon.index_status())["embeddings_computed"]
+
+
+async def idle(daemon: Daemon) -> None:
+    async def done() -> bool:
+        return await daemon.pending() == 0 and not daemon._inflight
+
+    await eventually(done, "the embedding queue to drain")
+
+
+def fast(make_settings, kb: Path, **extra):
+    return make_settings(kb, **{"watch.debounce_ms": 50, **extra})
+
+
+async def test_a_note_written_while_the_daemon_runs_is_found_by_its_words_then_by_meaning(kb, make_settings):
+    write(kb / "base.md", "# Base\n\nA note about sourdough bread and long fermentation.\n")
+    async with running(fast(make_settings, kb)) as daemon:
+        write(kb / "new.md", "# Volcanoes\n\nThe caldera of the stratovolcano collapsed after the eruption.\n")
+
+        async def by_words() -> bool:
+            return "new.md" in await paths_for(daemon, "stratovolcano", retriever="fts")
+
+        await eventually(by_words, "the new note to be found by its words")
+
+        async def by_meaning() -> bool:
+            return (await paths_for(daemon, "mountain that erupts lava", retriever="vector"))[:1] == ["new.md"]
+
+        await eventually(by_meaning, "the new note to be found by meaning")
+
+
+async def test_an_edit_of_one_paragraph_embeds_one_chunk(kb, make_settings):
+    sections = [section_text(i) for i in range(12)]
+    write(kb / "long.md", "# Long\n\n" + "".join(sections))
+    async with running(fast(make_settings, kb)) as daemon:
+        await idle(daemon)
+        before = await counter(daemon)
+        sections[5] = sections[5].replace("This section talks", "This freshly edited section talks")
+        write(kb / "long.md", "# Long\n\n" + "".join(sections))
+
+        async def edited() -> bool:
+            return "long.md" in await paths_for(daemon, "freshly edited", retriever="fts")
+
+        await eventually(edited, "the edit to be searchable")
+        await idle(daemon)
+        assert await counter(daemon) - before == 1
+
+
+async def test_a_deleted_note_disappears(kb, make_settings):
+    write(kb / "keep.md", "# Keep\n\nPermanent note about tidal energy.\n")
+    write(kb / "doomed.md", "# Doomed\n\nTemporary note about quasicrystal lattices.\n")
+    async with running(fast(make_settings, kb)) as daemon:
+        assert "doomed.md" in await paths_for(daemon, "quasicrystal", retriever="fts")
+        (kb / "doomed.md").unlink()
+
+        async def gone() -> bool:
+            return "doomed.md" not in await paths_for(daemon, "quasicrystal")
+
+        await eventually(gone, "the deleted note to disappear")
+        assert (await daemon.index_status())["documents"] == 1
+
+
+async def test_a_renamed_directory_s_notes_follow_it_without_reembedding(kb, make_settings):
+    write(kb / "trips" / "alps.md", "# Alps\n\nHiking the Haute Route from Chamonix to Zermatt.\n")
+    write(kb / "trips" / "kyoto.md", "# Kyoto\n\nTemples and moss gardens in the autumn rain.\n")
+    async with running(fast(make_settings, kb)) as daemon:
+        await idle(daemon)
+        before = await counter(daemon)
+        os.rename(kb / "trips", kb / "travel")
+
+        async def moved() -> bool:
+            docs = await daemon.list_documents()
+            return sorted(d["path"] for d in docs["documents"]) == ["travel/alps.md", "travel/kyoto.md"]
+
+        await eventually(moved, "the notes to follow their renamed folder")
+        assert await paths_for(daemon, "Zermatt", retriever="fts") == ["travel/alps.md"]
+        await idle(daemon)
+        assert await counter(daemon) == before
+
+
+async def test_notes_created_inside_a_new_directory_are_caught(kb, make_settings):
+    async with running(fast(make_settings, kb)) as daemon:
+        (kb / "deep" / "er").mkdir(parents=True)
+        write(kb / "deep" / "er" / "n.md", "# Nested\n\nA note about bioluminescent plankton.\n")
+
+        async def found() -> bool:
+            return "deep/er/n.md" in await paths_for(daemon, "bioluminescent", retriever="fts")
+
+        await eventually(found, "a note in a new folder to be indexed")
+
+
+async def test_an_atomic_save_replaces_the_note(kb, make_settings):
+    write(kb / "a.md", "# A\n\nOriginal text about the harpsichord.\n")
+    async with running(fast(make_settings, kb)) as daemon:
+        tmp = kb / ".a.md.tmp"
+        tmp.write_text("# A\n\nReplaced text about the theremin.\n", encoding="utf-8")
+        os.replace(tmp, kb / "a.md")
+
+        async def replaced() -> bool:
+            return await paths_for(daemon, "theremin", retriever="fts") == ["a.md"] and not await paths_for(
+                daemon, "harpsichord", retriever="fts"
+            )
+
+        await eventually(replaced, "the atomic save to be indexed")
+
+
+async def test_a_grooveignore_change_applies_while_running(kb, make_settings):
+    write(kb / "public.md", "# Public\n\nShared note about marmalade.\n")
+    write(kb / "secret" / "s.md", "# Secret\n\nPrivate note about marmalade recipes.\n")
+    async with running(fast(make_settings, kb)) as daemon:
+        assert "secret/s.md" in await paths_for(daemon, "marmalade", retriever="fts")
+        write(kb / ".grooveignore", "secret/\n")
+
+        async def ignored() -> bool:
+            return await paths_for(daemon, "marmalade", retriever="fts") == ["public.md"]
+
+        await eventually(ignored, "the ignored folder to leave the index")
+
+
+async def test_a_second_reindex_while_one_runs_gets_a_clear_error(kb, make_settings):
+    for i in range(5):
+        write(kb / f"n{i}.md", f"# Note {i}\n\nText {i} about ordinary things.\n")
+    async with running(fast(make_settings, kb)) as daemon:
+        results: list[object] = []
+
+        async def call() -> None:
+            try:
+                results.append(await daemon.reindex())
+            except BusyError as exc:
+                results.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            tg.start_soon(call)
+        errors = [r for r in results if isinstance(r, BusyError)]
+        assert len(errors) == 1 and "already running" in str(errors[0])
+        assert [r for r in results if isinstance(r, dict)][0]["unchanged"] == 5
+
+
+async def test_concurrent_queries_are_embedded_together(kb, make_settings):
+    write(kb / "a.md", "# A\n\nSomething to search.\n")
+    async with running(fast(make_settings, kb)) as daemon:
+        calls_before = daemon.queries.calls
+        queries = [f"question number {i} about fermentation" for i in range(8)]
+        async with anyio.create_task_group() as tg:
+            for q in queries:
+                tg.start_soon(daemon.queries.embed, q)
+        calls = daemon.queries.calls - calls_before
+        assert 1 <= calls < len(queries)
+
+
+def consistency(path: Path) -> dict[str, int]:
+    con = db.connect_sync(path)
+    try:
+        q = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+        con.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('integrity-check')")
+        return {
+            "orphan_chunks": q("SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"),
+            "dangling_vectors": q("SELECT count(*) FROM chunks WHERE embedding_id IS NOT NULL AND embedding_id NOT IN (SELECT id FROM embeddings)"),
+            "vec_rows_missing": q("SELECT count(*) FROM embeddings WHERE id NOT IN (SELECT rowid FROM vec_embeddings)"),
+            "pending": q("SELECT count(*) FROM chunks WHERE embedding_id IS NULL"),
+            "documents": q("SELECT count(*) FROM documents"),
+            "chunks": q("SELECT count(*) FROM chunks"),
+        }
+    finally:
+        con.close()
+
+
+async def test_kill_9_during_a_large_index_then_restart_ends_complete_and_consistent(kb, make_settings, tmp_path):
+    n_notes = 150
+    for i in range(n_notes):
+        write(kb / f"bulk/n{i:03}.md", f"# Bulk {i}\n\n" + "".join(section_text(i * 3 + j) for j in range(2)))
+    index = tmp_path / "killed.sqlite"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groove.cli", "index", "--kb", str(kb), "--index", str(index)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        killed_mid_embedding = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            if index.exists():
+                try:
+                    con = db.connect_sync(index, readonly=True)
+                    done = con.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+                    con.close()
+                except db.DBError:
+                    done = 0
+                if done >= 32:
+                    proc.send_signal(signal.SIGKILL)
+                    killed_mid_embedding = True
+                    break
+            await anyio.sleep(0.05)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert killed_mid_embedding, "the index finished before it could be killed; make the corpus larger"
+    after_kill = consistency(index)
+    assert after_kill["pending"] > 0
+
+    settings = fast(make_settings, kb, index_path=index)
+    async with running(settings) as daemon:
+        await idle(daemon)
+    final = consistency(index)
+    assert final["documents"] == n_notes
+    assert final["pending"] == 0
+    assert final["orphan_chunks"] == 0 and final["dangling_vectors"] == 0 and final["vec_rows_missing"] == 0
