@@ -253,12 +253,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- serve ----------------------------------------------------------------------------
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from groove.logs import get_logger
+    from groove.serve.http import BindError, parse_bind
+    from groove.serve.main import serve, use_example_notes_if_unset
+
+    settings = _settings(args)
+    transport = args.transport or settings.serve.transport
+    bind = args.bind or settings.serve.bind
+    if transport == "http" or args.bind:
+        try:
+            parse_bind(bind)
+        except ValueError as exc:
+            raise UsageError(f"--bind: {exc}" if args.bind else f"serve.bind: {exc}") from exc
+    if use_example_notes_if_unset(settings):
+        get_logger("groove.serve").info("no notes folder configured; serving the shipped example notes", kb=str(settings.kb_path))
+    try:
+        anyio.run(serve, settings, transport, bind)
+    except BindError as exc:
+        sys.stderr.write(f"groove: error: {exc}\n")
+        return 1
+    return 0
+
+
 # --- parser ---------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="groove", description="Local hybrid search over Markdown notes, served over MCP.")
     parser.add_argument("--version", action="version", version=f"groove {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="keep the index live and serve it over MCP (stdio or Streamable HTTP)")
+    _common(p)
+    p.add_argument("--transport", choices=["stdio", "http"], default=None,
+                   help="stdio: one client that starts groove itself; http: Streamable HTTP at /mcp (default: [serve] transport, stdio)")
+    p.add_argument("--bind", metavar="HOST:PORT", default=None,
+                   help="where the HTTP server listens (default: [serve] bind, 127.0.0.1:3100)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("index", help="index the notes folder (incremental)")
     _common(p)

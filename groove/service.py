@@ -196,11 +196,14 @@ def _check_arg(arg: str) -> None:
         raise ServiceError(f"cannot put {arg!r} in a service definition: it is empty or has control characters; move the file to a plain path")
 
 
-def systemd_quote(arg: str) -> str:
-    """One argument of an ExecStart= line: `%` and `$` doubled (specifiers and
-    variables), double quotes and backslashes escaped, quoted if it has spaces."""
+def systemd_quote(arg: str, *, program: bool = False) -> str:
+    """One word of an ExecStart= line: `%` doubled (specifiers), `$` doubled in
+    arguments (variables; systemd does not expand them in the program path),
+    double quotes and backslashes escaped, quoted if it has spaces."""
     _check_arg(arg)
-    escaped = arg.replace("%", "%%").replace("$", "$$")
+    escaped = arg.replace("%", "%%")
+    if not program:
+        escaped = escaped.replace("$", "$$")
     if _SYSTEMD_PLAIN.fullmatch(arg):
         return escaped
     return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -212,7 +215,7 @@ def serve_argv(command: Sequence[str], config: str) -> list[str]:
 
 def render_systemd_unit(command: Sequence[str], config: str) -> str:
     """The unit file for `command` (the groove executable, as argv) and `config`."""
-    exec_start = " ".join(systemd_quote(a) for a in serve_argv(command, config))
+    exec_start = " ".join(systemd_quote(a, program=i == 0) for i, a in enumerate(serve_argv(command, config)))
     return SYSTEMD_TEMPLATE.format(exec_start=exec_start)
 
 
@@ -483,7 +486,7 @@ def status(platform: Platform, *, env: Mapping[str, str] | None = None, runner: 
             data["detail"] = f"systemd user session not available: {_first_line(r)}"
             code = STATUS_UNKNOWN
     if not installed and code == STATUS_RUNNING:
-        data["detail"] = "running, but its file is gone: `groove service uninstall` or reinstall"
+        data["detail"] = ", ".join(filter(None, [data["detail"], "but its file is gone: reinstall, or stop it"]))
     report = Report(exit_code=code, data=data)
     report.out += [
         f"{'unit file' if platform == 'linux' else 'plist'}: {path} ({'installed' if installed else 'not installed'})",

@@ -210,6 +210,7 @@ class Daemon:
                 debounce_ms=self.settings.watch.debounce_ms,
                 extensions=tuple(e.lower() for e in self.settings.index.extensions),
                 index_path=self.index_path,
+                stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
                 on_state=self._set_watch_state,
             )
         except Exception as exc:  # noqa: BLE001 - without a watcher the periodic reconcile still runs

@@ -1,0 +1,277 @@
+"""`groove serve`: the daemon and one MCP transport in one anyio task group.
+
+    serve(settings, "stdio" | "http", "HOST:PORT")
+
+- stdio: MCP on stdin/stdout for one client that started groove itself.
+  From the start, file descriptor 1 points at stderr and the MCP stream
+  writes to a private duplicate of the real stdout, so nothing but JSON-RPC
+  ever reaches the client (not a stray print, not a library's progress
+  bar). When stdin closes the process exits: no orphaned servers.
+- http: Streamable HTTP via uvicorn, run as a task of the same task group
+  (see `groove.serve.http`). Once it listens, the URL and client
+  configuration snippets are printed on stderr and systemd is told READY=1.
+
+SIGTERM / SIGINT: stop accepting (uvicorn stops listening, or stdin is let
+go), give open responses a moment, stop the daemon (its close takes the write
+lock, so the current transaction commits or rolls back whole), exit 0. A
+second signal, or 4 s without finishing, cancels whatever is left.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+
+from groove.config import Settings
+from groove.logs import get_logger
+from groove.serve.daemon import Daemon
+from groove.serve.http import (
+    MCP_PATH,
+    Allowed,
+    HTTPService,
+    build_app,
+    client_snippets,
+    format_host,
+    open_listener,
+    parse_bind,
+)
+from groove.serve.mcp_app import build_server
+
+log = get_logger(__name__)
+
+SHUTDOWN_DEADLINE_S = 4.0
+EXAMPLE_NOTES = Path(__file__).resolve().parent.parent.parent / "examples" / "notes"
+
+
+# --- helpers --------------------------------------------------------------------------
+
+def example_notes() -> Path | None:
+    """The example notes shipped next to the package (a source checkout), if there."""
+    return EXAMPLE_NOTES if EXAMPLE_NOTES.is_dir() else None
+
+
+def use_example_notes_if_unset(settings: Settings) -> bool:
+    """With no notes folder configured, serve the shipped examples (so `make serve` works as is)."""
+    if settings.kb_path is not None:
+        return False
+    folder = example_notes()
+    if folder is None:
+        return False
+    settings.kb_path = folder
+    return True
+
+
+def _sd_notify(state: str) -> None:
+    try:
+        from groove.serve.sdnotify import notify
+    except ImportError:  # pragma: no cover - the module is optional
+        return
+    try:
+        notify(state)
+    except Exception as exc:  # noqa: BLE001 - telling systemd must never take the server down
+        log.debug("sd_notify_failed", error=repr(exc))
+
+
+def stdio_command(settings: Settings) -> list[str]:
+    """The command line an MCP client would use to start this same server over stdio."""
+    exe = shutil.which("groove")
+    beside = Path(sys.executable).with_name("groove")
+    if beside.exists():
+        exe = str(beside)
+    cmd = [exe or "groove", "serve", "--transport", "stdio"]
+    if settings.config_file:
+        cmd += ["--config", str(settings.config_file)]
+    if settings.kb_path:
+        cmd += ["--kb", str(Path(settings.kb_path).resolve())]
+    if settings.index_path:
+        cmd += ["--index", str(Path(settings.index_path).resolve())]
+    return cmd
+
+
+def _unwrap(group: BaseExceptionGroup) -> BaseException:
+    """The one real error inside a task group's exception group, else the group."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        elif not isinstance(exc, anyio.get_cancelled_exc_class()):
+            leaves.append(exc)
+
+    walk(group)
+    return leaves[0] if len(leaves) == 1 else group
+
+
+# --- stdio --------------------------------------------------------------------------
+
+class _StdinLines:
+    """stdin as an async iterator of lines, read by a daemon thread.
+
+    A blocked read never holds up shutdown (the thread is a daemon and is
+    simply left behind), unlike a worker-thread readline that cancellation
+    has to wait for.
+    """
+
+    def __init__(self, buffer: BinaryIO):
+        self._send, self._recv = anyio.create_memory_object_stream[str](16)
+        token = anyio.lowlevel.current_token()
+        threading.Thread(target=self._pump, args=(buffer, token), name="groove-stdin", daemon=True).start()
+
+    def _pump(self, buffer: BinaryIO, token: Any) -> None:
+        try:
+            for raw in iter(buffer.readline, b""):
+                anyio.from_thread.run(self._send.send, raw.decode("utf-8", errors="replace"), token=token)
+        except Exception:  # noqa: BLE001 - the loop is gone, or stdin broke: either way this is EOF
+            pass
+        finally:
+            try:
+                anyio.from_thread.run_sync(self._send.close, token=token)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def __aiter__(self) -> "_StdinLines":
+        return self
+
+    async def __anext__(self) -> str:
+        try:
+            return await self._recv.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+
+def claim_stdout() -> tuple[BinaryIO, int]:
+    """Keep the real stdout for MCP alone: returns a private writer on it and
+    points file descriptor 1 at stderr for everything else in the process."""
+    sys.stdout.flush()
+    wire = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(wire, "wb", buffering=0, closefd=False), wire
+
+
+def release_stdout(wire: int) -> None:
+    try:
+        sys.stdout.flush()
+        os.dup2(wire, 1)
+        os.close(wire)
+    except OSError:
+        pass
+
+
+async def run_stdio(server: MCPServer, wire: BinaryIO) -> None:
+    """MCPServer.run_stdio_async, with groove's stdin reader and the claimed stdout."""
+    stdin = _StdinLines(sys.stdin.buffer)
+    stdout = anyio.wrap_file(io.TextIOWrapper(wire, encoding="utf-8", newline="\n", write_through=True))
+    async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+        lowlevel = server._lowlevel_server
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+# --- serve --------------------------------------------------------------------------------
+
+async def serve(settings: Settings, transport: str, bind: str) -> None:
+    """Run groove until stdin closes (stdio) or a signal arrives. Raises BindError, ConfigError, ..."""
+    if transport not in ("stdio", "http"):
+        raise ValueError(f"transport must be stdio or http, got {transport!r}")
+    sock = None
+    host, port = "127.0.0.1", 0
+    if transport == "http":
+        host, port = parse_bind(bind)
+        sock = open_listener(host, port)  # before loading anything: a busy port fails fast
+    wire: tuple[BinaryIO, int] | None = claim_stdout() if transport == "stdio" else None
+    try:
+        daemon = Daemon(settings)
+        server = build_server(daemon)
+        log.info("serve_start", transport=transport, kb=str(daemon.kb), index=str(daemon.index_path))
+        try:
+            await _run(settings, daemon, server, transport, sock, host, wire)
+        except BaseExceptionGroup as group:
+            raise _unwrap(group) from None
+    finally:
+        if sock is not None:
+            sock.close()
+        if wire is not None:
+            release_stdout(wire[1])
+
+
+async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport: str, sock: Any, host: str,
+               wire: tuple[BinaryIO, int] | None) -> None:
+    service: HTTPService | None = None
+    if sock is not None:
+        port = int(sock.getsockname()[1])
+        allowed = Allowed.for_bind(host, port, settings.serve.http.allowed_hosts, settings.serve.http.allowed_origins)
+        app = build_app(server, daemon, settings, allowed)
+        service = HTTPService(app, sock, debug=settings.log.level == "debug")
+
+    daemon_done = anyio.Event()
+
+    async def run_daemon(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await daemon.run_background(task_status=task_status)
+        finally:
+            daemon_done.set()
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(run_daemon)
+        front = anyio.CancelScope()      # the transport
+        watcher = anyio.CancelScope()    # the signal watcher
+
+        async def deadline() -> None:
+            await anyio.sleep(SHUTDOWN_DEADLINE_S)
+            log.warning("shutdown_deadline", seconds=SHUTDOWN_DEADLINE_S)
+            tg.cancel_scope.cancel()
+
+        async def watch_signals() -> None:
+            with watcher, anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                count = 0
+                async for signum in signals:
+                    count += 1
+                    if count == 1:
+                        log.info("shutting_down", signal=signal.Signals(signum).name)
+                        _sd_notify("STOPPING=1")
+                        tg.start_soon(deadline)
+                        if service is not None:
+                            service.stop()
+                        else:
+                            front.cancel()
+                    else:
+                        front.cancel()
+                        tg.cancel_scope.cancel()
+
+        tg.start_soon(watch_signals)
+        with front:
+            if service is not None:
+                await _serve_http(settings, service, host)
+            else:
+                assert wire is not None
+                await run_stdio(server, wire[0])
+                log.info("stdin_closed")
+        daemon.stop()  # run_background closes the index (after the current transaction) and returns
+        watcher.cancel()
+        await daemon_done.wait()
+        tg.cancel_scope.cancel()  # the deadline task, if a signal started one
+    log.info("serve_stopped")
+
+
+async def _serve_http(settings: Settings, service: HTTPService, host: str) -> None:
+    async with anyio.create_task_group() as tg:
+        await tg.start(service.run)
+        shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        url = f"http://{format_host(shown)}:{service.port}{MCP_PATH}"
+        log.info("http_listening", url=url)
+        sys.stderr.write(client_snippets(url, stdio_command(settings)))
+        sys.stderr.flush()
+        _sd_notify("READY=1")

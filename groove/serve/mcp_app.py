@@ -1,0 +1,434 @@
+"""The MCP face of the daemon: tools, note resources and change notifications.
+
+`build_server(daemon)` returns an `MCPServer` (mcp 2.3) whose tools are thin
+calls into the `Daemon` service API. Every anticipated failure (a bad query,
+an unknown path, a reindex already running) comes back as a tool error
+(`isError: true` with the message), never as a crash or a protocol error.
+
+Notes are resources too: `groove://note/<path>` (each path segment
+percent-encoded, so Japanese names round-trip), `text/markdown`, listed with
+pagination. The resource handlers are registered on the low-level server
+directly (`resources/list`, `resources/read`, `resources/templates/list`,
+`resources/subscribe`, `resources/unsubscribe`), replacing MCPServer's
+static-resource manager, because the set of notes is the index's and changes
+while the server runs.
+
+Change notifications reach clients of both protocol eras:
+
+- handshake versions (up to 2025-11-25): `resources/subscribe` records the
+  connection per note; `notifications/resources/updated` goes to the
+  connections subscribed to a changed note and
+  `notifications/resources/list_changed` to every live connection when notes
+  are added, removed or renamed. A connection is forgotten when it closes
+  (its exit stack), or when a send to it fails or stalls.
+- 2026-07-28: clients open `subscriptions/listen`; the same events are
+  published as `ResourceUpdated` / `ResourcesListChanged` on the SDK's
+  subscription bus, which filters per stream.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+from urllib.parse import quote, unquote
+
+import anyio
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    EmptyResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    SubscribeRequestParams,
+    TextResourceContents,
+    ToolAnnotations,
+    UnsubscribeRequestParams,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+from groove import __version__
+from groove.logs import get_logger
+from groove.search.compiler import QueryError
+from groove.search.filters import Filters
+from groove.search.pipeline import MAX_LIMIT, SearchRequest
+from groove.serve.daemon import BusyError, Daemon, NotFoundError
+
+log = get_logger(__name__)
+
+NOTE_URI_PREFIX = "groove://note/"
+NOTE_MIME_TYPE = "text/markdown"
+RESOURCE_PAGE_SIZE = 100
+SEND_TIMEOUT_S = 2.0  # a connection that cannot take a notification this fast is dropped
+
+INSTRUCTIONS = """\
+groove searches the user's Markdown notes (a local folder, often mixed Japanese and English).
+
+- `search` first: it returns the few passages that best answer a question, each with
+  path, heading context, tags, score and line range, so you can cite them. Query syntax:
+  plain words or a question; "quoted phrases" must appear; -word excludes notes
+  containing it. Narrow with path_globs (gitignore-style, !glob excludes), tags_any /
+  tags_all, date_from / date_to (frontmatter date) and fields (frontmatter key = value).
+- `pending_chunks` in a search response counts passages not yet embedded: when it is
+  above 0, a note may be findable by its words but not yet by meaning, so an empty or
+  weak answer may mean "not indexed yet" rather than "not in the notes".
+- `get_document` returns a whole note by the path a result gave; `related` finds notes
+  near one note; `list_documents` pages through the notes (filter by folder or tags).
+- `index_status` says what is indexed and what is pending; `reindex` forces a full
+  rescan of the folder (rarely needed: the folder is watched).
+- Every note is also a resource `groove://note/<path>`; subscribe to one to hear when
+  it changes.
+"""
+
+
+# --- note URIs ---------------------------------------------------------------------
+
+def note_uri(path: str) -> str:
+    """`groove://note/` + the note's relative path, each segment percent-encoded."""
+    return NOTE_URI_PREFIX + "/".join(quote(segment, safe="") for segment in path.split("/"))
+
+
+def note_path(uri: str) -> str | None:
+    """The relative path a note URI names, or None when it is not a note URI."""
+    if not isinstance(uri, str) or not uri.startswith(NOTE_URI_PREFIX):
+        return None
+    rest = uri[len(NOTE_URI_PREFIX):]
+    if not rest:
+        return None
+    segments = [unquote(segment, errors="strict") if "%" in segment else segment for segment in rest.split("/")]
+    if any(not s for s in segments):
+        return None
+    return "/".join(segments)
+
+
+def _bad_uri(uri: str) -> MCPError:
+    return MCPError(
+        code=INVALID_PARAMS,
+        message=f"{uri!r} is not a note URI; note URIs look like {NOTE_URI_PREFIX}<path>, as resources/list returns them",
+        data={"uri": uri},
+    )
+
+
+def _parse_uri(uri: str) -> str:
+    try:
+        path = note_path(uri)
+    except UnicodeDecodeError:
+        path = None
+    if path is None:
+        raise _bad_uri(uri)
+    return path
+
+
+# --- change notifications -------------------------------------------------------------
+
+class NoteEvents:
+    """Who hears about which note, and the daemon listener that tells them."""
+
+    def __init__(self, bus: InMemorySubscriptionBus):
+        self.bus = bus
+        self._connections: dict[int, Connection] = {}           # live handshake-era connections
+        self._subscriptions: dict[int, dict[str, str]] = {}      # connection id -> {path: uri as the client wrote it}
+
+    # -- connection tracking (a server middleware sees every request) ---------------
+    async def track(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        connection = _connection_of(ctx)
+        if (
+            connection is not None
+            and connection.has_standalone_channel
+            and connection.protocol_version not in MODERN_PROTOCOL_VERSIONS
+            and id(connection) not in self._connections
+        ):
+            key = id(connection)
+            self._connections[key] = connection
+            connection.exit_stack.callback(self.forget, key)
+        return await call_next(ctx)
+
+    def forget(self, key: int) -> None:
+        self._connections.pop(key, None)
+        self._subscriptions.pop(key, None)
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    def subscriber_count(self, path: str) -> int:
+        return sum(1 for subs in self._subscriptions.values() if path in subs)
+
+    # -- resources/subscribe, resources/unsubscribe -----------------------------------
+    async def subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
+        path = _parse_uri(params.uri)
+        connection = _connection_of(ctx)
+        if connection is None:
+            raise MCPError(code=INTERNAL_ERROR, message="this transport cannot deliver resource notifications")
+        key = id(connection)
+        if key not in self._connections:
+            self._connections[key] = connection
+            connection.exit_stack.callback(self.forget, key)
+        self._subscriptions.setdefault(key, {})[path] = params.uri
+        log.debug("resource_subscribed", path=path)
+        return EmptyResult()
+
+    async def unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
+        path = _parse_uri(params.uri)
+        connection = _connection_of(ctx)
+        if connection is not None:
+            subs = self._subscriptions.get(id(connection))
+            if subs is not None:
+                subs.pop(path, None)
+        return EmptyResult()
+
+    # -- the daemon listener ------------------------------------------------------------
+    async def on_change(self, paths: list[str], list_changed: bool) -> None:
+        """Called by the daemon after a write: `paths` changed (or were deleted)."""
+        # 2026-07-28: the bus filters per listen stream.
+        for path in paths:
+            await self.bus.publish(ResourceUpdated(uri=note_uri(path)))
+        if list_changed:
+            await self.bus.publish(ResourcesListChanged())
+        # Handshake versions: this connection's subscriptions, plus list_changed to all.
+        touched = set(paths)
+        sends: list[tuple[int, Connection, list[str]]] = []
+        for key, connection in list(self._connections.items()):
+            uris = [uri for path, uri in self._subscriptions.get(key, {}).items() if path in touched]
+            if uris or list_changed:
+                sends.append((key, connection, uris))
+        if not sends:
+            return
+        async with anyio.create_task_group() as tg:
+            for key, connection, uris in sends:
+                tg.start_soon(self._send, key, connection, uris, list_changed)
+
+    async def _send(self, key: int, connection: Connection, uris: list[str], list_changed: bool) -> None:
+        try:
+            with anyio.fail_after(SEND_TIMEOUT_S):
+                for uri in uris:
+                    await connection.send_resource_updated(uri)
+                if list_changed:
+                    await connection.send_resource_list_changed()
+        except Exception as exc:  # noqa: BLE001 - a dead or stuck client is dropped quietly
+            log.debug("notification_dropped", error=repr(exc))
+            self.forget(key)
+
+
+def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
+    # The per-request ServerSession wraps the connection; the SDK exposes it to
+    # MCPServer tools as `Context.connection` but not on the low-level context.
+    connection = getattr(ctx.session, "_connection", None)
+    return connection if isinstance(connection, Connection) else None
+
+
+# --- the server ---------------------------------------------------------------------
+
+def _tool_error(exc: Exception) -> ToolError:
+    return ToolError(str(exc))
+
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def build_server(daemon: Daemon) -> MCPServer:
+    """The MCP server for one daemon: tools, note resources, subscriptions."""
+    bus = InMemorySubscriptionBus()
+    server: MCPServer = MCPServer(
+        "groove",
+        title="groove: search your notes",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        subscriptions=bus,
+        log_level="WARNING",
+        warn_on_duplicate_tools=False,
+    )
+    events = NoteEvents(bus)
+    server.groove_events = events  # type: ignore[attr-defined]  # for the transports and tests
+    daemon.listeners.append(events.on_change)
+
+    # -- tools ----------------------------------------------------------------------
+    @server.tool(title="Search the notes", annotations=READ_ONLY)
+    async def search(
+        query: Annotated[str, Field(description=(
+            "What to look for: words, a question, \"a quoted phrase\" that must appear, -word to exclude "
+            "notes containing it. At most 1 KiB."
+        ))],
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many passages to return.")] = 10,
+        retriever: Annotated[Literal["hybrid", "fts", "vector"], Field(description=(
+            "hybrid fuses full-text and vector search (best in general); fts or vector use one half alone."
+        ))] = "hybrid",
+        rerank: Annotated[bool | None, Field(description="Rerank with the configured cross-encoder (default: server setting).")] = None,
+        mmr: Annotated[bool | None, Field(description="Diversify results with MMR (default: server setting).")] = None,
+        mmr_lambda: Annotated[float | None, Field(ge=0.0, le=1.0, description="MMR relevance weight, 0..1 (1 = relevance only).")] = None,
+        mmr_same_doc_penalty: Annotated[float | None, Field(ge=0.0, description="MMR extra penalty for passages of an already chosen note.")] = None,
+        parent_retriever: Annotated[bool | None, Field(description="Expand small hits to their whole section or note (default: server setting).")] = None,
+        path_globs: Annotated[list[str] | None, Field(description="Only notes whose path matches (gitignore-style globs; a leading ! excludes).")] = None,
+        tags_any: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.")] = None,
+        tags_all: Annotated[list[str] | None, Field(description="Only notes with all of these tags.")] = None,
+        date_from: Annotated[str | None, Field(description="Only notes whose frontmatter date is on or after this ISO date (YYYY-MM-DD).")] = None,
+        date_to: Annotated[str | None, Field(description="Only notes whose frontmatter date is on or before this ISO date (YYYY-MM-DD).")] = None,
+        fields: Annotated[dict[str, Any] | None, Field(description="Only notes whose frontmatter has these key = value pairs.")] = None,
+        explain: Annotated[bool, Field(description="Add how the query was compiled, candidate counts and timings.")] = False,
+    ) -> dict[str, Any]:
+        """Find the passages of the notes that best answer a query (hybrid full-text + semantic search).
+
+        Returns results (path, title, heading context, tags, score, start/end lines, content, match spans),
+        low_confidence, filter_applied and pending_chunks: passages still waiting for their embedding, so
+        a note saved moments ago may be found by its words but not yet by meaning."""
+        try:
+            filters = Filters.build(
+                path_globs=path_globs, tags_any=tags_any, tags_all=tags_all,
+                date_from=date_from, date_to=date_to, fields=fields,
+            )
+            req = SearchRequest(
+                query=query, limit=limit, retriever=retriever, filters=filters, rerank=rerank, mmr=mmr,
+                mmr_lambda=mmr_lambda, mmr_same_doc_penalty=mmr_same_doc_penalty,
+                parent_retriever=parent_retriever, explain=explain,
+            )
+            return await daemon.search(req)
+        except (QueryError, ValueError) as exc:
+            raise _tool_error(exc) from exc
+
+    @server.tool(title="Read a whole note", annotations=READ_ONLY)
+    async def get_document(
+        path: Annotated[str, Field(description="The note's path relative to the notes folder, exactly as search or list_documents returned it.")],
+    ) -> dict[str, Any]:
+        """Return one whole note: path, title, tags, date, frontmatter, warnings, size and content (Markdown)."""
+        try:
+            return await daemon.get_document(path)
+        except (NotFoundError, ValueError) as exc:
+            raise _tool_error(exc) from exc
+
+    @server.tool(title="List the notes", annotations=READ_ONLY)
+    async def list_documents(
+        cursor: Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first page.")] = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="Notes per page.")] = 50,
+        folder: Annotated[str | None, Field(description="Only notes inside this folder (relative path, e.g. projects/2024).")] = None,
+        tags: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.")] = None,
+    ) -> dict[str, Any]:
+        """Page through the indexed notes in path order: documents (path, title, tags, date) and next_cursor
+        (null on the last page)."""
+        try:
+            return await daemon.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
+        except ValueError as exc:
+            raise _tool_error(exc) from exc
+
+    @server.tool(title="Index status", annotations=READ_ONLY)
+    async def index_status() -> dict[str, Any]:
+        """What is indexed: notes, chunks, chunks still waiting for a vector (pending_chunks), the model,
+        skipped files with reasons, the watcher's state and the last reconcile."""
+        return await daemon.index_status()
+
+    @server.tool(
+        title="Rescan the notes folder",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+    )
+    async def reindex() -> dict[str, Any]:
+        """Reconcile the whole notes folder with the index now and return what changed. Rarely needed (the folder
+        is watched); one at a time. Embeddings of new text follow in the background (pending_chunks)."""
+        try:
+            return await daemon.reindex()
+        except BusyError as exc:
+            raise _tool_error(exc) from exc
+
+    @server.tool(title="Notes related to a note", annotations=READ_ONLY)
+    async def related(
+        path: Annotated[str, Field(description="The note to start from, as search or list_documents returned its path.")],
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many related notes to return.")] = 10,
+        depth: Annotated[int, Field(ge=1, le=5, description="How many hops to follow from the note (1 = direct neighbours).")] = 1,
+        fan_out: Annotated[int, Field(ge=1, le=50, description="Neighbours followed from each note per hop.")] = 5,
+    ) -> dict[str, Any]:
+        """Find notes close in meaning to a given note (and, with depth > 1, notes close to those)."""
+        method = getattr(daemon, "related", None)
+        if method is None:
+            raise ToolError("related is not available in this version of groove")
+        try:
+            return await method(path=path, limit=limit, depth=depth, fan_out=fan_out)
+        except (NotFoundError, QueryError, ValueError) as exc:
+            raise _tool_error(exc) from exc
+
+    # -- note resources -----------------------------------------------------------------
+    async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourcesResult:
+        try:
+            page = await daemon.list_documents(cursor=params.cursor, limit=RESOURCE_PAGE_SIZE)
+        except ValueError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
+        resources = [
+            Resource(
+                uri=note_uri(doc["path"]),
+                name=doc["path"],
+                title=doc["title"] or None,
+                description=_describe(doc),
+                mime_type=NOTE_MIME_TYPE,
+            )
+            for doc in page["documents"]
+        ]
+        return ListResourcesResult(resources=resources, next_cursor=page["next_cursor"])
+
+    async def list_templates(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourceTemplatesResult:
+        return ListResourceTemplatesResult(resource_templates=[
+            ResourceTemplate(
+                uri_template=NOTE_URI_PREFIX + "{+path}",
+                name="note",
+                title="A note by its path",
+                description="A note of the notes folder by its relative path (segments percent-encoded).",
+                mime_type=NOTE_MIME_TYPE,
+            )
+        ])
+
+    async def read_resource(ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams) -> ReadResourceResult:
+        path = _parse_uri(params.uri)
+        try:
+            doc = await daemon.get_document(path)
+        except NotFoundError as exc:
+            # SEP-2164: an unknown resource is invalid params, with the URI in data.
+            raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {exc}", data={"uri": params.uri}) from exc
+        return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=doc["content"], mime_type=NOTE_MIME_TYPE)])
+
+    lowlevel = server._lowlevel_server  # the SDK's registry; MCPServer has no public hook for these methods
+    lowlevel.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
+    lowlevel.add_request_handler("resources/templates/list", PaginatedRequestParams, list_templates)
+    lowlevel.add_request_handler("resources/read", ReadResourceRequestParams, read_resource)
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, events.subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, events.unsubscribe)
+    server.middleware.append(events.track)
+
+    # Advertise resources.listChanged on the handshake era (the SDK derives
+    # subscribe from the handler above, and both flags from subscriptions/listen
+    # on 2026-07-28). Every transport asks the server for its options here.
+    plain_options = lowlevel.create_initialization_options
+
+    def create_initialization_options(
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ):
+        return plain_options(
+            notification_options or NotificationOptions(resources_changed=True), experimental_capabilities, extensions
+        )
+
+    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+    return server
+
+
+def _describe(doc: dict[str, Any]) -> str | None:
+    parts = []
+    if doc.get("date"):
+        parts.append(str(doc["date"]))
+    if doc.get("tags"):
+        parts.append("tags: " + ", ".join(f"#{t}" for t in doc["tags"]))
+    return "; ".join(parts) or None
+
+
+def events_of(server: MCPServer) -> NoteEvents:
+    return server.groove_events  # type: ignore[attr-defined]
+
+
+__all__ = ["INSTRUCTIONS", "NoteEvents", "build_server", "events_of", "note_path", "note_uri"]
