@@ -227,6 +227,38 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_related(args: argparse.Namespace) -> int:
+    from groove.runtime import related_once
+
+    settings = _settings(args)
+    path = args.path
+    kb = settings.require_kb()
+    candidate = Path(path)
+    if candidate.is_absolute() or candidate.exists():
+        try:
+            path = candidate.resolve().relative_to(kb).as_posix()
+        except ValueError:
+            raise UsageError(f"{args.path} is not inside the notes folder {kb}") from None
+    result = anyio.run(lambda: related_once(
+        settings, path, limit=args.limit, depth=args.depth, fan_out=args.fan_out, max_nodes=args.max_nodes,
+    ))
+
+    def text(r: dict) -> str:
+        lines = [f"notes related to {r['source']['path']} ({r['source']['title']}):"]
+        for i, n in enumerate(r["related"], 1):
+            via = " -> ".join(n["via"][1:-1])
+            hop = f"  via {via}" if via else ""
+            lines.append(f"{i:>2}. {n['score']:.3f}  {n['path']}  [{n['chunk'].get('heading', '')}] depth {n['depth']}{hop}")
+        if not r["related"]:
+            lines.append("  (none)")
+        if r["bounded_by"]:
+            lines.append(f"(stopped early: {', '.join(r['bounded_by'])})")
+        return "\n".join(lines) + "\n"
+
+    _emit(result, args.format, text)
+    return 0
+
+
 # --- eval -----------------------------------------------------------------------------
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -311,6 +343,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--explain", action="store_true", help="show the MATCH expression, candidates and per-retriever ranks")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("related", help="notes nearest in meaning to a note")
+    _common(p)
+    p.add_argument("path", metavar="PATH", help="a note: its path relative to the notes folder, or a file path")
+    p.add_argument("--limit", type=int, default=10, help="how many notes (1..100)")
+    p.add_argument("--depth", type=int, default=1, help="hops to walk (1..3)")
+    p.add_argument("--fan-out", type=int, default=5, help="neighbours per note per hop (1..20)")
+    p.add_argument("--max-nodes", type=int, default=100, help="node budget (1..200)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_related)
 
     p = sub.add_parser("eval", help="measure retrieval quality on judged queries")
     _common(p)

@@ -16,9 +16,11 @@ log = get_logger(__name__)
 
 
 def known_errors() -> tuple[type[BaseException], ...]:
+    from groove.evaluate.golden import GoldenError
     from groove.search.compiler import QueryError
+    from groove.search.related import RelatedError
 
-    return (ConfigError, db.IndexError_, EmbedderError, NoteReadError, QueryError)
+    return (ConfigError, db.IndexError_, EmbedderError, NoteReadError, QueryError, RelatedError, GoldenError)
 
 
 async def index_once(settings: Settings, *, rebuild: bool = False, progress: Progress | None = None) -> dict[str, Any]:
@@ -156,3 +158,17 @@ async def eval_once(
     result["source"] = str(source)
     result["index_path"] = str(path)
     return result
+
+
+async def related_once(settings: Settings, path: str, **kw: Any) -> dict[str, Any]:
+    """`groove related PATH`: notes nearest in meaning, read-only."""
+    from groove.search.related import related_notes
+
+    index = settings.resolved_index_path()
+    embedder = make_embedder(settings.embedding)
+    reads.check_existing_index(index, model=embedder.identity, dimension=embedder.dimension)
+    conn = await db.connect(index, readonly=True)
+    try:
+        return await related_notes(conn, path, **kw)
+    finally:
+        await conn.close()

@@ -201,6 +201,7 @@ class Searcher:
                 retriever=req.retriever,
                 candidates={"fts": len(fts_ids), "vector": len(vec_ids), "fused": len(fused)},
                 pool_per_retriever=n,
+                refine_pool=pool,
                 allowed_documents=None if allowed_docs is None else len(allowed_docs),
                 stages={"rerank": bool(rerank_on and reranker), "mmr": mmr_on, "parent_retriever": parent_on},
                 reranker=getattr(reranker, "identity", None) if rerank_on else None,

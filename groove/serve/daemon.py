@@ -321,6 +321,14 @@ class Daemon:
         finally:
             self._reindexing = False
 
+    async def related(self, *, path: str, limit: int = 10, depth: int = 1, fan_out: int = 10,
+                      max_nodes: int = 100) -> dict[str, Any]:
+        from groove.search.related import related_notes
+
+        await self.ready.wait()
+        async with self.readers.connection() as conn:
+            return await related_notes(conn, path, limit=limit, depth=depth, fan_out=fan_out, max_nodes=max_nodes)
+
     async def pending(self) -> int:
         async with self.readers.connection() as conn:
             return await reads.pending_count(conn)

@@ -14,7 +14,8 @@
 SIGTERM / SIGINT: stop accepting (uvicorn stops listening, or stdin is let
 go), give open responses a moment, stop the daemon (its close takes the write
 lock, so the current transaction commits or rolls back whole), exit 0. A
-second signal, or 4 s without finishing, cancels whatever is left.
+second signal, or 3.5 s without finishing, cancels whatever is left; a
+worker thread stuck in a model call cannot keep the process past 4.7 s.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -52,7 +54,8 @@ from groove.serve.mcp_app import build_server
 
 log = get_logger(__name__)
 
-SHUTDOWN_DEADLINE_S = 4.0
+SHUTDOWN_DEADLINE_S = 3.5   # then cancel whatever is left
+HARD_EXIT_S = 4.7           # then leave anyway: a thread stuck in a model call must not keep us past 5 s
 EXAMPLE_NOTES = Path(__file__).resolve().parent.parent.parent / "examples" / "notes"
 
 
@@ -83,6 +86,26 @@ def _sd_notify(state: str) -> None:
         notify(state)
     except Exception as exc:  # noqa: BLE001 - telling systemd must never take the server down
         log.debug("sd_notify_failed", error=repr(exc))
+
+
+def _exit_watchdog(seconds: float) -> None:
+    """After a stop signal: if the process is still here in `seconds`, exit 0 now.
+
+    Only a worker thread inside a long model call can keep shutdown that long,
+    and the index is safe to leave at any point (the database is the queue and
+    SQLite's WAL is crash-safe), so leaving beats overstaying a service manager's
+    stop timeout.
+    """
+
+    def run() -> None:
+        time.sleep(seconds)
+        try:
+            sys.stderr.write(f"groove: shutdown took over {seconds:.1f} s; exiting now\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(0)
+
+    threading.Thread(target=run, name="groove-exit-watchdog", daemon=True).start()
 
 
 def stdio_command(settings: Settings) -> list[str]:
@@ -242,6 +265,7 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
                     if count == 1:
                         log.info("shutting_down", signal=signal.Signals(signum).name)
                         _sd_notify("STOPPING=1")
+                        _exit_watchdog(HARD_EXIT_S)
                         tg.start_soon(deadline)
                         if service is not None:
                             service.stop()

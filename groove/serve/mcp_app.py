@@ -230,6 +230,22 @@ def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
 
 # --- the server ---------------------------------------------------------------------
 
+def _bounded(ge: float | None = None, le: float | None = None, *, description: str) -> Any:
+    """A parameter whose bounds are advertised in the JSON schema and checked by groove itself,
+    so that a value out of range gets groove's one-line message rather than pydantic's report."""
+    extra: dict[str, Any] = {}
+    if ge is not None:
+        extra["minimum"] = ge
+    if le is not None:
+        extra["maximum"] = le
+    return Field(description=description, json_schema_extra=extra)
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ToolError(f"{name} must be between {low} and {high}, got {value}")
+
+
 def _tool_error(exc: Exception) -> ToolError:
     return ToolError(str(exc))
 
@@ -260,14 +276,14 @@ def build_server(daemon: Daemon) -> MCPServer:
             "What to look for: words, a question, \"a quoted phrase\" that must appear, -word to exclude "
             "notes containing it. At most 1 KiB."
         ))],
-        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many passages to return.")] = 10,
+        limit: Annotated[int, _bounded(ge=1, le=MAX_LIMIT, description="How many passages to return.")] = 10,
         retriever: Annotated[Literal["hybrid", "fts", "vector"], Field(description=(
             "hybrid fuses full-text and vector search (best in general); fts or vector use one half alone."
         ))] = "hybrid",
         rerank: Annotated[bool | None, Field(description="Rerank with the configured cross-encoder (default: server setting).")] = None,
         mmr: Annotated[bool | None, Field(description="Diversify results with MMR (default: server setting).")] = None,
-        mmr_lambda: Annotated[float | None, Field(ge=0.0, le=1.0, description="MMR relevance weight, 0..1 (1 = relevance only).")] = None,
-        mmr_same_doc_penalty: Annotated[float | None, Field(ge=0.0, description="MMR extra penalty for passages of an already chosen note.")] = None,
+        mmr_lambda: Annotated[float | None, _bounded(ge=0.0, le=1.0, description="MMR relevance weight, 0..1 (1 = relevance only).")] = None,
+        mmr_same_doc_penalty: Annotated[float | None, _bounded(ge=0.0, description="MMR extra penalty for passages of an already chosen note.")] = None,
         parent_retriever: Annotated[bool | None, Field(description="Expand small hits to their whole section or note (default: server setting).")] = None,
         path_globs: Annotated[list[str] | None, Field(description="Only notes whose path matches (gitignore-style globs; a leading ! excludes).")] = None,
         tags_any: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.")] = None,
@@ -280,8 +296,9 @@ def build_server(daemon: Daemon) -> MCPServer:
         """Find the passages of the notes that best answer a query (hybrid full-text + semantic search).
 
         Returns results (path, title, heading context, tags, score, start/end lines, content, match spans),
-        low_confidence, filter_applied and pending_chunks: passages still waiting for their embedding, so
-        a note saved moments ago may be found by its words but not yet by meaning."""
+        low_confidence, filter_applied, pending_chunks (passages still waiting for their embedding: a note
+        saved moments ago may be found by its words but not yet by meaning) and startup_reconcile_done (false
+        while the folder is still being scanned after a start)."""
         try:
             filters = Filters.build(
                 path_globs=path_globs, tags_any=tags_any, tags_all=tags_all,
@@ -292,9 +309,12 @@ def build_server(daemon: Daemon) -> MCPServer:
                 mmr_lambda=mmr_lambda, mmr_same_doc_penalty=mmr_same_doc_penalty,
                 parent_retriever=parent_retriever, explain=explain,
             )
-            return await daemon.search(req)
+            response = await daemon.search(req)
         except (QueryError, ValueError) as exc:
             raise _tool_error(exc) from exc
+        # Until the startup scan is done, a note may be missing without being pending.
+        response["startup_reconcile_done"] = daemon.reconciled.is_set()
+        return response
 
     @server.tool(title="Read a whole note", annotations=READ_ONLY)
     async def get_document(
@@ -309,7 +329,7 @@ def build_server(daemon: Daemon) -> MCPServer:
     @server.tool(title="List the notes", annotations=READ_ONLY)
     async def list_documents(
         cursor: Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first page.")] = None,
-        limit: Annotated[int, Field(ge=1, le=500, description="Notes per page.")] = 50,
+        limit: Annotated[int, _bounded(ge=1, le=500, description="Notes per page.")] = 50,
         folder: Annotated[str | None, Field(description="Only notes inside this folder (relative path, e.g. projects/2024).")] = None,
         tags: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.")] = None,
     ) -> dict[str, Any]:
@@ -341,11 +361,14 @@ def build_server(daemon: Daemon) -> MCPServer:
     @server.tool(title="Notes related to a note", annotations=READ_ONLY)
     async def related(
         path: Annotated[str, Field(description="The note to start from, as search or list_documents returned its path.")],
-        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="How many related notes to return.")] = 10,
-        depth: Annotated[int, Field(ge=1, le=5, description="How many hops to follow from the note (1 = direct neighbours).")] = 1,
-        fan_out: Annotated[int, Field(ge=1, le=50, description="Neighbours followed from each note per hop.")] = 5,
+        limit: Annotated[int, _bounded(ge=1, le=MAX_LIMIT, description="How many related notes to return.")] = 10,
+        depth: Annotated[int, _bounded(ge=1, le=5, description="How many hops to follow from the note (1 = direct neighbours).")] = 1,
+        fan_out: Annotated[int, _bounded(ge=1, le=50, description="Neighbours followed from each note per hop.")] = 5,
     ) -> dict[str, Any]:
         """Find notes close in meaning to a given note (and, with depth > 1, notes close to those)."""
+        _check_range("limit", limit, 1, MAX_LIMIT)
+        _check_range("depth", depth, 1, 5)
+        _check_range("fan_out", fan_out, 1, 50)
         method = getattr(daemon, "related", None)
         if method is None:
             raise ToolError("related is not available in this version of groove")

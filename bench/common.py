@@ -1,0 +1,252 @@
+"""What every benchmark shares: data conversion, settings, percentiles, the report."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.util
+import json
+import math
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads, ever
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "notes"
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+
+
+class BenchError(Exception):
+    """A benchmark cannot run here (missing data, a command that does not exist yet, ...)."""
+
+
+# --- data ---------------------------------------------------------------------------------
+
+def data_dir(explicit: Path | None) -> Path:
+    d = Path(explicit or os.environ.get("GROOVE_BENCH_DATA") or DEFAULT_DATA)
+    if not (d / "scifact" / "corpus.jsonl").is_file():
+        raise BenchError(f"no SciFact corpus at {d / 'scifact' / 'corpus.jsonl'}; pass --data PATH (the folder holding scifact/)")
+    return d
+
+
+def _to_markdown_main(data: Path):
+    """`main(corpus, outdir)` of the data folder's own to_markdown.py."""
+    script = data / "to_markdown.py"
+    if not script.is_file():
+        raise BenchError(f"{script} is missing")
+    spec = importlib.util.spec_from_file_location("_groove_bench_to_markdown", script)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+def scifact_rows(data: Path, docs: int, skip: int = 0) -> list[str]:
+    """Raw corpus.jsonl lines [skip, skip + docs); docs == 0 means to the end."""
+    out = []
+    with open(data / "scifact" / "corpus.jsonl", encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if i < skip:
+                continue
+            if docs and len(out) >= docs:
+                break
+            if line.strip():
+                out.append(line)
+    return out
+
+
+def convert_scifact(data: Path, outdir: Path, docs: int, skip: int = 0, *, scratch: Path) -> int:
+    """SciFact rows -> one Markdown note each, through ../shared/data/to_markdown.py. Returns notes written."""
+    rows = scifact_rows(data, docs, skip)
+    scratch.mkdir(parents=True, exist_ok=True)
+    subset = scratch / f"corpus-{skip}-{len(rows)}.jsonl"
+    subset.write_text("".join(rows), encoding="utf-8")
+    _to_markdown_main(data)(str(subset), str(outdir))
+    subset.unlink()
+    return len(rows)
+
+
+def scifact_queries(data: Path, n: int) -> list[str]:
+    out = []
+    with open(data / "scifact" / "queries.jsonl", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                out.append(json.loads(line)["text"])
+            if len(out) >= n:
+                break
+    return out
+
+
+# --- groove settings --------------------------------------------------------------------------
+
+def make_settings(workdir: Path, kb: Path, index_path: Path, **overrides: Any):
+    """groove's defaults (an empty groove.toml, so no user config leaks in), plus `overrides`
+    (dotted keys, e.g. {"watch.debounce_ms": 50}). GROOVE_* environment variables still apply."""
+    from groove.config import load_settings
+    from groove.logs import configure
+
+    config = workdir / "groove.toml"
+    if not config.exists():
+        config.write_text("# benchmark: groove defaults\n", encoding="utf-8")
+    settings = load_settings(config, kb_path=kb, index_path=index_path, **overrides)
+    configure(os.environ.get("GROOVE_BENCH_LOG", "warning"))
+    return settings
+
+
+def settings_summary(settings) -> dict[str, Any]:
+    return {
+        "model": settings.embedding.model,
+        "batch_size": settings.embedding.batch_size,
+        "workers": settings.embedding.workers,
+        "debounce_ms": settings.watch.debounce_ms,
+    }
+
+
+# --- numbers -----------------------------------------------------------------------------------
+
+def percentile(values: Iterable[float], p: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default); NaN for no values."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    k = (len(xs) - 1) * p / 100.0
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def summary(values_ms: list[float]) -> dict[str, float]:
+    return {
+        "n": len(values_ms),
+        "p50_ms": round(percentile(values_ms, 50), 2),
+        "p95_ms": round(percentile(values_ms, 95), 2),
+        "mean_ms": round(sum(values_ms) / len(values_ms), 2) if values_ms else math.nan,
+        "min_ms": round(min(values_ms), 2) if values_ms else math.nan,
+        "max_ms": round(max(values_ms), 2) if values_ms else math.nan,
+    }
+
+
+def ratio(a: float, b: float) -> float:
+    return round(a / b, 3) if b and not math.isnan(a) and not math.isnan(b) else math.nan
+
+
+def machine() -> dict[str, Any]:
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
+    return {
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "cpus": os.cpu_count(),
+        "loadavg": load,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+
+
+class Timer:
+    def __enter__(self) -> "Timer":
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.seconds = time.perf_counter() - self.t0
+
+
+# --- the report --------------------------------------------------------------------------------
+
+@dataclass
+class Report:
+    bench: str
+    title: str
+    params: dict[str, Any] = field(default_factory=dict)
+    ratios: dict[str, float] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    machine_start: dict[str, Any] = field(default_factory=machine)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bench": self.bench,
+            "title": self.title,
+            "params": self.params,
+            "ratios": self.ratios,
+            "raw": self.raw,
+            "notes": self.notes,
+            "machine": {**self.machine_start, "loadavg_end": machine()["loadavg"]},
+            "seconds": round(self.seconds, 1),
+        }
+
+    def render(self) -> str:
+        d = self.to_dict()
+        lines = [f"== {self.bench}: {self.title} =="]
+        lines.append("params: " + ", ".join(f"{k}={v}" for k, v in self.params.items()))
+        m = d["machine"]
+        lines.append(f"machine: {m['cpus']} cpus, load {m['loadavg']} -> {m['loadavg_end']}, {m['date']}")
+        width = max([len(k) for k in self.ratios] + [len(k) for k in _flatten(self.raw)] + [10])
+        lines.append(f"{'ratio':<{width}}  value")
+        for k, v in self.ratios.items():
+            lines.append(f"{k:<{width}}  {_fmt(v)}")
+        lines.append(f"{'raw':<{width}}  value")
+        for k, v in _flatten(self.raw).items():
+            lines.append(f"{k:<{width}}  {_fmt(v)}")
+        for n in self.notes:
+            lines.append(f"note: {n}")
+        lines.append(f"({self.bench} took {self.seconds:.1f} s)")
+        return "\n".join(lines) + "\n"
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        elif isinstance(v, list):
+            continue  # per-sample lists go to the JSON only
+        else:
+            out[key] = v
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "n/a"
+        return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
+    return str(v)
+
+
+def emit(report: Report) -> None:
+    sys.stdout.write(report.render())
+    sys.stdout.write("json: " + json.dumps(_nan_to_none(report.to_dict()), ensure_ascii=False, default=_json_default) + "\n")
+    sys.stdout.flush()
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    raise TypeError(type(o).__name__)
+
+
+def write_json(path: Path, payload: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_nan_to_none(payload), ensure_ascii=False, indent=2, default=_json_default) + "\n", encoding="utf-8")
+
+
+def _nan_to_none(o: Any) -> Any:
+    if isinstance(o, float) and math.isnan(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _nan_to_none(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_nan_to_none(v) for v in o]
+    return o
