@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,14 @@ async def index_once(settings: Settings, *, rebuild: bool = False, progress: Pro
         db.remove_index_files(path)
         log.info("index_rebuild", index=str(path))
     reads.prepare_index(path, model=embedder.identity, dimension=embedder.dimension, kb_path=str(kb))
+    started = time.perf_counter()
     conn = await db.connect(path)
     try:
         indexer = Indexer(conn, kb, settings, embedder)
         stats = await indexer.reconcile_all(progress=progress)
         stats.chunks_embedded = await indexer.embed_pending(progress=progress)
         await writer.collect_garbage(conn)
+        stats.seconds = time.perf_counter() - started
         summary = stats.to_dict()
         summary["pending_chunks"] = await reads.pending_count(conn)
         summary["embeddings_computed"] = int(await reads.get_meta(conn, "embeddings_computed") or 0)

@@ -72,10 +72,12 @@ class Ignore:
         return not (self.spec and self.spec.match_file(rel))
 
 
-def scan(root: Path, ignore: Ignore, max_file_bytes: int) -> ScanResult:
+def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> ScanResult:
+    """Every wanted note under `root` (or only under `root/subdir`)."""
     root = root.resolve()
     result = ScanResult()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
+    start = root / subdir if subdir else root
+    for dirpath, dirnames, filenames in os.walk(start, followlinks=False, onerror=None):
         base = Path(dirpath)
         rel_base = base.relative_to(root).as_posix()
         rel_base = "" if rel_base == "." else rel_base

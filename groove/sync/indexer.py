@@ -118,9 +118,11 @@ class Indexer:
                 if self.ignore.dir_ignored(rel):
                     gone |= {p for p in known if p.startswith(rel + "/")}
                     continue
-                sub = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.index.max_file_bytes)
-                present.update({p: i for p, i in sub.files.items() if p.startswith(rel + "/")})
-                skipped.update({p: r for p, r in sub.skipped.items() if p.startswith(rel + "/")})
+                sub = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.index.max_file_bytes, rel)
+                present.update(sub.files)
+                skipped.update(sub.skipped)
+                # Notes the index has under this folder that are no longer there.
+                gone |= {p for p in known if p.startswith(rel + "/") and p not in sub.files}
                 continue
             prefix_gone = {p for p in known if p.startswith(rel + "/")}
             if prefix_gone and not path.exists():
