@@ -283,3 +283,35 @@ def test_the_default_index_path_is_outside_the_notes_folder(kb, make_settings):
     assert path.suffix == ".sqlite"
     other = load_settings(None, kb_path=kb.parent)
     assert other.resolved_index_path() != path
+
+
+def test_the_cli_indexes_then_reports_status_as_json_on_stdout_only(kb, tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    write(kb / "a.md", "---\ntitle: Alpha\n---\n# Alpha\n\nFirst note about glaciers.\n")
+    (kb / "b.md").write_bytes(b"\x00\x01binary")
+    index = tmp_path / "cli.sqlite"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    base = [sys.executable, "-m", "groove.cli"]
+    done = subprocess.run(base + ["index", "--kb", str(kb), "--index", str(index), "--format", "json"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    summary = json.loads(done.stdout)
+    assert summary["added"] == 1 and summary["skipped"] == 1 and summary["chunks_embedded"] == 1
+    assert "index_done" in done.stderr  # diagnostics go to stderr
+    st = subprocess.run(base + ["status", "--kb", str(kb), "--index", str(index), "--format", "json"],
+                        cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    status = json.loads(st.stdout)
+    for key in ("documents", "chunks", "pending_chunks", "embeddings_computed", "model", "dimension",
+                "index_path", "kb_path", "last_indexed_at", "skipped"):
+        assert key in status
+    assert status["documents"] == 1 and status["pending_chunks"] == 0 and status["embeddings_computed"] == 1
+    assert status["skipped"] == [{"path": "b.md", "reason": "binary file (NUL bytes)"}]
+    text = subprocess.run(base + ["status", "--kb", str(kb), "--index", str(index)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert "documents:    1" in text.stdout and "b.md: binary file" in text.stdout
+    missing = subprocess.run(base + ["status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite")],
+                             cwd=ROOT, env=env, capture_output=True, text=True)
+    assert missing.returncode == 1 and "run `groove index` first" in missing.stderr and missing.stdout == ""
