@@ -258,3 +258,15 @@ async def test_kill_9_during_a_large_index_then_restart_ends_complete_and_consis
     assert final["documents"] == n_notes
     assert final["pending"] == 0
     assert final["orphan_chunks"] == 0 and final["dangling_vectors"] == 0 and final["vec_rows_missing"] == 0
+
+
+async def test_a_burst_of_files_like_a_git_checkout_is_all_indexed(kb, make_settings):
+    async with running(fast(make_settings, kb)) as daemon:
+        for i in range(400):
+            write(kb / f"checkout/d{i % 7}/f{i:04d}.md", f"# File {i}\n\nBurst note number {i} about checkout{i:04d}.\n")
+
+        async def all_there() -> bool:
+            return (await daemon.index_status())["documents"] == 400
+
+        await eventually(all_there, "all 400 notes of the burst to be indexed", timeout=120)
+        assert await paths_for(daemon, "checkout0399", retriever="fts") == ["checkout/d0/f0399.md"]
