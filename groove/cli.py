@@ -288,6 +288,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 # --- serve ----------------------------------------------------------------------------
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
     from groove.logs import get_logger
     from groove.serve.http import BindError, parse_bind
     from groove.serve.main import serve, use_example_notes_if_unset
@@ -307,7 +309,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except BindError as exc:
         sys.stderr.write(f"groove: error: {exc}\n")
         return 1
-    return 0
+    # The index is closed and every log line written: leave now instead of waiting
+    # 1-2 s for the interpreter to tear torch down, so a stop stays well within 5 s.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # --- parser ---------------------------------------------------------------------------

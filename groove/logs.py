@@ -14,6 +14,17 @@ import structlog
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
+class _CurrentStderr:
+    """Writes to whatever `sys.stderr` is at the time of the write (test runners and the
+    stdio transport swap it), never to stdout."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(level: str = "info", fmt: str = "console") -> None:
     """Send every log line (structlog and stdlib) to stderr at `level`."""
     numeric = _LEVELS.get(level.lower(), logging.INFO)
@@ -30,7 +41,7 @@ def configure(level: str = "info", fmt: str = "console") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
         cache_logger_on_first_use=False,
     )
     root = logging.getLogger()

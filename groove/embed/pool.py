@@ -72,4 +72,6 @@ class BulkLimiter:
         self.limiter = anyio.CapacityLimiter(workers)
 
     async def embed(self, fn: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
-        return await anyio.to_thread.run_sync(fn, texts, limiter=self.limiter)
+        # A batch in flight must not hold up shutdown: its result is simply not stored (the
+        # chunks stay pending in the database and are embedded on the next start).
+        return await anyio.to_thread.run_sync(fn, texts, limiter=self.limiter, abandon_on_cancel=True)

@@ -113,6 +113,8 @@ class Daemon:
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
         finally:
+            self._changes_send.close()
+            self._changes_recv.close()
             await self.close()
 
     def stop(self) -> None:

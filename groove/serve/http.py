@@ -206,8 +206,9 @@ class _Uvicorn(uvicorn.Server):
 class HTTPService:
     """uvicorn serving `app` on an already-listening socket, run as a task of our task group."""
 
-    def __init__(self, app: ASGIApp, sock: socket.socket, *, debug: bool = False):
+    def __init__(self, app: ASGIApp, sock: socket.socket, *, mcp: MCPServer | None = None, debug: bool = False):
         self.sock = sock
+        self.mcp = mcp
         config = uvicorn.Config(
             app,
             log_config=None,
@@ -245,6 +246,25 @@ class HTTPService:
     def stop(self) -> None:
         """Stop accepting, let responses finish (SHUTDOWN_GRACE_S at most), then return from run()."""
         self.server.should_exit = True
+
+    async def shutdown(self) -> None:
+        """`stop()`, and end the streams that would otherwise keep their responses open until the grace
+        runs out: 2026-07-28 listen streams close gracefully, handshake sessions are terminated."""
+        self.stop()
+        if self.mcp is None:
+            return
+        lowlevel = self.mcp._lowlevel_server
+        entry = lowlevel.get_request_handler("subscriptions/listen")
+        if entry is not None and callable(getattr(entry.handler, "close", None)):
+            entry.handler.close()
+        try:
+            manager = self.mcp.session_manager
+        except RuntimeError:
+            return
+        sessions = getattr(manager, "_server_instances", {})  # the SDK has no public "end every session"
+        with anyio.move_on_after(SHUTDOWN_GRACE_S):
+            for transport in list(sessions.values()):
+                await transport.terminate()
 
 
 def client_snippets(url: str, stdio_command: list[str]) -> str:

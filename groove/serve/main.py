@@ -14,8 +14,8 @@
 SIGTERM / SIGINT: stop accepting (uvicorn stops listening, or stdin is let
 go), give open responses a moment, stop the daemon (its close takes the write
 lock, so the current transaction commits or rolls back whole), exit 0. A
-second signal, or 3.5 s without finishing, cancels whatever is left; a
-worker thread stuck in a model call cannot keep the process past 4.7 s.
+second signal, or 2.5 s without finishing, cancels whatever is left; a
+worker thread busy in a model call cannot keep the process past 4 s.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -54,8 +54,8 @@ from groove.serve.mcp_app import build_server
 
 log = get_logger(__name__)
 
-SHUTDOWN_DEADLINE_S = 3.5   # then cancel whatever is left
-HARD_EXIT_S = 4.7           # then leave anyway: a thread stuck in a model call must not keep us past 5 s
+SHUTDOWN_DEADLINE_S = 2.5   # then cancel whatever is left
+HARD_EXIT_S = 4.0           # then leave anyway: a thread stuck in a model call must not keep us past 5 s
 EXAMPLE_NOTES = Path(__file__).resolve().parent.parent.parent / "examples" / "notes"
 
 
@@ -100,7 +100,7 @@ def _exit_watchdog(seconds: float) -> None:
     def run() -> None:
         time.sleep(seconds)
         try:
-            sys.stderr.write(f"groove: shutdown took over {seconds:.1f} s; exiting now\n")
+            sys.stderr.write(f"groove: shutdown took over {seconds:.1f} s; exiting now ({time.time():.3f})\n")
             sys.stderr.flush()
         finally:
             os._exit(0)
@@ -142,22 +142,32 @@ def _unwrap(group: BaseExceptionGroup) -> BaseException:
 # --- stdio --------------------------------------------------------------------------
 
 class _StdinLines:
-    """stdin as an async iterator of lines, read by a daemon thread.
+    """The MCP input as an async iterator of lines, read by a daemon thread.
 
-    A blocked read never holds up shutdown (the thread is a daemon and is
-    simply left behind), unlike a worker-thread readline that cancellation
-    has to wait for.
+    The thread reads a private descriptor with os.read (no Python buffer lock
+    to hold at interpreter exit), and a blocked read never holds up shutdown:
+    the daemon thread is simply left behind, unlike a worker-thread readline
+    that cancellation would have to wait for.
     """
 
-    def __init__(self, buffer: BinaryIO):
+    def __init__(self, fd: int):
         self._send, self._recv = anyio.create_memory_object_stream[str](16)
         token = anyio.lowlevel.current_token()
-        threading.Thread(target=self._pump, args=(buffer, token), name="groove-stdin", daemon=True).start()
+        threading.Thread(target=self._pump, args=(fd, token), name="groove-stdin", daemon=True).start()
 
-    def _pump(self, buffer: BinaryIO, token: Any) -> None:
+    def _pump(self, fd: int, token: Any) -> None:
+        pending = b""
         try:
-            for raw in iter(buffer.readline, b""):
-                anyio.from_thread.run(self._send.send, raw.decode("utf-8", errors="replace"), token=token)
+            while True:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    anyio.from_thread.run(self._send.send, line.decode("utf-8", errors="replace") + "\n", token=token)
+            if pending.strip():
+                anyio.from_thread.run(self._send.send, pending.decode("utf-8", errors="replace"), token=token)
         except Exception:  # noqa: BLE001 - the loop is gone, or stdin broke: either way this is EOF
             pass
         finally:
@@ -176,28 +186,38 @@ class _StdinLines:
             raise StopAsyncIteration from None
 
 
-def claim_stdout() -> tuple[BinaryIO, int]:
-    """Keep the real stdout for MCP alone: returns a private writer on it and
-    points file descriptor 1 at stderr for everything else in the process."""
-    sys.stdout.flush()
-    wire = os.dup(1)
-    os.dup2(2, 1)
-    return os.fdopen(wire, "wb", buffering=0, closefd=False), wire
+class StdioWire:
+    """The MCP wire: private duplicates of the real stdin and stdout.
 
+    From here on, descriptor 0 reads /dev/null and descriptor 1 writes to
+    stderr, so nothing else in the process (a library's print, a progress
+    bar, a child process) can read from or write to the MCP stream.
+    """
 
-def release_stdout(wire: int) -> None:
-    try:
+    def __init__(self) -> None:
         sys.stdout.flush()
-        os.dup2(wire, 1)
-        os.close(wire)
-    except OSError:
-        pass
+        self.stdin_fd = os.dup(0)
+        self.stdout_fd = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.dup2(2, 1)
+        self.stdout = os.fdopen(self.stdout_fd, "wb", buffering=0, closefd=False)
+
+    def release(self) -> None:
+        """Put the descriptors back (the stdin duplicate stays open: the reader thread may still use it)."""
+        try:
+            sys.stdout.flush()
+            os.dup2(self.stdout_fd, 1)
+            os.dup2(self.stdin_fd, 0)
+        except OSError:
+            pass
 
 
-async def run_stdio(server: MCPServer, wire: BinaryIO) -> None:
-    """MCPServer.run_stdio_async, with groove's stdin reader and the claimed stdout."""
-    stdin = _StdinLines(sys.stdin.buffer)
-    stdout = anyio.wrap_file(io.TextIOWrapper(wire, encoding="utf-8", newline="\n", write_through=True))
+async def run_stdio(server: MCPServer, wire: StdioWire) -> None:
+    """MCPServer.run_stdio_async, on groove's own stdin reader and the claimed stdout."""
+    stdin = _StdinLines(wire.stdin_fd)
+    stdout = anyio.wrap_file(io.TextIOWrapper(wire.stdout, encoding="utf-8", newline="\n", write_through=True))
     async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
         lowlevel = server._lowlevel_server
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
@@ -214,7 +234,7 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
     if transport == "http":
         host, port = parse_bind(bind)
         sock = open_listener(host, port)  # before loading anything: a busy port fails fast
-    wire: tuple[BinaryIO, int] | None = claim_stdout() if transport == "stdio" else None
+    wire = StdioWire() if transport == "stdio" else None
     try:
         daemon = Daemon(settings)
         server = build_server(daemon)
@@ -227,17 +247,17 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
         if sock is not None:
             sock.close()
         if wire is not None:
-            release_stdout(wire[1])
+            wire.release()
 
 
 async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport: str, sock: Any, host: str,
-               wire: tuple[BinaryIO, int] | None) -> None:
+               wire: StdioWire | None) -> None:
     service: HTTPService | None = None
     if sock is not None:
         port = int(sock.getsockname()[1])
         allowed = Allowed.for_bind(host, port, settings.serve.http.allowed_hosts, settings.serve.http.allowed_origins)
         app = build_app(server, daemon, settings, allowed)
-        service = HTTPService(app, sock, debug=settings.log.level == "debug")
+        service = HTTPService(app, sock, mcp=server, debug=settings.log.level == "debug")
 
     daemon_done = anyio.Event()
 
@@ -268,7 +288,7 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
                         _exit_watchdog(HARD_EXIT_S)
                         tg.start_soon(deadline)
                         if service is not None:
-                            service.stop()
+                            tg.start_soon(service.shutdown)
                         else:
                             front.cancel()
                     else:
@@ -281,7 +301,7 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
                 await _serve_http(settings, service, host)
             else:
                 assert wire is not None
-                await run_stdio(server, wire[0])
+                await run_stdio(server, wire)
                 log.info("stdin_closed")
         daemon.stop()  # run_background closes the index (after the current transaction) and returns
         watcher.cancel()

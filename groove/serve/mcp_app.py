@@ -28,6 +28,7 @@ Change notifications reach clients of both protocol eras:
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, unquote
 
@@ -63,6 +64,7 @@ from groove.logs import get_logger
 from groove.search.compiler import QueryError
 from groove.search.filters import Filters
 from groove.search.pipeline import MAX_LIMIT, SearchRequest
+from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
 from groove.serve.daemon import BusyError, Daemon, NotFoundError
 
 log = get_logger(__name__)
@@ -137,8 +139,8 @@ class NoteEvents:
 
     def __init__(self, bus: InMemorySubscriptionBus):
         self.bus = bus
-        self._connections: dict[int, Connection] = {}           # live handshake-era connections
-        self._subscriptions: dict[int, dict[str, str]] = {}      # connection id -> {path: uri as the client wrote it}
+        self._connections: set[Connection] = set()                     # live handshake-era connections
+        self._subscriptions: dict[Connection, dict[str, str]] = {}     # -> {path: the URI as the client wrote it}
 
     # -- connection tracking (a server middleware sees every request) ---------------
     async def track(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -147,16 +149,18 @@ class NoteEvents:
             connection is not None
             and connection.has_standalone_channel
             and connection.protocol_version not in MODERN_PROTOCOL_VERSIONS
-            and id(connection) not in self._connections
         ):
-            key = id(connection)
-            self._connections[key] = connection
-            connection.exit_stack.callback(self.forget, key)
+            self._know(connection)
         return await call_next(ctx)
 
-    def forget(self, key: int) -> None:
-        self._connections.pop(key, None)
-        self._subscriptions.pop(key, None)
+    def _know(self, connection: Connection) -> None:
+        if connection not in self._connections:
+            self._connections.add(connection)
+            connection.exit_stack.callback(self.forget, connection)  # runs when the connection closes
+
+    def forget(self, connection: Connection) -> None:
+        self._connections.discard(connection)
+        self._subscriptions.pop(connection, None)
 
     @property
     def connection_count(self) -> int:
@@ -171,11 +175,8 @@ class NoteEvents:
         connection = _connection_of(ctx)
         if connection is None:
             raise MCPError(code=INTERNAL_ERROR, message="this transport cannot deliver resource notifications")
-        key = id(connection)
-        if key not in self._connections:
-            self._connections[key] = connection
-            connection.exit_stack.callback(self.forget, key)
-        self._subscriptions.setdefault(key, {})[path] = params.uri
+        self._know(connection)
+        self._subscriptions.setdefault(connection, {})[path] = params.uri
         log.debug("resource_subscribed", path=path)
         return EmptyResult()
 
@@ -183,7 +184,7 @@ class NoteEvents:
         path = _parse_uri(params.uri)
         connection = _connection_of(ctx)
         if connection is not None:
-            subs = self._subscriptions.get(id(connection))
+            subs = self._subscriptions.get(connection)
             if subs is not None:
                 subs.pop(path, None)
         return EmptyResult()
@@ -198,18 +199,18 @@ class NoteEvents:
             await self.bus.publish(ResourcesListChanged())
         # Handshake versions: this connection's subscriptions, plus list_changed to all.
         touched = set(paths)
-        sends: list[tuple[int, Connection, list[str]]] = []
-        for key, connection in list(self._connections.items()):
-            uris = [uri for path, uri in self._subscriptions.get(key, {}).items() if path in touched]
+        sends: list[tuple[Connection, list[str]]] = []
+        for connection in list(self._connections):
+            uris = [uri for path, uri in self._subscriptions.get(connection, {}).items() if path in touched]
             if uris or list_changed:
-                sends.append((key, connection, uris))
+                sends.append((connection, uris))
         if not sends:
             return
         async with anyio.create_task_group() as tg:
-            for key, connection, uris in sends:
-                tg.start_soon(self._send, key, connection, uris, list_changed)
+            for connection, uris in sends:
+                tg.start_soon(self._send, connection, uris, list_changed)
 
-    async def _send(self, key: int, connection: Connection, uris: list[str], list_changed: bool) -> None:
+    async def _send(self, connection: Connection, uris: list[str], list_changed: bool) -> None:
         try:
             with anyio.fail_after(SEND_TIMEOUT_S):
                 for uri in uris:
@@ -218,7 +219,7 @@ class NoteEvents:
                     await connection.send_resource_list_changed()
         except Exception as exc:  # noqa: BLE001 - a dead or stuck client is dropped quietly
             log.debug("notification_dropped", error=repr(exc))
-            self.forget(key)
+            self.forget(connection)
 
 
 def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
@@ -239,11 +240,6 @@ def _bounded(ge: float | None = None, le: float | None = None, *, description: s
     if le is not None:
         extra["maximum"] = le
     return Field(description=description, json_schema_extra=extra)
-
-
-def _check_range(name: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise ToolError(f"{name} must be between {low} and {high}, got {value}")
 
 
 def _tool_error(exc: Exception) -> ToolError:
@@ -270,7 +266,16 @@ def build_server(daemon: Daemon) -> MCPServer:
     daemon.listeners.append(events.on_change)
 
     # -- tools ----------------------------------------------------------------------
-    @server.tool(title="Search the notes", annotations=READ_ONLY)
+    def tool(**kwargs: Any):
+        """@server.tool with the docstring dedented into the description clients show."""
+
+        def register(fn):
+            server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), **kwargs)
+            return fn
+
+        return register
+
+    @tool(title="Search the notes", annotations=READ_ONLY)
     async def search(
         query: Annotated[str, Field(description=(
             "What to look for: words, a question, \"a quoted phrase\" that must appear, -word to exclude "
@@ -316,7 +321,7 @@ def build_server(daemon: Daemon) -> MCPServer:
         response["startup_reconcile_done"] = daemon.reconciled.is_set()
         return response
 
-    @server.tool(title="Read a whole note", annotations=READ_ONLY)
+    @tool(title="Read a whole note", annotations=READ_ONLY)
     async def get_document(
         path: Annotated[str, Field(description="The note's path relative to the notes folder, exactly as search or list_documents returned it.")],
     ) -> dict[str, Any]:
@@ -326,7 +331,7 @@ def build_server(daemon: Daemon) -> MCPServer:
         except (NotFoundError, ValueError) as exc:
             raise _tool_error(exc) from exc
 
-    @server.tool(title="List the notes", annotations=READ_ONLY)
+    @tool(title="List the notes", annotations=READ_ONLY)
     async def list_documents(
         cursor: Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first page.")] = None,
         limit: Annotated[int, _bounded(ge=1, le=500, description="Notes per page.")] = 50,
@@ -340,13 +345,13 @@ def build_server(daemon: Daemon) -> MCPServer:
         except ValueError as exc:
             raise _tool_error(exc) from exc
 
-    @server.tool(title="Index status", annotations=READ_ONLY)
+    @tool(title="Index status", annotations=READ_ONLY)
     async def index_status() -> dict[str, Any]:
         """What is indexed: notes, chunks, chunks still waiting for a vector (pending_chunks), the model,
         skipped files with reasons, the watcher's state and the last reconcile."""
         return await daemon.index_status()
 
-    @server.tool(
+    @tool(
         title="Rescan the notes folder",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
     )
@@ -358,22 +363,19 @@ def build_server(daemon: Daemon) -> MCPServer:
         except BusyError as exc:
             raise _tool_error(exc) from exc
 
-    @server.tool(title="Notes related to a note", annotations=READ_ONLY)
+    @tool(title="Notes related to a note", annotations=READ_ONLY)
     async def related(
         path: Annotated[str, Field(description="The note to start from, as search or list_documents returned its path.")],
         limit: Annotated[int, _bounded(ge=1, le=MAX_LIMIT, description="How many related notes to return.")] = 10,
-        depth: Annotated[int, _bounded(ge=1, le=5, description="How many hops to follow from the note (1 = direct neighbours).")] = 1,
-        fan_out: Annotated[int, _bounded(ge=1, le=50, description="Neighbours followed from each note per hop.")] = 5,
+        depth: Annotated[int, _bounded(ge=1, le=MAX_DEPTH, description="How many hops to walk from the note (1 = its nearest notes).")] = 1,
+        fan_out: Annotated[int, _bounded(ge=1, le=MAX_FAN_OUT, description="Nearest unseen notes each note expands to per hop.")] = 5,
     ) -> dict[str, Any]:
-        """Find notes close in meaning to a given note (and, with depth > 1, notes close to those)."""
-        _check_range("limit", limit, 1, MAX_LIMIT)
-        _check_range("depth", depth, 1, 5)
-        _check_range("fan_out", fan_out, 1, 50)
-        method = getattr(daemon, "related", None)
-        if method is None:
-            raise ToolError("related is not available in this version of groove")
+        """Find the notes nearest in meaning to a given note (with depth > 1, also the notes nearest to those).
+
+        Returns source, related (path, title, score, depth, via: the path of hops, chunk: the closest passage),
+        bounded_by (which bound stopped the walk early, if any) and elapsed_ms."""
         try:
-            return await method(path=path, limit=limit, depth=depth, fan_out=fan_out)
+            return await daemon.related(path=path, limit=limit, depth=depth, fan_out=fan_out)
         except (NotFoundError, QueryError, ValueError) as exc:
             raise _tool_error(exc) from exc
 

@@ -1,0 +1,193 @@
+"""Helpers for the MCP tests: real `groove serve` subprocesses, readiness, the npm-installed clients."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import anyio
+import httpx
+import pytest
+
+from conftest import GROOVE
+
+START_TIMEOUT = 90.0   # a cold process imports torch and loads the model
+EVENT_TIMEOUT = 30.0
+
+
+def _node_package() -> str:
+    """The npm package carrying a Node 22 binary for this machine (the Inspector and the suite need 22)."""
+    system = {"linux": "linux", "darwin": "darwin"}.get(sys.platform, sys.platform)
+    machine = platform.machine().lower()
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
+    return f"node-{system}-{arch}"
+
+
+NODE_PACKAGE = _node_package()
+NPM_PACKAGES = (
+    "@modelcontextprotocol/inspector@2.12.0",
+    "@modelcontextprotocol/conformance@0.2.0-alpha.12",
+    f"{NODE_PACKAGE}@22",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def server_env(home: Path) -> dict[str, str]:
+    """The environment of a groove subprocess: offline model, isolated config and data dirs."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GROOVE_")}
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_DATA_HOME=str(home / "data"),
+    )
+    return env
+
+
+def serve_argv(kb: Path, index: Path, *extra: str) -> list[str]:
+    return [*GROOVE, "serve", "--kb", str(kb), "--index", str(index), *extra]
+
+
+class ServerProcess:
+    """A real `groove serve --transport http` subprocess; its output goes to a log file."""
+
+    def __init__(self, kb: Path, index: Path, workdir: Path, port: int | None = None, extra: tuple[str, ...] = ()):
+        self.port = port or free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = f"{self.base}/mcp"
+        self.log_path = workdir / f"serve-{self.port}.log"
+        self.workdir = workdir
+        argv = serve_argv(kb, index, "--transport", "http", "--bind", f"127.0.0.1:{self.port}", *extra)
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            argv, cwd=workdir, env=server_env(workdir), stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_healthy(self, timeout: float = START_TIMEOUT) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"groove serve exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            try:
+                r = httpx.get(f"{self.base}/healthz", timeout=2.0)
+                if r.status_code == 200:
+                    return r.json()
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"groove serve did not answer /healthz within {timeout} s:\n{self.log()[-3000:]}")
+
+    def wait_indexed(self, documents: int, timeout: float = START_TIMEOUT) -> dict[str, Any]:
+        """Until the startup reconcile is done and `documents` notes are indexed (asked over MCP)."""
+        from mcp import Client
+
+        async def status() -> dict[str, Any]:
+            async with Client(self.url) as client:
+                result = await client.call_tool("index_status", {})
+                return result.structured_content
+
+        deadline = time.monotonic() + timeout
+        st: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            st = anyio.run(status)
+            if st["startup_reconcile_done"] and st["documents"] == documents:
+                return st
+            time.sleep(0.2)
+        raise AssertionError(f"index not ready: {st}\n{self.log()[-3000:]}")
+
+    def terminate(self, timeout: float = 10.0) -> tuple[int | None, float]:
+        """SIGTERM; returns (exit code or None if it had to be killed, seconds it took)."""
+        if self.proc.poll() is not None:
+            return self.proc.returncode, 0.0
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc: int | None = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            rc = None
+        self._log.close()
+        return rc, time.monotonic() - t0
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = EVENT_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await anyio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for: {what}")
+
+
+# --- npm-installed clients -----------------------------------------------------------------
+
+def npm_cache_dir() -> Path:
+    """Outside the repo and the per-test dirs, so one install serves every run on a machine."""
+    return Path.home() / ".cache" / "groove-tests" / "npm"
+
+
+@functools.lru_cache(maxsize=1)
+def _install_npm_tools() -> tuple[Path | None, str]:
+    npm = shutil.which("npm")
+    if npm is None:
+        return None, "npm is not installed on this machine"
+    prefix = npm_cache_dir()
+    marker = prefix / (".installed-" + "-".join(p.replace("/", "_") for p in NPM_PACKAGES))
+    if not marker.exists():
+        prefix.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel", "error", *NPM_PACKAGES],
+            capture_output=True, text=True, timeout=600,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"npm install failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        marker.write_text("ok\n")
+    return prefix, ""
+
+
+class NodeTools:
+    def __init__(self, prefix: Path):
+        self.prefix = prefix
+        self.bin = prefix / "node_modules" / ".bin"
+        self.node_bin = prefix / "node_modules" / NODE_PACKAGE / "bin"
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        env = dict(base)
+        env["PATH"] = f"{self.node_bin}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+
+def node_tools() -> NodeTools:
+    """The Inspector CLI and the conformance suite, installed once per machine; skip if npm is absent."""
+    prefix, reason = _install_npm_tools()
+    if prefix is None:
+        pytest.skip(reason)
+    return NodeTools(prefix)
+
+
+def note(title: str, body: str, *, tags: list[str] | None = None, date: str | None = None) -> str:
+    fm = []
+    if tags:
+        fm.append(f"tags: [{', '.join(tags)}]")
+    if date:
+        fm.append(f"date: {date}")
+    head = "---\n" + "\n".join(fm) + "\n---\n" if fm else ""
+    return f"{head}# {title}\n\n{body}\n"

@@ -1,0 +1,432 @@
+"""`groove serve --transport http`: a real server subprocess, real MCP clients, real files, the real model.
+
+One server serves the whole module (the model loads once); tests that edit
+notes use notes of their own, so the others are unaffected.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
+from mcp.shared.exceptions import MCPError
+
+from conftest import write
+from groove.serve.mcp_app import note_path, note_uri
+from mcp_support import EVENT_TIMEOUT, ServerProcess, eventually, node_tools, note, server_env
+
+# resources/subscribe is the handshake era's API; the SDK flags it as removed in 2026-07-28.
+pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+
+BULK = 104  # with the others, more notes than one resources/list page (100)
+JAPANESE = "日本語/京都の紅葉 2024.md"
+
+
+def _corpus(kb: Path) -> None:
+    write(kb / "projects/zephyrine-plan.md", note(
+        "Zephyrine rollout",
+        "The zephyrine migration moves the quokka cluster to the new storage tier in three waves.",
+        tags=["project", "infra"], date="2024-03-01",
+    ))
+    write(kb / "recipes/sourdough.md", note(
+        "Sourdough", "Feed the starter twice a day; the levain ferments overnight before the bake.", tags=["food"],
+    ))
+    write(kb / JAPANESE, note("京都の紅葉", "嵐山の紅葉は十一月の終わりが見頃。朝早く行くと人が少ない。", tags=["旅行"]))
+    write(kb / "watched/live-note.md", note("Live note", "This note will be edited while a client listens."))
+    write(kb / "watched/modern-note.md", note("Modern note", "This note will be edited while a listen stream is open."))
+    for i in range(BULK):
+        write(kb / f"bulk/note-{i:03d}.md", note(f"Bulk note {i}", f"Filler paragraph number {i} about nothing much."))
+
+
+def _all_paths(kb: Path) -> set[str]:
+    return {p.relative_to(kb).as_posix() for p in kb.rglob("*.md")}
+
+
+class Served:
+    def __init__(self, server: ServerProcess, kb: Path):
+        self.server = server
+        self.kb = kb
+        self.url = server.url
+        self.base = server.base
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("mcp-http")
+    kb = root / "notes"
+    _corpus(kb)
+    server = ServerProcess(kb, root / "index.sqlite", root)
+    try:
+        server.wait_healthy()
+        server.wait_indexed(len(_all_paths(kb)))
+        yield Served(server, kb)
+    finally:
+        server.terminate()
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+# --- tools -------------------------------------------------------------------------------
+
+async def test_the_tools_are_listed_with_described_parameter_schemas(served):
+    async with Client(served.url) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related"}
+    search = tools["search"].input_schema
+    assert search["required"] == ["query"]
+    for param in ("query", "limit", "retriever", "rerank", "mmr", "mmr_lambda", "mmr_same_doc_penalty",
+                  "parent_retriever", "path_globs", "tags_any", "tags_all", "date_from", "date_to", "fields", "explain"):
+        assert param in search["properties"], param
+        assert search["properties"][param].get("description"), param
+    assert search["properties"]["limit"]["minimum"] == 1 and search["properties"]["limit"]["maximum"] == 100
+    assert search["properties"]["retriever"]["enum"] == ["hybrid", "fts", "vector"]
+    assert set(tools["list_documents"].input_schema["properties"]) == {"cursor", "limit", "folder", "tags"}
+    assert set(tools["related"].input_schema["properties"]) == {"path", "limit", "depth", "fan_out"}
+    assert tools["get_document"].input_schema["required"] == ["path"]
+    assert tools["search"].annotations.read_only_hint is True
+    assert tools["reindex"].annotations.read_only_hint is False
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 stateless, and the 2025-11-25 handshake
+async def test_search_finds_a_note_by_a_distinctive_word_in_both_protocol_eras(served, mode):
+    async with Client(served.url, mode=mode) as client:
+        assert client.protocol_version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+        result = await client.call_tool("search", {"query": "zephyrine", "limit": 3})
+    assert not result.is_error, _text(result)
+    body = result.structured_content
+    assert body["results"][0]["path"] == "projects/zephyrine-plan.md"
+    assert body["results"][0]["tags"] == ["project", "infra"]
+    assert isinstance(body["pending_chunks"], int) and body["startup_reconcile_done"] is True
+    assert json.loads(_text(result))["results"][0]["path"] == "projects/zephyrine-plan.md"
+
+
+async def test_search_filters_narrow_the_results(served):
+    async with Client(served.url) as client:
+        tagged = await client.call_tool("search", {"query": "migration storage", "tags_any": ["infra"], "retriever": "fts"})
+        other = await client.call_tool("search", {"query": "migration storage", "path_globs": ["recipes/**"], "retriever": "fts"})
+    assert [r["path"] for r in tagged.structured_content["results"]] == ["projects/zephyrine-plan.md"]
+    assert tagged.structured_content["filter_applied"] == {"tags_any": ["infra"]}
+    assert other.structured_content["results"] == []
+
+
+async def test_get_document_returns_the_whole_note_and_an_unknown_path_is_a_tool_error(served):
+    async with Client(served.url) as client:
+        doc = await client.call_tool("get_document", {"path": JAPANESE})
+        missing = await client.call_tool("get_document", {"path": "nowhere/nothing.md"})
+    assert not doc.is_error
+    assert doc.structured_content["path"] == JAPANESE
+    assert "嵐山の紅葉" in doc.structured_content["content"]
+    assert doc.structured_content["tags"] == ["旅行"]
+    assert missing.is_error
+    assert "no indexed note at 'nowhere/nothing.md'" in _text(missing)
+
+
+async def test_list_documents_pages_through_every_note_with_a_cursor(served):
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    async with Client(served.url, mode="legacy") as client:
+        while True:
+            args: dict[str, Any] = {"limit": 25}
+            if cursor:
+                args["cursor"] = cursor
+            page = (await client.call_tool("list_documents", args)).structured_content
+            seen += [d["path"] for d in page["documents"]]
+            pages += 1
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        folder = (await client.call_tool("list_documents", {"folder": "watched"})).structured_content
+        bad = await client.call_tool("list_documents", {"cursor": "not-a-cursor"})
+    assert len(seen) == len(set(seen)) and set(seen) == _all_paths(served.kb)
+    assert seen == sorted(seen) and pages == -(-len(seen) // 25)
+    assert {d["path"] for d in folder["documents"]} >= {"watched/live-note.md", "watched/modern-note.md"}
+    assert bad.is_error and "invalid cursor" in _text(bad)
+
+
+async def test_index_status_reports_the_notes_and_the_watcher(served):
+    async with Client(served.url) as client:
+        status = (await client.call_tool("index_status", {})).structured_content
+    assert status["documents"] == len(_all_paths(served.kb))
+    assert status["kb_path"] == str(served.kb.resolve())
+    assert status["watcher"] == "watching" and status["startup_reconcile_done"] is True
+    assert status["model"].endswith("all-MiniLM-L6-v2")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"query": ""}, "the query is empty"),
+    ({"query": "   "}, "the query is empty"),
+    ({"query": "zephyrine", "limit": 0}, "limit must be between 1 and 100, got 0"),
+    ({"query": "-foo"}, "only excludes terms"),
+    ({"query": "zephyrine", "date_from": "yesterday"}, "date_from must be an ISO date"),
+    ({"query": "zephyrine", "mmr_lambda": 1.5}, "mmr_lambda must be between 0.0 and 1.0"),
+    ({"query": "x" * 1100}, "the limit is 1024 bytes"),
+    ({"limit": 3}, "query"),  # missing required argument
+])
+async def test_a_bad_query_is_a_tool_error_with_the_reason_and_the_server_keeps_answering(served, arguments, message):
+    async with Client(served.url) as client:
+        bad = await client.call_tool("search", arguments)
+        good = await client.call_tool("search", {"query": "sourdough levain", "limit": 1})
+    assert bad.is_error
+    assert message in _text(bad)
+    assert not good.is_error
+    assert good.structured_content["results"][0]["path"] == "recipes/sourdough.md"
+
+
+async def test_related_finds_notes_near_a_note(served):
+    async def embedded() -> bool:  # related walks the vectors
+        return httpx.get(served.base + "/healthz", timeout=10).json()["pending"] == 0
+
+    await eventually(embedded, "every chunk to have its vector", timeout=120)
+    async with Client(served.url) as client:
+        bad = await client.call_tool("related", {"path": "recipes/sourdough.md", "depth": 9})
+        result = await client.call_tool("related", {"path": "recipes/sourdough.md", "limit": 5})
+    assert bad.is_error and "depth must be between 1 and 3, got 9" in _text(bad)
+    assert not result.is_error, _text(result)
+    body = result.structured_content
+    assert body["source"]["path"] == "recipes/sourdough.md"
+    assert 1 <= len(body["related"]) <= 5
+    assert all(item["path"] != "recipes/sourdough.md" for item in body["related"])  # a note is not its own neighbour
+
+
+# --- resources ----------------------------------------------------------------------------
+
+async def test_every_note_is_a_resource_listed_in_pages_and_read_back_by_its_uri(served):
+    resources: list[types.Resource] = []
+    async with Client(served.url) as client:
+        page = await client.list_resources()
+        first_page = len(page.resources)
+        resources += page.resources
+        while page.next_cursor:
+            page = await client.list_resources(cursor=page.next_cursor)
+            resources += page.resources
+        templates = await client.list_resource_templates()
+        uri = note_uri(JAPANESE)
+        read = await client.read_resource(uri)
+    assert first_page == 100 and len(resources) == len(_all_paths(served.kb))
+    assert {note_path(r.uri) for r in resources} == _all_paths(served.kb)
+    assert all(r.mime_type == "text/markdown" and r.uri.isascii() for r in resources)
+    japanese = next(r for r in resources if r.name == JAPANESE)
+    assert japanese.uri == uri == "groove://note/%E6%97%A5%E6%9C%AC%E8%AA%9E/%E4%BA%AC%E9%83%BD%E3%81%AE%E7%B4%85%E8%91%89%202024.md"
+    assert japanese.title == "京都の紅葉"
+    assert read.contents[0].uri == uri and "嵐山の紅葉は十一月" in read.contents[0].text
+    assert read.contents[0].mime_type == "text/markdown"
+    assert templates.resource_templates[0].uri_template == "groove://note/{+path}"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_reading_an_unknown_note_is_a_resource_not_found_error(served, mode):
+    async with Client(served.url, mode=mode) as client:
+        with pytest.raises(MCPError) as missing:
+            await client.read_resource("groove://note/nowhere.md")
+        with pytest.raises(MCPError) as foreign:
+            await client.read_resource("file:///etc/passwd")
+        assert (await client.call_tool("index_status", {})).is_error is False
+    assert missing.value.error.code == types.INVALID_PARAMS
+    assert missing.value.error.data == {"uri": "groove://note/nowhere.md"}
+    assert "not found" in missing.value.error.message
+    assert foreign.value.error.code == types.INVALID_PARAMS and "not a note URI" in foreign.value.error.message
+
+
+async def test_the_resource_capabilities_are_advertised_in_both_eras(served):
+    for mode in ("auto", "legacy"):
+        async with Client(served.url, mode=mode) as client:
+            caps = client.server_capabilities.resources
+            assert caps is not None and caps.subscribe is True and caps.list_changed is True, mode
+            assert "search" in (client.instructions or "")
+
+
+# --- HTTP security and limits ----------------------------------------------------------------
+
+INIT = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}},
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/healthz"])
+def test_a_foreign_host_or_origin_is_refused_on_every_route_and_loopback_passes(served, path):
+    port = served.server.port
+
+    def call(**headers: str) -> httpx.Response:
+        if path == "/mcp":
+            return httpx.post(served.base + path, json=INIT, headers={**MCP_HEADERS, **headers}, timeout=10)
+        return httpx.get(served.base + path, headers=headers, timeout=10)
+
+    assert call(Host="evil.example").status_code == 421
+    assert call(Host=f"evil.example:{port}").status_code == 421
+    assert call(Host="127.0.0.1:1").status_code == 421  # a loopback name on another port is someone else
+    assert call(Origin="http://evil.example").status_code == 403
+    assert call(Origin=f"http://evil.example:{port}").status_code == 403
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"):
+        assert call(Host=host).status_code == 200, host
+    assert call(Origin=f"http://localhost:{port}").status_code == 200
+
+
+def test_the_2026_stateless_requests_are_guarded_too(served):
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}}
+    headers = {**MCP_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+    ok = httpx.post(served.url, json=body, headers=headers, timeout=10)
+    assert ok.status_code == 200, ok.text
+    assert "search" in ok.text
+    assert httpx.post(served.url, json=body, headers={**headers, "Origin": "http://evil.example"}, timeout=10).status_code == 403
+
+
+def test_healthz_answers_with_the_pending_count(served):
+    r = httpx.get(served.base + "/healthz", timeout=10)
+    assert r.status_code == 200
+    body = r.json()
+    assert body["ok"] is True and isinstance(body["pending"], int) and set(body) == {"ok", "pending"}
+
+
+def test_a_request_body_over_the_limit_is_refused_with_413(served):
+    limit = 1_048_576  # [serve.http] max_body_bytes default
+    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * limit}}).encode()
+    r = httpx.post(served.url, content=big, headers=MCP_HEADERS, timeout=30)
+    assert r.status_code == 413
+
+    def chunks():  # no Content-Length: the limit counts the bytes as they arrive
+        for _ in range(20):
+            yield b"x" * 65536
+
+    r = httpx.post(served.url, content=chunks(), headers=MCP_HEADERS, timeout=30)
+    assert r.status_code == 413
+    r = httpx.post(served.base + "/healthz", content=big, timeout=30)
+    assert r.status_code == 413
+    assert httpx.get(served.base + "/healthz", timeout=10).status_code == 200
+
+
+async def test_four_clients_search_at_the_same_time(served):
+    queries = {
+        "zephyrine quokka": "projects/zephyrine-plan.md",
+        "levain starter": "recipes/sourdough.md",
+        "嵐山": JAPANESE,
+        "\"number 42 about\"": "bulk/note-042.md",
+    }
+    found: dict[str, str] = {}
+
+    async def one(query: str, mode: str) -> None:
+        async with Client(served.url, mode=mode) as client:
+            for _ in range(3):
+                result = await client.call_tool("search", {"query": query, "limit": 1})
+                assert not result.is_error, _text(result)
+            found[query] = result.structured_content["results"][0]["path"]
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tg:
+            for i, query in enumerate(queries):
+                tg.start_soon(one, query, "legacy" if i % 2 else "auto")
+    assert found == queries
+
+
+# --- change notifications (these edit notes of their own) ---------------------------------------
+
+async def test_a_handshake_subscriber_hears_when_its_note_changes_and_when_a_note_appears(served):
+    uri = note_uri("watched/live-note.md")
+    heard: list[types.ServerNotification] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, (types.ResourceUpdatedNotification, types.ResourceListChangedNotification)):
+            heard.append(message)
+
+    async with Client(served.url, mode="legacy", message_handler=on_message) as client:
+        await client.subscribe_resource(uri)
+        await anyio.sleep(0.5)  # let the client's standalone GET stream open
+        write(served.kb / "watched/live-note.md", note("Live note", "Edited on disk: the ocelot paragraph."))
+
+        async def updated() -> bool:
+            return any(isinstance(m, types.ResourceUpdatedNotification) and m.params.uri == uri for m in heard)
+
+        await eventually(updated, "notifications/resources/updated for the edited note")
+        assert not any(isinstance(m, types.ResourceListChangedNotification) for m in heard)  # an edit adds nothing
+        read = await client.read_resource(uri)
+        assert "ocelot" in read.contents[0].text
+
+        write(served.kb / "watched/appeared.md", note("Appeared", "A note that did not exist before."))
+
+        async def listed() -> bool:
+            return any(isinstance(m, types.ResourceListChangedNotification) for m in heard)
+
+        await eventually(listed, "notifications/resources/list_changed for the new note")
+        await client.unsubscribe_resource(uri)
+        before = len([m for m in heard if isinstance(m, types.ResourceUpdatedNotification)])
+        write(served.kb / "watched/live-note.md", note("Live note", "Edited again after unsubscribing."))
+        await anyio.sleep(2.0)
+        assert len([m for m in heard if isinstance(m, types.ResourceUpdatedNotification)]) == before
+
+
+async def test_a_2026_listen_stream_hears_the_note_it_asked_for_and_new_notes(served):
+    uri = note_uri("watched/modern-note.md")
+    other = note_uri("watched/live-note.md")
+    async with Client(served.url) as client:
+        assert client.protocol_version == "2026-07-28"
+        async with client.listen(resources_list_changed=True, resource_subscriptions=[uri]) as sub:
+            write(served.kb / "watched/live-note.md", note("Live note", "A change nobody on this stream asked about."))
+            write(served.kb / "watched/modern-note.md", note("Modern note", "Edited: the pangolin paragraph."))
+            events: list[Any] = []
+            with anyio.fail_after(EVENT_TIMEOUT):
+                async for event in sub:
+                    events.append(event)
+                    if isinstance(event, ResourceUpdated) and event.uri == uri:
+                        break
+            assert all(not (isinstance(e, ResourceUpdated) and e.uri == other) for e in events)
+            write(served.kb / "watched/modern-appeared.md", note("Modern appeared", "Another new note."))
+            with anyio.fail_after(EVENT_TIMEOUT):
+                async for event in sub:
+                    if isinstance(event, ResourcesListChanged):
+                        break
+        read = await client.read_resource(uri)
+        assert "pangolin" in read.contents[0].text
+
+
+# --- the official conformance suite -------------------------------------------------------------
+
+HANDSHAKE_SCENARIOS = [
+    "server-initialize", "server-session-lifecycle", "ping", "tools-list", "resources-list", "dns-rebinding-protection",
+]
+STATELESS_SCENARIOS = ["server-stateless", "http-header-validation", "caching", "sep-2164-resource-not-found"]
+# Checks that exercise the suite's own fixture tools or list changes groove never makes.
+NOT_APPLICABLE = {
+    # calls `test_missing_capability`, a tool of the suite's reference server
+    "sep-2575-server-rejects-undeclared-capability",
+    "sep-2575-missing-capability-http-400",
+    # SHOULD: groove's tools and prompts never change while it runs
+    "sep-2575-server-sends-prompts-list-changed-on-subscription",
+    "sep-2575-server-sends-tools-list-changed-on-subscription",
+}
+
+
+def test_the_official_conformance_scenarios_pass(served, tmp_path):
+    tools = node_tools()
+    failures: list[str] = []
+    ran = 0
+    for scenario in HANDSHAKE_SCENARIOS + STATELESS_SCENARIOS:
+        out = tmp_path / scenario
+        argv = [str(tools.bin / "conformance"), "server", "--url", served.url, "--scenario", scenario, "-o", str(out)]
+        if scenario in STATELESS_SCENARIOS:
+            argv += ["--spec-version", "2026-07-28"]
+        proc = subprocess.run(argv, env=tools.env(server_env(tmp_path)), capture_output=True, text=True, timeout=180)
+        results = list(out.rglob("checks.json"))
+        assert results, f"{scenario}: no results ({proc.returncode})\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        for path in results:
+            for check in json.loads(path.read_text()):
+                ran += 1
+                if check["status"] in ("FAILURE", "WARNING") and check["id"] not in NOT_APPLICABLE:
+                    failures.append(f"{scenario}: {check['id']} {check['status']}: {check.get('errorMessage') or check.get('description')}")
+    assert ran >= 50
+    assert not failures, "\n".join(failures)

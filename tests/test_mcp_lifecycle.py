@@ -1,0 +1,218 @@
+"""`groove serve` as a process: signals, stdin, bad --bind, busy ports, the example notes; and the pure helpers."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+from starlette.responses import PlainTextResponse
+
+from conftest import EXAMPLES, GROOVE, write
+from groove.serve.http import Allowed, GuardMiddleware, parse_bind
+from groove.serve.mcp_app import note_path, note_uri
+from mcp_support import ServerProcess, free_port, note, serve_argv, server_env
+
+
+# --- the process ----------------------------------------------------------------------------
+
+async def test_with_no_notes_folder_it_serves_the_example_notes_and_sigterm_exits_0_within_5_s(tmp_path):
+    port = free_port()
+    argv = [*GROOVE, "serve", "--transport", "http", "--bind", f"127.0.0.1:{port}", "--index", str(tmp_path / "i.sqlite")]
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT)
+    server = ServerProcess.__new__(ServerProcess)  # reuse the readiness helpers for a process started here
+    server.proc, server.port, server.log_path = proc, port, log_path
+    server.base, server.url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}/mcp"
+    try:
+        await anyio.to_thread.run_sync(server.wait_healthy)
+        examples = len(list(EXAMPLES.rglob("*.md")))
+        status = await anyio.to_thread.run_sync(server.wait_indexed, examples)
+        assert status["kb_path"] == str(EXAMPLES.resolve())
+        async with Client(server.url) as client:
+            found = await client.call_tool("search", {"query": "照り焼き", "limit": 1})
+        assert found.structured_content["results"][0]["path"] == "life/鶏の照り焼き.md"
+        text = log_path.read_text()
+        assert "serving the shipped example notes" in text
+        assert f"groove is serving MCP at http://127.0.0.1:{port}/mcp" in text
+        assert '"url": "http://127.0.0.1:' in text and '"command":' in text  # the client config snippets
+
+        # A handshake client holds its standalone stream open while the signal arrives.
+        exited: list[float] = []
+
+        def reap() -> None:
+            proc.wait(15)
+            exited.append(time.monotonic())
+
+        try:
+            async with Client(server.url, mode="legacy") as client:
+                await client.call_tool("index_status", {})
+                async with anyio.create_task_group() as tg:
+                    t0, t_signal = time.monotonic(), time.time()
+                    proc.send_signal(signal.SIGTERM)
+                    tg.start_soon(anyio.to_thread.run_sync, reap)
+        except Exception:  # noqa: BLE001 - the client may notice the server leaving
+            pass
+        assert exited, "the server did not exit"
+        assert proc.returncode == 0
+        assert exited[0] - t0 < 5.0, f"signal at {t_signal:.3f}, exit seen at {time.time():.3f}\n" + log_path.read_text()[-600:]
+        assert "shutting_down" in log_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _rpc(proc: subprocess.Popen, message: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write((json.dumps(message) + "\n").encode())
+    proc.stdin.flush()
+
+
+def _response(proc: subprocess.Popen, wanted: int) -> dict[str, Any]:
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        assert line, "stdout closed"
+        message = json.loads(line)
+        if message.get("id") == wanted:
+            return message
+
+
+def test_sigterm_stops_a_stdio_server_with_exit_0_within_5_s(kb, tmp_path):
+    write(kb / "a.md", note("A", "A short note about herons."))
+    proc = subprocess.Popen(
+        serve_argv(kb, tmp_path / "i.sqlite", "--transport", "stdio"),
+        cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        _response(proc, 1)
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        deadline = time.monotonic() + 90
+        n = 2
+        while True:  # until the startup scan is done (the model is loaded by then)
+            _rpc(proc, {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "index_status", "arguments": {}}})
+            if _response(proc, n)["result"]["structuredContent"]["startup_reconcile_done"]:
+                break
+            assert time.monotonic() < deadline
+            n += 1
+            time.sleep(0.2)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(10)
+        assert rc == 0 and time.monotonic() - t0 < 5.0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("bind", ["nonsense", "127.0.0.1:99999"])
+def test_a_bad_bind_address_is_a_usage_error_with_exit_2(kb, tmp_path, bind):
+    proc = subprocess.run(
+        [*GROOVE, "serve", "--transport", "http", "--kb", str(kb), "--bind", bind],
+        cwd=tmp_path, env=server_env(tmp_path), capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert f"groove: error: --bind: invalid bind address {bind!r}" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_port_already_in_use_is_a_clear_error_with_exit_1(kb, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        proc = subprocess.run(
+            [*GROOVE, "serve", "--transport", "http", "--kb", str(kb), "--index", str(tmp_path / "i.sqlite"),
+             "--bind", f"127.0.0.1:{port}"],
+            cwd=tmp_path, env=server_env(tmp_path), capture_output=True, text=True, timeout=60,
+        )
+    assert proc.returncode == 1
+    assert f"groove: error: cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert "pick another with --bind" in proc.stderr
+    assert not (tmp_path / "i.sqlite").exists()  # it failed before touching anything
+
+
+# --- the pure helpers ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, expected", [
+    ("127.0.0.1:3100", ("127.0.0.1", 3100)),
+    ("localhost:0", ("localhost", 0)),
+    ("0.0.0.0:8080", ("0.0.0.0", 8080)),
+    ("[::1]:3100", ("::1", 3100)),
+    (" 127.0.0.1:3100 ", ("127.0.0.1", 3100)),
+])
+def test_parse_bind_reads_host_and_port(value, expected):
+    assert parse_bind(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "3100", ":3100", "127.0.0.1:", "127.0.0.1:http", "127.0.0.1:65536",
+                                   "::1:3100", "[::1]3100", "[nothost]:3100", "[::1]:"])
+def test_parse_bind_rejects_what_is_not_host_and_port(value):
+    with pytest.raises(ValueError, match="invalid bind address"):
+        parse_bind(value)
+
+
+@pytest.mark.parametrize("path", [
+    "plain.md", "a/b/c.md", "日本語/京都の紅葉 2024.md", "odd/100% sure #1?.md", "spaces in/name with+plus.md",
+])
+def test_note_uris_are_ascii_and_round_trip(path):
+    uri = note_uri(path)
+    assert uri.startswith("groove://note/") and uri.isascii() and " " not in uri
+    assert note_path(uri) == path
+
+
+def test_note_path_accepts_unencoded_names_and_rejects_other_uris():
+    assert note_path("groove://note/日本語/メモ.md") == "日本語/メモ.md"
+    for uri in ("groove://note/", "groove://note//x.md", "file:///etc/passwd", "groove://other/x.md", "note.md"):
+        assert note_path(uri) is None, uri
+
+
+def test_the_loopback_names_with_the_port_are_allowed_and_extra_values_come_from_settings():
+    allowed = Allowed.for_bind("127.0.0.1", 3100, ["notes.lan:3100", "box:*"], ["https://notes.lan"])
+    for host in ("127.0.0.1:3100", "localhost:3100", "[::1]:3100", "LOCALHOST:3100", "notes.lan:3100", "box:4000"):
+        assert allowed.host_ok(host), host
+    for host in ("evil.example", "127.0.0.1:3101", "localhost", "notes.lan:3101", "box:", "box:x", "", None):
+        assert not allowed.host_ok(host), host
+    for origin in (None, "", "http://localhost:3100", "http://127.0.0.1:3100/", "https://notes.lan"):
+        assert allowed.origin_ok(origin), origin
+    for origin in ("http://evil.example", "http://localhost:3101", "https://localhost:3100", "null", "http://notes.lan"):
+        assert not allowed.origin_ok(origin), origin
+    specific = Allowed.for_bind("192.168.1.5", 3100)
+    assert specific.host_ok("192.168.1.5:3100") and not Allowed.for_bind("0.0.0.0", 3100).host_ok("0.0.0.0:3100")
+
+
+async def test_the_guard_answers_421_and_403_before_the_app_sees_the_request():
+    seen: list[str] = []
+
+    async def app(scope, receive, send):
+        seen.append(scope["path"])
+        await PlainTextResponse("ok")(scope, receive, send)
+
+    guard = GuardMiddleware(app, Allowed.for_bind("127.0.0.1", 3100, ["notes.lan:*"]))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=guard), base_url="http://127.0.0.1:3100") as client:
+        assert (await client.get("/anything")).status_code == 200
+        assert (await client.get("/x", headers={"Host": "notes.lan:9"})).status_code == 200
+        assert (await client.get("/x", headers={"Host": "evil.example"})).status_code == 421
+        assert (await client.get("/x", headers={"Origin": "http://evil.example"})).status_code == 403
+    assert seen == ["/anything", "/x"]
+
+
+def test_examples_folder_is_where_serve_looks_for_it():
+    from groove.serve.main import example_notes
+
+    assert example_notes() == EXAMPLES.resolve()
+    assert isinstance(example_notes(), Path)
