@@ -43,6 +43,7 @@ class EmbeddingSettings(_Section):
     device: str = "cpu"
     batch_size: int = Field(32, ge=1, le=4096)
     workers: int = Field(1, ge=1, le=16)
+    threads: int = Field(0, ge=0, le=256, description="torch CPU threads per process; 0 = torch's default")
     query_prefix: str = ""
     document_prefix: str = ""
 

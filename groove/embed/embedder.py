@@ -124,6 +124,10 @@ class SentenceTransformerEmbedder:
         if self._model is None:
             with self._lock:
                 if self._model is None:
+                    if self.settings.threads:
+                        import torch
+
+                        torch.set_num_threads(self.settings.threads)
                     self._model = load_sentence_transformer(self.location, self.settings.device)
         return self._model
 

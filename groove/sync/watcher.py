@@ -62,8 +62,10 @@ async def watch(
     try:
         async for changes in watchfiles.awatch(
             kb,
-            debounce=max(debounce_ms, 1),
-            step=min(50, max(debounce_ms, 1)),
+            # A batch is handed on once the folder has been quiet for `debounce_ms` (watchfiles'
+            # `step`); during non-stop activity at most every 10 x debounce_ms (its `debounce`).
+            step=max(debounce_ms, 1),
+            debounce=max(debounce_ms * 10, 1000),
             stop_event=stop_event,
             recursive=True,
             watch_filter=None,

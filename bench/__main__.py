@@ -1,0 +1,75 @@
+"""python -m bench [index|stages|freshness|http] [options] [--json PATH]
+
+With no name, runs every benchmark with its default sizes, one after the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+from pathlib import Path
+
+from bench.common import BenchError, emit, write_json
+
+BENCHES = {
+    "index": "bench.index",
+    "stages": "bench.stages",
+    "freshness": "bench.freshness",
+    "http": "bench.http",
+}
+
+
+def _module(name: str):
+    return importlib.import_module(BENCHES[name])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="groove benchmarks: ratios measured side by side in one run")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
+    parser.add_argument("--data", type=Path, metavar="DIR", help="the folder holding scifact/ (default: ../shared/data)")
+    sub = parser.add_subparsers(dest="bench", metavar="BENCH")
+    for name in BENCHES:
+        mod = _module(name)
+        p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0])
+        p.add_argument("--json", type=Path, metavar="PATH", default=argparse.SUPPRESS, help="also write the results as JSON to PATH")
+        p.add_argument("--data", type=Path, metavar="DIR", default=argparse.SUPPRESS, help="the folder holding scifact/")
+        mod.add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    names = [args.bench] if args.bench else list(BENCHES)
+    results: dict[str, dict] = {}
+    failed = 0
+    for name in names:
+        mod = _module(name)
+        if args.bench is None:  # every bench with its defaults
+            bargs = parser.parse_args([name] + (["--data", str(args.data)] if args.data else []))
+        else:
+            bargs = args
+        try:
+            report = mod.main_async(bargs)
+        except BenchError as exc:
+            sys.stderr.write(f"bench {name}: skipped: {exc}\n")
+            results[name] = {"bench": name, "skipped": str(exc)}
+            failed += 1 if args.bench else 0
+            continue
+        except Exception:  # noqa: BLE001 - one broken bench must not hide the others' numbers
+            traceback.print_exc()
+            results[name] = {"bench": name, "error": traceback.format_exc(limit=3)}
+            failed += 1
+            continue
+        emit(report)
+        results[name] = report.to_dict()
+    if args.json:
+        write_json(args.json, results[names[0]] if args.bench else results)
+        sys.stderr.write(f"results written to {args.json}\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

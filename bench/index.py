@@ -1,0 +1,136 @@
+"""`index`: what indexing costs beyond the model's own encoding time.
+
+One run, one process, one loaded model:
+
+1. SciFact docs -> Markdown notes (../shared/data/to_markdown.py), untimed.
+2. The model is loaded (excluded from every timing).
+3. The chunk texts: a text-only pass (parse, chunk, FTS rows; no vectors) into
+   a scratch index, timed as `text_pass_s`; its distinct chunk texts are read back.
+   One batch of them warms the model up (excluded).
+4. raw encode #1: `embedder.embed_documents(texts)` in one call (same batch size).
+5. `groove.runtime.index_once` into a fresh index (scan, parse, write, embed, gc).
+6. raw encode #2: the same call again, to show the noise between identical runs.
+
+The texts the real index embedded are read back from it and compared with the
+ones encoded raw (`same_texts`), so both sides did the same model work.
+Indexing overhead = index time / raw encode time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+from bench.common import machine, Report, Timer, convert_scifact, data_dir, make_settings, ratio, settings_summary
+
+DEFAULT_DOCS = 600
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--docs", type=int, default=DEFAULT_DOCS, help=f"first N SciFact docs (default {DEFAULT_DOCS}; 0 = all 5,183)")
+
+
+async def _distinct_texts(index_path: Path) -> list[str]:
+    """The distinct chunk texts of an index, in first-seen order: what the indexer embeds."""
+    from groove.store import db
+
+    conn = await db.connect(index_path, readonly=True)
+    try:
+        cur = await conn.execute("SELECT content FROM chunks GROUP BY hash ORDER BY MIN(id)")
+        return [r[0] for r in await cur.fetchall()]
+    finally:
+        await conn.close()
+
+
+async def _text_pass(settings, embedder, kb: Path, index_path: Path) -> dict:
+    """Reconcile without embedding: the parse + FTS half of indexing."""
+    from groove.store import db, reads
+    from groove.sync.indexer import Indexer
+
+    reads.prepare_index(index_path, model=embedder.identity, dimension=embedder.dimension, kb_path=str(kb.resolve()))
+    conn = await db.connect(index_path)
+    try:
+        stats = await Indexer(conn, kb, settings, embedder).reconcile_all()
+        return stats.to_dict()
+    finally:
+        await conn.close()
+
+
+async def run(args: argparse.Namespace) -> Report:
+    from groove.embed.embedder import make_embedder
+    from groove.runtime import index_once
+
+    t_start = time.perf_counter()
+    m0 = machine()
+    data = data_dir(args.data)
+    with tempfile.TemporaryDirectory(prefix="groove-bench-index-") as tmp_s:
+        tmp = Path(tmp_s)
+        kb = tmp / "notes"
+        docs = convert_scifact(data, kb, args.docs, scratch=tmp / "scratch")
+        settings = make_settings(tmp, kb, tmp / "index.sqlite")
+        embedder = make_embedder(settings.embedding)
+
+        with Timer() as t_load:  # load + warm up: excluded from everything below
+            embedder.embed_documents(["warm up the model"] * settings.embedding.batch_size)
+
+        with Timer() as t_text:
+            text_stats = await _text_pass(settings, embedder, kb, tmp / "texts.sqlite")
+        texts = await _distinct_texts(tmp / "texts.sqlite")
+        with Timer() as t_warm:  # real texts at real lengths, so no side pays for first-shape costs
+            embedder.embed_documents(texts[: settings.embedding.batch_size])
+
+        with Timer() as t_raw1:
+            embedder.embed_documents(texts)
+        with Timer() as t_index:
+            summary = await index_once(settings)
+        with Timer() as t_raw2:
+            embedder.embed_documents(texts)
+
+        indexed_texts = await _distinct_texts(settings.resolved_index_path())
+        same = sorted(indexed_texts) == sorted(texts)
+
+    n = len(texts)
+    raw_mean = (t_raw1.seconds + t_raw2.seconds) / 2
+    report = Report(
+        bench="index",
+        machine_start=m0,
+        title=f"index_once vs raw encode of the same {n} chunk texts ({docs} SciFact docs)",
+        params={"docs": docs, **settings_summary(settings)},
+    )
+    report.ratios = {
+        "index_over_raw_encode_first": ratio(t_index.seconds, t_raw1.seconds),
+        "index_over_raw_encode_second": ratio(t_index.seconds, t_raw2.seconds),
+        "index_over_raw_encode_mean": ratio(t_index.seconds, raw_mean),
+        "raw_encode_second_over_first": ratio(t_raw2.seconds, t_raw1.seconds),
+        "text_pass_over_index": ratio(t_text.seconds, t_index.seconds),
+    }
+    report.raw = {
+        "docs": docs,
+        "chunks": summary["chunks_written"],
+        "texts_embedded": summary["chunks_embedded"],
+        "same_texts": same,
+        "text_pass_chunks": text_stats["chunks_written"],
+        "index_s": round(t_index.seconds, 2),
+        "raw_encode_first_s": round(t_raw1.seconds, 2),
+        "raw_encode_second_s": round(t_raw2.seconds, 2),
+        "text_pass_s": round(t_text.seconds, 2),
+        "model_load_s": round(t_load.seconds, 2),
+        "warmup_batch_s": round(t_warm.seconds, 2),
+        "index_chunks_per_s": round(summary["chunks_embedded"] / t_index.seconds, 1),
+        "raw_chunks_per_s": round(n / raw_mean, 1),
+    }
+    report.notes.append("text_pass = scan + parse + chunk + FTS rows with no vectors (the part of indexing that is not the model)")
+    if not same or summary["chunks_embedded"] != n:
+        report.notes.append(
+            f"WARNING: the index embedded {summary['chunks_embedded']} texts but the raw side encoded {n}; the ratio compares different work"
+        )
+    report.seconds = time.perf_counter() - t_start
+    return report
+
+
+def main_async(args: argparse.Namespace) -> Report:
+    return anyio.run(run, args)

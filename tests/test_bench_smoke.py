@@ -1,0 +1,81 @@
+"""The benchmarks still run: each entry point once, at the smallest sizes (seconds, not minutes).
+
+No timing is asserted (speed is measured in bench/, never asserted in tests):
+only that each bench finishes and prints its ratio keys. Skips cleanly when
+../shared/data (SciFact) is absent, as in a user's checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+import structlog
+
+from conftest import DATA, ROOT
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+pytestmark = pytest.mark.skipif(
+    not (DATA / "scifact" / "corpus.jsonl").is_file(), reason="needs ../shared/data/scifact (not in a user's checkout)"
+)
+
+SMOKE = {
+    "index": (
+        ["--docs", "3"],
+        ["index_over_raw_encode_first", "index_over_raw_encode_second", "raw_encode_second_over_first"],
+    ),
+    "stages": (
+        ["--no-examples", "--docs", "3", "--queries", "2", "--limit", "2"],
+        ["mmr_p50_over_plain", "parent_p50_over_plain", "rerank_p50_over_plain", "all_p50_over_plain"],
+    ),
+    "freshness": (
+        ["--no-examples", "--docs", "3", "--edits", "1", "--block", "1"],
+        ["text_p50_50ms_over_300ms", "meaning_top3_p50_50ms_over_300ms", "meaning_top3_over_text_p50@300ms"],
+    ),
+    "http": (
+        ["--base-docs", "3", "--add-docs", "10", "--queries", "3", "--seconds", "1", "--clients", "2"],
+        ["during_reindex_p50_over_idle", "qps_2_clients_over_1"],
+    ),
+}
+
+
+@pytest.fixture
+def _restore_logging():
+    """The benches configure logging for a CLI run (warnings only); later tests get theirs back."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**saved)
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in handlers:
+        root.addHandler(h)
+    root.setLevel(level)
+
+
+@pytest.mark.usefixtures("_restore_logging")
+@pytest.mark.parametrize("name", list(SMOKE))
+def test_each_benchmark_runs_at_its_smallest_size_and_prints_its_ratios(name, tmp_path: Path, capsys) -> None:
+    from bench.__main__ import main
+
+    if name == "http":
+        from bench.http import serve_available
+
+        if not serve_available():
+            pytest.skip("`groove serve --transport http` does not exist yet")
+    args, keys = SMOKE[name]
+    out_json = tmp_path / f"{name}.json"
+    code = main(["--data", str(DATA), "--json", str(out_json), name, *args])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for key in keys:
+        assert key in out, f"{key} missing from the {name} bench's table:\n{out}"
+    result = json.loads(out_json.read_text(encoding="utf-8"))
+    assert result["bench"] == name
+    assert set(keys) <= set(result["ratios"]), result["ratios"]
