@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
+
+import anyio
 
 import pytest
 
@@ -59,3 +62,13 @@ def section_text(i: int, words: int = 25) -> str:
     topics = ["database", "latency", "embedding", "checkpoint", "retrieval", "tokenizer", "notebook", "cluster"]
     body = " ".join(f"{topics[(i + j) % len(topics)]}{i}x{j}" for j in range(words))
     return f"## Section {i}\n\nThis section talks about item {i}. {body}.\n\n"
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0) -> None:
+    """Poll `check` until it holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await anyio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for: {what}")

