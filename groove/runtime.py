@@ -63,10 +63,6 @@ async def read_status(settings: Settings) -> dict[str, Any]:
         await conn.close()
 
 
-def index_path_for(settings: Settings) -> Path:
-    return settings.resolved_index_path()
-
-
 def make_reranker_factory(settings: Settings, cli_model: str | None = None):
     """A lazy reranker: the CLI's model if named, else the configured one, else None."""
     from groove.embed.reranker import CrossEncoderReranker

@@ -313,3 +313,21 @@ def test_the_cli_indexes_then_reports_status_as_json_on_stdout_only(kb, tmp_path
     missing = subprocess.run(base + ["status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite")],
                              cwd=ROOT, env=env, capture_output=True, text=True)
     assert missing.returncode == 1 and "run `groove index` first" in missing.stderr and missing.stdout == ""
+
+
+def test_a_newer_schema_is_refused_and_older_ones_migrate_step_by_step(tmp_path, monkeypatch):
+    path = tmp_path / "m.sqlite"
+    con = db.connect_sync(path)
+    db.init_sync(con, model="m", dimension=8, kb_path="/kb")
+    # An index from a future groove is refused, with what to do.
+    db.set_meta_sync(con, "schema_version", str(db.SCHEMA_VERSION + 1))
+    with pytest.raises(db.IndexError_, match="newer than this groove understands"):
+        db.init_sync(con, model="m", dimension=8, kb_path="/kb")
+    # An older index runs each explicit migration step once, in order.
+    db.set_meta_sync(con, "schema_version", str(db.SCHEMA_VERSION))
+    monkeypatch.setattr(db, "SCHEMA_VERSION", db.SCHEMA_VERSION + 1)
+    monkeypatch.setitem(db.MIGRATIONS, db.SCHEMA_VERSION - 1, "CREATE TABLE added_by_migration (x INTEGER);")
+    db.init_sync(con, model="m", dimension=8, kb_path="/kb")
+    assert db.get_meta_sync(con, "schema_version") == str(db.SCHEMA_VERSION)
+    assert con.execute("SELECT count(*) FROM added_by_migration").fetchone() == (0,)
+    con.close()

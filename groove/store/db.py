@@ -185,8 +185,10 @@ def init_sync(con: Any, *, model: str, dimension: int, kb_path: str) -> None:
                 f"{model} ({dimension} dims); run `groove index --rebuild` to re-embed every note with the new model"
             )
         while version < SCHEMA_VERSION:
+            # One explicit step per version; each runs in its own transaction.
             con.execute("BEGIN IMMEDIATE")
-            con.executescript(MIGRATIONS[version]) if version in MIGRATIONS else None
+            for statement in _split_sql(MIGRATIONS.get(version, "")):
+                con.execute(statement)
             set_meta_sync(con, "schema_version", str(version + 1))
             con.execute("COMMIT")
             version += 1
