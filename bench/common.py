@@ -72,6 +72,16 @@ def convert_scifact(data: Path, outdir: Path, docs: int, skip: int = 0, *, scrat
     return len(rows)
 
 
+def build_notes(data: Path, tmp: Path, *, examples: bool, docs: int) -> tuple[Path, int]:
+    """A notes folder under `tmp`: the shipped examples (optional) plus `docs` SciFact notes."""
+    import shutil
+
+    kb = tmp / "notes"
+    if examples:
+        shutil.copytree(EXAMPLES, kb)
+    return kb, convert_scifact(data, kb / "scifact", docs, scratch=tmp / "scratch")
+
+
 def scifact_queries(data: Path, n: int) -> list[str]:
     out = []
     with open(data / "scifact" / "queries.jsonl", encoding="utf-8") as f:

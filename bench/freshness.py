@@ -25,7 +25,6 @@ so that load on the machine falls on both alike.
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 import time
 import uuid
@@ -33,7 +32,7 @@ from pathlib import Path
 
 import anyio
 
-from bench.common import machine, EXAMPLES, Report, Timer, convert_scifact, data_dir, make_settings, ratio, settings_summary, summary
+from bench.common import machine, Report, Timer, build_notes, data_dir, make_settings, ratio, settings_summary, summary
 
 DEFAULT_DOCS = 200
 DEFAULT_EDITS = 20
@@ -158,10 +157,7 @@ async def run(args: argparse.Namespace) -> Report:
     poll_s = args.poll_ms / 1000
     with tempfile.TemporaryDirectory(prefix="groove-bench-fresh-") as tmp_s:
         tmp = Path(tmp_s)
-        kb = tmp / "notes"
-        if args.examples:
-            shutil.copytree(EXAMPLES, kb)
-        docs = convert_scifact(data, kb / "scifact", args.docs, scratch=tmp / "scratch")
+        kb, docs = build_notes(data, tmp, examples=args.examples, docs=args.docs)
         base = make_settings(tmp, kb, tmp / "index.sqlite")
         with Timer() as t_index:
             await index_once(base)

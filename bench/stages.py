@@ -22,14 +22,13 @@ cross-encoder can be had offline here.
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import anyio
 
-from bench.common import machine, EXAMPLES, Report, Timer, convert_scifact, data_dir, make_settings, ratio, scifact_queries, settings_summary, summary
+from bench.common import machine, Report, Timer, build_notes, data_dir, make_settings, ratio, scifact_queries, settings_summary, summary
 
 DEFAULT_DOCS = 300
 DEFAULT_QUERIES = 20  # the reranker costs seconds per query on 2 busy cores: 20 keep the bench under ~5 min
@@ -64,10 +63,7 @@ async def run(args: argparse.Namespace) -> Report:
     queries = scifact_queries(data, args.queries)
     with tempfile.TemporaryDirectory(prefix="groove-bench-stages-") as tmp_s:
         tmp = Path(tmp_s)
-        kb = tmp / "notes"
-        if args.examples:
-            shutil.copytree(EXAMPLES, kb)
-        docs = convert_scifact(data, kb / "scifact", args.docs, scratch=tmp / "scratch")
+        kb, docs = build_notes(data, tmp, examples=args.examples, docs=args.docs)
         settings = make_settings(tmp, kb, tmp / "index.sqlite")
         with Timer() as t_index:
             built = await index_once(settings)

@@ -96,8 +96,10 @@ class Searcher:
         timings: dict[str, float] = {}
 
         allowed_docs = await filters_mod.allowed_documents(conn, req.filters)
+        use_vector = req.retriever in ("hybrid", "vector") and bool(cq.vector_text.strip())
         exclude: set[int] = set()
-        if cq.negative_expr:
+        if cq.negative_expr and use_vector:
+            # Only the vector leg needs the id set; the FTS leg excludes with NOT.
             exclude = await retrievers.matching_ids(conn, cq.negative_expr)
 
         fts_ids: list[int] = []
@@ -108,7 +110,7 @@ class Searcher:
             fts_ids = await retrievers.fts_search(conn, cq.match_expr, n, weights, allowed_docs)
             timings["fts_ms"] = _ms(t)
         vec_ids: list[int] = []
-        if req.retriever in ("hybrid", "vector") and cq.vector_text.strip():
+        if use_vector:
             t = time.perf_counter()
             qvec = await self.embed_query(cq.vector_text)
             timings["embed_ms"] = _ms(t)
