@@ -79,7 +79,7 @@ groove searches the user's Markdown notes (a local folder, often mixed Japanese 
 
 - `search` first: it returns the few passages that best answer a question, each with
   path, heading context, tags, score and line range, so you can cite them. Query syntax:
-  plain words or a question; "quoted phrases" must appear; -word excludes notes
+  plain words or a question; "quoted phrases" are matched verbatim; -word excludes notes
   containing it. Narrow with path_globs (gitignore-style, !glob excludes), tags_any /
   tags_all, date_from / date_to (frontmatter date) and fields (frontmatter key = value).
 - `pending_chunks` in a search response counts passages not yet embedded: when it is
@@ -278,7 +278,7 @@ def build_server(daemon: Daemon) -> MCPServer:
     @tool(title="Search the notes", annotations=READ_ONLY)
     async def search(
         query: Annotated[str, Field(description=(
-            "What to look for: words, a question, \"a quoted phrase\" that must appear, -word to exclude "
+            "What to look for: words, a question, \"a quoted phrase\" matched verbatim, -word to exclude "
             "notes containing it. At most 1 KiB."
         ))],
         limit: Annotated[int, _bounded(ge=1, le=MAX_LIMIT, description="How many passages to return.")] = 10,
