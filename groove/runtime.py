@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import time
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
+
+import aiosqlite
 
 from groove.config import ConfigError, Settings
 from groove.corpus.scan import NoteReadError
@@ -52,15 +55,23 @@ async def index_once(settings: Settings, *, rebuild: bool = False, progress: Pro
         await conn.close()
 
 
-async def read_status(settings: Settings) -> dict[str, Any]:
+@asynccontextmanager
+async def open_index_readonly(settings: Settings) -> AsyncIterator[tuple[aiosqlite.Connection, Any, Path]]:
+    """For the read-only commands: check the index exists and matches the model, open it.
+    Yields (connection, embedder, index path)."""
     path = settings.resolved_index_path()
     embedder = make_embedder(settings.embedding)
     reads.check_existing_index(path, model=embedder.identity, dimension=embedder.dimension)
     conn = await db.connect(path, readonly=True)
     try:
-        return await reads.status(conn, index_path=path)
+        yield conn, embedder, path
     finally:
         await conn.close()
+
+
+async def read_status(settings: Settings) -> dict[str, Any]:
+    async with open_index_readonly(settings) as (conn, _, path):
+        return await reads.status(conn, index_path=path)
 
 
 def make_reranker_factory(settings: Settings, cli_model: str | None = None):
@@ -70,14 +81,8 @@ def make_reranker_factory(settings: Settings, cli_model: str | None = None):
     name = cli_model or settings.search.reranker
     if not name:
         return None
-    holder: dict[str, Any] = {}
-
-    def get():
-        if "r" not in holder:
-            holder["r"] = CrossEncoderReranker(name, settings.embedding.device)
-        return holder["r"]
-
-    return get
+    reranker = CrossEncoderReranker(name, settings.embedding.device)  # loads its model on first use
+    return lambda: reranker
 
 
 async def search_once(settings: Settings, req, *, reranker_model: str | None = None) -> dict[str, Any]:
@@ -86,21 +91,15 @@ async def search_once(settings: Settings, req, *, reranker_model: str | None = N
 
     from groove.search.pipeline import Searcher
 
-    path = settings.resolved_index_path()
-    embedder = make_embedder(settings.embedding)
-    reads.check_existing_index(path, model=embedder.identity, dimension=embedder.dimension)
     if reranker_model and req.rerank is None:
         req.rerank = True  # a model named on the command line applies unconditionally
-    searcher = Searcher(
-        settings.search,
-        embed_query=lambda text: anyio.to_thread.run_sync(embedder.embed_query, text),
-        reranker=make_reranker_factory(settings, reranker_model),
-    )
-    conn = await db.connect(path, readonly=True)
-    try:
+    async with open_index_readonly(settings) as (conn, embedder, _):
+        searcher = Searcher(
+            settings.search,
+            embed_query=lambda text: anyio.to_thread.run_sync(embedder.embed_query, text),
+            reranker=make_reranker_factory(settings, reranker_model),
+        )
         return await searcher.search(conn, req)
-    finally:
-        await conn.close()
 
 
 async def eval_once(
@@ -125,35 +124,29 @@ async def eval_once(
     queries = load(source, split)
     if max_queries is not None:
         queries = queries[:max_queries]
-    path = settings.resolved_index_path()
-    embedder = make_embedder(settings.embedding)
-    reads.check_existing_index(path, model=embedder.identity, dimension=embedder.dimension)
-    cache: dict[str, Any] = {}
-    if retriever != "fts":
-        texts = []
-        for q in queries:
-            try:
-                texts.append(compile_query(q.query).vector_text)
-            except QueryError:
-                continue
-        texts = list(dict.fromkeys(t for t in texts if t.strip()))
-        vectors = await anyio.to_thread.run_sync(embedder.embed_queries, texts)
-        cache = dict(zip(texts, vectors))
-
-    async def embed_query(text: str):
-        if text in cache:
-            return cache[text]
-        return await anyio.to_thread.run_sync(embedder.embed_query, text)
-
     options = dict(request_options or {})
     if reranker_model and options.get("rerank") is None:
         options["rerank"] = True
-    searcher = Searcher(settings.search, embed_query=embed_query, reranker=make_reranker_factory(settings, reranker_model))
-    conn = await db.connect(path, readonly=True)
-    try:
+    async with open_index_readonly(settings) as (conn, embedder, path):
+        cache: dict[str, Any] = {}
+        if retriever != "fts":
+            texts = []
+            for q in queries:
+                try:
+                    texts.append(compile_query(q.query).vector_text)
+                except QueryError:
+                    continue
+            texts = list(dict.fromkeys(t for t in texts if t.strip()))
+            vectors = await anyio.to_thread.run_sync(embedder.embed_queries, texts)
+            cache = dict(zip(texts, vectors))
+
+        async def embed_query(text: str):
+            if text in cache:
+                return cache[text]
+            return await anyio.to_thread.run_sync(embedder.embed_query, text)
+
+        searcher = Searcher(settings.search, embed_query=embed_query, reranker=make_reranker_factory(settings, reranker_model))
         result = await run_eval(searcher, conn, queries, retriever=retriever, limit=limit, request_options=options)
-    finally:
-        await conn.close()
     result["source"] = str(source)
     result["index_path"] = str(path)
     return result
@@ -163,11 +156,5 @@ async def related_once(settings: Settings, path: str, **kw: Any) -> dict[str, An
     """`groove related PATH`: notes nearest in meaning, read-only."""
     from groove.search.related import related_notes
 
-    index = settings.resolved_index_path()
-    embedder = make_embedder(settings.embedding)
-    reads.check_existing_index(index, model=embedder.identity, dimension=embedder.dimension)
-    conn = await db.connect(index, readonly=True)
-    try:
+    async with open_index_readonly(settings) as (conn, _, _):
         return await related_notes(conn, path, **kw)
-    finally:
-        await conn.close()

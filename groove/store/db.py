@@ -177,13 +177,9 @@ def init_sync(con: Any, *, model: str, dimension: int, kb_path: str) -> None:
                 f"this index has schema version {version}, newer than this groove understands "
                 f"({SCHEMA_VERSION}); upgrade groove or run `groove index --rebuild`"
             )
-        built_model = get_meta_sync(con, "model")
-        built_dim = get_meta_sync(con, "dimension")
-        if built_model is not None and (built_model != model or int(built_dim or 0) != dimension):
-            raise ModelMismatchError(
-                f"the index was built with {built_model} ({built_dim} dims) but the configuration asks for "
-                f"{model} ({dimension} dims); run `groove index --rebuild` to re-embed every note with the new model"
-            )
+        built_model, built_dim = read_identity_sync(con)
+        if built_model is not None:
+            check_identity(built_model, built_dim, model=model, dimension=dimension)
         while version < SCHEMA_VERSION:
             # One explicit step per version; each runs in its own transaction.
             con.execute("BEGIN IMMEDIATE")
@@ -208,6 +204,15 @@ def init_sync(con: Any, *, model: str, dimension: int, kb_path: str) -> None:
     except BaseException:
         con.execute("ROLLBACK")
         raise
+
+
+def check_identity(built_model: str, built_dim: int | None, *, model: str, dimension: int) -> None:
+    """Refuse an index built by another model or dimension, saying how to rebuild."""
+    if built_model != model or built_dim != dimension:
+        raise ModelMismatchError(
+            f"the index was built with {built_model} ({built_dim} dims) but the configuration asks for "
+            f"{model} ({dimension} dims); run `groove index --rebuild` to re-embed every note with the new model"
+        )
 
 
 def read_identity_sync(con: Any) -> tuple[str | None, int | None]:

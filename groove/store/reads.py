@@ -32,11 +32,7 @@ def check_existing_index(path: Path, *, model: str, dimension: int) -> None:
         con.close()
     if built_model is None:
         raise db.IndexError_(f"{path} is not a groove index; run `groove index --rebuild`")
-    if built_model != model or built_dim != dimension:
-        raise db.ModelMismatchError(
-            f"the index was built with {built_model} ({built_dim} dims) but the configuration asks for "
-            f"{model} ({dimension} dims); run `groove index --rebuild` to re-embed every note with the new model"
-        )
+    db.check_identity(built_model, built_dim, model=model, dimension=dimension)
 
 
 async def _scalar(conn: aiosqlite.Connection, sql: str, args: tuple = ()) -> Any:
