@@ -23,9 +23,9 @@ from groove.search import retrievers
 from groove.search.compiler import QueryError, compile_query
 from groove.search.fusion import low_confidence, rrf
 from groove.search.hits import Hit
-from groove.search.mmr import mmr_select
+from groove.search.mmr import apply_mmr
 from groove.search.parent import ChunkInfo, apply_parent
-from groove.search.spans import match_spans
+from groove.search.spans import apply_match_spans
 
 log = get_logger(__name__)
 
@@ -158,9 +158,7 @@ class Searcher:
         if mmr_on and hits:
             t = time.perf_counter()
             vectors = await retrievers.fetch_vectors(conn, [h.chunk_id for h in hits])
-            order = mmr_select([(h.chunk_id, h.score, h.doc_id) for h in hits], vectors, req.limit, lam, penalty)
-            by_id = {h.chunk_id: h for h in hits}
-            hits = [by_id[cid] for cid in order]
+            hits = apply_mmr(hits, vectors, True, req.limit, lam, penalty)
             timings["mmr_ms"] = _ms(t)
         hits = hits[: req.limit]
         # Stage 4: parent retriever.
@@ -176,7 +174,7 @@ class Searcher:
             timings["parent_ms"] = _ms(t)
         # Match spans over the final content.
         phrases = list(cq.positives) or ([cq.vector_text] if cq.vector_text else [])
-        hits = [dataclasses.replace(h, match_spans=match_spans(h.content, phrases)) for h in hits]
+        hits = apply_match_spans(hits, phrases)
 
         pending = int((await (await conn.execute("SELECT count(*) FROM chunks WHERE embedding_id IS NULL")).fetchone())[0])
         response: dict[str, Any] = {

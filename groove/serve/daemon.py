@@ -72,7 +72,6 @@ class Daemon:
         self._stop = anyio.Event()
         self.ready = anyio.Event()       # set once the database is open (requests can be served)
         self.reconciled = anyio.Event()  # set after the startup reconcile
-        self.embedded_since_start = 0
 
     def _reranker_factory(self):
         from groove.runtime import make_reranker_factory
@@ -192,7 +191,6 @@ class Daemon:
                 hashes = [h for h, _ in batch]
                 vectors = await self.bulk.embed(self.embedder.embed_documents, [c for _, c in batch])
                 await writer.store_vectors(self.wconn, hashes, vectors)
-                self.embedded_since_start += len(batch)
             except Exception as exc:  # noqa: BLE001
                 log.error("embed_failed", error=repr(exc), batch=len(batch))
                 await anyio.sleep(1.0)
