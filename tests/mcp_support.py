@@ -94,8 +94,10 @@ class ServerProcess:
             time.sleep(0.1)
         raise AssertionError(f"groove serve did not answer /healthz within {timeout} s:\n{self.log()[-3000:]}")
 
-    def wait_indexed(self, documents: int, timeout: float = START_TIMEOUT) -> dict[str, Any]:
-        """Until the startup reconcile is done and `documents` notes are indexed (asked over MCP)."""
+    def wait_indexed(self, documents: int, timeout: float = START_TIMEOUT, embedded: bool = True) -> dict[str, Any]:
+        """Until the startup reconcile is done, `documents` notes are indexed and (with `embedded`) every
+        chunk has its vector, asked over MCP. Tests that compare rankings need both retrievers complete:
+        a search while vectors are pending is a different (FTS-heavy) fused list."""
         from mcp import Client
 
         async def status() -> dict[str, Any]:
@@ -107,7 +109,7 @@ class ServerProcess:
         st: dict[str, Any] = {}
         while time.monotonic() < deadline:
             st = anyio.run(status)
-            if st["startup_reconcile_done"] and st["documents"] == documents:
+            if st["startup_reconcile_done"] and st["documents"] == documents and not (embedded and st["pending_chunks"]):
                 return st
             time.sleep(0.2)
         raise AssertionError(f"index not ready: {st}\n{self.log()[-3000:]}")
