@@ -302,6 +302,12 @@ class Report:
     err: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
 
+    def fail(self, message: str) -> Report:
+        """Record a failure (exit code 1, `message` on stderr); returns the report to return from a command."""
+        self.exit_code = 1
+        self.err.append(message)
+        return self
+
 
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -355,20 +361,16 @@ def install(platform: Platform, dry_run: bool = False, *, config: Path,
 def _install_systemd(path: Path, report: Report, runner: Runner, start: bool, changed: bool) -> Report:
     r = runner(_systemctl("daemon-reload"))
     if r.returncode != 0:
-        report.exit_code = 1
-        report.err.append(
+        return report.fail(
             f"systemd user session not available ({_first_line(r)}): unit written to {path}; "
             f"start it from your login session with `{_start_hint('linux', path)}`"
         )
-        return report
     r = runner(_systemctl("enable", *(["--now"] if start else []), UNIT_NAME))
     if r.returncode != 0:
-        report.exit_code = 1
-        report.err.append(
+        return report.fail(
             f"unit written to {path}, but `systemctl --user enable{' --now' if start else ''} groove` "
             f"failed: {_first_line(r)}; see `journalctl --user -u groove`"
         )
-        return report
     if not start:
         report.out.append("enabled: groove starts at your next login; start it now with `systemctl --user start groove`")
         return report
@@ -376,9 +378,7 @@ def _install_systemd(path: Path, report: Report, runner: Runner, start: bool, ch
         # enable --now leaves an already running groove on the old unit.
         r = runner(_systemctl("try-restart", UNIT_NAME))
         if r.returncode != 0:
-            report.exit_code = 1
-            report.err.append(f"the unit changed but `systemctl --user restart groove` failed: {_first_line(r)}")
-            return report
+            return report.fail(f"the unit changed but `systemctl --user restart groove` failed: {_first_line(r)}")
     report.out.append("enabled and started; `groove service status` checks it, `journalctl --user -u groove -f` follows its log")
     return report
 
@@ -391,21 +391,17 @@ def _install_launchd(path: Path, report: Report, runner: Runner, start: bool,
     target = f"{_launchd_domain()}/{LAUNCHD_LABEL}"
     r = runner(["launchctl", "bootout", target])  # unload an older copy; fails when none is loaded
     if r.returncode == 127:
-        report.exit_code = 1
-        report.err.append(
+        return report.fail(
             f"launchd not available ({_first_line(r)}): plist written to {path}; "
             f"load it on the Mac with `{_start_hint('macos', path)}`"
         )
-        return report
     runner(["launchctl", "enable", target])  # undo an earlier `launchctl disable`
     r = runner(["launchctl", "bootstrap", _launchd_domain(), str(path)])
     if r.returncode != 0:
-        report.exit_code = 1
-        report.err.append(
+        return report.fail(
             f"plist written to {path}, but `launchctl bootstrap` failed: {_first_line(r)}; "
             f"groove's own messages are in {log_dir(env)}/groove.err.log"
         )
-        return report
     report.out.append(f"loaded and started; `groove service status` checks it, logs are in {log_dir(env)}")
     return report
 
@@ -422,31 +418,26 @@ def uninstall(platform: Platform, *, env: Mapping[str, str] | None = None, runne
         path.unlink()
         report.out.append(f"removed {path}")
         if r.returncode == 127:
-            report.exit_code = 1
-            report.err.append(f"launchd not available ({_first_line(r)}); if groove is still running, "
-                              f"stop it with `launchctl bootout {_launchd_domain()}/{LAUNCHD_LABEL}`")
+            report.fail(f"launchd not available ({_first_line(r)}); if groove is still running, "
+                        f"stop it with `launchctl bootout {_launchd_domain()}/{LAUNCHD_LABEL}`")
         return report
     r = runner(_systemctl("daemon-reload"))  # also tells whether the user manager answers
     if r.returncode != 0:
         path.unlink()
         report.out.append(f"removed {path}")
-        report.exit_code = 1
-        report.err.append(
+        return report.fail(
             f"systemd user session not available ({_first_line(r)}): the unit file is removed; "
             "if groove is still running in your login session, stop it there with "
             "`systemctl --user disable --now groove && systemctl --user daemon-reload`"
         )
-        return report
     r = runner(_systemctl("disable", "--now", UNIT_NAME))
     path.unlink()
     report.out.append(f"removed {path}")
     runner(_systemctl("daemon-reload"))
     runner(_systemctl("reset-failed", UNIT_NAME))  # forget a failed state; fails harmlessly otherwise
     if r.returncode != 0:
-        report.exit_code = 1
-        report.err.append(f"`systemctl --user disable --now groove` failed: {_first_line(r)}; "
-                          "check `systemctl --user status groove`")
-        return report
+        return report.fail(f"`systemctl --user disable --now groove` failed: {_first_line(r)}; "
+                           "check `systemctl --user status groove`")
     report.out.append("stopped and disabled")
     return report
 
