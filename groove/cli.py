@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -15,13 +16,15 @@ from typing import Any, Callable
 
 import anyio
 
-from groove import __version__
-from groove.config import ConfigError, Settings, load_settings
+from groove import __version__, service
+from groove.app import eval_once, index_once, read_status, related_once, search_once
+from groove.config import Settings, load_settings, user_config_file
+from groove.errors import GrooveError, UsageError
 from groove.logs import configure as configure_logs
+from groove.logs import get_logger
+from groove.search.request import SearchRequest
 
-
-class UsageError(Exception):
-    """Bad command-line input; printed as `groove: error: ...`, exit 2."""
+__all__ = ["UsageError", "build_parser", "main"]
 
 
 # --- helpers ---------------------------------------------------------------------
@@ -86,8 +89,6 @@ class ProgressBar:
 # --- index / status -----------------------------------------------------------------
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from groove.runtime import index_once
-
     settings = _settings(args)
     summary = anyio.run(lambda: index_once(settings, rebuild=args.rebuild, progress=ProgressBar()))
 
@@ -105,8 +106,6 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from groove.runtime import read_status
-
     settings = _settings(args)
     st = anyio.run(lambda: read_status(settings))
 
@@ -154,25 +153,21 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
     f.add_argument("--field", action="append", dest="fields", metavar="KEY=VALUE", help="frontmatter KEY equals VALUE; repeatable")
 
 
-def _request_from_args(args: argparse.Namespace, settings: Settings, query: str):
-    from groove.search.filters import Filters
-    from groove.search.pipeline import SearchRequest
-
+def _request_from_args(args: argparse.Namespace, settings: Settings, query: str) -> SearchRequest:
     fields: dict[str, str] = {}
     for item in args.fields or []:
         if "=" not in item:
             raise UsageError(f"--field takes KEY=VALUE, got {item!r}")
         key, value = item.split("=", 1)
         fields[key.strip()] = value
-    filters = Filters.build(
-        path_globs=args.path_globs, tags_any=args.tags_any, tags_all=args.tags_all,
-        date_from=args.date_from, date_to=args.date_to, fields=fields,
-    )
     return SearchRequest(
         query=query,
         limit=args.limit if args.limit is not None else settings.search.default_limit,
         retriever=args.retriever,
-        filters=filters,
+        filters={
+            "path_globs": args.path_globs, "tags_any": args.tags_any, "tags_all": args.tags_all,
+            "date_from": args.date_from, "date_to": args.date_to, "fields": fields or None,
+        },
         rerank=args.rerank,
         mmr=args.mmr,
         mmr_lambda=args.mmr_lambda,
@@ -218,8 +213,6 @@ def format_results_text(resp: dict) -> str:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from groove.runtime import search_once
-
     settings = _settings(args)
     req = _request_from_args(args, settings, args.query)
     resp = anyio.run(lambda: search_once(settings, req, reranker_model=args.reranker))
@@ -228,19 +221,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_related(args: argparse.Namespace) -> int:
-    from groove.runtime import related_once
-
     settings = _settings(args)
-    path = args.path
-    kb = settings.require_kb()
-    candidate = Path(path)
-    if candidate.is_absolute() or candidate.exists():
-        try:
-            path = candidate.resolve().relative_to(kb).as_posix()
-        except ValueError:
-            raise UsageError(f"{args.path} is not inside the notes folder {kb}") from None
     result = anyio.run(lambda: related_once(
-        settings, path, limit=args.limit, depth=args.depth, fan_out=args.fan_out, max_nodes=args.max_nodes,
+        settings, args.path, limit=args.limit, depth=args.depth, fan_out=args.fan_out, max_nodes=args.max_nodes,
     ))
 
     def text(r: dict) -> str:
@@ -262,8 +245,6 @@ def cmd_related(args: argparse.Namespace) -> int:
 # --- eval -----------------------------------------------------------------------------
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from groove.runtime import eval_once
-
     settings = _settings(args)
     options = {
         "rerank": args.rerank, "mmr": args.mmr, "mmr_lambda": args.mmr_lambda,
@@ -288,10 +269,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
 # --- serve ----------------------------------------------------------------------------
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import os
-
-    from groove.logs import get_logger
-    from groove.serve.http import BindError, parse_bind
+    # Lazy: the MCP SDK, Starlette and uvicorn take most of a second to import, and only
+    # `serve` needs them (the other commands, `--help` and config errors stay fast).
+    from groove.serve.http import parse_bind
     from groove.serve.main import serve, use_example_notes_if_unset
 
     settings = _settings(args)
@@ -304,16 +284,79 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise UsageError(f"--bind: {exc}" if args.bind else f"serve.bind: {exc}") from exc
     if use_example_notes_if_unset(settings):
         get_logger("groove.serve").info("no notes folder configured; serving the shipped example notes", kb=str(settings.kb_path))
-    try:
-        anyio.run(serve, settings, transport, bind)
-    except BindError as exc:
-        sys.stderr.write(f"groove: error: {exc}\n")
-        return 1
+    anyio.run(serve, settings, transport, bind)  # BindError is a GrooveError: exit 1, see main()
     # The index is closed and every log line written: leave now instead of waiting
     # 1-2 s for the interpreter to tear torch down, so a stop stays well within 5 s.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+# --- service --------------------------------------------------------------------------
+
+def _add_service_parser(subparsers: Any) -> None:
+    """`groove service install|uninstall|status`."""
+    p = subparsers.add_parser("service", help="run groove in the background (systemd user unit / launchd agent)")
+    actions = p.add_subparsers(dest="service_action", required=True, metavar="ACTION")
+    platform_help = "linux (systemd) or macos (launchd); default: this machine"
+
+    a = actions.add_parser("install", help="write the unit or plist for the config file and start it")
+    _common(a)
+    a.add_argument("--dry-run", action="store_true", help="print the file and where it would go; change nothing")
+    a.add_argument("--no-start", action="store_true", help="write and enable it, start at next login")
+    a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
+    a.set_defaults(func=cmd_service_install)
+
+    a = actions.add_parser("uninstall", help="stop the service and remove its file")
+    _common(a)
+    a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
+    a.set_defaults(func=cmd_service_uninstall)
+
+    a = actions.add_parser("status", help="is the service installed and running (exit 0 running, 3 not, 4 unknown)")
+    _common(a)
+    a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
+    a.add_argument("--format", choices=["text", "json"], default="text")
+    a.set_defaults(func=cmd_service_status)
+
+
+def _emit_report(report: service.Report, fmt: str = "text") -> int:
+    if fmt == "json":
+        sys.stdout.write(json.dumps(report.data, ensure_ascii=False, indent=2) + "\n")
+    elif report.out:
+        sys.stdout.write("\n".join(report.out) + "\n")
+    sys.stdout.flush()
+    for line in report.err:
+        sys.stderr.write(f"groove: warning: {line}\n")
+    return report.exit_code
+
+
+def _platform(args: argparse.Namespace) -> service.Platform:
+    return args.platform or service.detect_platform()
+
+
+def cmd_service_install(args: argparse.Namespace) -> int:
+    given = [flag for flag, value in (("--kb", args.kb), ("--index", args.index_path)) if value is not None]
+    if given:
+        raise service.ServiceError(
+            f"the service reads its config file only, so {' and '.join(given)} would be forgotten; "
+            "set kb_path / index_path in the config file instead"
+        )
+    platform = _platform(args)
+    settings = _settings(args)
+    config = service.check_config(settings.config_file, user_config_file())
+    if not args.dry_run:
+        sys.stderr.write(f"config: {config} (groove will listen on {settings.serve.bind})\n")
+    report = service.install(platform, args.dry_run, config=config, start=not args.no_start)
+    return _emit_report(report)
+
+
+def cmd_service_uninstall(args: argparse.Namespace) -> int:
+    return _emit_report(service.uninstall(_platform(args)))
+
+
+def cmd_service_status(args: argparse.Namespace) -> int:
+    return _emit_report(service.status(_platform(args)), args.format)
+
 
 
 # --- parser ---------------------------------------------------------------------------
@@ -377,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_eval)
 
-    from groove.service import add_service_parser; add_service_parser(sub, _common)
+    _add_service_parser(sub)
     return parser
 
 
@@ -386,19 +429,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, UsageError) as exc:
+    except GrooveError as exc:  # the one place groove's errors become stderr + an exit code
         sys.stderr.write(f"groove: error: {exc}\n")
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("groove: interrupted\n")
         return 130
-    except Exception as exc:  # noqa: BLE001
-        from groove.runtime import known_errors
-
-        if isinstance(exc, known_errors()):
-            sys.stderr.write(f"groove: error: {exc}\n")
-            return 1
-        raise
 
 
 if __name__ == "__main__":

@@ -17,12 +17,16 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from groove.errors import GrooveError
+
 APP = "groove"
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
-class ConfigError(Exception):
+class ConfigError(GrooveError):
     """A configuration problem a person can fix; the message says how."""
+
+    exit_code = 2
 
 
 class _Section(BaseModel):

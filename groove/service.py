@@ -18,9 +18,8 @@ write real files and send every systemctl/launchctl command through one
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
+import shlex
 import plistlib
 import re
 import subprocess
@@ -29,6 +28,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
+
+from groove.config import read_config_file
+from groove.errors import GrooveError
 
 Platform = Literal["linux", "macos"]
 PLATFORMS: tuple[Platform, ...] = ("linux", "macos")
@@ -49,7 +51,7 @@ STATUS_RUNNING, STATUS_NOT_RUNNING, STATUS_UNKNOWN = 0, 3, 4
 COMMAND_TIMEOUT_S = 150.0
 
 
-class ServiceError(Exception):
+class ServiceError(GrooveError):
     """Something a person can fix; printed as `groove: error: ...`."""
 
     def __init__(self, message: str, exit_code: int = 2):
@@ -83,8 +85,6 @@ def _first_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def _shell(argv: Sequence[str]) -> str:
-    import shlex
-
     return " ".join(shlex.quote(a) for a in argv)
 
 
@@ -277,8 +277,6 @@ def check_config(config_file: Path | None, suggested: Path) -> Path:
             "(groove.toml.example is at the top of the groove repository), then run "
             "`groove service install` again, or pass --config PATH"
         )
-    from groove.config import read_config_file
-
     config = Path(os.path.abspath(config_file))
     kb = read_config_file(config).get("kb_path")
     if not kb:
@@ -484,89 +482,6 @@ def status(platform: Platform, *, env: Mapping[str, str] | None = None, runner: 
         f"state:     {data['state']}" + (f" ({data['detail']})" if data["detail"] else ""),
     ]
     return report
-
-
-# --- command line ----------------------------------------------------------------------------
-
-def add_service_parser(subparsers: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
-    """`groove service install|uninstall|status`."""
-    p = subparsers.add_parser("service", help="run groove in the background (systemd user unit / launchd agent)")
-    actions = p.add_subparsers(dest="service_action", required=True, metavar="ACTION")
-    platform_help = "linux (systemd) or macos (launchd); default: this machine"
-
-    a = actions.add_parser("install", help="write the unit or plist for the config file and start it")
-    common(a)
-    a.add_argument("--dry-run", action="store_true", help="print the file and where it would go; change nothing")
-    a.add_argument("--no-start", action="store_true", help="write and enable it, start at next login")
-    a.add_argument("--platform", choices=PLATFORMS, help=platform_help)
-    a.set_defaults(func=cmd_service_install)
-
-    a = actions.add_parser("uninstall", help="stop the service and remove its file")
-    common(a)
-    a.add_argument("--platform", choices=PLATFORMS, help=platform_help)
-    a.set_defaults(func=cmd_service_uninstall)
-
-    a = actions.add_parser("status", help="is the service installed and running (exit 0 running, 3 not, 4 unknown)")
-    common(a)
-    a.add_argument("--platform", choices=PLATFORMS, help=platform_help)
-    a.add_argument("--format", choices=["text", "json"], default="text")
-    a.set_defaults(func=cmd_service_status)
-
-
-def _emit(report: Report, fmt: str = "text") -> int:
-    if fmt == "json":
-        sys.stdout.write(json.dumps(report.data, ensure_ascii=False, indent=2) + "\n")
-    elif report.out:
-        sys.stdout.write("\n".join(report.out) + "\n")
-    sys.stdout.flush()
-    for line in report.err:
-        sys.stderr.write(f"groove: warning: {line}\n")
-    return report.exit_code
-
-
-def _guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def wrapper(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except ServiceError as exc:
-            sys.stderr.write(f"groove: error: {exc}\n")
-            return exc.exit_code
-    wrapper.__name__ = fn.__name__
-    return wrapper
-
-
-def _platform(args: argparse.Namespace) -> Platform:
-    return args.platform or detect_platform()
-
-
-@_guarded
-def cmd_service_install(args: argparse.Namespace) -> int:
-    from groove.cli import _settings
-    from groove.config import user_config_file
-
-    given = [flag for flag, value in (("--kb", args.kb), ("--index", args.index_path)) if value is not None]
-    if given:
-        raise ServiceError(
-            f"the service reads its config file only, so {' and '.join(given)} would be forgotten; "
-            "set kb_path / index_path in the config file instead"
-        )
-    platform = _platform(args)
-    settings = _settings(args)
-    config = check_config(settings.config_file, user_config_file())
-    if not args.dry_run:
-        sys.stderr.write(f"config: {config} (groove will listen on {settings.serve.bind})\n")
-    report = install(platform, args.dry_run, config=config, start=not args.no_start)
-    return _emit(report)
-
-
-@_guarded
-def cmd_service_uninstall(args: argparse.Namespace) -> int:
-    return _emit(uninstall(_platform(args)))
-
-
-@_guarded
-def cmd_service_status(args: argparse.Namespace) -> int:
-    return _emit(status(_platform(args)), args.format)
 
 
 def write_examples(root: Path) -> list[Path]:

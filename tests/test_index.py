@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from conftest import section_text, write
-from groove.runtime import index_once, read_status
+from groove.app import index_once, read_status
 from groove.store import db
 
 

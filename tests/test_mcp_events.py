@@ -15,7 +15,8 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from groove.serve.daemon import NotFoundError
+from groove.errors import NotFoundError
+from groove.search.compiler import QueryError
 from groove.serve.mcp_app import build_server, events_of, note_uri
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
@@ -31,7 +32,11 @@ class StandInDaemon:
         self.reconciled.set()
 
     async def list_documents(self, *, cursor=None, limit=50, folder=None, tags=None) -> dict[str, Any]:
-        paths = sorted(p for p in self.notes if not cursor or p > bytes.fromhex(cursor).decode())
+        try:
+            after = bytes.fromhex(cursor).decode() if cursor else ""
+        except ValueError as exc:  # as the real index does: a groove error with the reason
+            raise QueryError("invalid cursor; pass next_cursor from the previous page unchanged") from exc
+        paths = sorted(p for p in self.notes if p > after)
         page = paths[:limit]
         more = len(paths) > limit
         return {

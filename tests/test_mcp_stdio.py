@@ -43,7 +43,7 @@ def stdio_setup(tmp_path_factory: pytest.TempPathFactory):
         mp.setenv("XDG_DATA_HOME", str(root / "data"))
         mp.chdir(root)
         from groove.config import load_settings
-        from groove.runtime import index_once
+        from groove.app import index_once
 
         anyio.run(lambda: index_once(load_settings(None, kb_path=kb, index_path=index)))
     return root, kb, index

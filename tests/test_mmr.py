@@ -138,14 +138,9 @@ def test_a_pool_with_a_repeated_chunk_id_is_refused():
         mmr_select([(1, 1.0, 1), (1, 0.5, 1)], {}, limit=2)
 
 
-def test_mmr_off_returns_the_same_list_object():
-    hits = [make_hit(1, 0.9, 1), make_hit(2, 0.8, 1)]
-    assert apply_mmr(hits, {}, enabled=False, limit=1) is hits
-
-
 def test_mmr_on_returns_the_picked_hits_themselves_in_pick_order_with_scores_untouched():
     hits = [make_hit(1, 1.0, 10), make_hit(2, 0.9, 10), make_hit(3, 0.8, 20)]
-    picked = apply_mmr(hits, {}, enabled=True, limit=2, lambda_=0.7, same_doc_penalty=0.5)
+    picked = apply_mmr(hits, {}, limit=2, lambda_=0.7, same_doc_penalty=0.5)
     assert [h.chunk_id for h in picked] == [1, 3]
     assert picked[0] is hits[0] and picked[1] is hits[2]
     assert [h.score for h in picked] == [1.0, 0.8]

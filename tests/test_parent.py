@@ -166,16 +166,10 @@ def test_out_of_range_settings_are_refused(kwargs):
 # --- apply_parent -------------------------------------------------------------------
 
 
-def test_parent_retriever_off_returns_the_same_list_object():
-    chunks = doc((1, 10), (1, 10))
-    hits = [make_hit(chunks[0])]
-    assert apply_parent(hits, {1: chunks}, enabled=False, whole_doc_threshold_tokens=100, max_expanded_tokens=2000) is hits
-
-
 def test_expansion_changes_only_content_and_expanded_from():
     chunks = doc((1, 10), (1, 10), (1, 10))
     hit = make_hit(chunks[1])
-    [out] = apply_parent([hit], {1: chunks}, enabled=True, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
+    [out] = apply_parent([hit], {1: chunks}, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
     assert out.content == "c0\nc1\nc2\n"
     assert out.expanded_from == {"mode": "whole_doc", "start_line": 1, "end_line": 30, "ordinals": [0, 1, 2]}
     before, after = hit.to_dict(), out.to_dict()
@@ -188,7 +182,7 @@ def test_expansion_builds_new_hits_and_leaves_the_input_untouched_and_in_order()
     chunks_a = doc((1, 10), (1, 10))
     chunks_b = doc((1, 150), (2, 150))
     hits = [make_hit(chunks_b[0], doc_id=2, score=0.5), make_hit(chunks_a[1], doc_id=1, score=0.4)]
-    out = apply_parent(hits, {1: chunks_a, 2: chunks_b}, enabled=True, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
+    out = apply_parent(hits, {1: chunks_a, 2: chunks_b}, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
     assert [h.chunk_id for h in out] == [h.chunk_id for h in hits]
     assert out[0] is not hits[0] and out[1] is not hits[1]
     assert out[0].content == "c0\n" and out[0].expanded_from is None  # level-1 hit, level-2 neighbour
@@ -199,7 +193,7 @@ def test_expansion_builds_new_hits_and_leaves_the_input_untouched_and_in_order()
 def test_a_hit_whose_document_chunks_are_missing_is_kept_unchanged():
     chunks = doc((1, 10), (1, 10))
     hits = [make_hit(chunks[0], doc_id=7), make_hit(ChunkInfo(5, 1, "h", "gone\n", 1, 1, 3), doc_id=1)]
-    out = apply_parent(hits, {1: chunks}, enabled=True, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
+    out = apply_parent(hits, {1: chunks}, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
     assert [h.to_dict() for h in out] == [h.to_dict() for h in hits]
 
 
@@ -207,7 +201,7 @@ def test_the_hits_own_content_is_kept_when_nothing_is_merged():
     # the hit's content (e.g. already trimmed) wins over the stored chunk text when there is no expansion
     chunks = doc((1, 150), (2, 150))
     hit = make_hit(chunks[0], content="as retrieved\n")
-    [out] = apply_parent([hit], {1: chunks}, enabled=True, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
+    [out] = apply_parent([hit], {1: chunks}, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
     assert out.content == "as retrieved\n"
 
 
@@ -215,7 +209,7 @@ def test_hit_to_dict_is_json_ready_with_a_stable_key_order():
     import json
 
     chunks = doc((1, 10), (1, 10))
-    [out] = apply_parent([make_hit(chunks[0])], {1: chunks}, enabled=True, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
+    [out] = apply_parent([make_hit(chunks[0])], {1: chunks}, whole_doc_threshold_tokens=100, max_expanded_tokens=2000)
     data = out.to_dict()
     assert list(data)[:3] == ["chunk_id", "doc_id", "path"]
     assert list(data)[-4:] == ["fts_rank", "vec_rank", "expanded_from", "match_spans"]

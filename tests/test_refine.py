@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from conftest import ROOT, write
 from groove.config import load_settings
 from groove.embed.reranker import CrossEncoderReranker
-from groove.runtime import index_once, related_once, search_once
+from groove.app import index_once, related_once, search_once
 from groove.search import retrievers
 from groove.search.compiler import QueryError, compile_query
 from groove.search.fusion import rrf

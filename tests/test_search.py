@@ -13,7 +13,7 @@ import pytest
 
 from conftest import EXAMPLES, ROOT, write
 from groove.config import load_settings
-from groove.runtime import eval_once, index_once, search_once
+from groove.app import eval_once, index_once, search_once
 from groove.search import retrievers
 from groove.search.compiler import QueryError, compile_query
 from groove.search.filters import Filters

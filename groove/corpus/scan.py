@@ -18,6 +18,8 @@ from typing import Iterable
 
 import pathspec
 
+from groove.errors import GrooveError
+
 ALWAYS_SKIPPED_DIRS = frozenset({".git", ".obsidian", ".trash", ".hg", ".svn", "node_modules", ".venv"})
 IGNORE_FILE = ".grooveignore"
 
@@ -122,7 +124,7 @@ def stat_note(root: Path, rel: str, max_file_bytes: int) -> tuple[FileInfo | Non
     return FileInfo(rel=rel, path=path, size=st.st_size, mtime_ns=st.st_mtime_ns), None
 
 
-class NoteReadError(Exception):
+class NoteReadError(GrooveError):
     """A note that cannot be indexed; the message is the skip reason."""
 
 

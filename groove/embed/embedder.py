@@ -20,13 +20,14 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
+from groove.errors import GrooveError
 from groove.config import DEFAULT_MODEL, EmbeddingSettings
 
 _ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 _KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384}
 
 
-class EmbedderError(Exception):
+class EmbedderError(GrooveError):
     pass
 
 

@@ -16,8 +16,10 @@ from typing import Any
 
 import yaml
 
+from groove.errors import GrooveError
 
-class GoldenError(Exception):
+
+class GoldenError(GrooveError):
     pass
 
 

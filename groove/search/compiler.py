@@ -71,6 +71,8 @@ from dataclasses import dataclass
 
 import structlog
 
+from groove.errors import GrooveError
+
 __all__ = [
     "MAX_PHRASES",
     "TRIGRAM_FLOOR",
@@ -105,7 +107,7 @@ _KANJI_EXTRA = frozenset("々〆〇〻")
 _KATAKANA_EXTRA = frozenset("ー")
 
 
-class QueryError(ValueError):
+class QueryError(GrooveError, ValueError):
     """The query cannot be searched; ``str(err)`` is a message for the user."""
 
 

@@ -8,7 +8,7 @@ stage's output is never changed behind its back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 
@@ -40,31 +40,13 @@ class Hit:
     """UTF-8 byte offsets ``(start, end)`` into ``content`` of the query's matches."""
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready copy, keys in field order (stable across releases)."""
-        expanded = None
-        if self.expanded_from is not None:
-            expanded = {
-                key: list(value) if isinstance(value, (list, tuple)) else value
-                for key, value in self.expanded_from.items()
-            }
-        return {
-            "chunk_id": self.chunk_id,
-            "doc_id": self.doc_id,
-            "path": self.path,
-            "title": self.title,
-            "heading": self.heading,
-            "level": self.level,
-            "context": self.context,
-            "content": self.content,
-            "tags": list(self.tags),
-            "date": self.date,
-            "start_line": self.start_line,
-            "end_line": self.end_line,
-            "ordinal": self.ordinal,
-            "token_count": self.token_count,
-            "score": self.score,
-            "fts_rank": self.fts_rank,
-            "vec_rank": self.vec_rank,
-            "expanded_from": expanded,
-            "match_spans": [[start, end] for start, end in self.match_spans],
-        }
+        """A JSON-ready copy, keys in field order (stable across releases): tuples become lists."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

@@ -121,7 +121,6 @@ def mmr_select(
 def apply_mmr(
     hits: list[Hit],
     vectors: Mapping[int, np.ndarray],
-    enabled: bool,
     limit: int,
     lambda_: float = 0.7,
     same_doc_penalty: float = 0.0,
@@ -129,10 +128,8 @@ def apply_mmr(
     """Stage 3 over hits: the picked hits (same objects) in pick order.
 
     Scores and ranks are left as they were; only the order and the length
-    change. ``enabled`` False returns ``hits`` itself.
+    change.
     """
-    if not enabled:
-        return hits
     by_id = {hit.chunk_id: hit for hit in hits}
     order = mmr_select(
         [(hit.chunk_id, hit.score, hit.doc_id) for hit in hits],

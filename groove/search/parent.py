@@ -122,20 +122,17 @@ def expand(
 def apply_parent(
     hits: list[Hit],
     doc_chunks_by_doc: Mapping[int, Sequence[ChunkInfo]],
-    enabled: bool,
     whole_doc_threshold_tokens: int = DEFAULT_WHOLE_DOC_THRESHOLD_TOKENS,
     max_expanded_tokens: int = DEFAULT_MAX_EXPANDED_TOKENS,
 ) -> list[Hit]:
-    """Stage 4 over hits. ``enabled`` False returns ``hits`` itself.
+    """Stage 4 over hits.
 
-    Otherwise returns new Hit objects in the same order, with ``content`` and
+    Returns new Hit objects in the same order, with ``content`` and
     ``expanded_from`` replaced where something was merged in; every other
     field is copied as is. A hit whose document or chunk is missing from
     ``doc_chunks_by_doc`` (the note was re-indexed between retrieval and
     expansion) is copied unchanged rather than failing the search.
     """
-    if not enabled:
-        return hits
     _validate(whole_doc_threshold_tokens, max_expanded_tokens)
     expanded: list[Hit] = []
     for hit in hits:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 import aiosqlite
 import numpy as np
@@ -20,54 +19,24 @@ from groove.config import SearchSettings
 from groove.logs import get_logger
 from groove.search import filters as filters_mod
 from groove.search import retrievers
-from groove.search.compiler import QueryError, compile_query
+from groove.search.compiler import compile_query
 from groove.search.fusion import low_confidence, rrf
 from groove.search.hits import Hit
 from groove.search.mmr import apply_mmr
 from groove.search.parent import ChunkInfo, apply_parent
+from groove.search.request import MAX_LIMIT, MAX_QUERY_BYTES, Retriever, SearchRequest
 from groove.search.spans import apply_match_spans
+from groove.store import reads
 
 log = get_logger(__name__)
 
-MAX_QUERY_BYTES = 1024
-MAX_LIMIT = 100
-Retriever = Literal["hybrid", "fts", "vector"]
+__all__ = ["MAX_LIMIT", "MAX_QUERY_BYTES", "Reranker", "Retriever", "SearchRequest", "Searcher", "pool_size"]
 
 
 class Reranker(Protocol):
     identity: str
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
-
-
-@dataclass
-class SearchRequest:
-    query: str
-    limit: int = 10
-    retriever: Retriever = "hybrid"
-    filters: filters_mod.Filters = field(default_factory=filters_mod.Filters)
-    rerank: bool | None = None            # None: settings.rerank_by_default
-    mmr: bool | None = None               # None: [search.mmr] enabled
-    mmr_lambda: float | None = None
-    mmr_same_doc_penalty: float | None = None
-    parent_retriever: bool | None = None  # None: [search.parent_retriever] enabled
-    explain: bool = False
-
-
-def validate_request(req: SearchRequest) -> None:
-    if not isinstance(req.query, str) or not req.query.strip():
-        raise QueryError("the query is empty; type some words to search for")
-    size = len(req.query.encode("utf-8", errors="replace"))
-    if size > MAX_QUERY_BYTES:
-        raise QueryError(f"the query is {size} bytes; the limit is {MAX_QUERY_BYTES} bytes (1 KiB)")
-    if not isinstance(req.limit, int) or isinstance(req.limit, bool) or not 1 <= req.limit <= MAX_LIMIT:
-        raise QueryError(f"limit must be between 1 and {MAX_LIMIT}, got {req.limit!r}")
-    if req.retriever not in ("hybrid", "fts", "vector"):
-        raise QueryError(f"retriever must be hybrid, fts or vector, got {req.retriever!r}")
-    if req.mmr_lambda is not None and not 0.0 <= req.mmr_lambda <= 1.0:
-        raise QueryError(f"mmr_lambda must be between 0.0 and 1.0, got {req.mmr_lambda}")
-    if req.mmr_same_doc_penalty is not None and req.mmr_same_doc_penalty < 0:
-        raise QueryError(f"mmr_same_doc_penalty must be 0 or more, got {req.mmr_same_doc_penalty}")
 
 
 def pool_size(limit: int) -> int:
@@ -87,7 +56,6 @@ class Searcher:
         self.reranker = reranker
 
     async def search(self, conn: aiosqlite.Connection, req: SearchRequest) -> dict[str, Any]:
-        validate_request(req)
         t0 = time.perf_counter()
         cq = compile_query(req.query)
         s = self.settings
@@ -95,7 +63,7 @@ class Searcher:
         explain: dict[str, Any] = {}
         timings: dict[str, float] = {}
 
-        allowed_docs = await filters_mod.allowed_documents(conn, req.filters)
+        allowed_docs = await filters_mod.allowed_documents(conn, req.compiled_filters)
         use_vector = req.retriever in ("hybrid", "vector") and bool(cq.vector_text.strip())
         exclude: set[int] = set()
         if cq.negative_expr and use_vector:
@@ -110,13 +78,25 @@ class Searcher:
             fts_ids = await retrievers.fts_search(conn, cq.match_expr, n, weights, allowed_docs)
             timings["fts_ms"] = _ms(t)
         vec_ids: list[int] = []
+        degraded = False
         if use_vector:
             t = time.perf_counter()
-            qvec = await self.embed_query(cq.vector_text)
+            try:
+                qvec = await self.embed_query(cq.vector_text)
+            except Exception as exc:  # noqa: BLE001 - the model failing must not take search down
+                log.warning("query_embedding_failed", error=repr(exc))
+                degraded = True
             timings["embed_ms"] = _ms(t)
-            t = time.perf_counter()
-            vec_ids = await retrievers.vector_search(conn, qvec, n, exclude, allowed_docs)
-            timings["vector_ms"] = _ms(t)
+            if not degraded:
+                t = time.perf_counter()
+                vec_ids = await retrievers.vector_search(conn, qvec, n, exclude, allowed_docs)
+                timings["vector_ms"] = _ms(t)
+            elif not use_fts and cq.match_expr is not None:
+                # Vectors asked for and the query cannot be embedded: full text alone.
+                t = time.perf_counter()
+                weights = (s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight)
+                fts_ids = await retrievers.fts_search(conn, cq.match_expr, n, weights, allowed_docs)
+                timings["fts_ms"] = _ms(t)
 
         rankings: dict[str, list[int]] = {}
         if fts_ids:
@@ -158,7 +138,7 @@ class Searcher:
         if mmr_on and hits:
             t = time.perf_counter()
             vectors = await retrievers.fetch_vectors(conn, [h.chunk_id for h in hits])
-            hits = apply_mmr(hits, vectors, True, req.limit, lam, penalty)
+            hits = apply_mmr(hits, vectors, req.limit, lam, penalty)
             timings["mmr_ms"] = _ms(t)
         hits = hits[: req.limit]
         # Stage 4: parent retriever.
@@ -168,7 +148,7 @@ class Searcher:
             doc_rows = await retrievers.fetch_doc_chunks(conn, sorted({h.doc_id for h in hits}))
             infos = {d: [ChunkInfo(*r) for r in rs] for d, rs in doc_rows.items()}
             hits = apply_parent(
-                hits, infos, True,
+                hits, infos,
                 s.parent_retriever.whole_doc_threshold_tokens, s.parent_retriever.max_expanded_tokens,
             )
             timings["parent_ms"] = _ms(t)
@@ -176,12 +156,13 @@ class Searcher:
         phrases = list(cq.positives) or ([cq.vector_text] if cq.vector_text else [])
         hits = apply_match_spans(hits, phrases)
 
-        pending = int((await (await conn.execute("SELECT count(*) FROM chunks WHERE embedding_id IS NULL")).fetchone())[0])
+        pending = await reads.pending_count(conn)
         response: dict[str, Any] = {
             "results": [h.to_dict() for h in hits],
             "low_confidence": conf,
-            "filter_applied": req.filters.to_dict() if not req.filters.empty else None,
+            "filter_applied": req.compiled_filters.to_dict() if not req.compiled_filters.empty else None,
             "pending_chunks": pending,
+            "vectors_degraded": degraded,
         }
         if warnings:
             response["warnings"] = warnings

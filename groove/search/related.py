@@ -19,13 +19,15 @@ from typing import Any, Awaitable, Callable
 import aiosqlite
 import numpy as np
 
+from groove.errors import GrooveError
+
 MAX_DEPTH = 3
 MAX_FAN_OUT = 20
 MAX_NODES = 200
 MAX_CHUNKS_PER_NOTE = 256
 
 
-class RelatedError(ValueError):
+class RelatedError(GrooveError, ValueError):
     pass
 
 

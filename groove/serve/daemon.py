@@ -1,5 +1,10 @@
-"""The daemon: one anyio task group with the watcher, the indexer (single writer),
-the embedding workers, the periodic reconcile and the MCP transport.
+"""The daemon: task supervision. One anyio task group with the writer loop (the
+single writer), the embedding workers, the watcher, the periodic reconcile;
+the MCP transport runs beside it (`groove.serve.main`).
+
+Everything it reads or writes goes through `groove.app.Index`: reconciling,
+`embed_batch()` (the same queue consumer `groove index` uses, with failing
+texts set aside under backoff), searches and document reads.
 
 Requests are served at once; the startup reconcile (files changed while the
 daemon was down, chunks still without vectors) runs behind them. The
@@ -9,36 +14,49 @@ or a kill -9 loses nothing and the next start carries on.
 
 from __future__ import annotations
 
-import json
+import enum
 import time
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-import aiosqlite
 import anyio
 import anyio.abc
 
+from groove.app import Index
 from groove.config import Settings
-from groove.embed.embedder import Embedder, make_embedder
-from groove.embed.pool import BulkLimiter, QueryBatcher
+from groove.embed.embedder import Embedder
+from groove.embed.pool import BulkLimiter
+from groove.errors import BusyError, NotFoundError
 from groove.logs import get_logger
-from groove.search.pipeline import Searcher, SearchRequest
-from groove.store import db, reads, writer
-from groove.store.pool import ReaderPool
-from groove.sync.indexer import Indexer, ReconcileStats
+from groove.search.request import SearchRequest
+from groove.sync.indexer import ReconcileStats
 from groove.sync.watcher import watch
 
 log = get_logger(__name__)
 
-FULL = "\x00full"  # a token on the change stream meaning "reconcile everything"
+IDLE_WAIT_S = 30.0  # a worker with nothing to do looks at the queue again after this long anyway
+
+__all__ = ["BusyError", "Change", "ChangeKind", "Daemon", "NotFoundError"]
 
 
-class BusyError(Exception):
-    """A second reindex while one runs."""
+class ChangeKind(enum.Enum):
+    PATH = "path"    # reconcile this path (a file or a folder)
+    FULL = "full"    # reconcile everything
 
 
-class NotFoundError(Exception):
-    pass
+@dataclass(frozen=True)
+class Change:
+    """One item of the change stream the writer loop consumes."""
 
+    kind: ChangeKind
+    path: str = ""
+
+    @classmethod
+    def of(cls, path: str) -> "Change":
+        return cls(ChangeKind.PATH, path)
+
+
+FULL = Change(ChangeKind.FULL)
 
 ChangeListener = Callable[[list[str], bool], Awaitable[None]]
 
@@ -46,53 +64,39 @@ ChangeListener = Callable[[list[str], bool], Awaitable[None]]
 class Daemon:
     def __init__(self, settings: Settings, embedder: Embedder | None = None):
         self.settings = settings
-        self.kb = settings.require_kb()
-        self.index_path = settings.resolved_index_path()
-        self.embedder = embedder or make_embedder(settings.embedding)
-        self.queries = QueryBatcher(self.embedder)
-        self.bulk = BulkLimiter(settings.embedding.workers)
-        self.readers = ReaderPool(self.index_path)
-        self.searcher = Searcher(settings.search, embed_query=self.queries.embed, reranker=self._reranker_factory())
-        self.wconn: aiosqlite.Connection | None = None
-        self.indexer: Indexer | None = None
+        self.index = Index(settings, embedder=embedder, bulk=BulkLimiter(settings.embedding.workers))
+        self.kb = self.index.kb
+        self.index_path = self.index.path
+        self.embedder = self.index.embedder
+        self.queries = self.index.queries
         self.watcher_state = "starting"
         self.last_change: float | None = None
         self.last_reconcile: dict[str, Any] | None = None
         self.started_at = time.time()
         self.listeners: list[ChangeListener] = []
-        self._changes_send, self._changes_recv = anyio.create_memory_object_stream[str](max_buffer_size=10_000)
+        self._changes_send, self._changes_recv = anyio.create_memory_object_stream[Change](max_buffer_size=10_000)
         self._work_gen = 0
         self._work_event = anyio.Event()
         self._full_requested = 0     # generations of full reconciles asked for / done
         self._full_done = 0
         self._full_event = anyio.Event()
         self._reindexing = False
-        self._inflight: set[str] = set()
-        self._fetch_lock = anyio.Lock()
         self._stop = anyio.Event()
         self.ready = anyio.Event()       # set once the database is open (requests can be served)
         self.reconciled = anyio.Event()  # set after the startup reconcile
 
-    def _reranker_factory(self):
-        from groove.runtime import make_reranker_factory
-
-        return make_reranker_factory(self.settings)
+    @property
+    def _inflight(self) -> set[str]:
+        """Texts being embedded right now (empty before the index is open)."""
+        return self.index.embedding.inflight if self.index.embedding is not None else set()
 
     # -- lifecycle ------------------------------------------------------------
     async def open(self) -> None:
-        reads.prepare_index(self.index_path, model=self.embedder.identity, dimension=self.embedder.dimension, kb_path=str(self.kb))
-        self.wconn = await db.connect(self.index_path)
-        self.indexer = Indexer(self.wconn, self.kb, self.settings, self.embedder)
+        await self.index.open_writer(pool=True)
         self.ready.set()
 
     async def close(self) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.readers.close()
-            if self.wconn is not None:
-                # Take the write lock so the current transaction finishes first.
-                async with writer.write_lock(self.wconn):
-                    await self.wconn.close()
-                self.wconn = None
+        await self.index.close()
 
     async def run_background(self, task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED) -> None:
         """Everything but the transport. Returns when cancelled."""
@@ -120,7 +124,6 @@ class Daemon:
 
     # -- writer ------------------------------------------------------------------
     async def _writer_loop(self) -> None:
-        assert self.indexer is not None
         first = True
         async for item in self._changes_recv:
             # Coalesce whatever else is already queued (bounded: the stream is).
@@ -130,15 +133,16 @@ class Daemon:
                     batch.add(self._changes_recv.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
+            full = FULL in batch
             full_gen = self._full_requested
             try:
-                if FULL in batch:
-                    stats = await self.indexer.reconcile_all()
-                    gc = await writer.collect_garbage(self.wconn)
+                if full:
+                    stats = await self.index.reconcile()
+                    gc = await self.index.collect_garbage()
                     self.last_reconcile = {**stats.to_dict(), "at": time.time(), "vectors_collected": gc}
                     log.info("reconcile_done", **stats.to_dict())
                 else:
-                    stats = await self.indexer.reconcile_paths(batch)
+                    stats = await self.index.reconcile({c.path for c in batch})
                     log.info("changes_indexed", **stats.to_dict())
             except Exception as exc:  # noqa: BLE001 - one bad batch must not stop the daemon
                 log.error("reconcile_failed", error=repr(exc))
@@ -147,7 +151,7 @@ class Daemon:
                 if first:
                     first = False
                     self.reconciled.set()
-                if FULL in batch:
+                if full:
                     self._full_done = full_gen
                     self._full_event.set()
                     self._full_event = anyio.Event()
@@ -155,9 +159,7 @@ class Daemon:
 
     async def _after_write(self, stats: ReconcileStats) -> None:
         if stats.chunks_written:
-            self._work_gen += 1
-            self._work_event.set()
-            self._work_event = anyio.Event()
+            self._wake_workers()
         touched = stats.changed_paths + stats.deleted_paths
         if touched:
             self.last_change = time.time()
@@ -168,34 +170,32 @@ class Daemon:
                 except Exception as exc:  # noqa: BLE001
                     log.warning("listener_failed", error=repr(exc))
 
+    def _wake_workers(self) -> None:
+        self._work_gen += 1
+        self._work_event.set()
+        self._work_event = anyio.Event()
+
     async def submit_paths(self, rels: set[str]) -> None:
         for rel in sorted(rels):
-            await self._changes_send.send(rel)
+            await self._changes_send.send(Change.of(rel))
 
     # -- embedding workers --------------------------------------------------------
     async def _embed_loop(self, worker: int) -> None:
-        assert self.wconn is not None
-        size = self.settings.embedding.batch_size
         while True:
             gen, event = self._work_gen, self._work_event
-            async with self._fetch_lock:
-                batch = await writer.pending_batch(self.wconn, size + len(self._inflight))
-                batch = [(h, c) for h, c in batch if h not in self._inflight][:size]
-                self._inflight.update(h for h, _ in batch)
-            if not batch:
-                if self._work_gen == gen:
-                    with anyio.move_on_after(30.0):
-                        await event.wait()
-                continue
             try:
-                hashes = [h for h, _ in batch]
-                vectors = await self.bulk.embed(self.embedder.embed_documents, [c for _, c in batch])
-                await writer.store_vectors(self.wconn, hashes, vectors)
-            except Exception as exc:  # noqa: BLE001
-                log.error("embed_failed", error=repr(exc), batch=len(batch))
+                fetched, _ = await self.index.embed_batch()
+            except Exception as exc:  # noqa: BLE001 - a database hiccup: look again shortly
+                log.error("embed_batch_failed", worker=worker, error=repr(exc))
+                fetched = 0
                 await anyio.sleep(1.0)
-            finally:
-                self._inflight.difference_update(h for h, _ in batch)
+            if fetched:
+                continue
+            if self._work_gen == gen:
+                # Nothing due: wait for new work, or for the next set-aside text to be due.
+                retry = self.index.embedding.next_retry_in() if self.index.embedding else None
+                with anyio.move_on_after(IDLE_WAIT_S if retry is None else min(IDLE_WAIT_S, retry + 0.01)):
+                    await event.wait()
 
     # -- watcher / periodic ---------------------------------------------------------
     def _set_watch_state(self, state: str) -> None:
@@ -232,68 +232,21 @@ class Daemon:
     # -- the service API (MCP tools call these) -------------------------------------
     async def search(self, req: SearchRequest) -> dict[str, Any]:
         await self.ready.wait()
-        async with self.readers.connection() as conn:
-            return await self.searcher.search(conn, req)
+        return await self.index.search(req)
 
     async def get_document(self, path: str) -> dict[str, Any]:
         await self.ready.wait()
-        if not isinstance(path, str) or not path.strip():
-            raise NotFoundError("path is empty; pass a path exactly as a search result returned it")
-        async with self.readers.connection() as conn:
-            cur = await conn.execute(
-                "SELECT id, path, title, tags, date, frontmatter, warnings, indexed_at, size FROM documents WHERE path = ?",
-                (path,),
-            )
-            row = await cur.fetchone()
-            if row is None:
-                raise NotFoundError(
-                    f"no indexed note at {path!r}; paths are relative to the notes folder, as search and "
-                    "list_documents return them"
-                )
-            cur = await conn.execute("SELECT content FROM chunks WHERE doc_id = ? ORDER BY ordinal", (row[0],))
-            content = "".join(r[0] for r in await cur.fetchall())
-        return {
-            "path": row[1], "title": row[2], "tags": json.loads(row[3]), "date": row[4],
-            "frontmatter": json.loads(row[5]), "warnings": json.loads(row[6]), "indexed_at": row[7],
-            "size": row[8], "content": content,
-        }
+        return await self.index.get_document(path)
 
     async def list_documents(
         self, *, cursor: str | None = None, limit: int = 50, folder: str | None = None, tags: list[str] | None = None
     ) -> dict[str, Any]:
         await self.ready.wait()
-        if not 1 <= limit <= 500:
-            raise ValueError(f"limit must be between 1 and 500, got {limit}")
-        after = ""
-        if cursor:
-            try:
-                after = bytes.fromhex(cursor).decode("utf-8")
-            except ValueError as exc:
-                raise ValueError("invalid cursor; pass next_cursor from the previous page unchanged") from exc
-        sql = "SELECT id, path, title, tags, date FROM documents WHERE path > ?"
-        args: list[Any] = [after]
-        if folder:
-            prefix = folder.strip("/") + "/"
-            sql += " AND substr(path, 1, ?) = ?"
-            args += [len(prefix), prefix]
-        wanted = [t.lstrip("#").casefold() for t in (tags or []) if t.strip()]
-        if wanted:
-            sql += " AND id IN (SELECT doc_id FROM doc_tags WHERE lower(tag) IN (SELECT value FROM json_each(?)))"
-            args.append(json.dumps(wanted))
-        sql += " ORDER BY path LIMIT ?"
-        args.append(limit + 1)
-        async with self.readers.connection() as conn:
-            cur = await conn.execute(sql, args)
-            rows = await cur.fetchall()
-        more = len(rows) > limit
-        rows = rows[:limit]
-        docs = [{"path": r[1], "title": r[2], "tags": json.loads(r[3]), "date": r[4]} for r in rows]
-        return {"documents": docs, "next_cursor": rows[-1][1].encode().hex() if more and rows else None}
+        return await self.index.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
 
     async def index_status(self) -> dict[str, Any]:
         await self.ready.wait()
-        async with self.readers.connection() as conn:
-            st = await reads.status(conn, index_path=self.index_path)
+        st = await self.index.status()
         st.update(
             kb_path=str(self.kb),
             watcher=self.watcher_state,
@@ -302,6 +255,7 @@ class Daemon:
             startup_reconcile_done=self.reconciled.is_set(),
             reindex_running=self._reindexing,
             uptime_s=round(time.time() - self.started_at, 1),
+            embedding_failures=self.index.embedding.failures() if self.index.embedding else None,
         )
         return st
 
@@ -314,20 +268,15 @@ class Daemon:
         try:
             await self.request_full()
             result = dict(self.last_reconcile or {})
-            async with self.readers.connection() as conn:
-                result["pending_chunks"] = await reads.pending_count(conn)
+            result["pending_chunks"] = await self.index.pending()
             return result
         finally:
             self._reindexing = False
 
     async def related(self, *, path: str, limit: int = 10, depth: int = 1, fan_out: int = 10,
                       max_nodes: int = 100) -> dict[str, Any]:
-        from groove.search.related import related_notes
-
         await self.ready.wait()
-        async with self.readers.connection() as conn:
-            return await related_notes(conn, path, limit=limit, depth=depth, fan_out=fan_out, max_nodes=max_nodes)
+        return await self.index.related(path, limit=limit, depth=depth, fan_out=fan_out, max_nodes=max_nodes)
 
     async def pending(self) -> int:
-        async with self.readers.connection() as conn:
-            return await reads.pending_count(conn)
+        return await self.index.pending()

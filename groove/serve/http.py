@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import ipaddress
 import socket
 from dataclasses import dataclass
@@ -39,8 +40,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from groove.errors import GrooveError
 from groove.config import Settings
 from groove.logs import get_logger
+from groove.serve import sdk
 from groove.serve.daemon import Daemon
 
 log = get_logger(__name__)
@@ -51,7 +54,7 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 SHUTDOWN_GRACE_S = 1  # uvicorn waits this long for open responses (SSE streams never end) before cancelling
 
 
-class BindError(Exception):
+class BindError(GrooveError):
     """The HTTP server cannot listen where asked."""
 
 
@@ -253,24 +256,12 @@ class HTTPService:
         self.stop()
         if self.mcp is None:
             return
-        lowlevel = self.mcp._lowlevel_server
-        entry = lowlevel.get_request_handler("subscriptions/listen")
-        if entry is not None and callable(getattr(entry.handler, "close", None)):
-            entry.handler.close()
-        try:
-            manager = self.mcp.session_manager
-        except RuntimeError:
-            return
-        sessions = getattr(manager, "_server_instances", {})  # the SDK has no public "end every session"
-        with anyio.move_on_after(SHUTDOWN_GRACE_S):
-            for transport in list(sessions.values()):
-                await transport.terminate()
+        sdk.close_listen_streams(self.mcp)
+        await sdk.terminate_sessions(self.mcp, SHUTDOWN_GRACE_S)
 
 
 def client_snippets(url: str, stdio_command: list[str]) -> str:
     """What to paste into an MCP client's configuration (printed on stderr at startup)."""
-    import json
-
     http = {"mcpServers": {"groove": {"url": url}}}
     stdio = {"mcpServers": {"groove": {"command": stdio_command[0], "args": stdio_command[1:]}}}
     return (

@@ -50,7 +50,9 @@ from groove.serve.http import (
     open_listener,
     parse_bind,
 )
+from groove.serve import sdk
 from groove.serve.mcp_app import build_server
+from groove.serve.sdnotify import notify
 
 log = get_logger(__name__)
 
@@ -78,10 +80,6 @@ def use_example_notes_if_unset(settings: Settings) -> bool:
 
 
 def _sd_notify(state: str) -> None:
-    try:
-        from groove.serve.sdnotify import notify
-    except ImportError:  # pragma: no cover - the module is optional
-        return
     try:
         notify(state)
     except Exception as exc:  # noqa: BLE001 - telling systemd must never take the server down
@@ -219,8 +217,7 @@ async def run_stdio(server: MCPServer, wire: StdioWire) -> None:
     stdin = _StdinLines(wire.stdin_fd)
     stdout = anyio.wrap_file(io.TextIOWrapper(wire.stdout, encoding="utf-8", newline="\n", write_through=True))
     async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
-        lowlevel = server._lowlevel_server
-        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        await sdk.run_streams(server, read_stream, write_stream)
 
 
 # --- serve --------------------------------------------------------------------------------

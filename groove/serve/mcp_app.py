@@ -28,14 +28,14 @@ Change notifications reach clients of both protocol eras:
 
 from __future__ import annotations
 
+import functools
 import inspect
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import quote, unquote
 
 import anyio
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
@@ -57,15 +57,17 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from groove import __version__
+from groove.app import MAX_PAGE
+from groove.errors import GrooveError, NotFoundError
 from groove.logs import get_logger
-from groove.search.compiler import QueryError
-from groove.search.filters import Filters
-from groove.search.pipeline import MAX_LIMIT, SearchRequest
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
-from groove.serve.daemon import BusyError, Daemon, NotFoundError
+from groove.search.request import MAX_LIMIT, SearchRequest, tool_fields
+from groove.serve import sdk
+from groove.serve.daemon import Daemon
+from groove.serve.sdk import events_of
 
 log = get_logger(__name__)
 
@@ -144,7 +146,7 @@ class NoteEvents:
 
     # -- connection tracking (a server middleware sees every request) ---------------
     async def track(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        connection = _connection_of(ctx)
+        connection = sdk.connection_of(ctx)
         if (
             connection is not None
             and connection.has_standalone_channel
@@ -172,7 +174,7 @@ class NoteEvents:
     # -- resources/subscribe, resources/unsubscribe -----------------------------------
     async def subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
         path = _parse_uri(params.uri)
-        connection = _connection_of(ctx)
+        connection = sdk.connection_of(ctx)
         if connection is None:
             raise MCPError(code=INTERNAL_ERROR, message="this transport cannot deliver resource notifications")
         self._know(connection)
@@ -182,7 +184,7 @@ class NoteEvents:
 
     async def unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
         path = _parse_uri(params.uri)
-        connection = _connection_of(ctx)
+        connection = sdk.connection_of(ctx)
         if connection is not None:
             subs = self._subscriptions.get(connection)
             if subs is not None:
@@ -222,13 +224,6 @@ class NoteEvents:
             self.forget(connection)
 
 
-def _connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
-    # The per-request ServerSession wraps the connection; the SDK exposes it to
-    # MCPServer tools as `Context.connection` but not on the low-level context.
-    connection = getattr(ctx.session, "_connection", None)
-    return connection if isinstance(connection, Connection) else None
-
-
 # --- the server ---------------------------------------------------------------------
 
 def _bounded(ge: float | None = None, le: float | None = None, *, description: str) -> Any:
@@ -244,6 +239,37 @@ def _bounded(ge: float | None = None, le: float | None = None, *, description: s
 
 def _tool_error(exc: Exception) -> ToolError:
     return ToolError(str(exc))
+
+
+def _groove_errors_as_tool_errors(fn):
+    """The one mapping of groove's errors for every tool: a GrooveError is a tool error with its message
+    (`isError: true`), anything else stays a crash the SDK reports without its details."""
+
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except GrooveError as exc:
+            raise _tool_error(exc) from exc
+
+    return call
+
+
+def _search_signature() -> inspect.Signature:
+    """The search tool's parameters, generated from `SearchRequest` (the filters at the top level).
+
+    Each parameter carries the model's JSON schema for clients, and (but `query`) is typed Any for the
+    SDK, so that the SDK passes the values through as given and the request model alone checks them:
+    one set of bounds, groove's one-line messages, no coercion of "5" into 5."""
+    params = []
+    for name, (default, schema) in tool_fields().items():
+        base = str if name == "query" else Any  # a str parameter is never JSON-pre-parsed by the SDK
+        annotation = Annotated[base, WithJsonSchema(schema)]
+        params.append(inspect.Parameter(
+            name, inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if default is ... else default, annotation=annotation,
+        ))
+    return inspect.Signature(params, return_annotation=dict[str, Any])
 
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -262,7 +288,7 @@ def build_server(daemon: Daemon) -> MCPServer:
         warn_on_duplicate_tools=False,
     )
     events = NoteEvents(bus)
-    server.groove_events = events  # type: ignore[attr-defined]  # for the transports and tests
+    sdk.attach_events(server, events)
     daemon.listeners.append(events.on_change)
 
     # -- tools ----------------------------------------------------------------------
@@ -270,80 +296,45 @@ def build_server(daemon: Daemon) -> MCPServer:
         """@server.tool with the docstring dedented into the description clients show."""
 
         def register(fn):
-            server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), **kwargs)
+            wrapped = _groove_errors_as_tool_errors(fn)
+            server.add_tool(wrapped, description=inspect.cleandoc(fn.__doc__ or ""), **kwargs)
             return fn
 
         return register
 
-    @tool(title="Search the notes", annotations=READ_ONLY)
-    async def search(
-        query: Annotated[str, Field(description=(
-            "What to look for: words, a question, \"a quoted phrase\" matched verbatim, -word to exclude "
-            "notes containing it. At most 1 KiB."
-        ))],
-        limit: Annotated[int, _bounded(ge=1, le=MAX_LIMIT, description="How many passages to return.")] = 10,
-        retriever: Annotated[Literal["hybrid", "fts", "vector"], Field(description=(
-            "hybrid fuses full-text and vector search (best in general); fts or vector use one half alone."
-        ))] = "hybrid",
-        rerank: Annotated[bool | None, Field(description="Rerank with the configured cross-encoder (default: server setting).")] = None,
-        mmr: Annotated[bool | None, Field(description="Diversify results with MMR (default: server setting).")] = None,
-        mmr_lambda: Annotated[float | None, _bounded(ge=0.0, le=1.0, description="MMR relevance weight, 0..1 (1 = relevance only).")] = None,
-        mmr_same_doc_penalty: Annotated[float | None, _bounded(ge=0.0, description="MMR extra penalty for passages of an already chosen note.")] = None,
-        parent_retriever: Annotated[bool | None, Field(description="Expand small hits to their whole section or note (default: server setting).")] = None,
-        path_globs: Annotated[list[str] | None, Field(description="Only notes whose path matches (gitignore-style globs; a leading ! excludes).")] = None,
-        tags_any: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.")] = None,
-        tags_all: Annotated[list[str] | None, Field(description="Only notes with all of these tags.")] = None,
-        date_from: Annotated[str | None, Field(description="Only notes whose frontmatter date is on or after this ISO date (YYYY-MM-DD).")] = None,
-        date_to: Annotated[str | None, Field(description="Only notes whose frontmatter date is on or before this ISO date (YYYY-MM-DD).")] = None,
-        fields: Annotated[dict[str, Any] | None, Field(description="Only notes whose frontmatter has these key = value pairs.")] = None,
-        explain: Annotated[bool, Field(description="Add how the query was compiled, candidate counts and timings.")] = False,
-    ) -> dict[str, Any]:
+    async def search(**arguments: Any) -> dict[str, Any]:
         """Find the passages of the notes that best answer a query (hybrid full-text + semantic search).
 
         Returns results (path, title, heading context, tags, score, start/end lines, content, match spans),
         low_confidence, filter_applied, pending_chunks (passages still waiting for their embedding: a note
-        saved moments ago may be found by its words but not yet by meaning) and startup_reconcile_done (false
+        saved moments ago may be found by its words but not yet by meaning), vectors_degraded (true when the
+        query could not be embedded, so the results come from full text alone) and startup_reconcile_done (false
         while the folder is still being scanned after a start)."""
-        try:
-            filters = Filters.build(
-                path_globs=path_globs, tags_any=tags_any, tags_all=tags_all,
-                date_from=date_from, date_to=date_to, fields=fields,
-            )
-            req = SearchRequest(
-                query=query, limit=limit, retriever=retriever, filters=filters, rerank=rerank, mmr=mmr,
-                mmr_lambda=mmr_lambda, mmr_same_doc_penalty=mmr_same_doc_penalty,
-                parent_retriever=parent_retriever, explain=explain,
-            )
-            response = await daemon.search(req)
-        except (QueryError, ValueError) as exc:
-            raise _tool_error(exc) from exc
+        response = await daemon.search(SearchRequest.from_arguments(arguments))
         # Until the startup scan is done, a note may be missing without being pending.
         response["startup_reconcile_done"] = daemon.reconciled.is_set()
         return response
+
+    search.__signature__ = _search_signature()  # type: ignore[attr-defined]
+    tool(title="Search the notes", annotations=READ_ONLY)(search)
 
     @tool(title="Read a whole note", annotations=READ_ONLY)
     async def get_document(
         path: Annotated[str, Field(description="The note's path relative to the notes folder, exactly as search or list_documents returned it.")],
     ) -> dict[str, Any]:
         """Return one whole note: path, title, tags, date, frontmatter, warnings, size and content (Markdown)."""
-        try:
-            return await daemon.get_document(path)
-        except (NotFoundError, ValueError) as exc:
-            raise _tool_error(exc) from exc
+        return await daemon.get_document(path)
 
     @tool(title="List the notes", annotations=READ_ONLY)
     async def list_documents(
         cursor: Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first page.")] = None,
-        limit: Annotated[int, _bounded(ge=1, le=500, description="Notes per page.")] = 50,
+        limit: Annotated[int, _bounded(ge=1, le=MAX_PAGE, description="Notes per page.")] = 50,
         folder: Annotated[str | None, Field(description="Only notes inside this folder (relative path, e.g. projects/2024).")] = None,
         tags: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.")] = None,
     ) -> dict[str, Any]:
         """Page through the indexed notes in path order: documents (path, title, tags, date) and next_cursor
         (null on the last page)."""
-        try:
-            return await daemon.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
-        except ValueError as exc:
-            raise _tool_error(exc) from exc
+        return await daemon.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
 
     @tool(title="Index status", annotations=READ_ONLY)
     async def index_status() -> dict[str, Any]:
@@ -358,10 +349,7 @@ def build_server(daemon: Daemon) -> MCPServer:
     async def reindex() -> dict[str, Any]:
         """Reconcile the whole notes folder with the index now and return what changed. Rarely needed (the folder
         is watched); one at a time. Embeddings of new text follow in the background (pending_chunks)."""
-        try:
-            return await daemon.reindex()
-        except BusyError as exc:
-            raise _tool_error(exc) from exc
+        return await daemon.reindex()
 
     @tool(title="Notes related to a note", annotations=READ_ONLY)
     async def related(
@@ -374,16 +362,13 @@ def build_server(daemon: Daemon) -> MCPServer:
 
         Returns source, related (path, title, score, depth, via: the path of hops, chunk: the closest passage),
         bounded_by (which bound stopped the walk early, if any) and elapsed_ms."""
-        try:
-            return await daemon.related(path=path, limit=limit, depth=depth, fan_out=fan_out)
-        except (NotFoundError, QueryError, ValueError) as exc:
-            raise _tool_error(exc) from exc
+        return await daemon.related(path=path, limit=limit, depth=depth, fan_out=fan_out)
 
     # -- note resources -----------------------------------------------------------------
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourcesResult:
         try:
             page = await daemon.list_documents(cursor=params.cursor, limit=RESOURCE_PAGE_SIZE)
-        except ValueError as exc:
+        except GrooveError as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
         resources = [
             Resource(
@@ -417,29 +402,14 @@ def build_server(daemon: Daemon) -> MCPServer:
             raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {exc}", data={"uri": params.uri}) from exc
         return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=doc["content"], mime_type=NOTE_MIME_TYPE)])
 
-    lowlevel = server._lowlevel_server  # the SDK's registry; MCPServer has no public hook for these methods
-    lowlevel.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
-    lowlevel.add_request_handler("resources/templates/list", PaginatedRequestParams, list_templates)
-    lowlevel.add_request_handler("resources/read", ReadResourceRequestParams, read_resource)
-    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, events.subscribe)
-    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, events.unsubscribe)
+    sdk.add_request_handler(server, "resources/list", PaginatedRequestParams, list_resources)
+    sdk.add_request_handler(server, "resources/templates/list", PaginatedRequestParams, list_templates)
+    sdk.add_request_handler(server, "resources/read", ReadResourceRequestParams, read_resource)
+    sdk.add_request_handler(server, "resources/subscribe", SubscribeRequestParams, events.subscribe)
+    sdk.add_request_handler(server, "resources/unsubscribe", UnsubscribeRequestParams, events.unsubscribe)
     server.middleware.append(events.track)
 
-    # Advertise resources.listChanged on the handshake era (the SDK derives
-    # subscribe from the handler above, and both flags from subscriptions/listen
-    # on 2026-07-28). Every transport asks the server for its options here.
-    plain_options = lowlevel.create_initialization_options
-
-    def create_initialization_options(
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-    ):
-        return plain_options(
-            notification_options or NotificationOptions(resources_changed=True), experimental_capabilities, extensions
-        )
-
-    lowlevel.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+    sdk.advertise_resources_list_changed(server)
     return server
 
 
@@ -450,10 +420,6 @@ def _describe(doc: dict[str, Any]) -> str | None:
     if doc.get("tags"):
         parts.append("tags: " + ", ".join(f"#{t}" for t in doc["tags"]))
     return "; ".join(parts) or None
-
-
-def events_of(server: MCPServer) -> NoteEvents:
-    return server.groove_events  # type: ignore[attr-defined]
 
 
 __all__ = ["INSTRUCTIONS", "NoteEvents", "build_server", "events_of", "note_path", "note_uri"]

@@ -18,10 +18,6 @@ from __future__ import annotations
 import os
 import socket
 
-READY = "READY=1"
-STOPPING = "STOPPING=1"
-
-
 def notify(state: str, *, env: dict[str, str] | None = None) -> bool:
     """Send `state` (one or more `KEY=VALUE` lines) to the service manager.
 

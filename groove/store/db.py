@@ -20,10 +20,12 @@ from typing import Any
 import aiosqlite
 import sqlite_vec
 
+from groove.errors import GrooveError
+
 SCHEMA_VERSION = 1
 
 
-class IndexError_(Exception):
+class IndexError_(GrooveError):
     """The index cannot be used as asked; the message says what to do."""
 
 

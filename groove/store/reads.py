@@ -72,3 +72,44 @@ async def status(conn: aiosqlite.Connection, *, index_path: Path) -> dict[str, A
         "skipped": skipped,
         "warnings": warnings,
     }
+
+
+async def get_document(conn: aiosqlite.Connection, path: str) -> dict[str, Any] | None:
+    """One whole note (its chunks joined in order), or None when it is not indexed."""
+    cur = await conn.execute(
+        "SELECT id, path, title, tags, date, frontmatter, warnings, indexed_at, size FROM documents WHERE path = ?",
+        (path,),
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    cur = await conn.execute("SELECT content FROM chunks WHERE doc_id = ? ORDER BY ordinal", (row[0],))
+    content = "".join(r[0] for r in await cur.fetchall())
+    return {
+        "path": row[1], "title": row[2], "tags": json.loads(row[3]), "date": row[4],
+        "frontmatter": json.loads(row[5]), "warnings": json.loads(row[6]), "indexed_at": row[7],
+        "size": row[8], "content": content,
+    }
+
+
+async def list_documents(
+    conn: aiosqlite.Connection, *, after: str = "", limit: int = 50, folder: str | None = None,
+    tags: list[str] | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Up to `limit` notes after path `after`, in path order, and whether more follow."""
+    sql = "SELECT id, path, title, tags, date FROM documents WHERE path > ?"
+    args: list[Any] = [after]
+    if folder:
+        prefix = folder.strip("/") + "/"
+        sql += " AND substr(path, 1, ?) = ?"
+        args += [len(prefix), prefix]
+    wanted = [t.lstrip("#").casefold() for t in (tags or []) if t.strip()]
+    if wanted:
+        sql += " AND id IN (SELECT doc_id FROM doc_tags WHERE lower(tag) IN (SELECT value FROM json_each(?)))"
+        args.append(json.dumps(wanted))
+    sql += " ORDER BY path LIMIT ?"
+    args.append(limit + 1)
+    cur = await conn.execute(sql, args)
+    rows = await cur.fetchall()
+    docs = [{"path": r[1], "title": r[2], "tags": json.loads(r[3]), "date": r[4]} for r in rows[:limit]]
+    return docs, len(rows) > limit

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 import aiosqlite
 import anyio
@@ -201,12 +201,14 @@ async def record_skipped(conn: aiosqlite.Connection, skipped: dict[str, str], *,
                 await conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
 
 
-async def pending_batch(conn: aiosqlite.Connection, limit: int) -> list[tuple[str, str]]:
-    """The next texts to embed: (hash, content), one per distinct text, newest edits first."""
+async def pending_batch(conn: aiosqlite.Connection, limit: int, exclude: Collection[str] = ()) -> list[tuple[str, str]]:
+    """The next texts to embed: (hash, content), one per distinct text, newest edits first,
+    leaving out the hashes in `exclude` (in flight elsewhere, or set aside after failing)."""
     cur = await conn.execute(
         "SELECT hash, content FROM chunks WHERE embedding_id IS NULL"
+        " AND hash NOT IN (SELECT value FROM json_each(?))"
         " GROUP BY hash ORDER BY MAX(queued_at) DESC, MIN(id) LIMIT ?",
-        (limit,),
+        (json.dumps(sorted(exclude)), limit),
     )
     return [(r[0], r[1]) for r in await cur.fetchall()]
 

@@ -1,6 +1,6 @@
 """Reconcile the notes folder with the index.
 
-Used by `groove index` (one full pass) and by the daemon (full passes at start
+Used by `groove index` (one full pass, through `groove.app.Index`) and by the daemon (full passes at start
 and periodically, path batches from the watcher). Unchanged files (same size
 and mtime) are skipped without reading; a changed file is parsed and its chunk
 list diffed by chunk hash; a new file whose bytes equal a vanished file's is a
@@ -51,13 +51,6 @@ class ReconcileStats:
         d.pop("deleted_paths")
         d["seconds"] = round(self.seconds, 3)
         return d
-
-    def merge(self, other: "ReconcileStats") -> None:
-        for name in ("added", "changed", "renamed", "deleted", "unchanged", "skipped", "files_read",
-                     "chunks_written", "chunks_embedded"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.changed_paths += other.changed_paths
-        self.deleted_paths += other.deleted_paths
 
 
 class Indexer:
@@ -213,25 +206,3 @@ class Indexer:
                 log.warning("note_skipped", path=rel, reason=reason)
         await writer.set_meta(self.conn, "last_indexed_at", str(time.time()))
         return stats
-
-    # -- embeddings ---------------------------------------------------------
-    async def embed_pending(self, progress: Progress | None = None, limit: int | None = None) -> int:
-        """Embed every chunk still without a vector, batch by batch. Returns texts embedded."""
-        from groove.store.reads import pending_count
-
-        total = await pending_count(self.conn)
-        done = 0
-        batch_size = self.settings.embedding.batch_size
-        while True:
-            batch = await writer.pending_batch(self.conn, batch_size)
-            if not batch:
-                break
-            hashes = [h for h, _ in batch]
-            vectors = await anyio.to_thread.run_sync(self.embedder.embed_documents, [c for _, c in batch])
-            await writer.store_vectors(self.conn, hashes, vectors)
-            done += len(batch)
-            if progress:
-                progress("embed", done, max(total, done))
-            if limit is not None and done >= limit:
-                break
-        return done

@@ -1,0 +1,147 @@
+"""The embedding queue's consumer: one `embed_batch()` for `groove index` and the daemon.
+
+The queue is the database (chunks whose `embedding_id` is NULL). A batch is
+fetched, embedded and stored; texts in flight in another worker are not
+fetched twice. A batch that fails is split in halves and each half retried at
+once, so one text the model cannot take never holds back the others; a single
+text that still fails is *set aside*: it is left out of the next fetches and
+retried after a delay that doubles with each failure (capped), so a text that
+fails every time can never starve the queue. `failures()` reports the set-aside
+texts for `index_status`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable, Sequence
+
+import aiosqlite
+import anyio
+import numpy as np
+
+from groove.embed.embedder import Embedder, EmbedderError
+from groove.logs import get_logger
+from groove.store import reads, writer
+
+log = get_logger(__name__)
+
+Progress = Callable[[str, int, int], None]
+RunEmbed = Callable[[Callable[[Sequence[str]], np.ndarray], Sequence[str]], Awaitable[np.ndarray]]
+
+RETRY_FIRST_S = 1.0     # a set-aside text is first retried after this long
+RETRY_MAX_S = 300.0     # and never waits longer than this between tries
+
+
+async def _on_thread(fn: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
+    return await anyio.to_thread.run_sync(fn, texts)
+
+
+@dataclass
+class Failure:
+    attempts: int
+    last_error: str
+    retry_at: float          # time.monotonic() of the next try
+    retry_at_wall: float     # the same moment as time.time(), for people
+
+
+class EmbedQueue:
+    """Fetch -> embed -> store, with failing texts set aside under exponential backoff."""
+
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        embedder: Embedder,
+        batch_size: int,
+        *,
+        run: RunEmbed = _on_thread,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.conn = conn
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self.run = run
+        self.clock = clock
+        self.inflight: set[str] = set()
+        self.failing: dict[str, Failure] = {}
+        self._fetch_lock = anyio.Lock()
+
+    def _set_aside(self) -> set[str]:
+        now = self.clock()
+        return {h for h, f in self.failing.items() if f.retry_at > now}
+
+    def next_retry_in(self) -> float | None:
+        """Seconds until the next set-aside text is due again (None when none is set aside)."""
+        if not self.failing:
+            return None
+        return max(0.0, min(f.retry_at for f in self.failing.values()) - self.clock())
+
+    async def embed_batch(self, *, strict: bool = False) -> tuple[int, int]:
+        """Embed one batch of pending texts. Returns (texts fetched, texts embedded); (0, 0) when
+        nothing is due. With `strict`, a model that cannot load (EmbedderError) is raised."""
+        async with self._fetch_lock:
+            skip = self.inflight | self._set_aside()
+            batch = await writer.pending_batch(self.conn, self.batch_size, skip)
+            self.inflight.update(h for h, _ in batch)
+        if not batch:
+            return 0, 0
+        try:
+            done = await self._embed(batch, strict)
+        finally:
+            self.inflight.difference_update(h for h, _ in batch)
+        return len(batch), done
+
+    async def _embed(self, batch: list[tuple[str, str]], strict: bool) -> int:
+        hashes = [h for h, _ in batch]
+        try:
+            vectors = await self.run(self.embedder.embed_documents, [c for _, c in batch])
+        except EmbedderError as exc:
+            if strict:
+                raise
+            return await self._failed(batch, strict, exc)
+        except Exception as exc:  # noqa: BLE001 - one text the model cannot take must not stop the rest
+            return await self._failed(batch, strict, exc)
+        await writer.store_vectors(self.conn, hashes, vectors)
+        for h in hashes:
+            if self.failing.pop(h, None) is not None:
+                log.info("embed_recovered", hash=h[:12])
+        return len(batch)
+
+    async def _failed(self, batch: list[tuple[str, str]], strict: bool, exc: BaseException) -> int:
+        if len(batch) > 1:  # find the text(s) at fault: each half on its own
+            mid = len(batch) // 2
+            return await self._embed(batch[:mid], strict) + await self._embed(batch[mid:], strict)
+        h = batch[0][0]
+        error = repr(exc)
+        previous = self.failing.get(h)
+        attempts = (previous.attempts if previous else 0) + 1
+        delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (attempts - 1))
+        self.failing[h] = Failure(attempts, error, self.clock() + delay, time.time() + delay)
+        log.error("embed_failed", hash=h[:12], attempts=attempts, retry_in_s=delay, error=error)
+        return 0
+
+    def failures(self) -> dict[str, object]:
+        """What `index_status` reports: how many texts are set aside, the last error, the next retry."""
+        if not self.failing:
+            return {"count": 0, "last_error": None, "next_retry_at": None}
+        last = max(self.failing.values(), key=lambda f: f.retry_at)
+        return {
+            "count": len(self.failing),
+            "last_error": last.last_error,
+            "next_retry_at": round(min(f.retry_at_wall for f in self.failing.values()), 3),
+        }
+
+    async def embed_pending(self, progress: Progress | None = None, limit: int | None = None) -> int:
+        """Embed every due pending text, batch by batch (`groove index`). Returns texts embedded."""
+        total = await reads.pending_count(self.conn)
+        done = 0
+        while True:
+            fetched, embedded = await self.embed_batch(strict=True)
+            if not fetched:
+                break
+            done += embedded
+            if progress:
+                progress("embed", done, max(total, done))
+            if limit is not None and done >= limit:
+                break
+        return done
