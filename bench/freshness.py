@@ -148,7 +148,7 @@ async def _wait_reverted(daemon, word: str) -> None:
 
 async def run(args: argparse.Namespace) -> Report:
     from groove.embed.embedder import make_embedder
-    from groove.runtime import index_once
+    from groove.app import index_once
     from groove.serve.daemon import Daemon
 
     t_start = time.perf_counter()

@@ -198,7 +198,7 @@ def _server_summary(rows: list[dict]) -> dict:
 
 
 async def run(args: argparse.Namespace) -> Report:
-    from groove.runtime import index_once
+    from groove.app import index_once
 
     t_start = time.perf_counter()
     m0 = machine()

@@ -8,7 +8,7 @@ One run, one process, one loaded model:
    a scratch index, timed as `text_pass_s`; its distinct chunk texts are read back.
    One batch of them warms the model up (excluded).
 4. raw encode #1: `embedder.embed_documents(texts)` in one call (same batch size).
-5. `groove.runtime.index_once` into a fresh index (scan, parse, write, embed, gc).
+5. `groove.app.index_once` into a fresh index (scan, parse, write, embed, gc).
 6. raw encode #2: the same call again, to show the noise between identical runs.
 
 The texts the real index embedded are read back from it and compared with the
@@ -62,7 +62,7 @@ async def _text_pass(settings, embedder, kb: Path, index_path: Path) -> dict:
 
 async def run(args: argparse.Namespace) -> Report:
     from groove.embed.embedder import make_embedder
-    from groove.runtime import index_once
+    from groove.app import index_once
 
     t_start = time.perf_counter()
     m0 = machine()

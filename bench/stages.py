@@ -1,7 +1,7 @@
 """`stages`: the latency each refine stage adds to a plain hybrid search.
 
 One index (the shipped examples/notes + N SciFact docs), one Searcher over one
-read-only connection (wired as groove.runtime.search_once wires it), models
+read-only connection (wired as groove.app.search_once wires it), models
 loaded and warmed up first. The variants run interleaved over the same
 queries, in a rotating order per query, so load on the machine falls on all of
 them alike:
@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace) -> Report:
     from groove.embed.embedder import make_embedder
     from groove.embed.reranker import CrossEncoderReranker
-    from groove.runtime import index_once
+    from groove.app import index_once
     from groove.search.pipeline import Searcher, SearchRequest
     from groove.store import db
 

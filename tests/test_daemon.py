@@ -1,4 +1,7 @@
-"""The daemon keeps the index live: real files changing on disk, the real watcher, the real model."""
+"""The daemon keeps the index live: real files changing on disk, the real watcher.
+
+Tests about meaning (and the crash test, whose index the CLI builds) use the real
+model; the others use the bag-of-words fake (tests/fakes.py), which loads nothing."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from typing import AsyncIterator
 import anyio
 
 from conftest import ROOT, eventually, section_text, write
+from fakes import BagOfWordsEmbedder
 from groove.search.pipeline import SearchRequest
 from groove.serve.daemon import BusyError, Daemon
 from groove.store import db
@@ -22,8 +26,8 @@ TIMEOUT = 60.0
 
 
 @asynccontextmanager
-async def running(settings) -> AsyncIterator[Daemon]:
-    daemon = Daemon(settings)
+async def running(settings, embedder=None) -> AsyncIterator[Daemon]:
+    daemon = Daemon(settings, embedder=embedder)
     async with anyio.create_task_group() as tg:
         await tg.start(daemon.run_background)
         with anyio.fail_after(TIMEOUT):
@@ -73,7 +77,7 @@ async def test_a_note_written_while_the_daemon_runs_is_found_by_its_words_then_b
 async def test_an_edit_of_one_paragraph_embeds_one_chunk(kb, make_settings):
     sections = [section_text(i) for i in range(12)]
     write(kb / "long.md", "# Long\n\n" + "".join(sections))
-    async with running(fast(make_settings, kb)) as daemon:
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         await idle(daemon)
         before = await counter(daemon)
         sections[5] = sections[5].replace("This section talks", "This freshly edited section talks")
@@ -90,7 +94,7 @@ async def test_an_edit_of_one_paragraph_embeds_one_chunk(kb, make_settings):
 async def test_a_deleted_note_disappears(kb, make_settings):
     write(kb / "keep.md", "# Keep\n\nPermanent note about tidal energy.\n")
     write(kb / "doomed.md", "# Doomed\n\nTemporary note about quasicrystal lattices.\n")
-    async with running(fast(make_settings, kb)) as daemon:
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         assert "doomed.md" in await paths_for(daemon, "quasicrystal", retriever="fts")
         (kb / "doomed.md").unlink()
 
@@ -104,7 +108,7 @@ async def test_a_deleted_note_disappears(kb, make_settings):
 async def test_a_renamed_directory_s_notes_follow_it_without_reembedding(kb, make_settings):
     write(kb / "trips" / "alps.md", "# Alps\n\nHiking the Haute Route from Chamonix to Zermatt.\n")
     write(kb / "trips" / "kyoto.md", "# Kyoto\n\nTemples and moss gardens in the autumn rain.\n")
-    async with running(fast(make_settings, kb)) as daemon:
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         await idle(daemon)
         before = await counter(daemon)
         os.rename(kb / "trips", kb / "travel")
@@ -120,7 +124,7 @@ async def test_a_renamed_directory_s_notes_follow_it_without_reembedding(kb, mak
 
 
 async def test_notes_created_inside_a_new_directory_are_caught(kb, make_settings):
-    async with running(fast(make_settings, kb)) as daemon:
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         (kb / "deep" / "er").mkdir(parents=True)
         write(kb / "deep" / "er" / "n.md", "# Nested\n\nA note about bioluminescent plankton.\n")
 
@@ -132,7 +136,7 @@ async def test_notes_created_inside_a_new_directory_are_caught(kb, make_settings
 
 async def test_an_atomic_save_replaces_the_note(kb, make_settings):
     write(kb / "a.md", "# A\n\nOriginal text about the harpsichord.\n")
-    async with running(fast(make_settings, kb)) as daemon:
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         tmp = kb / ".a.md.tmp"
         tmp.write_text("# A\n\nReplaced text about the theremin.\n", encoding="utf-8")
         os.replace(tmp, kb / "a.md")
@@ -148,7 +152,7 @@ async def test_an_atomic_save_replaces_the_note(kb, make_settings):
 async def test_a_grooveignore_change_applies_while_running(kb, make_settings):
     write(kb / "public.md", "# Public\n\nShared note about marmalade.\n")
     write(kb / "secret" / "s.md", "# Secret\n\nPrivate note about marmalade recipes.\n")
-    async with running(fast(make_settings, kb)) as daemon:
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         assert "secret/s.md" in await paths_for(daemon, "marmalade", retriever="fts")
         write(kb / ".grooveignore", "secret/\n")
 
@@ -161,7 +165,7 @@ async def test_a_grooveignore_change_applies_while_running(kb, make_settings):
 async def test_a_second_reindex_while_one_runs_gets_a_clear_error(kb, make_settings):
     for i in range(5):
         write(kb / f"n{i}.md", f"# Note {i}\n\nText {i} about ordinary things.\n")
-    async with running(fast(make_settings, kb)) as daemon:
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         results: list[object] = []
 
         async def call() -> None:
@@ -180,7 +184,7 @@ async def test_a_second_reindex_while_one_runs_gets_a_clear_error(kb, make_setti
 
 async def test_concurrent_queries_are_embedded_together(kb, make_settings):
     write(kb / "a.md", "# A\n\nSomething to search.\n")
-    async with running(fast(make_settings, kb)) as daemon:
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         calls_before = daemon.queries.calls
         queries = [f"question number {i} about fermentation" for i in range(8)]
         async with anyio.create_task_group() as tg:
@@ -251,7 +255,7 @@ async def test_kill_9_during_a_large_index_then_restart_ends_complete_and_consis
 
 
 async def test_a_burst_of_files_like_a_git_checkout_is_all_indexed(kb, make_settings):
-    async with running(fast(make_settings, kb)) as daemon:
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         for i in range(400):
             write(kb / f"checkout/d{i % 7}/f{i:04d}.md", f"# File {i}\n\nBurst note number {i} about checkout{i:04d}.\n")
 

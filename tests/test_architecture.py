@@ -1,0 +1,101 @@
+"""The shape of the code: imports go one way (docs/ARCHITECTURE.md), every groove error has one base."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+from groove.errors import GrooveError
+
+PACKAGE = ROOT / "groove"
+
+# Rooms, top first. A module may import from its own room or any room below it; `beside` from anywhere.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("shells", ("groove.cli", "groove.service", "groove.serve")),
+    ("wiring", ("groove.app",)),
+    ("middle", ("groove.sync", "groove.search", "groove.evaluate")),
+    ("bottom", ("groove.embed", "groove.store", "groove.corpus")),
+]
+BESIDE = ("groove", "groove.config", "groove.logs", "groove.errors")
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def room(module: str) -> int | None:
+    """Index of the module's room (0 = top), None when it sits beside every room."""
+    if module in BESIDE:
+        return None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    raise AssertionError(f"{module} is in no room: add it to LAYERS here and to docs/ARCHITECTURE.md")
+
+
+def groove_imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "groove"]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "groove":
+            if node.module == "groove":  # `from groove import service` names a module
+                found += [(node.lineno, f"groove.{a.name}") if (PACKAGE / f"{a.name}.py").exists() else (node.lineno, "groove")
+                          for a in node.names]
+            else:
+                found.append((node.lineno, node.module))
+    return found
+
+
+def test_no_module_imports_from_a_room_above_it():
+    upward = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        me = module_name(path)
+        mine = room(me)
+        for line, target in groove_imports(path):
+            theirs = room(target)
+            if mine is None and theirs is not None:
+                upward.append(f"{me}:{line} imports {target} ({LAYERS[theirs][0]}), but {me} sits beside every room")
+            elif mine is not None and theirs is not None and theirs < mine:
+                upward.append(f"{me}:{line} ({LAYERS[mine][0]}) imports {target} ({LAYERS[theirs][0]}), a room above")
+    assert not upward, "imports must go downward only:\n" + "\n".join(upward)
+
+
+def test_the_check_sees_an_upward_import_when_there_is_one(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from groove.serve.daemon import Daemon\nimport groove.app\nfrom groove import service\n")
+    assert [t for _, t in groove_imports(bad)] == ["groove.serve.daemon", "groove.app", "groove.service"]
+    assert room("groove.store.reads") > room("groove.search.pipeline") > room("groove.app") > room("groove.serve.daemon")
+
+
+def test_every_exception_groove_defines_derives_from_groove_error():
+    strays = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = importlib.import_module(module_name(path))
+        for name, obj in vars(module).items():
+            if (inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == module.__name__
+                    and not name.startswith("_") and not issubclass(obj, GrooveError)):
+                strays.append(f"{module.__name__}.{name}")
+    assert not strays, f"these exceptions do not derive from GrooveError: {strays}"
+
+
+def test_help_does_not_import_the_model_libraries_or_the_mcp_sdk():
+    code = (
+        "import sys, contextlib, io\n"
+        "from groove.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
+        "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'mcp', 'uvicorn') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
