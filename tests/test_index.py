@@ -1,4 +1,7 @@
-"""`groove index`: incrementality proven by the embeddings-computed counter, on a real index."""
+"""`groove index`: incrementality proven by the embeddings-computed counter, on a real index.
+
+The counter does not depend on the model, so these tests embed with the bag-of-words fake
+(tests/fakes.py); the tests about the model's identity, and the CLI test, use the real one."""
 
 from __future__ import annotations
 
@@ -9,16 +12,21 @@ import anyio
 import pytest
 
 from conftest import section_text, write
+from fakes import BagOfWordsEmbedder
 from groove.app import index_once, read_status
 from groove.store import db
 
 
-def run_index(settings, **kw):
-    return anyio.run(lambda: index_once(settings, **kw))
+FAKE = BagOfWordsEmbedder()
+REAL = None  # make_embedder(settings.embedding): the packaged model
 
 
-def status(settings):
-    return anyio.run(lambda: read_status(settings))
+def run_index(settings, embedder=FAKE, **kw):
+    return anyio.run(lambda: index_once(settings, embedder=embedder, **kw))
+
+
+def status(settings, embedder=FAKE):
+    return anyio.run(lambda: read_status(settings, embedder=embedder))
 
 
 def rows(settings, sql: str):
@@ -157,16 +165,16 @@ def test_rebuild_starts_over_and_embeds_everything_again(kb, make_settings):
 def test_an_index_built_by_another_model_is_refused_with_the_rebuild_command(kb, make_settings):
     write(kb / "a.md", "# A\n\nSome text.\n")
     settings = make_settings(kb)
-    run_index(settings)
+    run_index(settings, REAL)
     other = make_settings(kb, **{"embedding.document_prefix": "passage: "})
 
     with pytest.raises(db.ModelMismatchError) as err:
-        run_index(other)
+        run_index(other, REAL)
     message = str(err.value)
     assert "all-MiniLM-L6-v2 (384 dims)" in message
     assert "groove index --rebuild" in message
     with pytest.raises(db.ModelMismatchError):
-        status(other)
+        status(other, REAL)
 
 
 def test_a_different_dimension_is_refused_at_open(tmp_path):
@@ -181,7 +189,7 @@ def test_a_different_dimension_is_refused_at_open(tmp_path):
 def test_the_schema_version_and_model_are_recorded(kb, make_settings):
     write(kb / "a.md", "# A\n\nSome text.\n")
     settings = make_settings(kb)
-    run_index(settings)
+    run_index(settings, REAL)
     meta = dict(rows(settings, "SELECT key, value FROM meta"))
     assert meta["schema_version"] == str(db.SCHEMA_VERSION)
     assert meta["model"] == "sentence-transformers/all-MiniLM-L6-v2"

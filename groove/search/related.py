@@ -20,6 +20,7 @@ import aiosqlite
 import numpy as np
 
 from groove.errors import GrooveError
+from groove.search import retrievers
 
 MAX_DEPTH = 3
 MAX_FAN_OUT = 20
@@ -114,12 +115,7 @@ async def note_vector(conn: aiosqlite.Connection, path: str) -> np.ndarray | Non
 
 async def nearest_notes(conn: aiosqlite.Connection, vector: np.ndarray, exclude: set[str], fan_out: int) -> list[Neighbour]:
     """The `fan_out` notes (not in `exclude`) whose best chunk is nearest `vector`."""
-    k = min(4096, fan_out * 8 + 32)
-    cur = await conn.execute(
-        "SELECT rowid, distance FROM vec_embeddings WHERE embedding MATCH ? AND k = ? ORDER BY distance",
-        (vector.tobytes(), k),
-    )
-    nearest = await cur.fetchall()
+    nearest = await retrievers.nearest_embeddings(conn, vector, fan_out * 8 + 32)
     if not nearest:
         return []
     dist = {emb: d for emb, d in nearest}

@@ -60,6 +60,16 @@ async def matching_ids(conn: aiosqlite.Connection, expr: str) -> set[int]:
     return {r[0] for r in await cur.fetchall()}
 
 
+async def nearest_embeddings(conn: aiosqlite.Connection, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """sqlite-vec KNN: (embedding id, L2 distance) of the `k` stored vectors nearest `query`, nearest first.
+    Written `AND k = ?`, not LIMIT (SQLite 3.40 rejects LIMIT on vec0); k capped at sqlite-vec's 4096."""
+    cur = await conn.execute(
+        "SELECT rowid, distance FROM vec_embeddings WHERE embedding MATCH ? AND k = ? ORDER BY distance",
+        (np.asarray(query, dtype=np.float32).tobytes(), min(MAX_KNN_K, k)),
+    )
+    return [(r[0], r[1]) for r in await cur.fetchall()]
+
+
 async def vector_search(
     conn: aiosqlite.Connection,
     query: np.ndarray,
@@ -80,12 +90,7 @@ async def vector_search(
         )
         ids = [r[0] for r in await cur.fetchall()]
         return [i for i in ids if i not in exclude][:limit]
-    k = min(MAX_KNN_K, limit + len(exclude))
-    cur = await conn.execute(
-        "SELECT rowid, distance FROM vec_embeddings WHERE embedding MATCH ? AND k = ? ORDER BY distance",
-        (blob, k),
-    )
-    nearest = await cur.fetchall()
+    nearest = await nearest_embeddings(conn, query, limit + len(exclude))
     if not nearest:
         return []
     rank = {emb_id: i for i, (emb_id, _) in enumerate(nearest)}

@@ -25,9 +25,6 @@ from groove.store.db import DBError
 class FileWrite:
     doc_id: int
     inserted: int       # chunk rows added
-    updated: int        # chunk rows kept, metadata updated
-    deleted: int        # chunk rows removed
-    pending: int        # inserted rows still without a vector
 
 
 class Tx:
@@ -102,7 +99,7 @@ async def write_note(
         file_hash,
         now,
     )
-    inserted = updated = deleted = pending = 0
+    inserted = 0
     async with Tx(conn):
         if doc_id is None:
             cur = await conn.execute(
@@ -140,24 +137,20 @@ async def write_note(
                         " token_count=? WHERE id=?",
                         (*meta, old[0]),
                     )
-                    updated += 1
                 continue
-            cur = await conn.execute(
+            await conn.execute(
                 "INSERT INTO chunks(doc_id, ordinal, heading, level, context, content, start_line, end_line,"
                 " token_count, hash, embedding_id, queued_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,(SELECT id FROM embeddings WHERE hash = ?),?) RETURNING embedding_id",
+                " VALUES (?,?,?,?,?,?,?,?,?,?,(SELECT id FROM embeddings WHERE hash = ?),?)",
                 (doc_id, chunk.ordinal, chunk.heading, chunk.level, chunk.context, chunk.content,
                  chunk.start_line, chunk.end_line, chunk.token_count, chunk.hash, chunk.hash, now),
             )
             inserted += 1
-            if (await cur.fetchone())[0] is None:
-                pending += 1
         stale = [row[0] for rows in old_by_hash.values() for row in rows]
         if stale:
             await conn.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in stale])
-            deleted = len(stale)
         await conn.execute("DELETE FROM skipped WHERE path = ?", (rel,))
-    return FileWrite(doc_id=doc_id, inserted=inserted, updated=updated, deleted=deleted, pending=pending)
+    return FileWrite(doc_id=doc_id, inserted=inserted)
 
 
 async def touch_document(conn: aiosqlite.Connection, doc_id: int, size: int, mtime_ns: int) -> None:
@@ -175,8 +168,7 @@ async def delete_documents(conn: aiosqlite.Connection, paths: Iterable[str]) -> 
             row = await cur.fetchone()
             if row is None:
                 continue
-            await conn.execute("DELETE FROM chunks WHERE doc_id = ?", (row[0],))
-            await conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", (row[0],))
+            # chunks (and through their triggers the FTS rows) and doc_tags go by ON DELETE CASCADE
             await conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
             count += 1
     return count
@@ -195,9 +187,7 @@ async def record_skipped(conn: aiosqlite.Connection, skipped: dict[str, str], *,
             )
             cur = await conn.execute("SELECT id FROM documents WHERE path = ?", (rel,))
             row = await cur.fetchone()
-            if row is not None:
-                await conn.execute("DELETE FROM chunks WHERE doc_id = ?", (row[0],))
-                await conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", (row[0],))
+            if row is not None:  # its chunks and tags go by ON DELETE CASCADE
                 await conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
 
 
