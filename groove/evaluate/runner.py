@@ -8,7 +8,8 @@ import aiosqlite
 
 from groove.evaluate.golden import JudgedQuery
 from groove.evaluate.metrics import aggregate, first_ranks, score_query
-from groove.search.pipeline import SearchRequest, Searcher
+from groove.search.pipeline import Searcher
+from groove.search.request import SearchRequest
 
 
 async def run_eval(
