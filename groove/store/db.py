@@ -34,6 +34,8 @@ class ModelMismatchError(IndexError_):
 
 
 def pick_driver() -> ModuleType:
+    # Imported here, not at the top: the standard library's sqlite3 when it can load extensions,
+    # else sqlean, which is then the only driver this process imports.
     import sqlite3
 
     if hasattr(sqlite3.Connection, "enable_load_extension") and sqlite3.sqlite_version_info >= (3, 41, 0):
