@@ -292,7 +292,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from groove.logs import get_logger
     from groove.serve.http import BindError, parse_bind
-    from groove.serve.main import serve, use_example_notes_if_unset
+    from groove.serve.main import serve, with_example_notes_if_unset
 
     settings = _settings(args)
     transport = args.transport or settings.serve.transport
@@ -302,7 +302,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             parse_bind(bind)
         except ValueError as exc:
             raise UsageError(f"--bind: {exc}" if args.bind else f"serve.bind: {exc}") from exc
-    if use_example_notes_if_unset(settings):
+    examples = with_example_notes_if_unset(settings)
+    if examples is not None:
+        settings = examples
         get_logger("groove.serve").info("no notes folder configured; serving the shipped example notes", kb=str(settings.kb_path))
     try:
         anyio.run(serve, settings, transport, bind)
