@@ -313,20 +313,40 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     """Build the settings (frozen). `overrides` are command-line flags (None means not given);
     nested keys use dots: load_settings(**{"search.mmr.enabled": True})."""
     path = find_config_file(config)
-    flags: dict[str, Any] = {}
-    for dotted, value in overrides.items():
-        if value is None:
-            continue
-        node = flags
-        parts = dotted.split(".")
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
+    flags = _nest({dotted: value for dotted, value in overrides.items() if value is not None})
     try:
         # pydantic-settings deep-merges flags over env over file.
         return _settings_from(path)(config_file=path, **flags)
     except ValidationError as exc:
         raise ConfigError(_format_validation(exc, path, flags)) from exc
+
+
+def _nest(dotted: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in dotted.items():
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        merged[key] = _deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+def replace_settings(settings: Settings, **changes: Any) -> Settings:
+    """A validated copy of frozen settings with some keys changed (dotted for nested keys:
+    replace_settings(s, **{"search.fusion.rrf_k": 10.0})); `settings` itself is unchanged."""
+    data = _deep_merge(settings.model_dump(by_alias=True), _nest(changes))
+    try:
+        return type(settings).model_validate({**data, "config_file": settings.config_file})
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc, None, _nest(changes))) from exc
 
 
 def _format_validation(exc: ValidationError, path: Path | None, flags: dict[str, Any] | None = None) -> str:

@@ -450,3 +450,16 @@ def test_a_fifo_named_grooveignore_is_refused_instead_of_hanging_the_scan(tmp_pa
     os.mkfifo(tmp_path / IGNORE_FILE)
     with pytest.raises(ConfigError, match=r"\.grooveignore is not a regular file"):
         Ignore(tmp_path)  # would block forever in open() if the FIFO were opened for reading normally
+
+
+def test_replace_settings_returns_a_validated_copy_and_leaves_the_original_alone(tmp_path):
+    from groove.config import replace_settings
+
+    cfg = write(tmp_path / "groove.toml", "[search.mmr]\nlambda = 0.5\n")
+    original = load_settings(cfg)
+    changed = replace_settings(original, **{"search.mmr.enabled": True})
+    assert (changed.search.mmr.enabled, changed.search.mmr.lambda_) == (True, 0.5)
+    assert changed.config_file == original.config_file == cfg.resolve()
+    assert original.search.mmr.enabled is False
+    with pytest.raises(ConfigError, match=r"`search\.mmr\.lambda`.*0\.0 <= lambda <= 1\.0"):
+        replace_settings(original, **{"search.mmr.lambda": 2.0})

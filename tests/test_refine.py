@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from conftest import ROOT, write
-from groove.config import load_settings
+from groove.config import load_settings, replace_settings
 from groove.embed.reranker import CrossEncoderReranker
 from groove.runtime import index_once, related_once, search_once
 from groove.search import retrievers
@@ -117,11 +117,10 @@ def test_the_reranker_sees_context_and_content_and_the_pool_grows_with_mmr(kb_se
 
 
 def test_a_configured_reranker_follows_rerank_by_default_but_a_command_line_one_always_applies(kb_settings):
-    settings = kb_settings.model_copy(deep=True)
-    settings.search.reranker = PACKAGED
+    settings = replace_settings(kb_settings, **{"search.reranker": PACKAGED})
     off = search(settings, "espresso", explain=True)
     assert off["explain"]["stages"]["rerank"] is False
-    settings.search.rerank_by_default = True
+    settings = replace_settings(settings, **{"search.rerank_by_default": True})
     on = search(settings, "espresso", explain=True)
     assert on["explain"]["stages"]["rerank"] is True
     cli = search(kb_settings, "espresso", reranker_model=PACKAGED, explain=True)

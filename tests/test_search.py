@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from conftest import EXAMPLES, ROOT, write
-from groove.config import load_settings
+from groove.config import load_settings, replace_settings
 from groove.runtime import eval_once, index_once, search_once
 from groove.search import retrievers
 from groove.search.compiler import QueryError, compile_query
@@ -73,8 +73,8 @@ def test_scores_are_rrf_with_k_60(corpus):
 
 
 def test_the_fusion_constant_and_weights_come_from_settings(corpus):
-    settings = corpus.model_copy(deep=True)
-    settings.search.fusion.rrf_k = 10.0
+    settings = replace_settings(corpus, **{"search.fusion.rrf_k": 10.0})
+    assert corpus.search.fusion.rrf_k == 60.0  # the copy changed, not the shared settings
     resp = search(settings, "Rust ownership lifetimes")
     r = resp["results"][0]
     assert r["score"] == pytest.approx(sum(1 / (10 + rank) for rank in (r["fts_rank"], r["vec_rank"]) if rank))

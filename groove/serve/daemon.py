@@ -18,6 +18,7 @@ import anyio
 import anyio.abc
 
 from groove.config import Settings
+from groove.corpus.tags import fold_tag
 from groove.embed.embedder import Embedder, make_embedder
 from groove.embed.pool import BulkLimiter, QueryBatcher
 from groove.logs import get_logger
@@ -276,10 +277,10 @@ class Daemon:
             prefix = folder.strip("/") + "/"
             sql += " AND substr(path, 1, ?) = ?"
             args += [len(prefix), prefix]
-        wanted = [t.lstrip("#").casefold() for t in (tags or []) if t.strip()]
-        if wanted:
-            sql += " AND id IN (SELECT doc_id FROM doc_tags WHERE lower(tag) IN (SELECT value FROM json_each(?)))"
-            args.append(json.dumps(wanted))
+        wanted = [folded for t in (tags or []) if (folded := fold_tag(t))]
+        if wanted:  # doc_tags holds folded tags: the same rule as search filters
+            sql += " AND id IN (SELECT doc_id FROM doc_tags WHERE tag IN (SELECT value FROM json_each(?)))"
+            args.append(json.dumps(wanted, ensure_ascii=False))
         sql += " ORDER BY path LIMIT ?"
         args.append(limit + 1)
         async with self.readers.connection() as conn:

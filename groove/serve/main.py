@@ -37,7 +37,7 @@ import anyio.lowlevel
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-from groove.config import Settings
+from groove.config import Settings, replace_settings
 from groove.logs import get_logger
 from groove.serve.daemon import Daemon
 from groove.serve.http import (
@@ -75,7 +75,7 @@ def with_example_notes_if_unset(settings: Settings) -> Settings | None:
     folder = example_notes()
     if folder is None:
         return None
-    return settings.model_validate({**settings.model_dump(by_alias=True), "kb_path": folder, "config_file": settings.config_file})
+    return replace_settings(settings, kb_path=folder)
 
 
 def _sd_notify(state: str) -> None:
