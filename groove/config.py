@@ -3,6 +3,10 @@
 Precedence is flag > environment > file > default. The file is found via
 `--config PATH`, else `./groove.toml`, else `<user config dir>/groove/groove.toml`.
 Unknown keys in the file are an error that names the key and the file.
+
+The file layer is pydantic-settings' own TOML source, built for the one file
+found (`GrooveTomlSource`, reading through groove's checks and messages).
+Loaded settings are frozen; `replace_settings` makes a validated copy.
 """
 
 from __future__ import annotations
@@ -161,9 +165,10 @@ class Settings(BaseSettings):
 def default_index_path(kb: Path) -> Path:
     """A file under the user data dir keyed by the notes folder's resolved path.
 
-    Never inside the notes folder: people sync and commit their vaults.
+    Never inside the notes folder: people sync and commit their vaults. `kb` is the
+    resolved folder (Settings.kb_path is resolved once, when the settings load).
     """
-    key = hashlib.sha256(str(kb.resolve()).encode()).hexdigest()[:16]
+    key = hashlib.sha256(str(kb).encode()).hexdigest()[:16]
     name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in kb.name)[:40] or "notes"
     return Path(platformdirs.user_data_dir(APP)) / "indexes" / f"{name}-{key}.sqlite"
 
