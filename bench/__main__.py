@@ -1,4 +1,4 @@
-"""python -m bench [index|stages|freshness|http] [options] [--json PATH]
+"""python -m bench [index|stages|freshness|http|phrases] [options] [--json PATH]
 
 With no name, runs every benchmark with its default sizes, one after the other.
 """
@@ -18,6 +18,7 @@ BENCHES = {
     "stages": "bench.stages",
     "freshness": "bench.freshness",
     "http": "bench.http",
+    "phrases": "bench.phrases",
 }
 
 

@@ -272,7 +272,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Lazy: the MCP SDK, Starlette and uvicorn take most of a second to import, and only
     # `serve` needs them (the other commands, `--help` and config errors stay fast).
     from groove.serve.http import parse_bind
-    from groove.serve.main import serve, use_example_notes_if_unset
+    from groove.serve.main import serve, with_example_notes_if_unset
 
     settings = _settings(args)
     transport = args.transport or settings.serve.transport
@@ -282,7 +282,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             parse_bind(bind)
         except ValueError as exc:
             raise UsageError(f"--bind: {exc}" if args.bind else f"serve.bind: {exc}") from exc
-    if use_example_notes_if_unset(settings):
+    examples = with_example_notes_if_unset(settings)
+    if examples is not None:
+        settings = examples
         get_logger("groove.serve").info("no notes folder configured; serving the shipped example notes", kb=str(settings.kb_path))
     anyio.run(serve, settings, transport, bind)  # BindError is a GrooveError: exit 1, see main()
     # The index is closed and every log line written: leave now instead of waiting

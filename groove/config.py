@@ -3,19 +3,24 @@
 Precedence is flag > environment > file > default. The file is found via
 `--config PATH`, else `./groove.toml`, else `<user config dir>/groove/groove.toml`.
 Unknown keys in the file are an error that names the key and the file.
+
+The file layer is pydantic-settings' own TOML source, built for the one file
+found (`GrooveTomlSource`, reading through groove's checks and messages).
+Loaded settings are frozen; `replace_settings` makes a validated copy.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from groove.errors import GrooveError
 
@@ -31,7 +36,7 @@ class ConfigError(GrooveError):
 
 class _Section(BaseModel):
     # allow_inf_nan=False: TOML accepts `inf`/`nan`, which the search stages reject at query time.
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_assignment=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, allow_inf_nan=False)
 
 
 class IndexSettings(_Section):
@@ -111,6 +116,7 @@ class Settings(BaseSettings):
         env_nested_delimiter="__",
         extra="forbid",
         populate_by_name=True,
+        frozen=True,  # loaded once; nothing changes a setting afterwards
     )
 
     kb_path: Path | None = Field(None, description="the notes folder")
@@ -122,13 +128,14 @@ class Settings(BaseSettings):
     serve: ServeSettings = Field(default_factory=ServeSettings)
     log: LogSettings = Field(default_factory=LogSettings)
 
-    # Where the settings came from (not a setting).
+    # Where the settings came from (not a setting): given by load_settings at construction.
     config_file: Path | None = Field(None, exclude=True)
 
     @field_validator("kb_path", "index_path", mode="after")
     @classmethod
-    def _expand(cls, v: Path | None) -> Path | None:
-        return v.expanduser() if v is not None else None
+    def _resolve(cls, v: Path | None) -> Path | None:
+        """Resolved once, here: every component receives the absolute path."""
+        return v.expanduser().resolve() if v is not None else None
 
     @classmethod
     def settings_customise_sources(
@@ -139,7 +146,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, _FileSource(settings_cls))
+        return (init_settings, env_settings)  # load_settings adds the file layer
 
     # -- derived values -------------------------------------------------
     def require_kb(self) -> Path:
@@ -148,23 +155,24 @@ class Settings(BaseSettings):
                 "no notes folder configured: pass --kb PATH, set kb_path in groove.toml "
                 "or GROOVE_KB_PATH (the project ships examples/notes to try)"
             )
-        kb = self.kb_path.resolve()
+        kb = self.kb_path
         if not kb.is_dir():
             raise ConfigError(f"the notes folder {kb} does not exist or is not a folder")
         return kb
 
     def resolved_index_path(self) -> Path:
         if self.index_path is not None:
-            return self.index_path.resolve()
+            return self.index_path
         return default_index_path(self.require_kb())
 
 
 def default_index_path(kb: Path) -> Path:
     """A file under the user data dir keyed by the notes folder's resolved path.
 
-    Never inside the notes folder: people sync and commit their vaults.
+    Never inside the notes folder: people sync and commit their vaults. `kb` is the
+    resolved folder (Settings.kb_path is resolved once, when the settings load).
     """
-    key = hashlib.sha256(str(kb.resolve()).encode()).hexdigest()[:16]
+    key = hashlib.sha256(str(kb).encode()).hexdigest()[:16]
     name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in kb.name)[:40] or "notes"
     return Path(platformdirs.user_data_dir(APP)) / "indexes" / f"{name}-{key}.sqlite"
 
@@ -173,44 +181,79 @@ def user_config_file() -> Path:
     return Path(platformdirs.user_config_dir(APP)) / "groove.toml"
 
 
-# The file found by `find_config_file`, handed to the source below.
-_current_file: Path | None = None
+# A config file larger than this is refused: groove.toml and .grooveignore are a few KB.
+MAX_CONFIG_BYTES = 1_000_000
 
 
-class _FileSource(PydanticBaseSettingsSource):
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover - unused
-        return None, field_name, False
+def read_config_text(
+    path: Path, *, what: str = "config file", max_bytes: int = MAX_CONFIG_BYTES, errors: str = "strict"
+) -> str:
+    """The text of a small regular file, or ConfigError saying why not.
 
-    def __call__(self) -> dict[str, Any]:
-        if _current_file is None:
-            return {}
-        return read_config_file(_current_file)
+    A missing file raises FileNotFoundError (callers decide whether that is fine).
+    Opened without blocking and checked on the open descriptor, so a FIFO, a
+    device or a directory named like a config file is refused instead of
+    hanging groove (or racing a swap between a check and the open).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ConfigError(f"{what} {path} is not a regular file; point groove at a plain text file")
+        if st.st_size > max_bytes:
+            raise ConfigError(
+                f"{what} {path} is {st.st_size} bytes, more than the {max_bytes} a {what} may have; "
+                "is this the right file?"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(max_bytes + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise ConfigError(f"{what} {path} grew past {max_bytes} bytes while being read")
+    try:
+        return data.decode("utf-8", errors=errors)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not UTF-8 text: {exc}") from exc
+
+
+def _is_file(path: Path) -> bool:
+    """A path that exists and is not a folder (a FIFO counts: reading it is refused with a reason)."""
+    return path.exists() and not path.is_dir()
 
 
 def find_config_file(explicit: Path | None) -> Path | None:
     if explicit is not None:
-        if not explicit.is_file():
+        if not _is_file(explicit):
             raise ConfigError(f"config file {explicit} does not exist")
         return explicit.resolve()
     env = os.environ.get("GROOVE_CONFIG")
     if env:
         path = Path(env).expanduser()
-        if not path.is_file():
+        if not _is_file(path):
             raise ConfigError(f"GROOVE_CONFIG names {path}, which does not exist")
         return path.resolve()
     for candidate in (Path.cwd() / "groove.toml", user_config_file()):
-        if candidate.is_file():
+        if _is_file(candidate):
             return candidate.resolve()
     return None
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
+    """The checked contents of one groove.toml: groove's own messages for every problem."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_config_text(path))
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist (was it just moved?)") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
     _check_keys(data, Settings, "", path)
     # Relative paths in a config file are relative to the file, not to the cwd.
     for key in ("kb_path", "index_path"):
@@ -218,6 +261,40 @@ def read_config_file(path: Path) -> dict[str, Any]:
             p = Path(data[key]).expanduser()
             data[key] = str(p if p.is_absolute() else (path.parent / p))
     return data
+
+
+class GrooveTomlSource(TomlConfigSettingsSource):
+    """pydantic-settings' TOML source, reading through `read_config_file` (groove's checks and messages)."""
+
+    @staticmethod
+    def _existing_files(files: Any) -> list[Path]:
+        # The file was found by find_config_file: read it even when it is not a regular file
+        # (or has just gone), so the user hears why instead of the file being skipped silently.
+        return [] if files is None else [Path(files)]
+
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        return read_config_file(Path(file_path))
+
+
+def _settings_from(path: Path | None) -> type[Settings]:
+    """Settings whose file layer is the TOML file at `path` (none when path is None)."""
+    if path is None:
+        return Settings
+
+    class _FromFile(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, GrooveTomlSource(settings_cls, toml_file=path))
+
+    _FromFile.__name__ = _FromFile.__qualname__ = "Settings"
+    return _FromFile
 
 
 def _check_keys(data: dict[str, Any], model: type[BaseModel], prefix: str, path: Path) -> None:
@@ -242,28 +319,43 @@ def _check_keys(data: dict[str, Any], model: type[BaseModel], prefix: str, path:
 
 
 def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
-    """Build the settings. `overrides` are command-line flags (None means not given);
+    """Build the settings (frozen). `overrides` are command-line flags (None means not given);
     nested keys use dots: load_settings(**{"search.mmr.enabled": True})."""
-    global _current_file
     path = find_config_file(config)
-    flags: dict[str, Any] = {}
-    for dotted, value in overrides.items():
-        if value is None:
-            continue
-        node = flags
-        parts = dotted.split(".")
+    flags = _nest({dotted: value for dotted, value in overrides.items() if value is not None})
+    try:
+        # pydantic-settings deep-merges flags over env over file.
+        return _settings_from(path)(config_file=path, **flags)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc, path, flags)) from exc
+
+
+def _nest(dotted: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in dotted.items():
+        node = out
+        parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
-    _current_file = path
+    return out
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        merged[key] = _deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+    return merged
+
+
+def replace_settings(settings: Settings, **changes: Any) -> Settings:
+    """A validated copy of frozen settings with some keys changed (dotted for nested keys:
+    replace_settings(s, **{"search.fusion.rrf_k": 10.0})); `settings` itself is unchanged."""
+    data = _deep_merge(settings.model_dump(by_alias=True), _nest(changes))
     try:
-        settings = Settings(**flags)  # pydantic-settings deep-merges flags over env over file
+        return type(settings).model_validate({**data, "config_file": settings.config_file})
     except ValidationError as exc:
-        raise ConfigError(_format_validation(exc, path, flags)) from exc
-    finally:
-        _current_file = None
-    settings.config_file = path
-    return settings
+        raise ConfigError(_format_validation(exc, None, _nest(changes))) from exc
 
 
 def _format_validation(exc: ValidationError, path: Path | None, flags: dict[str, Any] | None = None) -> str:

@@ -41,6 +41,7 @@ SMOKE = {
         ["--base-docs", "3", "--add-docs", "10", "--queries", "3", "--seconds", "1", "--clients", "2"],
         ["during_reindex_p50_over_idle", "qps_2_clients_over_1"],
     ),
+    "phrases": (["--rows", "50", "--repeats", "1"], ["or32_over_one_phrase"]),
 }
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from conftest import GROOVE, ROOT, write
 from groove.config import ConfigError, Settings, load_settings, user_config_file
@@ -377,3 +377,89 @@ def test_the_cli_help_lists_the_subcommands(tmp_path):
     assert proc.returncode == 0, proc.stderr
     for command in ("index", "status", "search", "eval"):
         assert re.search(rf"^\s+{command}\s", proc.stdout, re.M), f"`groove --help` does not list {command}"
+
+
+# --- frozen, resolved once, and only regular files read -----------------------------------
+
+
+def test_loaded_settings_are_frozen_down_to_the_nested_sections(tmp_path):
+    settings = load_settings(None, kb_path=tmp_path)
+    with pytest.raises(ValidationError):
+        settings.kb_path = tmp_path / "other"  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        settings.search.mmr.enabled = True  # type: ignore[misc]
+    assert settings.kb_path == tmp_path.resolve() and settings.search.mmr.enabled is False
+
+
+def test_a_relative_notes_folder_from_a_flag_is_resolved_once_when_loading(tmp_path, monkeypatch):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    monkeypatch.chdir(tmp_path)
+    settings = load_settings(None, kb_path=Path("link"), index_path=Path("idx.sqlite"))
+    # Absolute and symlink-free at once, so every component sees the same folder.
+    assert settings.kb_path == (tmp_path / "real").resolve()
+    assert settings.kb_path.is_absolute() and not settings.kb_path.is_symlink()
+    assert settings.index_path == (tmp_path / "idx.sqlite").resolve()
+    assert settings.require_kb() is settings.kb_path
+
+
+def test_a_fifo_named_groove_toml_is_refused_with_a_reason_instead_of_hanging_groove(tmp_path):
+    os.mkfifo(tmp_path / "groove.toml")
+    proc = run_groove("status", cwd=tmp_path)  # a blocking open would hit the subprocess timeout
+    assert proc.returncode == 2, proc.stderr
+    assert "groove.toml is not a regular file" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_a_fifo_given_as_the_config_flag_is_refused_in_process(tmp_path):
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def load() -> None:
+        try:
+            load_settings(fifo)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            outcome.append(exc)
+
+    import threading
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():  # unblock the open so the thread can end, then fail
+        with open(fifo, "w"):
+            pass
+        pytest.fail("load_settings blocked opening a FIFO")
+    assert isinstance(outcome[0], ConfigError)
+    assert "not a regular file" in str(outcome[0]) and str(fifo) in str(outcome[0])
+
+
+def test_a_config_file_over_the_size_cap_is_refused_naming_the_size(tmp_path):
+    from groove.config import MAX_CONFIG_BYTES
+
+    cfg = write(tmp_path / "groove.toml", "# padding\n" * (MAX_CONFIG_BYTES // 10 + 1))
+    message = _error(cfg)
+    assert str(cfg) in message and str(MAX_CONFIG_BYTES) in message
+
+
+def test_a_fifo_named_grooveignore_is_refused_instead_of_hanging_the_scan(tmp_path):
+    from groove.corpus.scan import IGNORE_FILE, Ignore
+
+    os.mkfifo(tmp_path / IGNORE_FILE)
+    with pytest.raises(ConfigError, match=r"\.grooveignore is not a regular file"):
+        Ignore(tmp_path)  # would block forever in open() if the FIFO were opened for reading normally
+
+
+def test_replace_settings_returns_a_validated_copy_and_leaves_the_original_alone(tmp_path):
+    from groove.config import replace_settings
+
+    cfg = write(tmp_path / "groove.toml", "[search.mmr]\nlambda = 0.5\n")
+    original = load_settings(cfg)
+    changed = replace_settings(original, **{"search.mmr.enabled": True})
+    assert (changed.search.mmr.enabled, changed.search.mmr.lambda_) == (True, 0.5)
+    assert changed.config_file == original.config_file == cfg.resolve()
+    assert original.search.mmr.enabled is False
+    with pytest.raises(ConfigError, match=r"`search\.mmr\.lambda`.*0\.0 <= lambda <= 1\.0"):
+        replace_settings(original, **{"search.mmr.lambda": 2.0})

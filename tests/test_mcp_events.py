@@ -55,9 +55,16 @@ class StandInDaemon:
 
 
 async def _wait_for(items: list[Any], predicate, what: str) -> None:
-    with anyio.fail_after(5):
+    """Wait until some item satisfies predicate; fail naming `what` and what did arrive."""
+    with anyio.move_on_after(5):
         while not any(predicate(i) for i in items):
             await anyio.sleep(0.01)
+        return
+    raise AssertionError(f"timed out waiting for {what}; heard {items!r}")
+
+
+def _updated(m: Any) -> bool:
+    return isinstance(m, types.ResourceUpdatedNotification)
 
 
 async def test_a_subscriber_hears_only_its_notes_and_everyone_hears_list_changes():
@@ -81,13 +88,13 @@ async def test_a_subscriber_hears_only_its_notes_and_everyone_hears_list_changes
 
         await daemon.changed(["b.md"], False)
         await daemon.changed(["a.md"], False)
-        await _wait_for(heard_1, lambda m: isinstance(m, types.ResourceUpdatedNotification), "updated")
+        await _wait_for(heard_1, _updated, "resources/updated for a.md")
         assert [m.params.uri for m in heard_1 if isinstance(m, types.ResourceUpdatedNotification)] == [note_uri("a.md")]
         assert heard_2 == []
 
         await daemon.changed(["c.md"], True)
         for heard in (heard_1, heard_2):
-            await _wait_for(heard, lambda m: isinstance(m, types.ResourceListChangedNotification), "list_changed")
+            await _wait_for(heard, lambda m: isinstance(m, types.ResourceListChangedNotification), "resources/list_changed")
 
         await one.unsubscribe_resource(note_uri("a.md"))
         assert events.subscriber_count("a.md") == 0
@@ -95,7 +102,22 @@ async def test_a_subscriber_hears_only_its_notes_and_everyone_hears_list_changes
     with anyio.fail_after(5):
         while events.connection_count:
             await anyio.sleep(0.01)
-    await daemon.changed(["a.md"], True)
+    counts = (len(heard_1), len(heard_2))
+    await daemon.changed(["a.md"], True)  # must not fail on, or deliver to, the closed connections
+    assert events.connection_count == 0 and events.subscriber_count("a.md") == 0
+    # A new subscriber hears the next change exactly once; the closed ones hear nothing more.
+    heard_3: list[Any] = []
+
+    async def h3(m: Any) -> None:
+        heard_3.append(m)
+
+    async with Client(server, mode="legacy", message_handler=h3) as three:
+        await three.subscribe_resource(note_uri("a.md"))
+        await daemon.changed(["a.md"], False)
+        await _wait_for(heard_3, _updated, "the new subscriber's resources/updated")
+        await three.list_tools()  # a round trip: anything else already sent has arrived by now
+    assert [m.params.uri for m in heard_3 if _updated(m)] == [note_uri("a.md")]
+    assert (len(heard_1), len(heard_2)) == counts
 
 
 async def test_subscribing_to_something_that_is_not_a_note_uri_is_invalid_params():

@@ -373,8 +373,22 @@ async def test_a_handshake_subscriber_hears_when_its_note_changes_and_when_a_not
         await eventually(listed, "notifications/resources/list_changed for the new note")
         await client.unsubscribe_resource(uri)
         before = len([m for m in heard if isinstance(m, types.ResourceUpdatedNotification)])
-        write(served.kb / "watched/live-note.md", note("Live note", "Edited again after unsubscribing."))
-        await anyio.sleep(2.0)
+        write(served.kb / "watched/live-note.md", note("Live note", "Edited again after unsubscribing: the tapir."))
+
+        async def edit_indexed() -> bool:
+            return "tapir" in (await client.read_resource(uri)).contents[0].text
+
+        await eventually(edit_indexed, "the edit after unsubscribing to be indexed")
+        # A positive control instead of a sleep: the writer handles batches in order and tells the
+        # listeners after each one, so a new note written now sends a list_changed (which this client
+        # still hears, on the same stream) after anything the edit's batch sent.
+        lists_before = len([m for m in heard if isinstance(m, types.ResourceListChangedNotification)])
+        write(served.kb / "watched/appeared-later.md", note("Appeared later", "Written after the edit."))
+
+        async def listed_again() -> bool:
+            return len([m for m in heard if isinstance(m, types.ResourceListChangedNotification)]) > lists_before
+
+        await eventually(listed_again, "notifications/resources/list_changed for the note written after the edit")
         assert len([m for m in heard if isinstance(m, types.ResourceUpdatedNotification)]) == before
 
 

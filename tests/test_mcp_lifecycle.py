@@ -66,11 +66,21 @@ async def test_with_no_notes_folder_it_serves_the_example_notes_and_sigterm_exit
         assert exited, "the server did not exit"
         assert proc.returncode == 0
         assert exited[0] - t0 < 5.0, f"signal at {t_signal:.3f}, exit seen at {time.time():.3f}\n" + log_path.read_text()[-600:]
-        assert "shutting_down" in log_path.read_text()
+        assert_orderly_stop(log_path.read_text())
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def assert_orderly_stop(log: str) -> None:
+    """Shutdown took the orderly path: the stop was logged in order and the exit watchdog
+    (which calls os._exit(0) after a few seconds, so the exit code alone proves nothing)
+    never fired."""
+    assert "shutdown took over" not in log, "the exit watchdog ended the process:\n" + log[-800:]
+    assert "shutting_down" in log, log[-800:]
+    assert "serve_stopped" in log, "no serve_stopped event: shutdown did not finish in order\n" + log[-800:]
+    assert log.index("shutting_down") < log.rindex("serve_stopped")
 
 
 def _rpc(proc: subprocess.Popen, message: dict[str, Any]) -> None:
@@ -91,9 +101,11 @@ def _response(proc: subprocess.Popen, wanted: int) -> dict[str, Any]:
 
 def test_sigterm_stops_a_stdio_server_with_exit_0_within_5_s(kb, tmp_path):
     write(kb / "a.md", note("A", "A short note about herons."))
+    stderr_path = tmp_path / "stderr.log"
+    stderr_log = open(stderr_path, "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(
         serve_argv(kb, tmp_path / "i.sqlite", "--transport", "stdio"),
-        cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_log,
     )
     try:
         _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -113,7 +125,10 @@ def test_sigterm_stops_a_stdio_server_with_exit_0_within_5_s(kb, tmp_path):
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(10)
         assert rc == 0 and time.monotonic() - t0 < 5.0
+        stderr_log.close()
+        assert_orderly_stop(stderr_path.read_text(encoding="utf-8", errors="replace"))
     finally:
+        stderr_log.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()

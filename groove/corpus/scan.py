@@ -19,6 +19,10 @@ from typing import Iterable
 import pathspec
 
 from groove.errors import GrooveError
+from groove.config import ConfigError, read_config_text
+from groove.logs import get_logger
+
+log = get_logger("groove.scan")
 
 ALWAYS_SKIPPED_DIRS = frozenset({".git", ".obsidian", ".trash", ".hg", ".svn", "node_modules", ".venv"})
 IGNORE_FILE = ".grooveignore"
@@ -48,15 +52,21 @@ class Ignore:
         self.spec = self._load_spec()
 
     def _load_spec(self) -> pathspec.PathSpec | None:
+        """The folder's .grooveignore rules; ConfigError when it is there but cannot be used
+        (a FIFO, a folder, too large, unreadable): silently ignoring it would index what it excludes."""
         ignore = self.root / IGNORE_FILE
         try:
-            lines = ignore.read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
+            text = read_config_text(ignore, what="ignore file", errors="replace")
+        except FileNotFoundError:
             return None
-        return pathspec.PathSpec.from_lines("gitignore", lines)
+        return pathspec.PathSpec.from_lines("gitignore", text.splitlines())
 
     def reload(self) -> None:
-        self.spec = self._load_spec()
+        """Re-read .grooveignore after it changed; a file that cannot be used keeps the rules in force."""
+        try:
+            self.spec = self._load_spec()
+        except ConfigError as exc:
+            log.warning("ignore_file_unusable", error=str(exc), kept="the previous rules")
 
     def dir_ignored(self, rel_dir: str) -> bool:
         name = rel_dir.rsplit("/", 1)[-1]
@@ -75,8 +85,7 @@ class Ignore:
 
 
 def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> ScanResult:
-    """Every wanted note under `root` (or only under `root/subdir`)."""
-    root = root.resolve()
+    """Every wanted note under `root` (or only under `root/subdir`); `root` is resolved (Settings.require_kb)."""
     result = ScanResult()
     start = root / subdir if subdir else root
     for dirpath, dirnames, filenames in os.walk(start, followlinks=False, onerror=None):
@@ -109,7 +118,7 @@ def stat_note(root: Path, rel: str, max_file_bytes: int) -> tuple[FileInfo | Non
         if stat.S_ISLNK(st.st_mode):
             target = path.resolve()
             try:
-                target.relative_to(root.resolve())
+                target.relative_to(root)
             except ValueError:
                 return None, "symlink pointing outside the notes folder"
             st = target.stat()

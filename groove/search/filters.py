@@ -3,6 +3,12 @@
 Pure matching (`Filters.matches`) plus one read that turns a filter into the
 set of allowed document ids; the retrievers then search only inside that set,
 so a rare filter still fills `limit` (no over-fetch-and-hope).
+
+The read does in SQL what SQL can: tags through `doc_tags` (stored folded by
+`fold_tag`, so the same rule as `list_documents`), dates through the index on
+`documents.date`. Python sees only the rows SQL let through, and only for what
+SQL cannot do: gitignore-style path globs (paths only) and frontmatter fields
+(the JSON is decoded only when a field filter is given).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import aiosqlite
 import pathspec
 
+from groove.corpus.tags import fold_tag
 from groove.search.compiler import QueryError
 
 
@@ -118,8 +125,7 @@ class Filters:
         return True
 
 
-def _tag(t: Any) -> str:
-    return str(t).strip().lstrip("#").casefold()
+_tag = fold_tag
 
 
 def _field_equal(have: Any, want: Any) -> bool:
@@ -132,14 +138,59 @@ def _field_equal(have: Any, want: Any) -> bool:
     return str(have) == str(want)
 
 
+def _day_after(day: str) -> str | None:
+    try:
+        return (dt.date.fromisoformat(day) + dt.timedelta(days=1)).isoformat()
+    except OverflowError:  # 9999-12-31: every date is on or before it
+        return None
+
+
+def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
+    """The WHERE clause (over `documents`) for the tag and date parts of a filter, and its arguments.
+
+    Dates are stored as 'YYYY-MM-DD' or a full ISO datetime, so "the day is on or
+    after F" is `date >= F` and "on or before T" is `date < T + 1 day`: plain range
+    comparisons that use the index, and NULL (undated) never matches.
+    """
+    where: list[str] = []
+    args: list[Any] = []
+    if filters.tags_any:
+        where.append("id IN (SELECT doc_id FROM doc_tags WHERE tag IN (SELECT value FROM json_each(?)))")
+        args.append(json.dumps(list(filters.tags_any), ensure_ascii=False))
+    for tag in dict.fromkeys(filters.tags_all):
+        where.append("id IN (SELECT doc_id FROM doc_tags WHERE tag = ?)")
+        args.append(tag)
+    if filters.date_from:
+        where.append("date >= ?")
+        args.append(filters.date_from)
+    if filters.date_to:
+        after = _day_after(filters.date_to)
+        where.append("date < ?" if after else "date IS NOT NULL")
+        args += [after] if after else []
+    return (" AND ".join(where) or "1"), args
+
+
 async def allowed_documents(conn: aiosqlite.Connection, filters: Filters) -> list[int] | None:
     """Ids of the documents a filter allows; None when there is no filter."""
     if filters.empty:
         return None
-    specs = filters._specs()
-    cur = await conn.execute("SELECT id, path, tags, date, frontmatter FROM documents")
+    where, args = filter_sql(filters)
+    columns = "id, path" + (", frontmatter" if filters.fields else "")
+    cur = await conn.execute(f"SELECT {columns} FROM documents WHERE {where} ORDER BY id", args)
+    rows = await cur.fetchall()
+    if not (filters.path_globs or filters.fields):
+        return [r[0] for r in rows]
+    pos, neg = filters._specs()
     out = []
-    for doc_id, path, tags, date, fm in await cur.fetchall():
-        if filters.matches(path, json.loads(tags), date, json.loads(fm), specs):
-            out.append(doc_id)
+    for row in rows:
+        path = row[1]
+        if pos is not None and not pos.match_file(path):
+            continue
+        if neg is not None and neg.match_file(path):
+            continue
+        if filters.fields:
+            front = json.loads(row[2])
+            if not all(k in front and _field_equal(front[k], want) for k, want in filters.fields.items()):
+                continue
+        out.append(row[0])
     return out

@@ -37,7 +37,7 @@ import anyio.lowlevel
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-from groove.config import Settings
+from groove.config import Settings, replace_settings
 from groove.logs import get_logger
 from groove.serve.daemon import Daemon
 from groove.serve.http import (
@@ -68,15 +68,16 @@ def example_notes() -> Path | None:
     return EXAMPLE_NOTES if EXAMPLE_NOTES.is_dir() else None
 
 
-def use_example_notes_if_unset(settings: Settings) -> bool:
-    """With no notes folder configured, serve the shipped examples (so `make serve` works as is)."""
+def with_example_notes_if_unset(settings: Settings) -> Settings | None:
+    """With no notes folder configured, settings that serve the shipped examples (so `make
+    serve` works as is); None when a folder is configured or no examples are shipped.
+    Settings are frozen: this returns a validated copy, it never changes `settings`."""
     if settings.kb_path is not None:
-        return False
+        return None
     folder = example_notes()
     if folder is None:
-        return False
-    settings.kb_path = folder
-    return True
+        return None
+    return replace_settings(settings, kb_path=folder)
 
 
 def _sd_notify(state: str) -> None:
@@ -116,9 +117,9 @@ def stdio_command(settings: Settings) -> list[str]:
     if settings.config_file:
         cmd += ["--config", str(settings.config_file)]
     if settings.kb_path:
-        cmd += ["--kb", str(Path(settings.kb_path).resolve())]
+        cmd += ["--kb", str(settings.kb_path)]  # resolved when loaded
     if settings.index_path:
-        cmd += ["--index", str(Path(settings.index_path).resolve())]
+        cmd += ["--index", str(settings.index_path)]
     return cmd
 
 

@@ -22,7 +22,7 @@ import sqlite_vec
 
 from groove.errors import GrooveError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class IndexError_(GrooveError):
@@ -95,7 +95,7 @@ CREATE INDEX IF NOT EXISTS documents_hash ON documents(hash);
 CREATE INDEX IF NOT EXISTS documents_date ON documents(date);
 CREATE TABLE IF NOT EXISTS doc_tags (
     doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
-    tag    TEXT NOT NULL,
+    tag    TEXT NOT NULL,                      -- folded: corpus/tags.py fold_tag (NFKC + casefold)
     PRIMARY KEY (doc_id, tag)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS doc_tags_tag ON doc_tags(tag);
@@ -149,7 +149,18 @@ CREATE TABLE IF NOT EXISTS skipped (
 """
 
 # Explicit migrations: MIGRATIONS[n] takes a database at version n to n + 1.
-MIGRATIONS: dict[int, str] = {}
+MIGRATIONS: dict[int, str] = {
+    # 1 -> 2: doc_tags holds tags folded by fold_tag (NFKC + casefold; it was the raw tag).
+    # SQL cannot fold Unicode, so: fold ASCII now (lower) and mark every document as
+    # changed, so the next reconcile rewrites each one through the writer, which stores
+    # the folded tags. Chunks are diffed by hash: nothing is re-embedded.
+    1: """
+DELETE FROM doc_tags;
+INSERT OR IGNORE INTO doc_tags(doc_id, tag)
+    SELECT d.id, lower(trim(j.value)) FROM documents d, json_each(d.tags) j WHERE trim(j.value) != '';
+UPDATE documents SET mtime_ns = -1, hash = '';
+""",
+}
 
 
 def _vec_table_sql(dimension: int) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 import aiosqlite
 
+from groove.corpus.tags import fold_tag
 from groove.store import db
 
 
@@ -103,10 +104,10 @@ async def list_documents(
         prefix = folder.strip("/") + "/"
         sql += " AND substr(path, 1, ?) = ?"
         args += [len(prefix), prefix]
-    wanted = [t.lstrip("#").casefold() for t in (tags or []) if t.strip()]
+    wanted = [folded for t in (tags or []) if (folded := fold_tag(t))]
     if wanted:
-        sql += " AND id IN (SELECT doc_id FROM doc_tags WHERE lower(tag) IN (SELECT value FROM json_each(?)))"
-        args.append(json.dumps(wanted))
+        sql += " AND id IN (SELECT doc_id FROM doc_tags WHERE tag IN (SELECT value FROM json_each(?)))"  # doc_tags holds folded tags
+        args.append(json.dumps(wanted, ensure_ascii=False))
     sql += " ORDER BY path LIMIT ?"
     args.append(limit + 1)
     cur = await conn.execute(sql, args)

@@ -18,6 +18,7 @@ import anyio
 import numpy as np
 
 from groove.corpus.markdown import ParsedNote
+from groove.corpus.tags import fold_tag
 from groove.store.db import DBError
 
 
@@ -116,7 +117,8 @@ async def write_note(
             )
         await conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", (doc_id,))
         await conn.executemany(
-            "INSERT OR IGNORE INTO doc_tags(doc_id, tag) VALUES (?, ?)", [(doc_id, t) for t in parsed.tags]
+            "INSERT OR IGNORE INTO doc_tags(doc_id, tag) VALUES (?, ?)",
+            [(doc_id, folded) for t in parsed.tags if (folded := fold_tag(t))],
         )
         cur = await conn.execute(
             "SELECT id, hash, ordinal, heading, level, context, start_line, end_line, token_count"

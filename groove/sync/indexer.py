@@ -58,7 +58,7 @@ class Indexer:
 
     def __init__(self, conn: aiosqlite.Connection, kb: Path, settings: Settings, embedder: Embedder):
         self.conn = conn
-        self.kb = kb.resolve()
+        self.kb = kb  # resolved once, by the settings
         self.settings = settings
         self.embedder = embedder
         self.ignore = Ignore(self.kb, settings.index.exclude_dirs, settings.index.extensions)

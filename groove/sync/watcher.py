@@ -55,7 +55,6 @@ async def watch(
     stop_event: anyio.Event | None = None,
     on_state: Callable[[str], None] | None = None,
 ) -> None:
-    kb = kb.resolve()
     if on_state:
         on_state("watching")
     log.info("watch_started", kb=str(kb), debounce_ms=debounce_ms)
