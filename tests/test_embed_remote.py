@@ -167,10 +167,18 @@ def expected_vectors(texts: list[str], dim: int = DIM) -> np.ndarray:
     return (raw / np.linalg.norm(raw, axis=1, keepdims=True)).astype(np.float32)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a client that gave up on purpose (timeout, size cap) closed the connection
+        super().handle_error(request, client_address)
+
+
 class FaultServer:
     def __init__(self) -> None:
         self.script: list[Answer] = []
         self.requests: list[dict[str, Any]] = []
+        self.finished_bodies = 0  # chunked bodies written to the end
         self.lock = threading.Lock()
         server = self
 
@@ -206,6 +214,7 @@ class FaultServer:
                             part = payload[i : i + 4096]
                             self.wfile.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
                         self.wfile.write(b"0\r\n\r\n")
+                        server.finished_bodies += 1
                     else:
                         self.send_header("Content-Length", str(len(payload)))
                         self.end_headers()
@@ -213,10 +222,10 @@ class FaultServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout or size cap): that is the point of some tests
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
 
     def play(self, *answers: Answer) -> None:
@@ -415,6 +424,15 @@ def test_a_body_over_max_response_bytes_is_refused(fault, chunked):
     with pytest.raises(EmbedderError, match="over \\[embedding.openai\\] max_response_bytes = 2048"):
         embedder_for(fault, dimension=1000, max_response_bytes=2048).embed_documents(["a", "b"])
     assert len(fault.requests) == 1
+
+
+def test_reading_an_oversized_body_stops_at_the_cap_instead_of_downloading_it_all(fault):
+    huge = b'{"data": [{"index": 0, "embedding": [' + b"1.0, " * 4_000_000 + b"1.0]}]}"  # 20 MB
+    fault.play(Answer(body=huge, chunked=True))
+    with pytest.raises(EmbedderError, match="max_response_bytes = 65536"):
+        embedder_for(fault, max_response_bytes=65536).embed_query("a")
+    time.sleep(0.2)
+    assert fault.finished_bodies == 0  # the client hung up long before the end
 
 
 def test_identity_names_backend_model_dimension_and_document_side_but_not_the_endpoint():
