@@ -179,6 +179,7 @@ class FaultServer:
         self.script: list[Answer] = []
         self.requests: list[dict[str, Any]] = []
         self.finished_bodies = 0  # chunked bodies written to the end
+        self.down = False  # True: every request gets a 503
         self.lock = threading.Lock()
         server = self
 
@@ -193,7 +194,10 @@ class FaultServer:
                 body = json.loads(self.rfile.read(n) or b"{}")
                 with server.lock:
                     server.requests.append({"path": self.path, "headers": dict(self.headers), "json": body})
-                    answer = server.script.pop(0) if server.script else Answer()
+                    if server.down:
+                        answer = Answer(503, body=b'{"error": {"message": "the GPU box is rebooting"}}')
+                    else:
+                        answer = server.script.pop(0) if server.script else Answer()
                 if answer.delay:
                     time.sleep(answer.delay)
                 if answer.body is not None:
@@ -494,3 +498,65 @@ def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(
                            capture_output=True, text=True, env=env, timeout=300)
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["results"][0]["path"] == "teriyaki.md"
+    assert "vectors_degraded" not in json.loads(found.stdout)
+
+    # The same index, the server moved away (nothing listens): the endpoint is not part of the index
+    # identity, so the index opens; hybrid search answers from full text and says vectors are degraded.
+    gone = {**env, "GROOVE_EMBEDDING__OPENAI__ENDPOINT": f"http://127.0.0.1:{free_port()}/v1",
+            "GROOVE_EMBEDDING__OPENAI__MAX_ATTEMPTS": "1"}
+    hybrid = subprocess.run(base[:3] + ["search"] + base[3:] + ["Tomatoes", "--format", "json"],
+                            capture_output=True, text=True, env=gone, timeout=300)
+    assert hybrid.returncode == 0, hybrid.stderr
+    resp = json.loads(hybrid.stdout)
+    assert resp["results"][0]["path"] == "garden.md"
+    assert "could not be embedded" in resp["vectors_degraded"] and "ConnectError" in resp["vectors_degraded"]
+
+    vector_only = subprocess.run(base[:3] + ["search"] + base[3:] + ["Tomatoes", "--retriever", "vector", "--format", "json"],
+                                 capture_output=True, text=True, env=gone, timeout=300)
+    assert vector_only.returncode != 0
+    assert "failed 1 attempt(s)" in vector_only.stderr and vector_only.stdout == ""
+
+
+# --- the daemon while the backend is down ------------------------------------------------------------
+
+
+async def test_while_the_backend_is_down_notes_stay_pending_searches_use_full_text_and_embedding_resumes(fault, kb, make_settings):
+    from conftest import eventually
+    from groove.search.pipeline import SearchRequest
+    from groove.serve.daemon import Daemon
+
+    import anyio
+
+    fault.down = True
+    write(kb / "bread.md", "# Sourdough\n\nA note about sourdough bread and its long fermentation.\n")
+    settings = make_settings(kb, **{
+        "embedding.backend": "openai", "embedding.openai.endpoint": fault.url, "embedding.openai.model": "fake-embed",
+        "embedding.openai.dimension": DIM, "embedding.openai.max_attempts": 1, "watch.debounce_ms": 50,
+    })
+    daemon = Daemon(settings)
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run_background)
+        try:
+            with anyio.fail_after(60):
+                await daemon.reconciled.wait()
+            resp = await daemon.search(SearchRequest(query="sourdough", limit=5))
+            assert [r["path"] for r in resp["results"]] == ["bread.md"]
+            assert "the GPU box is rebooting" in resp["vectors_degraded"]
+            assert resp["pending_chunks"] >= 1
+
+            async def bulk_tried() -> bool:
+                return any(r["json"]["input"] != ["sourdough"] for r in fault.requests)
+
+            await eventually(bulk_tried, "the daemon to try embedding the note while the server is down")
+            assert await daemon.pending() >= 1
+            fault.down = False
+
+            async def drained() -> bool:
+                return await daemon.pending() == 0
+
+            await eventually(drained, "the pending chunks to be embedded once the server is back")
+            resp = await daemon.search(SearchRequest(query="sourdough", limit=5, retriever="vector"))
+            assert [r["path"] for r in resp["results"]] == ["bread.md"]
+            assert "vectors_degraded" not in resp
+        finally:
+            daemon.stop()

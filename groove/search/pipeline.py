@@ -17,6 +17,7 @@ import aiosqlite
 import numpy as np
 
 from groove.config import SearchSettings
+from groove.embed.embedder import EmbedderError
 from groove.logs import get_logger
 from groove.search import filters as filters_mod
 from groove.search import retrievers
@@ -110,13 +111,22 @@ class Searcher:
             fts_ids = await retrievers.fts_search(conn, cq.match_expr, n, weights, allowed_docs)
             timings["fts_ms"] = _ms(t)
         vec_ids: list[int] = []
+        vectors_degraded: str | None = None
         if use_vector:
             t = time.perf_counter()
-            qvec = await self.embed_query(cq.vector_text)
-            timings["embed_ms"] = _ms(t)
-            t = time.perf_counter()
-            vec_ids = await retrievers.vector_search(conn, qvec, n, exclude, allowed_docs)
-            timings["vector_ms"] = _ms(t)
+            try:
+                qvec = await self.embed_query(cq.vector_text)
+            except EmbedderError as exc:
+                if req.retriever == "vector":
+                    raise
+                # The embedding backend is down: answer from the full-text half and say so.
+                vectors_degraded = f"the query could not be embedded, so these results come from full text alone: {exc}"
+                log.warning("query_embed_failed", error=str(exc))
+            else:
+                timings["embed_ms"] = _ms(t)
+                t = time.perf_counter()
+                vec_ids = await retrievers.vector_search(conn, qvec, n, exclude, allowed_docs)
+                timings["vector_ms"] = _ms(t)
 
         rankings: dict[str, list[int]] = {}
         if fts_ids:
@@ -183,6 +193,8 @@ class Searcher:
             "filter_applied": req.filters.to_dict() if not req.filters.empty else None,
             "pending_chunks": pending,
         }
+        if vectors_degraded:
+            response["vectors_degraded"] = vectors_degraded
         if warnings:
             response["warnings"] = warnings
         if req.explain:

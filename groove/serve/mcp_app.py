@@ -60,6 +60,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 from groove import __version__
+from groove.embed.embedder import EmbedderError
 from groove.logs import get_logger
 from groove.search.compiler import QueryError
 from groove.search.filters import Filters
@@ -302,8 +303,9 @@ def build_server(daemon: Daemon) -> MCPServer:
 
         Returns results (path, title, heading context, tags, score, start/end lines, content, match spans),
         low_confidence, filter_applied, pending_chunks (passages still waiting for their embedding: a note
-        saved moments ago may be found by its words but not yet by meaning) and startup_reconcile_done (false
-        while the folder is still being scanned after a start)."""
+        saved moments ago may be found by its words but not yet by meaning), startup_reconcile_done (false
+        while the folder is still being scanned after a start) and, only when the query could not be embedded,
+        vectors_degraded (why; the results then come from full text alone)."""
         try:
             filters = Filters.build(
                 path_globs=path_globs, tags_any=tags_any, tags_all=tags_all,
@@ -315,7 +317,7 @@ def build_server(daemon: Daemon) -> MCPServer:
                 parent_retriever=parent_retriever, explain=explain,
             )
             response = await daemon.search(req)
-        except (QueryError, ValueError) as exc:
+        except (QueryError, ValueError, EmbedderError) as exc:
             raise _tool_error(exc) from exc
         # Until the startup scan is done, a note may be missing without being pending.
         response["startup_reconcile_done"] = daemon.reconciled.is_set()
