@@ -448,6 +448,7 @@ def test_identity_names_backend_model_dimension_and_document_side_but_not_the_en
     assert "openai" in a.identity and "e5" in a.identity and "384" in a.identity
     assert len({a.identity, c.identity, d.identity}) == 3
     assert a.max_tokens == 512 - RESERVED_TOKENS
+    assert c.max_tokens == 512 - RESERVED_TOKENS - estimate_tokens("passage: ")  # room for the prefix sent with each chunk
 
 
 # --- configuration -------------------------------------------------------------------------------

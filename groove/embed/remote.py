@@ -176,7 +176,8 @@ class OpenAIEmbedder:
 
     @property
     def max_tokens(self) -> int:
-        return self.settings.max_tokens - RESERVED_TOKENS
+        # The chunker measures the chunk alone; the document prefix travels with it.
+        return self.settings.max_tokens - RESERVED_TOKENS - estimate_tokens(self.settings.document_prefix)
 
     def count_tokens(self, text: str) -> int:
         return estimate_tokens(text)
