@@ -366,7 +366,7 @@ def test_persistent_5xx_gives_up_after_max_attempts_naming_the_last_failure(faul
     fault.play(*[Answer(503, body=b'{"error": {"message": "model loading"}}')] * 5)
     sleeps = Sleeps()
     with pytest.raises(EmbedderError, match=r"failed 3 attempt\(s\); last: HTTP 503: model loading"):
-        embedder_for(fault, sleeps, max_attempts=3).embed_query("q")
+        embedder_for(fault, sleeps, max_attempts=3).embed_documents(["q"])
     assert len(fault.requests) == 3 and len(sleeps) == 2
 
 
@@ -375,6 +375,20 @@ def test_an_answer_slower_than_the_timeout_fails_after_max_attempts(fault):
     with pytest.raises(EmbedderError, match=r"failed 2 attempt\(s\).*within 0.2 s"):
         embedder_for(fault, timeout_s=0.2, max_attempts=2).embed_query("q")
     assert len(fault.requests) == 2
+
+
+def test_a_search_waits_for_its_query_vector_at_most_query_timeout_s_retries_included(fault):
+    fault.play(*[Answer(delay=1.0)] * 5)
+    with pytest.raises(EmbedderError, match=r"failed 1 attempt\(s\) within \[embedding.openai\] query_timeout_s = 0.3"):
+        embedder_for(fault, timeout_s=5.0, query_timeout_s=0.3, max_attempts=5).embed_query("q")
+    assert len(fault.requests) == 1
+
+
+def test_bulk_embedding_gets_the_full_timeout_s_on_every_attempt(fault):
+    fault.play(Answer(delay=0.6))
+    vecs = embedder_for(fault, timeout_s=5.0, query_timeout_s=0.3).embed_documents(["slow but fine"])
+    np.testing.assert_allclose(vecs, expected_vectors(["slow but fine"]), atol=1e-6)
+    assert len(fault.requests) == 1
 
 
 def test_a_slow_answer_then_a_fast_one_succeeds(fault):

@@ -227,21 +227,30 @@ class OpenAIEmbedder:
         if s.send_input_type:
             body["input_type"] = kind
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        # A search waits for its query vector at most query_timeout_s in all, then falls back to full text;
+        # bulk embedding has time, so each of its attempts gets timeout_s.
+        budget_end = time.monotonic() + s.query_timeout_s if kind == "query" else math.inf
         last: _Retryable | None = None
+        attempts = 0
         for attempt in range(1, s.max_attempts + 1):
+            attempts = attempt
+            timeout = min(s.timeout_s, budget_end - time.monotonic())
             try:
-                raw = self._post(payload)
+                raw = self._post(payload, timeout)
             except _Retryable as exc:
                 last = exc
                 if attempt == s.max_attempts:
                     break
                 wait = self._wait(attempt, exc.retry_after)
+                if time.monotonic() + wait >= budget_end:
+                    break
                 log.warning("embed_retry", url=self.url, attempt=attempt, error=str(exc), wait_s=round(wait, 3))
                 self._sleep(wait)
                 continue
             return self._parse(raw, len(texts))
+        within = f" within [embedding.openai] query_timeout_s = {s.query_timeout_s}" if kind == "query" else ""
         raise EmbedderError(
-            f"the embedding server at {self.url} failed {s.max_attempts} attempt(s); last: {last}. "
+            f"the embedding server at {self.url} failed {attempts} attempt(s){within}; last: {last}. "
             "Check that it is running and reachable, or raise [embedding.openai] timeout_s / max_attempts"
         )
 
@@ -252,11 +261,11 @@ class OpenAIEmbedder:
         base = min(s.backoff_max_s, s.backoff_initial_s * (2 ** (attempt - 1)))
         return base * self._random.uniform(0.5, 1.0)  # jitter: clients retrying together spread out
 
-    def _post(self, payload: bytes) -> bytes:
+    def _post(self, payload: bytes, timeout: float) -> bytes:
         s = self.settings
-        deadline = time.monotonic() + s.timeout_s
+        deadline = time.monotonic() + timeout
         try:
-            with self.client.stream("POST", self.url, content=payload) as response:
+            with self.client.stream("POST", self.url, content=payload, timeout=httpx.Timeout(timeout)) as response:
                 status = response.status_code
                 if status == 429 or status >= 500:
                     text = _read_capped(response, 4096, deadline)
@@ -275,7 +284,7 @@ class OpenAIEmbedder:
                     raise EmbedderError(_too_large(self.url, None, s.max_response_bytes))
                 return raw
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"no complete answer within {s.timeout_s} s ({type(exc).__name__})") from exc
+            raise _Retryable(f"no complete answer within {timeout:.3g} s ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
 
