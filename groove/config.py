@@ -50,7 +50,7 @@ class OpenAIEmbeddingSettings(_Section):
     document_prefix: str = ""
     batch_size: int = Field(32, ge=1, le=4096, description="texts per HTTP request")
     timeout_s: float = Field(120.0, gt=0, le=3600, description="seconds per HTTP request")
-    query_timeout_s: float = Field(10.0, gt=0, le=3600, description="seconds a search waits for its query vector, retries included")
+    query_timeout_s: float = Field(10.0, gt=0, le=3600, description="seconds a request of queries may take, retries included")
     max_attempts: int = Field(5, ge=1, le=100, description="attempts per request, the first included")
     backoff_initial_s: float = Field(0.5, ge=0, le=3600, description="wait before the first retry; doubles per retry")
     backoff_max_s: float = Field(30.0, ge=0, le=3600, description="longest wait between attempts, Retry-After included")
