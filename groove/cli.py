@@ -191,6 +191,8 @@ def format_results_text(resp: dict) -> str:
         notes.append("low confidence: no result stands out")
     if resp.get("pending_chunks"):
         notes.append(f"{resp['pending_chunks']} chunk(s) still waiting for vectors")
+    if resp.get("vectors_degraded"):
+        notes.append(f"vectors degraded: {resp['vectors_degraded']}")
     for w in resp.get("warnings", []):
         notes.append(f"warning: {w}")
     if resp.get("filter_applied"):

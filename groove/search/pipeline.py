@@ -16,6 +16,7 @@ import aiosqlite
 import numpy as np
 
 from groove.config import SearchSettings
+from groove.embed.embedder import EmbedderError
 from groove.logs import get_logger
 from groove.search import filters as filters_mod
 from groove.search import retrievers
@@ -164,6 +165,8 @@ class Searcher:
             "pending_chunks": pending,
             "vectors_degraded": degraded,
         }
+        if vectors_degraded:
+            response["vectors_degraded"] = vectors_degraded
         if warnings:
             response["warnings"] = warnings
         if req.explain:
