@@ -192,7 +192,7 @@ def format_results_text(resp: dict) -> str:
     if resp.get("pending_chunks"):
         notes.append(f"{resp['pending_chunks']} chunk(s) still waiting for vectors")
     if resp.get("vectors_degraded"):
-        notes.append(f"vectors degraded: {resp['vectors_degraded']}")
+        notes.append("vectors degraded: the query could not be embedded, so these results come from full text alone")
     for w in resp.get("warnings", []):
         notes.append(f"warning: {w}")
     if resp.get("filter_applied"):

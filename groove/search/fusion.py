@@ -82,3 +82,68 @@ def low_confidence(scores: Sequence[float], ratio: float = 1.5, n: int = 10) -> 
     if mean == 0.0:
         return True
     return top[0] / mean < ratio
+
+
+def weighted_rrf(
+    rankings: Mapping[str, Sequence[int]], weights: Mapping[str, float], k: float = DEFAULT_RRF_K
+) -> list[tuple[int, float]]:
+    """RRF where leg `name` contributes `weights[name] / (k + rank)` (a missing weight is 1)."""
+    if not (isinstance(k, (int, float)) and math.isfinite(k) and k > 0):
+        raise ValueError(f"rrf k must be a finite number greater than 0 (the default is 60), got {k!r}")
+    terms: dict[int, list[float]] = {}
+    best_rank: dict[int, int] = {}
+    for name, ids in rankings.items():
+        w = float(weights.get(name, 1.0))
+        seen: set[int] = set()
+        for position, chunk_id in enumerate(ids, start=1):
+            if chunk_id in seen:
+                continue
+            seen.add(chunk_id)
+            terms.setdefault(chunk_id, []).append(w / (k + position))
+            best_rank[chunk_id] = min(best_rank.get(chunk_id, position), position)
+    fused = [(cid, math.fsum(parts)) for cid, parts in terms.items()]
+    fused.sort(key=lambda item: (-item[1], best_rank[item[0]], item[0]))
+    return fused
+
+
+def z_fusion(
+    legs: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str, float]
+) -> list[tuple[int, float]]:
+    """Fuse scored legs (higher is better) by weighted, standardised scores.
+
+    Each leg's scores are standardised over its own list (z = (s - mean) / sd)
+    and shifted so that its last entry scores 0; a chunk's fused score is the
+    weighted sum over the legs that returned it (a leg that did not contributes
+    0, as if it ranked the chunk last). Unlike RRF, a leg whose best hit stands
+    far above the rest keeps that margin, and a flat leg adds little. A leg
+    with weight 0 is ignored. Ties: best single-leg position, then chunk id.
+    """
+    totals: dict[int, list[float]] = {}
+    best_rank: dict[int, int] = {}
+    for name, scored in legs.items():
+        w = float(weights.get(name, 1.0))
+        if w <= 0 or not scored:
+            continue
+        values = [s for _, s in scored]
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(f"leg {name!r} has a score that is not finite")
+        mean = math.fsum(values) / len(values)
+        sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values)) or 1.0
+        low = min(values)
+        seen: set[int] = set()
+        for position, (chunk_id, value) in enumerate(scored, start=1):
+            if chunk_id in seen:
+                continue
+            seen.add(chunk_id)
+            totals.setdefault(chunk_id, []).append(w * (value - low) / sd)
+            best_rank[chunk_id] = min(best_rank.get(chunk_id, position), position)
+    fused = [(cid, math.fsum(parts)) for cid, parts in totals.items()]
+    fused.sort(key=lambda item: (-item[1], best_rank[item[0]], item[0]))
+    return fused
+
+
+def evidence_weight(evidence: float, low: float, high: float) -> float:
+    """0 at or below `low`, 1 at or above `high`, linear between: how far to trust a full-text leg."""
+    if high <= low:
+        return 1.0 if evidence >= high else 0.0
+    return min(1.0, max(0.0, (evidence - low) / (high - low)))

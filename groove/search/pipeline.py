@@ -15,13 +15,14 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 import aiosqlite
 import numpy as np
 
-from groove.config import SearchSettings
-from groove.embed.embedder import EmbedderError
+from groove.config import FusionSettings, SearchSettings
+from groove.corpus.cjk import cjk_query, query_terms
 from groove.logs import get_logger
 from groove.search import filters as filters_mod
 from groove.search import retrievers
 from groove.search.compiler import compile_query
-from groove.search.fusion import low_confidence, rrf
+from groove.search.evidence import coverage, term_weights
+from groove.search.fusion import evidence_weight, low_confidence, weighted_rrf, z_fusion
 from groove.search.hits import Hit
 from groove.search.mmr import apply_mmr
 from groove.search.parent import ChunkInfo, apply_parent
@@ -38,6 +39,50 @@ class Reranker(Protocol):
     identity: str
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
+
+
+CONFIDENCE_DEPTH = 10  # low_confidence looks this far down the fused list for the next note
+EVIDENCE_DEPTH = 3  # a full-text leg's evidence is the best coverage among its top 3 hits
+
+
+def fusion_weights(settings: FusionSettings, legs: dict[str, Any], evidence: dict[str, float]) -> dict[str, float]:
+    """Per-leg weights: the vector leg 1; each full-text leg by how much of the query its best hits contain.
+
+    With method "rrf" every leg weighs 1 (the seeds' plain RRF). When no leg keeps a
+    weight (no vectors yet and weak keyword evidence), the full-text legs weigh 1:
+    a weak match is still better than none.
+    """
+    if settings.method == "rrf":
+        return {name: 1.0 for name in legs}
+    out = {}
+    for name in legs:
+        if name == "vector":
+            out[name] = 1.0
+        else:
+            out[name] = round(evidence_weight(evidence.get(name, 0.0), settings.evidence_low, settings.evidence_high), 4)
+    if legs and not any(out.values()):
+        out = {name: 1.0 for name in legs}
+    return out
+
+
+def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
+    """Whether the top result is a guess.
+
+    Evidence fusion: the top fused score leads the best hit from another note
+    by less than `confidence_margin` of itself, so another note could as well be
+    the answer (measured on both languages: top-1 accuracy of unflagged searches
+    is well above that of flagged ones; docs/decisions/0007). `hits` are the
+    fused list's head, best first, with their fused scores.
+    Plain RRF keeps the seeds' rule: top / mean(top 10) < min_confidence_ratio.
+    """
+    if settings.fusion.method == "rrf":
+        return low_confidence([h.score for h in hits[:10]], settings.min_confidence_ratio)
+    if not hits or hits[0].score <= 0:
+        return False
+    other = next((h.score for h in hits[1:] if h.doc_id != hits[0].doc_id), None)
+    if other is None:
+        return False
+    return (hits[0].score - other) / hits[0].score < settings.confidence_margin
 
 
 def pool_size(limit: int) -> int:
@@ -66,19 +111,15 @@ class Searcher:
 
         allowed_docs = await filters_mod.allowed_documents(conn, req.compiled_filters)
         use_vector = req.retriever in ("hybrid", "vector") and bool(cq.vector_text.strip())
+        use_fts = req.retriever in ("hybrid", "fts") and cq.match_expr is not None
+        cjk_expr = cjk_query(cq.vector_text) if req.retriever in ("hybrid", "fts") else None
         exclude: set[int] = set()
-        if cq.negative_expr and use_vector:
-            # Only the vector leg needs the id set; the FTS leg excludes with NOT.
+        if cq.negative_expr and (use_vector or cjk_expr):
+            # The trigram leg excludes with NOT; the bigram and vector legs drop these ids.
             exclude = await retrievers.matching_ids(conn, cq.negative_expr)
 
-        fts_ids: list[int] = []
-        use_fts = req.retriever in ("hybrid", "fts") and cq.match_expr is not None
-        if use_fts:
-            t = time.perf_counter()
-            weights = (s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight)
-            fts_ids = await retrievers.fts_search(conn, cq.match_expr, n, weights, allowed_docs)
-            timings["fts_ms"] = _ms(t)
-        vec_ids: list[int] = []
+        # The query embedding first: if it fails, the full-text legs answer alone (vectors_degraded).
+        qvec = None
         degraded = False
         if use_vector:
             t = time.perf_counter()
@@ -88,25 +129,49 @@ class Searcher:
                 log.warning("query_embedding_failed", error=repr(exc))
                 degraded = True
             timings["embed_ms"] = _ms(t)
-            if not degraded:
-                t = time.perf_counter()
-                vec_ids = await retrievers.vector_search(conn, qvec, n, exclude, allowed_docs)
-                timings["vector_ms"] = _ms(t)
-            elif not use_fts and cq.match_expr is not None:
-                # Vectors asked for and the query cannot be embedded: full text alone.
-                t = time.perf_counter()
-                weights = (s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight)
-                fts_ids = await retrievers.fts_search(conn, cq.match_expr, n, weights, allowed_docs)
-                timings["fts_ms"] = _ms(t)
+        if degraded and req.retriever == "vector":
+            use_fts = cq.match_expr is not None
+            cjk_expr = cjk_query(cq.vector_text)
+            if cq.negative_expr and cjk_expr and not exclude:
+                exclude = await retrievers.matching_ids(conn, cq.negative_expr)
 
-        rankings: dict[str, list[int]] = {}
-        if fts_ids:
-            rankings["fts"] = fts_ids
-        if vec_ids:
-            rankings["vector"] = vec_ids
-        fused = rrf(rankings, k=s.fusion.rrf_k)
-        fts_rank = {cid: i for i, cid in enumerate(fts_ids, 1)}
-        vec_rank = {cid: i for i, cid in enumerate(vec_ids, 1)}
+        weights = (s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight)
+        legs: dict[str, list[tuple[int, float]]] = {}   # name -> (chunk id, score: higher is better)
+        evidence: dict[str, float] = {}
+        full_text = []
+        if use_fts:
+            full_text.append(("trigram", "fts_chunks", cq.match_expr, list(cq.positives) or [cq.vector_text]))
+        if cjk_expr:
+            full_text.append(("bigram", "fts_cjk", cjk_expr, query_terms(cq.vector_text)))
+        for name, table, expr, terms in full_text:
+            t = time.perf_counter()
+            scored = await retrievers.fts_scored(conn, expr, n, weights, allowed_docs, table, exclude if table == "fts_cjk" else None)
+            legs[name] = [(cid, -bm25) for cid, bm25 in scored]
+            if scored:
+                df, n_chunks = await retrievers.term_doc_freq(conn, table, terms)
+                top = await retrievers.fetch_texts(conn, [cid for cid, _ in scored[:EVIDENCE_DEPTH]])
+                evidence[name] = round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
+            timings[f"{name}_ms"] = _ms(t)
+        if qvec is not None:
+            t = time.perf_counter()
+            nearest = await retrievers.vector_scored(conn, qvec, n, exclude, allowed_docs)
+            legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
+            timings["vector_ms"] = _ms(t)
+
+        legs = {name: scored for name, scored in legs.items() if scored}
+        leg_weights = fusion_weights(s.fusion, legs, evidence)
+        if s.fusion.method == "rrf":
+            fused = weighted_rrf({k: [c for c, _ in v] for k, v in legs.items()}, leg_weights, k=s.fusion.rrf_k)
+        else:
+            fused = z_fusion(legs, leg_weights)
+        ranks = {name: {cid: i for i, (cid, _) in enumerate(scored, 1)} for name, scored in legs.items()}
+        fts_ids = [cid for name in ("trigram", "bigram") for cid, _ in legs.get(name, [])]
+        vec_ids = [cid for cid, _ in legs.get("vector", [])]
+        fts_rank = {}
+        for name in ("trigram", "bigram"):
+            for cid, r in ranks.get(name, {}).items():
+                fts_rank[cid] = min(r, fts_rank.get(cid, r))
+        vec_rank = ranks.get("vector", {})
 
         mmr_on = s.mmr.enabled if req.mmr is None else req.mmr
         rerank_on, reranker = self._reranker_for(req)
@@ -116,14 +181,15 @@ class Searcher:
             pool = req.limit * 5
         else:
             pool = req.limit
-        head = fused[:pool]
+        head = fused[: max(pool, CONFIDENCE_DEPTH)]
         rows = await retrievers.fetch_hits(conn, [cid for cid, _ in head])
         hits = [
             dataclasses.replace(rows[cid], score=score, fts_rank=fts_rank.get(cid), vec_rank=vec_rank.get(cid))
             for cid, score in head
             if cid in rows
         ]
-        conf = low_confidence([h.score for h in hits], s.min_confidence_ratio)
+        conf = is_low_confidence(s, hits)
+        hits = hits[:pool]
 
         # Stage 2: reranker.
         if rerank_on and reranker is not None and hits:
@@ -165,8 +231,6 @@ class Searcher:
             "pending_chunks": pending,
             "vectors_degraded": degraded,
         }
-        if vectors_degraded:
-            response["vectors_degraded"] = vectors_degraded
         if warnings:
             response["warnings"] = warnings
         if req.explain:
@@ -183,7 +247,11 @@ class Searcher:
                 fallback=cq.fallback,
                 phrases_truncated=cq.truncated,
                 retriever=req.retriever,
-                candidates={"fts": len(fts_ids), "vector": len(vec_ids), "fused": len(fused)},
+                candidates={"fts": len(set(fts_ids)), "vector": len(vec_ids), "fused": len(fused),
+                            **{f"{name}": len(v) for name, v in legs.items()}},
+                bigram_expr=cjk_expr,
+                fusion={"method": s.fusion.method, "weights": leg_weights, "evidence": evidence,
+                        "evidence_low": s.fusion.evidence_low, "evidence_high": s.fusion.evidence_high},
                 pool_per_retriever=n,
                 refine_pool=pool,
                 allowed_documents=None if allowed_docs is None else len(allowed_docs),

@@ -28,30 +28,100 @@ def _allowed_clause(column: str, allowed_docs: Sequence[int] | None) -> tuple[st
     return f" AND {column} IN (SELECT value FROM json_each(?))", (json.dumps(list(allowed_docs)),)
 
 
+FTS_TABLES = ("fts_chunks", "fts_cjk")  # trigram (the seed compiler's phrases), CJK bigrams
+
+
 async def fts_search(
     conn: aiosqlite.Connection,
     match_expr: str,
     limit: int,
     weights: tuple[float, float, float] = (2.0, 1.0, 1.0),
     allowed_docs: Sequence[int] | None = None,
+    table: str = "fts_chunks",
+    exclude: set[int] | None = None,
 ) -> list[int]:
-    """Chunk ids ranked by bm25 (best first)."""
+    """Chunk ids ranked by bm25 (best first), from the trigram table or the bigram table."""
+    return [cid for cid, _ in await fts_scored(conn, match_expr, limit, weights, allowed_docs, table, exclude)]
+
+
+async def fts_scored(
+    conn: aiosqlite.Connection,
+    match_expr: str,
+    limit: int,
+    weights: tuple[float, float, float] = (2.0, 1.0, 1.0),
+    allowed_docs: Sequence[int] | None = None,
+    table: str = "fts_chunks",
+    exclude: set[int] | None = None,
+) -> list[tuple[int, float]]:
+    """(chunk id, bm25) best first; bm25 is negative, lower is better (FTS5's convention)."""
+    if table not in FTS_TABLES:
+        raise ValueError(f"unknown full-text table {table!r}")
+    exclude = exclude or set()
     if allowed_docs is None:
         sql = (
-            "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ?"
-            " ORDER BY bm25(fts_chunks, ?, ?, ?), rowid LIMIT ?"
+            f"SELECT rowid, bm25({table}, ?, ?, ?) AS score FROM {table} WHERE {table} MATCH ?"
+            " ORDER BY score, rowid LIMIT ?"
         )
-        args: tuple = (match_expr, *weights, limit)
+        args: tuple = (*weights, match_expr, limit + len(exclude))
     else:
         clause, extra = _allowed_clause("doc_id", allowed_docs)
         sql = (
-            "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ?"
+            f"SELECT rowid, bm25({table}, ?, ?, ?) AS score FROM {table} WHERE {table} MATCH ?"
             f" AND rowid IN (SELECT id FROM chunks WHERE 1{clause})"
-            " ORDER BY bm25(fts_chunks, ?, ?, ?), rowid LIMIT ?"
+            " ORDER BY score, rowid LIMIT ?"
         )
-        args = (match_expr, *extra, *weights, limit)
+        args = (*weights, match_expr, *extra, limit + len(exclude))
     cur = await conn.execute(sql, args)
-    return [r[0] for r in await cur.fetchall()]
+    rows = [(r[0], float(r[1])) for r in await cur.fetchall() if r[0] not in exclude]
+    return rows[:limit]
+
+
+async def term_doc_freq(conn: aiosqlite.Connection, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+    """Per term, how many chunks contain it, and the number of chunks: the idf of the evidence weights.
+
+    Trigram table: a phrase's count is bounded by its rarest trigram (fts5vocab counts
+    trigrams), which is exact for a phrase of 3 characters and close above. Bigram table: a
+    term of one character counts the chunks of its most frequent bigram (it matches as a prefix).
+    """
+    if table not in FTS_TABLES:
+        raise ValueError(f"unknown full-text table {table!r}")
+    n = int((await (await conn.execute("SELECT count(*) FROM chunks")).fetchone())[0])
+    if not terms:
+        return {}, n
+    keys: dict[str, list[str]] = {}
+    for t in terms:
+        low = t.casefold()
+        if table == "fts_chunks":
+            keys[t] = [low[i : i + 3] for i in range(max(1, len(low) - 2))]
+        else:
+            keys[t] = [low]
+    wanted = sorted({k for ks in keys.values() for k in ks})
+    cur = await conn.execute(
+        f"SELECT term, doc FROM {table}_vocab WHERE term IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
+    )
+    df = dict(await cur.fetchall())
+    out: dict[str, int] = {}
+    for t, ks in keys.items():
+        if table == "fts_cjk" and len(t) == 1:
+            cur = await conn.execute(
+                f"SELECT max(doc) FROM {table}_vocab WHERE term >= ? AND term < ?", (t, t + "\U0010ffff")
+            )
+            out[t] = int((await cur.fetchone())[0] or 0)
+        else:
+            out[t] = min(int(df.get(k, 0)) for k in ks)
+    return out, n
+
+
+async def fetch_texts(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int, str]:
+    """heading, context and content of each chunk as one text (what the full-text tables index)."""
+    if not ids:
+        return {}
+    cur = await conn.execute(
+        "SELECT id, heading || char(10) || context || char(10) || content FROM chunks"
+        " WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(ids)),),
+    )
+    return dict(await cur.fetchall())
 
 
 async def matching_ids(conn: aiosqlite.Connection, expr: str) -> set[int]:
@@ -78,29 +148,39 @@ async def vector_search(
     allowed_docs: Sequence[int] | None = None,
 ) -> list[int]:
     """Chunk ids by L2 distance to the query (nearest first)."""
+    return [cid for cid, _ in await vector_scored(conn, query, limit, exclude, allowed_docs)]
+
+
+async def vector_scored(
+    conn: aiosqlite.Connection,
+    query: np.ndarray,
+    limit: int,
+    exclude: set[int] | None = None,
+    allowed_docs: Sequence[int] | None = None,
+) -> list[tuple[int, float]]:
+    """(chunk id, L2 distance) nearest first; for unit vectors cosine = 1 - d^2 / 2."""
     blob = np.asarray(query, dtype=np.float32).tobytes()
     exclude = exclude or set()
     if allowed_docs is not None:
         clause, extra = _allowed_clause("c.doc_id", allowed_docs)
         cur = await conn.execute(
-            "SELECT c.id FROM chunks c JOIN vec_embeddings v ON v.rowid = c.embedding_id"
+            "SELECT c.id, vec_distance_l2(v.embedding, ?) AS d FROM chunks c JOIN vec_embeddings v ON v.rowid = c.embedding_id"
             f" WHERE c.embedding_id IS NOT NULL{clause}"
-            " ORDER BY vec_distance_l2(v.embedding, ?), c.id LIMIT ?",
-            (*extra, blob, limit + len(exclude)),
+            " ORDER BY d, c.id LIMIT ?",
+            (blob, *extra, limit + len(exclude)),
         )
-        ids = [r[0] for r in await cur.fetchall()]
-        return [i for i in ids if i not in exclude][:limit]
+        rows = [(r[0], float(r[1])) for r in await cur.fetchall()]
+        return [r for r in rows if r[0] not in exclude][:limit]
     nearest = await nearest_embeddings(conn, query, limit + len(exclude))
     if not nearest:
         return []
-    rank = {emb_id: i for i, (emb_id, _) in enumerate(nearest)}
+    rank = {emb_id: (i, float(d)) for i, (emb_id, d) in enumerate(nearest)}
     cur = await conn.execute(
         "SELECT id, embedding_id FROM chunks WHERE embedding_id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(rank)),),
     )
-    rows = [(rank[e], cid) for cid, e in await cur.fetchall() if cid not in exclude]
-    rows.sort()
-    return [cid for _, cid in rows][:limit]
+    out = sorted((rank[e][0], cid, rank[e][1]) for cid, e in await cur.fetchall() if cid not in exclude)
+    return [(cid, d) for _, cid, d in out][:limit]
 
 
 _HIT_SQL = (

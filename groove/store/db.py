@@ -21,8 +21,9 @@ import aiosqlite
 import sqlite_vec
 
 from groove.errors import GrooveError
+from groove.corpus.cjk import cjk_terms
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class IndexError_(GrooveError):
@@ -58,6 +59,8 @@ def connect_sync(path: Path | str, *, readonly: bool = False) -> Any:
     con.enable_load_extension(True)
     sqlite_vec.load(con)
     con.enable_load_extension(False)
+    # The bigram table's triggers segment text with this function (groove/corpus/cjk.py).
+    con.create_function("groove_cjk_terms", 1, cjk_terms, deterministic=True)
     con.execute("PRAGMA busy_timeout = 10000")
     if not readonly:
         con.execute("PRAGMA journal_mode = WAL")
@@ -136,6 +139,24 @@ CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE OF heading, context, content
     INSERT INTO fts_chunks(rowid, heading, context, content)
     VALUES (new.id, new.heading, new.context, new.content);
 END;
+-- CJK character bigrams (groove/corpus/cjk.py): the short Japanese words trigrams cannot match.
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(
+    heading, context, content, tokenize='unicode61'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk_vocab USING fts5vocab(fts_cjk, 'row');
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks_vocab USING fts5vocab(fts_chunks, 'row');
+CREATE TRIGGER IF NOT EXISTS chunks_cjk_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO fts_cjk(rowid, heading, context, content)
+    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_cjk_ad AFTER DELETE ON chunks BEGIN
+    DELETE FROM fts_cjk WHERE rowid = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_cjk_au AFTER UPDATE OF heading, context, content ON chunks BEGIN
+    DELETE FROM fts_cjk WHERE rowid = old.id;
+    INSERT INTO fts_cjk(rowid, heading, context, content)
+    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
+END;
 CREATE TABLE IF NOT EXISTS embeddings (
     id         INTEGER PRIMARY KEY,            -- = vec_embeddings.rowid
     hash       TEXT NOT NULL UNIQUE,
@@ -146,6 +167,28 @@ CREATE TABLE IF NOT EXISTS skipped (
     reason TEXT NOT NULL,
     at     REAL NOT NULL
 );
+"""
+
+_CJK_SQL = """
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(
+    heading, context, content, tokenize='unicode61'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk_vocab USING fts5vocab(fts_cjk, 'row');
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks_vocab USING fts5vocab(fts_chunks, 'row');
+CREATE TRIGGER IF NOT EXISTS chunks_cjk_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO fts_cjk(rowid, heading, context, content)
+    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_cjk_ad AFTER DELETE ON chunks BEGIN
+    DELETE FROM fts_cjk WHERE rowid = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_cjk_au AFTER UPDATE OF heading, context, content ON chunks BEGIN
+    DELETE FROM fts_cjk WHERE rowid = old.id;
+    INSERT INTO fts_cjk(rowid, heading, context, content)
+    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
+END;
+INSERT INTO fts_cjk(rowid, heading, context, content)
+    SELECT id, groove_cjk_terms(heading), groove_cjk_terms(context), groove_cjk_terms(content) FROM chunks;
 """
 
 # Explicit migrations: MIGRATIONS[n] takes a database at version n to n + 1.
@@ -160,6 +203,8 @@ INSERT OR IGNORE INTO doc_tags(doc_id, tag)
     SELECT d.id, lower(trim(j.value)) FROM documents d, json_each(d.tags) j WHERE trim(j.value) != '';
 UPDATE documents SET mtime_ns = -1, hash = '';
 """,
+    # 2 -> 3: the CJK bigram table, filled from the chunks already indexed (nothing is re-embedded).
+    2: _CJK_SQL,
 }
 
 

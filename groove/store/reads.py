@@ -29,11 +29,17 @@ def check_existing_index(path: Path, *, model: str, dimension: int) -> None:
     con = db.connect_sync(path, readonly=True)
     try:
         built_model, built_dim = db.read_identity_sync(con)
+        version = int(db.get_meta_sync(con, "schema_version", "0") or 0) if built_model is not None else 0
     finally:
         con.close()
     if built_model is None:
         raise db.IndexError_(f"{path} is not a groove index; run `groove index --rebuild`")
     db.check_identity(built_model, built_dim, model=model, dimension=dimension)
+    if version < db.SCHEMA_VERSION:
+        raise db.IndexError_(
+            f"{path} has schema version {version}; this groove needs {db.SCHEMA_VERSION}. Run `groove index` "
+            "(or start `groove serve`) once to upgrade it in place: nothing is re-embedded"
+        )
 
 
 async def _scalar(conn: aiosqlite.Connection, sql: str, args: tuple = ()) -> Any:
