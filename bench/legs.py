@@ -212,7 +212,8 @@ def fusion_rules():
         "z(all) d=20": norm_fuse(["trigram", "bigram", "vector"], depth=20),
         **{f"wrrf(all) {lo},{hi}": wrrf(["trigram", "bigram", "vector"], lo, hi) for lo, hi in [(0.0, 0.3), (0.1, 0.3), (0.1, 0.4), (0.15, 0.35), (0.2, 0.4), (0.2, 0.5)]},
         **{f"wz(all) {lo},{hi}": wz(["trigram", "bigram", "vector"], lo, hi) for lo, hi in [(0.0, 0.3), (0.1, 0.3), (0.1, 0.4), (0.15, 0.35), (0.2, 0.4), (0.2, 0.5)]},
-        **{f"wz(bi,vec) {lo},{hi}": wz(["bigram", "vector"], lo, hi) for lo, hi in [(0.1, 0.3), (0.15, 0.35)]},
+        **{f"wz(all) {lo},{hi}": wz(["trigram", "bigram", "vector"], lo, hi) for lo, hi in [(0.25, 0.5), (0.3, 0.6), (0.3, 0.5), (0.25, 0.6), (0.35, 0.6)]},
+        "wz(trigram,bigram) 0.25,0.5": wz(["trigram", "bigram"], 0.25, 0.5),
         "z(all) d=50": norm_fuse(["trigram", "bigram", "vector"], depth=50),
     }
     return rules

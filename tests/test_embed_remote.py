@@ -513,7 +513,7 @@ def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(
                            capture_output=True, text=True, env=env, timeout=300)
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["results"][0]["path"] == "teriyaki.md"
-    assert "vectors_degraded" not in json.loads(found.stdout)
+    assert json.loads(found.stdout)["vectors_degraded"] is False
 
     # The same index, the server moved away (nothing listens): the endpoint is not part of the index
     # identity, so the index opens; hybrid search answers from full text and says vectors are degraded.
@@ -524,12 +524,14 @@ def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(
     assert hybrid.returncode == 0, hybrid.stderr
     resp = json.loads(hybrid.stdout)
     assert resp["results"][0]["path"] == "garden.md"
-    assert "could not be embedded" in resp["vectors_degraded"] and "ConnectError" in resp["vectors_degraded"]
+    assert resp["vectors_degraded"] is True
+    assert "query_embedding_failed" in hybrid.stderr and "ConnectError" in hybrid.stderr
 
+    # Asked for vectors alone, it still answers (from full text) rather than fail, and says so.
     vector_only = subprocess.run(base[:3] + ["search"] + base[3:] + ["Tomatoes", "--retriever", "vector", "--format", "json"],
                                  capture_output=True, text=True, env=gone, timeout=300)
-    assert vector_only.returncode != 0
-    assert "failed 1 attempt(s)" in vector_only.stderr and vector_only.stdout == ""
+    assert vector_only.returncode == 0, vector_only.stderr
+    assert json.loads(vector_only.stdout)["vectors_degraded"] is True
 
 
 # --- the daemon while the backend is down ------------------------------------------------------------
@@ -556,7 +558,7 @@ async def test_while_the_backend_is_down_notes_stay_pending_searches_use_full_te
                 await daemon.reconciled.wait()
             resp = await daemon.search(SearchRequest(query="sourdough", limit=5))
             assert [r["path"] for r in resp["results"]] == ["bread.md"]
-            assert "the GPU box is rebooting" in resp["vectors_degraded"]
+            assert resp["vectors_degraded"] is True
             assert resp["pending_chunks"] >= 1
 
             async def bulk_tried() -> bool:
@@ -572,6 +574,6 @@ async def test_while_the_backend_is_down_notes_stay_pending_searches_use_full_te
             await eventually(drained, "the pending chunks to be embedded once the server is back")
             resp = await daemon.search(SearchRequest(query="sourdough", limit=5, retriever="vector"))
             assert [r["path"] for r in resp["results"]] == ["bread.md"]
-            assert "vectors_degraded" not in resp
+            assert resp["vectors_degraded"] is False
         finally:
             daemon.stop()

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from conftest import write
-from groove.runtime import index_once, search_once
+from groove.app import index_once, search_once
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest
 from groove.serve.daemon import Daemon

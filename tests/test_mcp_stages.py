@@ -27,7 +27,7 @@ def url(tmp_path_factory: pytest.TempPathFactory):
     write(kb / "tiny.md", "# Tiny\n\nShort.\n\n## Detail\n\nThe moka pot brews strong coffee on a stove.\n\n## More\n\nA third small section.\n")
     write(kb / "ja.md", note("日本語のノート", "再ランキングの評価についてのメモ。ランキングの指標を比べる。"))
     config = root / "groove.toml"
-    config.write_text(f'[index]\nmin_chunk_tokens = 0\n\n[search]\nreranker = "{PACKAGED}"\nrerank_by_default = false\n', encoding="utf-8")
+    config.write_text(f'[index]\nmin_chunk_tokens = 0\n\n[search]\nreranker = "{PACKAGED}"\nrerank_by_default = false\n\n[search.fusion]\nmethod = "rrf"\n', encoding="utf-8")
     server = ServerProcess(kb, root / "index.sqlite", root, extra=("--config", str(config)))
     try:
         server.wait_healthy()

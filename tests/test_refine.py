@@ -85,6 +85,9 @@ def _expected_fused(settings, query: str, limit: int) -> list[tuple[int, float]]
 
 
 def test_every_stage_off_gives_the_plain_fused_list(kb_settings):
+    # Plain RRF, so that the fused list can be written out independently below
+    # (evidence fusion has its own tests in test_fusion.py and test_search.py).
+    kb_settings = replace_settings(kb_settings, **{"search.fusion.method": "rrf"})
     resp = search(kb_settings, "espresso grind size", limit=6, rerank=False, mmr=False, parent_retriever=False)
     got = [(r["chunk_id"], r["score"]) for r in resp["results"]]
     expected = _expected_fused(kb_settings, "espresso grind size", 6)

@@ -48,11 +48,13 @@ def corpus(tmp_path_factory) -> object:
     return build(kb, tmp_path_factory.mktemp("idx") / "corpus.sqlite")
 
 
-def test_fts_decides_the_top_rank_when_the_vector_leg_prefers_another_chunk(corpus):
+def test_with_plain_rrf_fts_decides_the_top_rank_when_the_vector_leg_prefers_another_chunk(corpus):
+    # The seeds' rule, kept as `[search.fusion] method = "rrf"`.
+    rrf = replace_settings(corpus, **{"search.fusion.method": "rrf"})
     query = "steaming white grains in a lidded pot, soaking first zyxquartz"
-    vector_only = search(corpus, query, retriever="vector")
-    fts_only = search(corpus, query, retriever="fts")
-    hybrid = search(corpus, query)
+    vector_only = search(rrf, query, retriever="vector")
+    fts_only = search(rrf, query, retriever="fts")
+    hybrid = search(rrf, query)
 
     assert vector_only["results"][0]["path"] == "rice.md"
     assert [r["path"] for r in fts_only["results"]] == ["invoice.md"]
@@ -62,8 +64,30 @@ def test_fts_decides_the_top_rank_when_the_vector_leg_prefers_another_chunk(corp
     assert top["fts_rank"] == 1 and top["vec_rank"] > 1
 
 
-def test_scores_are_rrf_with_k_60(corpus):
-    resp = search(corpus, "Rust ownership lifetimes")
+def test_a_keyword_match_on_a_sliver_of_the_query_does_not_outrank_the_meaning(corpus):
+    # By default a full-text leg weighs by how much of the query its best hits hold:
+    # invoice.md shares one word of eight with this paraphrase of rice.md.
+    query = "steaming white grains in a lidded pot, soaking first zyxquartz"
+    hybrid = search(corpus, query, explain=True)
+    assert hybrid["results"][0]["path"] == "rice.md"
+    fusion = hybrid["explain"]["fusion"]
+    assert fusion["method"] == "evidence"
+    assert fusion["evidence"]["trigram"] < fusion["evidence_low"]
+    assert fusion["weights"] == {"trigram": 0.0, "vector": 1.0}
+
+
+def test_fts_decides_the_top_rank_when_the_query_is_mostly_in_one_note(corpus):
+    # Nearly all of the query is in invoice.md's words: full evidence, weight 1.
+    query = "zyxquartz invoice paid late by accounting"
+    hybrid = search(corpus, query, explain=True)
+    assert hybrid["explain"]["fusion"]["weights"]["trigram"] == 1.0
+    assert hybrid["results"][0]["path"] == "invoice.md"
+    assert hybrid["results"][0]["fts_rank"] == 1
+
+
+def test_scores_are_rrf_with_k_60_under_plain_rrf(corpus):
+    rrf = replace_settings(corpus, **{"search.fusion.method": "rrf"})
+    resp = search(rrf, "Rust ownership lifetimes")
     for r in resp["results"]:
         expected = sum(1 / (60 + rank) for rank in (r["fts_rank"], r["vec_rank"]) if rank)
         assert r["score"] == pytest.approx(expected)
@@ -72,18 +96,36 @@ def test_scores_are_rrf_with_k_60(corpus):
 
 
 def test_the_fusion_constant_and_weights_come_from_settings(corpus):
-    settings = replace_settings(corpus, **{"search.fusion.rrf_k": 10.0})
+    settings = replace_settings(corpus, **{"search.fusion.rrf_k": 10.0, "search.fusion.method": "rrf"})
     assert corpus.search.fusion.rrf_k == 60.0  # the copy changed, not the shared settings
     resp = search(settings, "Rust ownership lifetimes")
     r = resp["results"][0]
     assert r["score"] == pytest.approx(sum(1 / (10 + rank) for rank in (r["fts_rank"], r["vec_rank"]) if rank))
 
 
+def test_evidence_fusion_scores_are_weighted_standardised_leg_scores(corpus):
+    resp = search(corpus, "Rust ownership lifetimes", explain=True)
+    weights = resp["explain"]["fusion"]["weights"]
+    assert weights["vector"] == 1.0 and set(weights) <= {"trigram", "bigram", "vector"}
+    scores = [r["score"] for r in resp["results"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+    assert resp["results"][0]["path"] == "rust.md"
+
+
+def test_a_one_kanji_query_is_found_by_the_bigram_table(corpus):
+    # Trigrams cannot match one character; the bigram table's prefix term can.
+    resp = search(corpus, "精", retriever="fts", explain=True)
+    assert resp["explain"]["match_expr"] is None
+    assert resp["explain"]["bigram_expr"] == '"精"*'
+    assert [r["path"] for r in resp["results"]] == ["ja.md"]
+
+
 def test_a_japanese_sentence_reaches_the_full_text_leg(corpus):
     resp = search(corpus, "再ランキングの評価について", explain=True)
     e = resp["explain"]
     assert e["match_expr"] == '"再ランキング" OR "ランキング" OR "の評価" OR "について"'
-    assert e["candidates"]["fts"] == 2  # ja.md via the compound, ja2.md via ランキング
+    assert e["candidates"]["trigram"] == 2  # ja.md via the compound, ja2.md via ランキング
+    assert e["candidates"]["bigram"] >= 2
     assert resp["results"][0]["path"] == "ja.md"
 
 

@@ -34,5 +34,28 @@ async def run_eval(
             "id": q.id, "query": q.query, "ranks": ranks,
             "recall@10": round(s.recall[10], 4), "rr": round(s.rr, 4), "ndcg@10": round(s.ndcg10, 4),
             "top": [h["path"] for h in hits[:3]],
+            "low_confidence": bool(resp["low_confidence"]),
         })
-    return {"metrics": aggregate(scores), "queries": per_query, "count": len(queries), "retriever": retriever}
+    return {
+        "metrics": aggregate(scores),
+        "confidence": confidence_split(per_query),
+        "queries": per_query,
+        "count": len(queries),
+        "retriever": retriever,
+    }
+
+
+def confidence_split(per_query: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Does `low_confidence` mean something: top-1 accuracy of flagged vs unflagged queries."""
+    def top1(rows: list[dict[str, Any]]) -> float | None:
+        if not rows:
+            return None
+        return round(sum(1 for r in rows if 1 in r["ranks"]) / len(rows), 4)
+
+    flagged = [r for r in per_query if r["low_confidence"]]
+    unflagged = [r for r in per_query if not r["low_confidence"]]
+    return {
+        "flagged_share": round(len(flagged) / len(per_query), 4) if per_query else 0.0,
+        "top1_flagged": top1(flagged),
+        "top1_unflagged": top1(unflagged),
+    }

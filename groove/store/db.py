@@ -187,6 +187,7 @@ CREATE TRIGGER IF NOT EXISTS chunks_cjk_au AFTER UPDATE OF heading, context, con
     INSERT INTO fts_cjk(rowid, heading, context, content)
     VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
 END;
+DELETE FROM fts_cjk;
 INSERT INTO fts_cjk(rowid, heading, context, content)
     SELECT id, groove_cjk_terms(heading), groove_cjk_terms(context), groove_cjk_terms(content) FROM chunks;
 """
