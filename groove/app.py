@@ -20,6 +20,7 @@ mode), the read connection(s), the `Searcher` and the reranker factory.
 
 from __future__ import annotations
 
+import json
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -30,7 +31,8 @@ import anyio
 import numpy as np
 
 from groove.config import Settings
-from groove.embed.embedder import Embedder, make_embedder
+from groove.corpus.cjk import cjk_share
+from groove.embed.embedder import Embedder, make_embedder, model_fit_warning
 from groove.embed.pool import BulkLimiter, QueryBatcher
 from groove.embed.reranker import CrossEncoderReranker
 from groove.errors import NotFoundError, UsageError
@@ -60,6 +62,8 @@ def reranker_factory(settings: Settings, cli_model: str | None = None) -> Callab
     reranker = CrossEncoderReranker(name, settings.embedding.device)
     return lambda: reranker
 
+
+MODEL_FIT_SAMPLE = 2000  # chunks read to judge the notes' script mix
 
 class Index:
     """One open index. Use `Index.open(...)` (an async context manager)."""
@@ -153,8 +157,29 @@ class Index:
         """Reconcile the whole folder (paths None) or only the given paths with the index."""
         assert self.indexer is not None, "open the index as a writer to reconcile"
         if paths is None:
-            return await self.indexer.reconcile_all(progress=progress)
+            stats = await self.indexer.reconcile_all(progress=progress)
+            await self.check_model_fit()
+            return stats
         return await self.indexer.reconcile_paths(paths)
+
+    async def check_model_fit(self) -> str | None:
+        """After a full reconcile: does the model read what the notes are written in?
+
+        The share of CJK letters over a deterministic sample of chunks, against the model's
+        languages; stored in meta `model_fit` (shown by `groove status` and `index_status`),
+        and logged once when it first stops fitting.
+        """
+        assert self.wconn is not None
+        cur = await self.wconn.execute(f"SELECT content FROM chunks ORDER BY hash LIMIT {MODEL_FIT_SAMPLE}")
+        share = cjk_share([r[0] for r in await cur.fetchall()])
+        warning = model_fit_warning(self.embedder.identity, share)
+        old = json.loads(await reads.get_meta(self.wconn, "model_fit") or "null")
+        new = {"cjk_share": round(share, 3), "warning": warning}
+        if old != new:
+            await writer.set_meta(self.wconn, "model_fit", json.dumps(new, ensure_ascii=False))
+            if warning and not (old or {}).get("warning"):
+                log.warning("model_does_not_fit_notes", message=warning)
+        return warning
 
     async def collect_garbage(self) -> int:
         assert self.wconn is not None

