@@ -54,7 +54,7 @@ async def _text_pass(settings, embedder, kb: Path, index_path: Path) -> dict:
     reads.prepare_index(index_path, model=embedder.identity, dimension=embedder.dimension, kb_path=str(kb.resolve()))
     conn = await db.connect(index_path)
     try:
-        stats = await Indexer(conn, kb, settings, embedder).reconcile_all()
+        stats = await Indexer(conn, kb, settings.index, embedder).reconcile_all()
         return stats.to_dict()
     finally:
         await conn.close()

@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 import aiosqlite
 import anyio
 
-from groove.config import Settings
+from groove.config import IndexSettings
 from groove.corpus.markdown import parse_note
 from groove.corpus.scan import FileInfo, Ignore, NoteReadError, read_note, scan, stat_note
 from groove.embed.embedder import Embedder
@@ -56,21 +56,21 @@ class ReconcileStats:
 class Indexer:
     """The single writer's logic. Owns the write connection."""
 
-    def __init__(self, conn: aiosqlite.Connection, kb: Path, settings: Settings, embedder: Embedder):
+    def __init__(self, conn: aiosqlite.Connection, kb: Path, settings: IndexSettings, embedder: Embedder):
         self.conn = conn
         self.kb = kb  # resolved once, by the settings
-        self.settings = settings
+        self.settings = settings  # the [index] section: all the indexer reads
         self.embedder = embedder
-        self.ignore = Ignore(self.kb, settings.index.exclude_dirs, settings.index.extensions)
+        self.ignore = Ignore(self.kb, settings.exclude_dirs, settings.extensions)
 
     # -- parsing --------------------------------------------------------------
     def _chunk(self, text: str, stem: str):
         return parse_note(
             text,
             stem=stem,
-            split_levels=self.settings.index.split_levels,
+            split_levels=self.settings.split_levels,
             max_tokens=self.embedder.max_tokens,
-            min_chunk_tokens=self.settings.index.min_chunk_tokens,
+            min_chunk_tokens=self.settings.min_chunk_tokens,
             count_tokens=self.embedder.count_tokens,
         )
 
@@ -83,7 +83,7 @@ class Indexer:
         """One full pass: every file on disk against every document in the index."""
         started = time.perf_counter()
         self.ignore.reload()
-        result = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.index.max_file_bytes)
+        result = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.max_file_bytes)
         known = await self._known()
         gone = set(known) - set(result.files)
         await writer.record_skipped(self.conn, result.skipped, replace_all=True)
@@ -111,7 +111,7 @@ class Indexer:
                 if self.ignore.dir_ignored(rel):
                     gone |= {p for p in known if p.startswith(rel + "/")}
                     continue
-                sub = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.index.max_file_bytes, rel)
+                sub = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.max_file_bytes, rel)
                 present.update(sub.files)
                 skipped.update(sub.skipped)
                 # Notes the index has under this folder that are no longer there.
@@ -124,7 +124,7 @@ class Indexer:
                 if rel in known:
                     gone.add(rel)
                 continue
-            info, reason = stat_note(self.kb, rel, self.settings.index.max_file_bytes)
+            info, reason = stat_note(self.kb, rel, self.settings.max_file_bytes)
             if info is not None:
                 present[rel] = info
             elif reason is not None:
@@ -159,7 +159,7 @@ class Indexer:
                 stats.unchanged += 1
                 continue
             try:
-                text, digest = await anyio.to_thread.run_sync(read_note, info, self.settings.index.max_file_bytes)
+                text, digest = await anyio.to_thread.run_sync(read_note, info, self.settings.max_file_bytes)
             except FileNotFoundError:
                 if entry is not None:
                     gone.add(rel)
