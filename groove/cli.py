@@ -207,7 +207,14 @@ def format_results_text(resp: dict) -> str:
         out.append(f"  MATCH expression: {e['match_expr'] if e['match_expr'] else '(none: vector-only)'}")
         if e["excluded_terms"]:
             out.append(f"  excluded terms:   {e['excluded_terms']} ({e['excluded_chunks']} chunk(s) match them)")
+        out.append(f"  bigram expression: {e['bigram_expr'] or '(none: no Japanese / Chinese text)'}")
         out.append(f"  embedded text:    {e['vector_text']!r}")
+        f = e["fusion"]
+        legs = ", ".join(
+            f"{name} {w:g}" + (f" (evidence {f['evidence'][name]:.2f})" if name in f["evidence"] else "")
+            for name, w in f["weights"].items()
+        )
+        out.append(f"  fusion:           {f['method']}; leg weights: {legs or '(no leg returned anything)'}")
         out.append(f"  candidates:       fts {e['candidates']['fts']}, vector {e['candidates']['vector']}, fused {e['candidates']['fused']} (pool {e['pool_per_retriever']} per retriever)")
         out.append(f"  vector-only:      {e['vector_only']}   whole-query fallback: {e['fallback']}")
         out.append(f"  stages:           {e['stages']}")

@@ -31,17 +31,9 @@ def _allowed_clause(column: str, allowed_docs: Sequence[int] | None) -> tuple[st
 FTS_TABLES = ("fts_chunks", "fts_cjk")  # trigram (the seed compiler's phrases), CJK bigrams
 
 
-async def fts_search(
-    conn: aiosqlite.Connection,
-    match_expr: str,
-    limit: int,
-    weights: tuple[float, float, float] = (2.0, 1.0, 1.0),
-    allowed_docs: Sequence[int] | None = None,
-    table: str = "fts_chunks",
-    exclude: set[int] | None = None,
-) -> list[int]:
-    """Chunk ids ranked by bm25 (best first), from the trigram table or the bigram table."""
-    return [cid for cid, _ in await fts_scored(conn, match_expr, limit, weights, allowed_docs, table, exclude)]
+async def fts_search(conn: aiosqlite.Connection, match_expr: str, limit: int, **kw: Any) -> list[int]:
+    """Chunk ids ranked by bm25 (best first): `fts_scored` without the scores."""
+    return [cid for cid, _ in await fts_scored(conn, match_expr, limit, **kw)]
 
 
 async def fts_scored(

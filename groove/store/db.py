@@ -76,6 +76,27 @@ async def connect(path: Path | str, *, readonly: bool = False) -> aiosqlite.Conn
 
 # --- schema ------------------------------------------------------------------
 
+_CJK_TABLES = """
+-- CJK character bigrams (groove/corpus/cjk.py): the short Japanese words trigrams cannot match.
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(
+    heading, context, content, tokenize='unicode61'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk_vocab USING fts5vocab(fts_cjk, 'row');
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks_vocab USING fts5vocab(fts_chunks, 'row');
+CREATE TRIGGER IF NOT EXISTS chunks_cjk_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO fts_cjk(rowid, heading, context, content)
+    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_cjk_ad AFTER DELETE ON chunks BEGIN
+    DELETE FROM fts_cjk WHERE rowid = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_cjk_au AFTER UPDATE OF heading, context, content ON chunks BEGIN
+    DELETE FROM fts_cjk WHERE rowid = old.id;
+    INSERT INTO fts_cjk(rowid, heading, context, content)
+    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
+END;
+"""
+
 _SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -139,25 +160,7 @@ CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE OF heading, context, content
     INSERT INTO fts_chunks(rowid, heading, context, content)
     VALUES (new.id, new.heading, new.context, new.content);
 END;
--- CJK character bigrams (groove/corpus/cjk.py): the short Japanese words trigrams cannot match.
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(
-    heading, context, content, tokenize='unicode61'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk_vocab USING fts5vocab(fts_cjk, 'row');
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks_vocab USING fts5vocab(fts_chunks, 'row');
-CREATE TRIGGER IF NOT EXISTS chunks_cjk_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO fts_cjk(rowid, heading, context, content)
-    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_cjk_ad AFTER DELETE ON chunks BEGIN
-    DELETE FROM fts_cjk WHERE rowid = old.id;
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_cjk_au AFTER UPDATE OF heading, context, content ON chunks BEGIN
-    DELETE FROM fts_cjk WHERE rowid = old.id;
-    INSERT INTO fts_cjk(rowid, heading, context, content)
-    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
-END;
-CREATE TABLE IF NOT EXISTS embeddings (
+""" + _CJK_TABLES + """CREATE TABLE IF NOT EXISTS embeddings (
     id         INTEGER PRIMARY KEY,            -- = vec_embeddings.rowid
     hash       TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL
@@ -169,24 +172,7 @@ CREATE TABLE IF NOT EXISTS skipped (
 );
 """
 
-_CJK_SQL = """
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk USING fts5(
-    heading, context, content, tokenize='unicode61'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_cjk_vocab USING fts5vocab(fts_cjk, 'row');
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks_vocab USING fts5vocab(fts_chunks, 'row');
-CREATE TRIGGER IF NOT EXISTS chunks_cjk_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO fts_cjk(rowid, heading, context, content)
-    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_cjk_ad AFTER DELETE ON chunks BEGIN
-    DELETE FROM fts_cjk WHERE rowid = old.id;
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_cjk_au AFTER UPDATE OF heading, context, content ON chunks BEGIN
-    DELETE FROM fts_cjk WHERE rowid = old.id;
-    INSERT INTO fts_cjk(rowid, heading, context, content)
-    VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
-END;
+_CJK_SQL = _CJK_TABLES + """
 DELETE FROM fts_cjk;
 INSERT INTO fts_cjk(rowid, heading, context, content)
     SELECT id, groove_cjk_terms(heading), groove_cjk_terms(context), groove_cjk_terms(content) FROM chunks;
