@@ -275,16 +275,9 @@ def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1) -> int:
     """
     guess = min(max(guess, 1), n)
     if guess > 1 and not fits(guess):
-        lo, hi = 1, guess  # the answer is below the guess
         if not fits(1):
             return 1
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return _bisect(fits, 1, guess)  # the answer is below the guess
     if n <= 1 or (guess == 1 and not fits(1)):
         return 1
     if guess == n:
@@ -301,6 +294,11 @@ def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1) -> int:
             break
         step *= 2
         lo, hi = hi, hi + step
+    return _bisect(fits, lo, hi)
+
+
+def _bisect(fits: Callable[[int], bool], lo: int, hi: int) -> int:
+    """The largest k in [lo, hi) with fits(k), given fits(lo) and not fits(hi)."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):
