@@ -6,7 +6,8 @@ docs/ARCHITECTURE.md and docs/benchmarks.md (how groove is built and measured) a
 
 A twin is in step when it carries the same fenced code blocks (verbatim: commands, config and
 output are not translated), the same `inline code` tokens (setting keys, flags, file names,
-values), and a link to its English page at the top, while the English page links to it. The
+values), and a link to its English page at the top, while the English page links to it. Its
+paragraphs are not wrapped between Japanese characters, where a browser would show a space. The
 checker below is tried on hand-made broken twins first, so a check that cannot fail is caught.
 """
 
@@ -94,6 +95,21 @@ def prose_japanese_share(text: str) -> float:
     return len(japanese) / max(1, len(letters))
 
 
+_JAPANESE = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]")
+
+
+def breaks_inside_japanese(text: str) -> list[str]:
+    """Soft line breaks between two Japanese characters: browsers render each one as a stray space."""
+    found = []
+    for token in _md.parse(text):
+        children = token.children or [] if token.type == "inline" else []
+        for before, brk, after in zip(children, children[1:], children[2:]):
+            if (brk.type == "softbreak" and before.type == "text" and after.type == "text"
+                    and _JAPANESE.match(before.content[-1:]) and _JAPANESE.match(after.content[:1])):
+                found.append(before.content[-12:] + "⏎" + after.content[:12])
+    return found
+
+
 def _multiset_gap(ours: list[str], theirs: list[str]) -> list[str]:
     return sorted((Counter(ours) - Counter(theirs)).elements())
 
@@ -127,6 +143,9 @@ def drift(english: Path, japanese: Path, root: Path) -> list[str]:
     share = prose_japanese_share(ja)
     if share < MIN_JAPANESE_SHARE:
         problems.append(f"{ja_name} is not written in Japanese: {share:.0%} of its prose letters are kana or kanji")
+    for where in breaks_inside_japanese(ja):
+        problems.append(f"{ja_name} breaks a line between Japanese characters ({where}): join the lines, "
+                        "a browser shows the break as a space")
     for href in links(ja):
         if re.match(r"[a-z][a-z0-9+.-]*:", href) or href.startswith("#"):
             continue
@@ -232,6 +251,12 @@ def test_the_checker_reports_an_untranslated_copy(pages: Path) -> None:
         "other.md#the-part", "other.ja.md#その部分")
     problems = check(pages, japanese=copy)
     assert len(problems) == 1 and problems[0].startswith("page.ja.md is not written in Japanese: 0% of its prose")
+
+
+def test_the_checker_reports_a_line_break_inside_japanese_text(pages: Path) -> None:
+    problems = check(pages, japanese=JAPANESE.replace("設定します。", "設定\nします。"))
+    assert problems == ["page.ja.md breaks a line between Japanese characters ( を設定⏎します。): join the lines, "
+                        "a browser shows the break as a space"]
 
 
 def test_the_checker_reports_links_to_english_pages_and_broken_anchors(pages: Path) -> None:
