@@ -110,6 +110,11 @@ def breaks_inside_japanese(text: str) -> list[str]:
     return found
 
 
+def unrendered_bold(text: str) -> list[str]:
+    """`**` left as text: CommonMark does not close bold after a full-width bracket that a letter follows."""
+    return [t.content for t in _inline_tokens(text) if t.type == "text" and "**" in t.content]
+
+
 def _multiset_gap(ours: list[str], theirs: list[str]) -> list[str]:
     return sorted((Counter(ours) - Counter(theirs)).elements())
 
@@ -146,6 +151,10 @@ def drift(english: Path, japanese: Path, root: Path) -> list[str]:
     for where in breaks_inside_japanese(ja):
         problems.append(f"{ja_name} breaks a line between Japanese characters ({where}): join the lines, "
                         "a browser shows the break as a space")
+    for text in unrendered_bold(ja):
+        at = text.index("**")
+        problems.append(f"{ja_name} has bold that does not render ({text[max(0, at - 8):at + 12]}): "
+                        "end it before the full-width bracket, `**固定**（frozen）`")
     for href in links(ja):
         if re.match(r"[a-z][a-z0-9+.-]*:", href) or href.startswith("#"):
             continue
@@ -257,6 +266,13 @@ def test_the_checker_reports_a_line_break_inside_japanese_text(pages: Path) -> N
     problems = check(pages, japanese=JAPANESE.replace("設定します。", "設定\nします。"))
     assert problems == ["page.ja.md breaks a line between Japanese characters ( を設定⏎します。): join the lines, "
                         "a browser shows the break as a space"]
+
+
+def test_the_checker_reports_bold_that_does_not_render(pages: Path) -> None:
+    problems = check(pages, japanese=JAPANESE.replace("を設定します。", "を**設定（set）**します。"))
+    assert problems == ["page.ja.md has bold that does not render ( を**設定（set）**し): "
+                        "end it before the full-width bracket, `**固定**（frozen）`"]
+    assert check(pages, japanese=JAPANESE.replace("を設定します。", "を**設定**（set）します。")) == []
 
 
 def test_the_checker_reports_links_to_english_pages_and_broken_anchors(pages: Path) -> None:
