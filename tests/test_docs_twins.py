@@ -102,7 +102,7 @@ def breaks_inside_japanese(text: str) -> list[str]:
     """Soft line breaks between two Japanese characters: browsers render each one as a stray space."""
     found = []
     for token in _md.parse(text):
-        children = token.children or [] if token.type == "inline" else []
+        children = (token.children or []) if token.type == "inline" else []
         for before, brk, after in zip(children, children[1:], children[2:]):
             if (brk.type == "softbreak" and before.type == "text" and after.type == "text"
                     and _JAPANESE.match(before.content[-1:]) and _JAPANESE.match(after.content[:1])):
