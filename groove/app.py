@@ -32,7 +32,8 @@ import numpy as np
 
 from groove.config import Settings
 from groove.corpus.cjk import cjk_share
-from groove.embed.embedder import Embedder, make_embedder, model_fit_warning
+from groove.embed.embedder import (Embedder, EmbedderError, embedder_for_index, make_embedder, model_fit_warning,
+                                   settings_json)
 from groove.embed.pool import BulkLimiter, QueryBatcher
 from groove.embed.reranker import CrossEncoderReranker
 from groove.errors import NotFoundError, UsageError
@@ -43,9 +44,9 @@ from groove.search.compiler import QueryError, compile_query
 from groove.search.pipeline import Reranker, Searcher
 from groove.search.related import related_notes
 from groove.search.request import SearchRequest
-from groove.store import db, reads, writer
+from groove.store import db, reads, shadow, writer
 from groove.store.pool import ReaderPool
-from groove.sync.embedding import EmbedQueue, Progress
+from groove.sync.embedding import SHADOW, EmbedQueue, Progress
 from groove.sync.indexer import Indexer, ReconcileStats
 
 log = get_logger(__name__)
@@ -64,25 +65,45 @@ def reranker_factory(settings: Settings, cli_model: str | None = None) -> Callab
 
 
 MODEL_FIT_SAMPLE = 2000  # chunks read to judge the notes' script mix
+SWITCH_MAX_LEFT_SHARE = 0.01  # a switch swaps with at most this share of texts the new model keeps failing on
+
+PreviousEmbedder = Callable[[str, str | None], Embedder | None]
+
+
+class ModelSwitch:
+    """A model switch in progress (decision 0008): the old model answers queries and embeds new
+    edits into the active set; the configured model fills the shadow set; `Index` swaps them."""
+
+    def __init__(self, old_identity: str, new_identity: str, old: Embedder | None, shadow_queue: EmbedQueue):
+        self.old_identity = old_identity
+        self.new_identity = new_identity
+        self.old = old
+        self.queries = QueryBatcher(old) if old is not None else None
+        self.shadow = shadow_queue
 
 class Index:
     """One open index. Use `Index.open(...)` (an async context manager)."""
 
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None, reranker_model: str | None = None,
-                 bulk: BulkLimiter | None = None):
+                 bulk: BulkLimiter | None = None, previous_embedder: PreviousEmbedder = embedder_for_index):
         self.settings = settings
         self.kb: Path = settings.require_kb()            # resolved once, here
         self.path: Path = settings.resolved_index_path()
-        self.embedder: Embedder = embedder or make_embedder(settings.embedding)
+        self.embedder: Embedder = embedder or make_embedder(settings.embedding)  # the configured model
         self.queries = QueryBatcher(self.embedder)
         self.bulk = bulk
-        self.searcher = Searcher(settings.search, embed_query=self.queries.embed,
+        self.previous_embedder = previous_embedder
+        self.searcher = Searcher(settings.search, embed_query=self.embed_query,
                                  reranker=reranker_factory(settings, reranker_model))
         self.wconn: aiosqlite.Connection | None = None
         self.rconn: aiosqlite.Connection | None = None
         self.readers: ReaderPool | None = None
         self.indexer: Indexer | None = None
-        self.embedding: EmbedQueue | None = None
+        self.embedding: EmbedQueue | None = None   # the active set's queue (None: nothing can embed for it)
+        self.switching: ModelSwitch | None = None  # a model switch in progress
+        self._full_reconciled = False              # the chunks reflect the folder (a switch may swap)
+        self.last_switch: dict[str, Any] | None = None
+        self._swapping = False
 
     # -- opening and closing ----------------------------------------------------------
     @classmethod
@@ -96,10 +117,12 @@ class Index:
         pool: bool = False,
         embedder: Embedder | None = None,
         reranker_model: str | None = None,
+        any_model: bool = False,
+        previous_embedder: PreviousEmbedder = embedder_for_index,
     ) -> AsyncIterator["Index"]:
-        index = cls(settings, embedder=embedder, reranker_model=reranker_model)
+        index = cls(settings, embedder=embedder, reranker_model=reranker_model, previous_embedder=previous_embedder)
         if readonly:
-            await index.open_reader()
+            await index.open_reader(any_model=any_model)
         else:
             await index.open_writer(rebuild=rebuild, pool=pool)
         try:
@@ -112,19 +135,36 @@ class Index:
         if rebuild:
             db.remove_index_files(self.path)
             log.info("index_rebuild", index=str(self.path))
-        reads.prepare_index(self.path, model=self.embedder.identity, dimension=self.embedder.dimension,
-                            kb_path=str(self.kb))
+        switch = reads.prepare_index(self.path, model=self.embedder.identity, dimension=self.embedder.dimension,
+                                     kb_path=str(self.kb), settings_json=settings_json(self.settings.embedding),
+                                     switch=True)
         self.wconn = await db.connect(self.path)
+        # Chunks are cut for the configured model: it is the one that stays.
         self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder)
-        run = self.bulk.embed if self.bulk is not None else None
-        self.embedding = EmbedQueue(self.wconn, self.embedder, self.settings.embedding.batch_size,
-                                    **({"run": run} if run else {}))
+        if switch is None:
+            self.embedding = self._queue(self.embedder)
+        else:
+            # The old model answers queries (and embeds new edits) only where queries are served.
+            old = self.previous_embedder(switch["from"], switch["settings"]) if pool else None
+            self.switching = ModelSwitch(switch["from"], self.embedder.identity, old,
+                                         self._queue(self.embedder, vectors=SHADOW))
+            self.embedding = self._queue(old) if old is not None else None
+            if pool and old is None:
+                log.warning("model_switch_without_old_model", old=switch["from"], new=self.embedder.identity,
+                            message="the old model cannot be loaded here: searches use full text until the switch is done")
         if pool:
             self.readers = ReaderPool(self.path)
 
-    async def open_reader(self) -> None:
-        """For the read commands: the index must exist and match the model; one read-only connection."""
-        reads.check_existing_index(self.path, model=self.embedder.identity, dimension=self.embedder.dimension)
+    def _queue(self, embedder: Embedder, **kw: Any) -> EmbedQueue:
+        run = self.bulk.embed if self.bulk is not None else None
+        return EmbedQueue(self.wconn, embedder, self.settings.embedding.batch_size,
+                          **({"run": run} if run else {}), **kw)
+
+    async def open_reader(self, *, any_model: bool = False) -> None:
+        """For the read commands: the index must exist and match the model (unless `any_model`:
+        `groove status` reads no vectors); one read-only connection."""
+        reads.check_existing_index(self.path, model=None if any_model else self.embedder.identity,
+                                   dimension=self.embedder.dimension)
         self.rconn = await db.connect(self.path, readonly=True)
 
     async def close(self) -> None:
@@ -158,6 +198,7 @@ class Index:
         assert self.indexer is not None, "open the index as a writer to reconcile"
         if paths is None:
             stats = await self.indexer.reconcile_all(progress=progress)
+            self._full_reconciled = True
             await self.check_model_fit()
             return stats
         return await self.indexer.reconcile_paths(paths)
@@ -186,14 +227,85 @@ class Index:
         return await writer.collect_garbage(self.wconn)
 
     async def embed_batch(self) -> tuple[int, int]:
-        """One batch of the queue (the daemon's workers): (texts fetched, texts embedded)."""
-        assert self.embedding is not None, "open the index as a writer to embed"
-        return await self.embedding.embed_batch()
+        """One batch of work (the daemon's workers): (texts fetched, texts embedded).
+
+        The active set first (what searches use now); during a model switch, then the shadow
+        set, and once the shadow set is complete, the swap."""
+        assert self.wconn is not None, "open the index as a writer to embed"
+        if self._swapping:
+            return 0, 0
+        if self.embedding is not None:
+            fetched, done = await self.embedding.embed_batch()
+            if fetched:
+                return fetched, done
+        switch = self.switching
+        if switch is None:
+            return 0, 0
+        fetched, done = await switch.shadow.embed_batch()
+        if not fetched:
+            await self.finish_switch_if_done()
+        return fetched, done
 
     async def embed_pending(self, progress: Progress | None = None) -> int:
-        """Every pending text, batch by batch (`groove index`)."""
-        assert self.embedding is not None, "open the index as a writer to embed"
-        return await self.embedding.embed_pending(progress=progress)
+        """Every pending text, batch by batch (`groove index`); a switch in progress is finished
+        first (its shadow set filled, then swapped in)."""
+        assert self.wconn is not None, "open the index as a writer to embed"
+        done = 0
+        if self.switching is not None:
+            done += await self.switching.shadow.embed_pending(progress=progress, stage="embed (new model)")
+            self.last_switch = await self.finish_switch_if_done()
+        if self.embedding is not None:
+            done += await self.embedding.embed_pending(progress=progress)
+        return done
+
+    def _queues(self) -> list[EmbedQueue]:
+        return [q for q in (self.embedding, self.switching.shadow if self.switching else None) if q is not None]
+
+    async def finish_switch_if_done(self) -> dict[str, Any] | None:
+        """Swap in the new model's vectors when the shadow set is complete; None while it is not.
+
+        Complete: the folder has been reconciled in this process, and every text has its new
+        vector, or the only ones left are texts the new model keeps failing on (set aside) and
+        they are few (SWITCH_MAX_LEFT_SHARE): they become pending work of the new active set.
+        """
+        switch = self.switching
+        if switch is None or self._swapping or not self._full_reconciled or switch.shadow.inflight:
+            return None
+        assert self.wconn is not None
+        missing = await shadow.pending_count(self.wconn)
+        if missing:
+            cur = await self.wconn.execute("SELECT count(DISTINCT hash) FROM chunks")
+            total = int((await cur.fetchone())[0] or 0)
+            set_aside = len(switch.shadow.failing)
+            if missing > set_aside or missing > max(1, SWITCH_MAX_LEFT_SHARE * total):
+                return None
+        self._swapping = True
+        try:
+            # No batch of either set may be half done: wait for the ones in flight.
+            while any(q.inflight for q in self._queues()):
+                await anyio.sleep(0.05)
+            record = await shadow.swap(self.wconn)
+            failing = switch.shadow.failing
+            self.embedding = self._queue(self.embedder)
+            self.embedding.failing.update(failing)  # the new model's failures keep their backoff
+            self.switching = None
+        finally:
+            self._swapping = False
+        log.info("model_switched", **{k: v for k, v in record.items() if k not in ("started_at", "swapped_at")},
+                 seconds=round(record["swapped_at"] - record["started_at"], 1))
+        return record
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        """A query vector from the model the index answers with (the old one during a switch)."""
+        switch = self.switching
+        if switch is None:
+            return await self.queries.embed(text)
+        if switch.queries is None:
+            raise EmbedderError(
+                f"the index is switching from {switch.old_identity} to {switch.new_identity} and the old model "
+                "cannot be loaded here; searches use full text until the switch is done"
+            )
+        return await switch.queries.embed(text)
 
     # -- reading ------------------------------------------------------------------------
     async def search(self, req: SearchRequest, *, searcher: Searcher | None = None) -> dict[str, Any]:
@@ -206,7 +318,21 @@ class Index:
 
     async def status(self) -> dict[str, Any]:
         async with self.reading() as conn:
-            return await reads.status(conn, index_path=self.path)
+            st = await reads.status(conn, index_path=self.path)
+        switch = self.switching
+        if switch is not None and st.get("model_switch"):
+            st["model_switch"].update(failures=switch.shadow.failures(),
+                                      queries_use=switch.old_identity if switch.queries else "full text only")
+        return st
+
+    def embedding_failures(self) -> dict[str, object] | None:
+        """The active set's set-aside texts (`index_status`; a switch's own are under model_switch)."""
+        return self.embedding.failures() if self.embedding is not None else None
+
+    def next_retry_in(self) -> float | None:
+        """Seconds until the next set-aside text of any queue is due again (None: none is set aside)."""
+        due = [t for q in self._queues() if (t := q.next_retry_in()) is not None]
+        return min(due) if due else None
 
     async def pending(self) -> int:
         async with self.reading() as conn:
@@ -289,12 +415,14 @@ async def index_once(settings: Settings, *, rebuild: bool = False, progress: Pro
             summary["embeddings_computed"] = int(await reads.get_meta(conn, "embeddings_computed") or 0)
         summary["kb_path"] = str(index.kb)
         summary["index_path"] = str(index.path)
+        if index.last_switch is not None:
+            summary["model_switch"] = index.last_switch
     log.info("index_done", **{k: v for k, v in summary.items() if k not in ("kb_path", "index_path")})
     return summary
 
 
 async def read_status(settings: Settings, *, embedder: Embedder | None = None) -> dict[str, Any]:
-    async with Index.open(settings, readonly=True, embedder=embedder) as index:
+    async with Index.open(settings, readonly=True, embedder=embedder, any_model=True) as index:
         return await index.status()
 
 

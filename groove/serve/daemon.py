@@ -62,9 +62,9 @@ ChangeListener = Callable[[list[str], bool], Awaitable[None]]
 
 
 class Daemon:
-    def __init__(self, settings: Settings, embedder: Embedder | None = None):
+    def __init__(self, settings: Settings, embedder: Embedder | None = None, **index_options: Any):
         self.settings = settings
-        self.index = Index(settings, embedder=embedder, bulk=BulkLimiter(settings.embedding.workers))
+        self.index = Index(settings, embedder=embedder, bulk=BulkLimiter(settings.embedding.workers), **index_options)
         self.kb = self.index.kb
         self.index_path = self.index.path
         self.embedder = self.index.embedder
@@ -193,7 +193,7 @@ class Daemon:
                 continue
             if self._work_gen == gen:
                 # Nothing due: wait for new work, or for the next set-aside text to be due.
-                retry = self.index.embedding.next_retry_in() if self.index.embedding else None
+                retry = self.index.next_retry_in()
                 with anyio.move_on_after(IDLE_WAIT_S if retry is None else min(IDLE_WAIT_S, retry + 0.01)):
                     await event.wait()
 
@@ -255,7 +255,7 @@ class Daemon:
             startup_reconcile_done=self.reconciled.is_set(),
             reindex_running=self._reindexing,
             uptime_s=round(time.time() - self.started_at, 1),
-            embedding_failures=self.index.embedding.failures() if self.index.embedding else None,
+            embedding_failures=self.index.embedding_failures(),
         )
         return st
 

@@ -215,8 +215,16 @@ def _has_table(con: Any, name: str) -> bool:
     return con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
 
 
-def init_sync(con: Any, *, model: str, dimension: int, kb_path: str) -> None:
-    """Create or check the schema for this model. Refuses an index built by another model."""
+def init_sync(con: Any, *, model: str, dimension: int, kb_path: str, settings_json: str | None = None,
+              allow_switch: bool = False) -> str | None:
+    """Create or check the schema for this model.
+
+    An index built by another model is refused, unless `allow_switch` (a writer: the switch
+    is then built beside, groove/store/shadow.py); the model it answers with is returned
+    then, else None. `settings_json` is the `[embedding]` section that made `model`, kept in
+    meta `embedding_settings` so a later switch can still load the old model for queries.
+    """
+    answering_with: str | None = None
     if _has_table(con, "meta"):
         version = int(get_meta_sync(con, "schema_version", "0") or 0)
         if version > SCHEMA_VERSION:
@@ -226,7 +234,10 @@ def init_sync(con: Any, *, model: str, dimension: int, kb_path: str) -> None:
             )
         built_model, built_dim = read_identity_sync(con)
         if built_model is not None:
-            check_identity(built_model, built_dim, model=model, dimension=dimension)
+            if allow_switch and (built_model, built_dim) != (model, dimension):
+                answering_with = built_model
+            else:
+                check_identity(built_model, built_dim, model=model, dimension=dimension)
         while version < SCHEMA_VERSION:
             # One explicit step per version; each runs in its own transaction.
             con.execute("BEGIN IMMEDIATE")
@@ -246,11 +257,14 @@ def init_sync(con: Any, *, model: str, dimension: int, kb_path: str) -> None:
             set_meta_sync(con, "dimension", str(dimension))
             set_meta_sync(con, "embeddings_computed", "0")
             set_meta_sync(con, "created_at", str(time.time()))
+        if settings_json is not None and answering_with is None and get_meta_sync(con, "embedding_settings") in (None, ""):
+            set_meta_sync(con, "embedding_settings", settings_json)
         set_meta_sync(con, "kb_path", kb_path)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
+    return answering_with
 
 
 def check_identity(built_model: str, built_dim: int | None, *, model: str, dimension: int) -> None:
@@ -258,7 +272,8 @@ def check_identity(built_model: str, built_dim: int | None, *, model: str, dimen
     if built_model != model or built_dim != dimension:
         raise ModelMismatchError(
             f"the index was built with {built_model} ({built_dim} dims) but the configuration asks for "
-            f"{model} ({dimension} dims); run `groove index --rebuild` to re-embed every note with the new model"
+            f"{model} ({dimension} dims); run `groove index` (or start `groove serve`) to switch it: the new vectors "
+            "are built beside the old ones, which keep answering until the switch is done"
         )
 
 

@@ -9,32 +9,63 @@ from typing import Any
 import aiosqlite
 
 from groove.corpus.tags import fold_tag
-from groove.store import db
+from groove.logs import get_logger
+from groove.store import db, shadow
+
+log = get_logger(__name__)
 
 
-def prepare_index(path: Path, *, model: str, dimension: int, kb_path: str) -> None:
-    """Create the index file (and folder) if needed and check it matches the model."""
+def prepare_index(path: Path, *, model: str, dimension: int, kb_path: str, settings_json: str | None = None,
+                  switch: bool = False) -> dict[str, Any] | None:
+    """Create the index file (and folder) if needed and check it matches the model.
+
+    With `switch`, an index built by another model is not refused: a shadow set for `model`
+    is started (or resumed), and the switch is returned ({"from": model answering now,
+    "settings": its [embedding] section or None}); a leftover shadow set for a model no longer
+    configured is dropped. Returns None when the index answers with `model`.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     con = db.connect_sync(path)
     try:
-        db.init_sync(con, model=model, dimension=dimension, kb_path=kb_path)
+        answering_with = db.init_sync(con, model=model, dimension=dimension, kb_path=kb_path,
+                                      settings_json=settings_json, allow_switch=switch)
+        if answering_with is None:
+            if shadow.drop_sync(con):
+                log.info("model_switch_abandoned", model=model, reason="the configuration is back to the active model")
+            return None
+        if shadow.begin_sync(con, model=model, dimension=dimension, settings_json=settings_json):
+            log.info("model_switch_started", old=answering_with, new=model)
+        else:
+            log.info("model_switch_resumed", old=answering_with, new=model)
+        return {"from": answering_with, "settings": db.get_meta_sync(con, "embedding_settings") or None}
     finally:
         con.close()
 
 
-def check_existing_index(path: Path, *, model: str, dimension: int) -> None:
-    """For read-only commands: the index must exist and match the model."""
+def check_existing_index(path: Path, *, model: str | None, dimension: int) -> None:
+    """For read-only commands: the index must exist and match the model (model None: any model,
+    for `groove status`, which reads no vectors)."""
     if not path.exists():
         raise db.IndexError_(f"no index at {path}; run `groove index` first")
     con = db.connect_sync(path, readonly=True)
     try:
         built_model, built_dim = db.read_identity_sync(con)
         version = int(db.get_meta_sync(con, "schema_version", "0") or 0) if built_model is not None else 0
+        switching = shadow.state_sync(con) if built_model is not None else None
     finally:
         con.close()
     if built_model is None:
         raise db.IndexError_(f"{path} is not a groove index; run `groove index --rebuild`")
-    db.check_identity(built_model, built_dim, model=model, dimension=dimension)
+    if model is None:
+        pass
+    elif switching and switching["model"] == model and (built_model, built_dim) != (model, dimension):
+        raise db.ModelMismatchError(
+            f"the index is switching from {built_model} to {model} and answers with {built_model} until "
+            f"every note has its new vector; `groove index` (or the running daemon) finishes the switch, and "
+            f"`groove status` shows how far it is"
+        )
+    else:
+        db.check_identity(built_model, built_dim, model=model, dimension=dimension)
     if version < db.SCHEMA_VERSION:
         raise db.IndexError_(
             f"{path} has schema version {version}; this groove needs {db.SCHEMA_VERSION}. Run `groove index` "
@@ -79,6 +110,8 @@ async def status(conn: aiosqlite.Connection, *, index_path: Path) -> dict[str, A
         "skipped": skipped,
         "warnings": warnings,
         "model_fit": json.loads(await get_meta(conn, "model_fit") or "null"),
+        "model_switch": await shadow.progress(conn),
+        "last_model_switch": json.loads(await get_meta(conn, "last_model_switch") or "null"),
     }
 
 

@@ -8,13 +8,16 @@ text that still fails is *set aside*: it is left out of the next fetches and
 retried after a delay that doubles with each failure (capped), so a text that
 fails every time can never starve the queue. `failures()` reports the set-aside
 texts for `index_status`.
+
+A queue works on one `VectorSet`: the active one (chunks without a vector), or,
+during a model switch, the shadow set the new model fills (groove/store/shadow.py).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Sequence
+from typing import Awaitable, Callable, Collection, Sequence
 
 import aiosqlite
 import anyio
@@ -22,7 +25,7 @@ import numpy as np
 
 from groove.embed.embedder import Embedder, EmbedderError
 from groove.logs import get_logger
-from groove.store import reads, writer
+from groove.store import reads, shadow, writer
 
 log = get_logger(__name__)
 
@@ -35,6 +38,20 @@ RETRY_MAX_S = 300.0     # and never waits longer than this between tries
 
 async def _on_thread(fn: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
     return await anyio.to_thread.run_sync(fn, texts)
+
+
+@dataclass(frozen=True)
+class VectorSet:
+    """Where a queue finds its work and stores its vectors: the active set, or a switch's shadow."""
+
+    name: str
+    pending_batch: Callable[[aiosqlite.Connection, int, Collection[str]], Awaitable[list[tuple[str, str]]]]
+    store_vectors: Callable[[aiosqlite.Connection, Sequence[str], np.ndarray], Awaitable[int]]
+    pending_count: Callable[[aiosqlite.Connection], Awaitable[int]]
+
+
+ACTIVE = VectorSet("active", writer.pending_batch, writer.store_vectors, reads.pending_count)
+SHADOW = VectorSet("shadow", shadow.pending_batch, shadow.store_vectors, shadow.pending_count)
 
 
 @dataclass
@@ -56,7 +73,9 @@ class EmbedQueue:
         *,
         run: RunEmbed = _on_thread,
         clock: Callable[[], float] = time.monotonic,
+        vectors: VectorSet = ACTIVE,
     ):
+        self.vectors = vectors
         self.conn = conn
         self.embedder = embedder
         self.batch_size = batch_size
@@ -81,7 +100,7 @@ class EmbedQueue:
         nothing is due. With `strict`, a model that cannot load (EmbedderError) is raised."""
         async with self._fetch_lock:
             skip = self.inflight | self._set_aside()
-            batch = await writer.pending_batch(self.conn, self.batch_size, skip)
+            batch = await self.vectors.pending_batch(self.conn, self.batch_size, skip)
             self.inflight.update(h for h, _ in batch)
         if not batch:
             return 0, 0
@@ -101,7 +120,7 @@ class EmbedQueue:
             return await self._failed(batch, strict, exc)
         except Exception as exc:  # noqa: BLE001 - one text the model cannot take must not stop the rest
             return await self._failed(batch, strict, exc)
-        await writer.store_vectors(self.conn, hashes, vectors)
+        await self.vectors.store_vectors(self.conn, hashes, vectors)
         for h in hashes:
             if self.failing.pop(h, None) is not None:
                 log.info("embed_recovered", hash=h[:12])
@@ -117,7 +136,7 @@ class EmbedQueue:
         attempts = (previous.attempts if previous else 0) + 1
         delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (attempts - 1))
         self.failing[h] = Failure(attempts, error, self.clock() + delay, time.time() + delay)
-        log.error("embed_failed", hash=h[:12], attempts=attempts, retry_in_s=delay, error=error)
+        log.error("embed_failed", hash=h[:12], attempts=attempts, retry_in_s=delay, error=error, vectors=self.vectors.name)
         return 0
 
     def failures(self) -> dict[str, object]:
@@ -131,9 +150,10 @@ class EmbedQueue:
             "next_retry_at": round(min(f.retry_at_wall for f in self.failing.values()), 3),
         }
 
-    async def embed_pending(self, progress: Progress | None = None, limit: int | None = None) -> int:
+    async def embed_pending(self, progress: Progress | None = None, limit: int | None = None,
+                            stage: str = "embed") -> int:
         """Embed every due pending text, batch by batch (`groove index`). Returns texts embedded."""
-        total = await reads.pending_count(self.conn)
+        total = await self.vectors.pending_count(self.conn)
         done = 0
         while True:
             fetched, embedded = await self.embed_batch(strict=True)
@@ -141,7 +161,7 @@ class EmbedQueue:
                 break
             done += embedded
             if progress:
-                progress("embed", done, max(total, done))
+                progress(stage, done, max(total, done))
             if limit is not None and done >= limit:
                 break
         return done
