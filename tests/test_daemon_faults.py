@@ -166,7 +166,8 @@ async def test_a_crashed_watcher_is_visible_while_dead_and_restarted_with_backof
         await eventually(watching_again, "the watcher to be restarted", timeout=30)
         assert crashes["calls"] == 4
         # Backoff: three failures in a row waited 0.5 s, 1 s and 2 s, not one retry per loop turn.
-        assert daemon.tasks["watcher"].failures == 0 and daemon.tasks["watcher"].last_error is not None
+        watcher = (await daemon.index_status())["tasks"]["watcher"]
+        assert watcher["state"] == "watching" and watcher["failures_in_a_row"] == 3 and watcher["retry_at"] is None
 
         async def found() -> bool:
             return await paths_for(daemon, "periwinkle", retriever="fts") == ["while-dead.md"]
@@ -280,3 +281,34 @@ async def test_embedding_workers_back_off_while_the_database_refuses_their_vecto
         assert daemon.tasks["embedding"].state == "running"
         resp = await daemon.search(SearchRequest(query="pelicans", limit=3, retriever="vector"))
         assert resp["results"][0]["path"] == "b.md"
+
+
+async def test_a_watcher_that_dies_soon_after_every_start_keeps_backing_off(kb, make_settings, monkeypatch):
+    seen: list[tuple[int, str]] = []  # (failures in a row, state) as each new life starts
+    holder: dict[str, Daemon] = {}
+
+    async def dies_after_starting(*args: Any, on_state=None, **kwargs: Any) -> None:
+        health = holder["daemon"].tasks["watcher"]
+        seen.append((health.failures, health.state))
+        if on_state:
+            on_state("watching")
+        await anyio.sleep(0.05)
+        raise InjectedFault("injected: the watcher died after it started")
+
+    monkeypatch.setattr(daemon_module, "watch", dies_after_starting)
+    monkeypatch.setattr(daemon_module, "RETRY_MAX_S", 10.0)
+    daemon = Daemon(fast(make_settings, kb), embedder=BagOfWordsEmbedder())
+    holder["daemon"] = daemon
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run_background)
+        try:
+            async def four_lives() -> bool:
+                return len(seen) >= 4
+
+            await eventually(four_lives, "the watcher to be restarted three times", timeout=20)
+        finally:
+            daemon.stop()
+    # Its short lives as "watching" do not reset the series: each restart waits twice as long.
+    assert [f for f, _ in seen[:4]] == [0, 1, 2, 3]
+    assert [st for _, st in seen[1:4]] == ["failed, restarting in 0.2 s", "failed, restarting in 0.4 s",
+                                           "failed, restarting in 0.8 s"]

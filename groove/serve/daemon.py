@@ -66,13 +66,14 @@ class TaskHealth:
     state: str = "starting"
     last_error: str | None = None
     last_error_at: float | None = None
-    failures: int = 0            # in a row; 0 once the task succeeds again
+    failures: int = 0            # in a row; 0 once the task succeeds again (a restarted task: once it has lived a while)
     last_ok_at: float | None = None
     retry_at: float | None = None
 
-    def ok(self, state: str = "running") -> None:
+    def ok(self, state: str = "running", *, reset: bool = True) -> None:
         self.state = state
-        self.failures = 0
+        if reset:
+            self.failures = 0
         self.retry_at = None
         self.last_ok_at = time.time()
 
@@ -212,12 +213,15 @@ class Daemon:
         after a backoff, so one crash is visible (index_status, /healthz) instead of silent and final."""
         health = self.tasks[name]
         while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 await run()
                 if self._stop.is_set():
                     return
                 raise RuntimeError(f"the {name} stopped by itself")
             except Exception as exc:  # noqa: BLE001 - a crashed task is restarted, not lost
+                if time.monotonic() - started > RETRY_MAX_S:
+                    health.failures = 0  # it lived a while: this death starts a new series
                 delay = backoff(health.failures + 1)
                 health.failed(repr(exc), state=f"failed, restarting in {delay:g} s", retry_in=delay)
                 log.error(f"{name}_failed", error=repr(exc), restart_in_s=delay)
@@ -344,7 +348,9 @@ class Daemon:
     # -- watcher / periodic ---------------------------------------------------------
     def _set_watch_state(self, state: str) -> None:
         if state == "watching":
-            self.tasks["watcher"].ok("watching")
+            # A watcher that dies soon after each start must still back off: failures in a row are
+            # reset by _supervised only once it has lived longer than RETRY_MAX_S.
+            self.tasks["watcher"].ok("watching", reset=False)
         elif not self._stop.is_set() or state != "stopped":
             self.tasks["watcher"].state = state
 
