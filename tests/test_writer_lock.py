@@ -119,3 +119,26 @@ async def test_two_writers_in_one_process_are_refused_too_and_the_lock_is_releas
             assert (await reader.status())["documents"] == 0
     async with Index.open(settings, embedder=embedder) as again:
         assert (await again.reconcile()).added == 2
+
+
+def test_groove_index_on_a_full_disk_says_so_instead_of_a_traceback(kb, tmp_path, monkeypatch, capsys):
+    """SQLite's page limit on the writer's connection stands in for a full disk (SQLITE_FULL)."""
+    from groove import cli
+    from groove.store import db
+
+    for i in range(30):
+        write(kb / f"n{i}.md", f"# Note {i}\n\n" + f"Paragraph {i} about the estuary and its herons. " * 40 + "\n")
+    real_connect = db.connect_sync
+
+    def small_disk(path, *, readonly=False):
+        con = real_connect(path, readonly=readonly)
+        if not readonly:
+            con.execute("PRAGMA max_page_count = 40")
+        return con
+
+    monkeypatch.setattr(db, "connect_sync", small_disk)
+    code = cli.main(["index", "--kb", str(kb), "--index", str(tmp_path / "full.sqlite")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "groove: error: could not write the index" in err and "the disk holding the index is full" in err
+    assert "free some space; then run groove index again" in err and "Traceback" not in err

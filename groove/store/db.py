@@ -301,18 +301,20 @@ def remove_index_files(path: Path) -> None:
 
 # --- write errors a person can act on ---------------------------------------------------------
 
-def describe_write_error(exc: BaseException) -> str:
+def describe_write_error(exc: BaseException, *, resumes: bool = True) -> str:
     """One sentence for a failed write: what happened and what to do (disk full, read-only index),
-    else the exception itself. The daemon shows it in index_status and /healthz and retries."""
+    else the exception itself. The daemon (`resumes`) shows it in index_status and /healthz and retries;
+    `groove index` says to run it again."""
     text = str(exc)
     lowered = text.lower()
+    then = ("writing resumes by itself and searches keep working meanwhile" if resumes
+            else "then run groove index again (what was written so far is kept)")
     if isinstance(exc, DBError) or isinstance(exc, OSError):
         if "database or disk is full" in lowered or getattr(exc, "errno", None) == 28:
-            return (f"the disk holding the index is full ({text}): free some space; writing resumes by itself "
-                    "and searches keep working meanwhile")
+            return f"the disk holding the index is full ({text}): free some space; {then}"
         if "readonly database" in lowered or "read-only" in lowered:
             return (f"the index file cannot be written ({text}): make it and its folder writable "
-                    "(e.g. chmod u+w); writing resumes by itself and searches keep working meanwhile")
+                    f"(e.g. chmod u+w); {then}")
     return repr(exc)
 
 
