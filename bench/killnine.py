@@ -283,11 +283,11 @@ def main_async(args: argparse.Namespace):
     from bench.common import Report, Timer
 
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-    with Timer() as t, tempfile.TemporaryDirectory(prefix="groove-killnine-") as tmp:
-        out = run_rounds(Path(tmp), rounds=args.rounds, notes=args.notes, edits=args.edits, seed=args.seed, kinds=kinds)
     report = Report("killnine", "kill -9 at seeded random points, then restart: equal to a fresh index",
                     params={"rounds": args.rounds, "notes": args.notes, "edits": args.edits, "seed": args.seed,
-                            "kinds": ",".join(kinds)})
+                            "kinds": ",".join(kinds)})  # made first: its machine figures are the start's
+    with Timer() as t, tempfile.TemporaryDirectory(prefix="groove-killnine-") as tmp:
+        out = run_rounds(Path(tmp), rounds=args.rounds, notes=args.notes, edits=args.edits, seed=args.seed, kinds=kinds)
     report.ratios["converged_over_rounds"] = round(out["converged"] / out["total"], 3) if out["total"] else float("nan")
     report.raw = {"converged": out["converged"], "rounds": out["total"], "killed_before_done": out["killed"],
                   "full_index_s": out["full_index_s"]}

@@ -204,12 +204,12 @@ async def run_load(work: Path, *, clients: int, edits: int, seconds: float, note
 def main_async(args: argparse.Namespace):
     from bench.common import Report, Timer
 
+    report = Report("load", f"{args.clients} clients searching over Streamable HTTP while {args.edits} edits are indexed",
+                    params={"clients": args.clients, "edits": args.edits, "seconds": args.seconds, "notes": args.notes,
+                            "model": args.model})  # made first: its machine figures are the start's
     with Timer() as t, tempfile.TemporaryDirectory(prefix="groove-load-") as tmp:
         out = anyio.run(lambda: run_load(Path(tmp), clients=args.clients, edits=args.edits, seconds=args.seconds,
                                          notes=args.notes, settle=args.settle, model=args.model, seed=args.seed))
-    report = Report("load", f"{args.clients} clients searching over Streamable HTTP while {args.edits} edits are indexed",
-                    params={"clients": args.clients, "edits": args.edits, "seconds": args.seconds, "notes": args.notes,
-                            "model": args.model})
     report.ratios["failed_over_requests"] = round(out["failed"] / out["requests"], 4) if out["requests"] else float("nan")
     report.ratios["lost_over_edits"] = round(out["lost_edits"] / out["edits"], 4) if out["edits"] else float("nan")
     report.ratios["p95_over_p50"] = round(out["p95_ms"] / out["p50_ms"], 2) if out["p50_ms"] else float("nan")
