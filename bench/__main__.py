@@ -1,4 +1,4 @@
-"""python -m bench [index|stages|freshness|http|phrases|switch] [options] [--json PATH]
+"""python -m bench [index|stages|freshness|http|phrases|switch|killnine|load] [options] [--json PATH]
 
 With no name, runs every benchmark with its default sizes, one after the other.
 """
@@ -20,6 +20,8 @@ BENCHES = {
     "http": "bench.http",
     "phrases": "bench.phrases",
     "switch": "bench.switch",
+    "killnine": "bench.killnine",
+    "load": "bench.load",
 }
 
 

@@ -104,6 +104,7 @@ class Index:
         self._full_reconciled = False              # the chunks reflect the folder (a switch may swap)
         self.last_switch: dict[str, Any] | None = None
         self._swapping = False
+        self.lock: db.WriterLock | None = None   # held while open for writing: one writer per index
 
     # -- opening and closing ----------------------------------------------------------
     @classmethod
@@ -132,6 +133,15 @@ class Index:
 
     async def open_writer(self, *, rebuild: bool = False, pool: bool = False) -> None:
         """Create or check the index, open the write connection (and a reader pool for the daemon)."""
+        self.lock = db.WriterLock(self.path)
+        self.lock.acquire()  # IndexLockedError, naming the other writer, before anything is touched
+        try:
+            await self._open_writer(rebuild=rebuild, pool=pool)
+        except BaseException:
+            self.lock.release()
+            raise
+
+    async def _open_writer(self, *, rebuild: bool, pool: bool) -> None:
         if rebuild:
             db.remove_index_files(self.path)
             log.info("index_rebuild", index=str(self.path))
@@ -179,6 +189,8 @@ class Index:
                 async with writer.write_lock(self.wconn):
                     await self.wconn.close()
                 self.wconn = None
+            if self.lock is not None:
+                self.lock.release()
 
     @asynccontextmanager
     async def reading(self) -> AsyncIterator[aiosqlite.Connection]:

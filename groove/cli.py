@@ -23,6 +23,7 @@ from groove.errors import GrooveError, UsageError
 from groove.logs import configure as configure_logs
 from groove.logs import get_logger
 from groove.search.request import SearchRequest
+from groove.store import db
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -90,7 +91,11 @@ class ProgressBar:
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    summary = anyio.run(lambda: index_once(settings, rebuild=args.rebuild, progress=ProgressBar()))
+    try:
+        summary = anyio.run(lambda: index_once(settings, rebuild=args.rebuild, progress=ProgressBar()))
+    except db.DBError as exc:  # disk full, a read-only index: say so (what is written so far stays written)
+        raise db.IndexError_(f"could not write the index {settings.resolved_index_path()}: "
+                             f"{db.describe_write_error(exc, resumes=False)}") from exc
 
     def text(s: dict) -> str:
         return (

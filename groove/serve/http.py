@@ -188,6 +188,9 @@ def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Al
                 pending = await daemon.pending()
         except Exception as exc:  # noqa: BLE001
             return JSONResponse({"ok": False, "error": str(exc) or type(exc).__name__}, status_code=503)
+        alive, reasons = daemon.health()  # the watcher watches, the writer runs and its last write went through
+        if not alive:
+            return JSONResponse({"ok": False, "error": "; ".join(reasons), "pending": pending}, status_code=503)
         return JSONResponse({"ok": True, "pending": pending})
 
     starlette_app = server.streamable_http_app(

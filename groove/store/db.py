@@ -312,3 +312,112 @@ def remove_index_files(path: Path) -> None:
         p = Path(str(path) + suffix)
         if p.exists():
             p.unlink()
+
+
+# --- write errors a person can act on ---------------------------------------------------------
+
+def describe_write_error(exc: BaseException, *, resumes: bool = True) -> str:
+    """One sentence for a failed write: what happened and what to do (disk full, read-only index),
+    else the exception itself. The daemon (`resumes`) shows it in index_status and /healthz and retries;
+    `groove index` says to run it again."""
+    text = str(exc)
+    lowered = text.lower()
+    then = ("writing resumes by itself and searches keep working meanwhile" if resumes
+            else "then run groove index again (what was written so far is kept)")
+    if isinstance(exc, DBError) or isinstance(exc, OSError):
+        if "database or disk is full" in lowered or getattr(exc, "errno", None) == 28:
+            return f"the disk holding the index is full ({text}): free some space; {then}"
+        if "readonly database" in lowered or "read-only" in lowered:
+            return (f"the index file cannot be written ({text}): make it and its folder writable "
+                    f"(e.g. chmod u+w); {then}")
+    return repr(exc)
+
+
+# --- one writer per index: an advisory lock beside it ------------------------------------------
+
+class IndexLockedError(IndexError_):
+    """Another groove process writes this index."""
+
+
+def lock_path(path: Path) -> Path:
+    return Path(str(path) + ".lock")
+
+
+class WriterLock:
+    """`fcntl.flock` on `<index>.lock`, holding JSON {pid, command, started_at} of the process that writes.
+
+    Every writer (`groove index`, `groove serve`) takes it when it opens the index for writing and keeps
+    it until it closes; a second writer is refused at once with a message naming the first. The OS
+    drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone.
+    Read-only commands never take it.
+    """
+
+    def __init__(self, path: Path):
+        self.index = Path(path)
+        self.path = lock_path(self.index)
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        import fcntl  # POSIX only; lazy so that the module imports everywhere
+        import os
+        import sys
+
+        if self._fd is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise IndexLockedError(_locked_message(self.index, holder)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        info = {"pid": os.getpid(), "command": " ".join(["groove", *sys.argv[1:]]) if sys.argv else "groove",
+                "started_at": time.time()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        import os
+
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)
+        except OSError:
+            pass
+        os.close(self._fd)  # closing the descriptor drops the flock
+        self._fd = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+
+def _read_holder(fd: int) -> dict[str, Any]:
+    import os
+
+    try:
+        data = os.pread(fd, 4096, 0)
+        holder = json.loads(data.decode("utf-8")) if data else {}
+        return holder if isinstance(holder, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _locked_message(index: Path, holder: dict[str, Any]) -> str:
+    who = []
+    if holder.get("pid"):
+        who.append(f"pid {holder['pid']}")
+    if holder.get("command"):
+        who.append(f"`{holder['command']}`")
+    if isinstance(holder.get("started_at"), (int, float)):
+        who.append("since " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["started_at"])))
+    named = f" ({', '.join(who)})" if who else ""
+    return (f"the index {index} is being written by another groove process{named}; stop that process first "
+            "(or use its MCP tools, e.g. reindex), or give this command another --index. Read-only commands "
+            "(search, status, related) work beside it")

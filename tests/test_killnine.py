@@ -1,0 +1,47 @@
+"""kill -9 of `groove index` and of `groove serve` during a burst of edits, at seeded random points:
+after the restart the index equals a fresh index of the same folder (documents, chunk hashes, vector
+count, nothing pending, FTS integrity-check). Real processes and files; a few rounds here, many in
+`python -m bench killnine` (which prints N of N)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import killnine  # noqa: E402
+
+
+def test_the_comparison_sees_a_lost_vector_and_a_missing_note(tmp_path: Path):
+    """The oracle itself: a fingerprint differs from a fresh one when a vector or a note is gone."""
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "groove.toml").write_text(killnine.CONFIG, encoding="utf-8")
+    kb = work / "notes"
+    killnine.make_notes(kb, 3)
+    index = work / "i.sqlite"
+    killnine.groove_index(work, kb, index)
+    fresh = killnine.fingerprint(index)
+    assert fresh["pending"] == 0 and fresh["vectors"] == len({h for _, _, h in fresh["chunks"]})
+    assert killnine.differences(fresh, fresh) == []
+
+    from groove.store import db
+
+    con = db.connect_sync(index)
+    con.execute("UPDATE chunks SET embedding_id = NULL WHERE id = (SELECT min(id) FROM chunks)")
+    con.execute("DELETE FROM documents WHERE path = (SELECT max(path) FROM documents)")
+    con.close()
+    diffs = killnine.differences(killnine.fingerprint(index), fresh)
+    assert "documents" in diffs and "chunks" in diffs and "pending" in diffs
+
+
+def test_kill_9_of_index_and_of_the_daemon_mid_burst_converge_to_a_fresh_index(tmp_path: Path):
+    out = killnine.run_rounds(tmp_path / "work", rounds=2, notes=12, edits=15, seed=7)
+    assert out["total"] == 2
+    failed = [r for r in out["rounds"] if not r["converged"]]
+    assert not failed, failed
+    assert all(r["documents"] > 0 and r["vectors"] > 0 for r in out["rounds"])

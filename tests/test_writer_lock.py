@@ -1,0 +1,144 @@
+"""One writer per index: a second `groove index` or `groove serve` on an index another groove process
+writes is refused at once, naming that process; read-only commands work beside it; a writer killed with
+kill -9 leaves no lock behind (the OS drops a flock with its process). Real processes, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import GROOVE, ROOT, write
+from fakes import BagOfWordsEmbedder
+from groove.app import Index
+from groove.store.db import IndexLockedError, lock_path
+from mcp_support import ServerProcess, free_port, server_env
+
+REFUSED = "is being written by another groove process"
+
+
+def groove(tmp_path: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*GROOVE, *argv], cwd=ROOT, env=server_env(tmp_path), capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def notes(kb: Path) -> None:
+    write(kb / "a.md", "# Tides\n\nNotes about the spring tides and the moon.\n")
+    write(kb / "b.md", "# Bread\n\nSourdough starter and long fermentation.\n")
+
+
+def test_a_second_writer_beside_a_running_daemon_is_refused_naming_it_and_readers_work(kb, tmp_path):
+    notes(kb)
+    index = tmp_path / "index.sqlite"
+    server = ServerProcess(kb, index, tmp_path)
+    try:
+        server.wait_healthy()
+        server.wait_indexed(2)
+        holder = json.loads(lock_path(index).read_text())
+        assert holder["pid"] == server.proc.pid and "serve" in holder["command"]
+
+        second_index = groove(tmp_path, "index", "--kb", str(kb), "--index", str(index))
+        assert second_index.returncode != 0
+        assert REFUSED in second_index.stderr and f"pid {server.proc.pid}" in second_index.stderr
+        assert "groove serve" in second_index.stderr and "since " in second_index.stderr
+        assert "Traceback" not in second_index.stderr
+
+        port = free_port()
+        second_serve = groove(tmp_path, "serve", "--kb", str(kb), "--index", str(index), "--transport", "http",
+                              "--bind", f"127.0.0.1:{port}", timeout=120)
+        assert second_serve.returncode != 0
+        assert REFUSED in second_serve.stderr and f"pid {server.proc.pid}" in second_serve.stderr
+
+        # The read-only commands take no lock.
+        status = groove(tmp_path, "status", "--kb", str(kb), "--index", str(index), "--format", "json")
+        assert status.returncode == 0, status.stderr
+        assert json.loads(status.stdout)["documents"] == 2
+        found = groove(tmp_path, "search", "spring tides", "--kb", str(kb), "--index", str(index), "--format", "json")
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["results"][0]["path"] == "a.md"
+        # The daemon still runs and still writes.
+        server.wait_healthy(10)
+    finally:
+        code, _ = server.terminate()
+    assert code == 0
+    # Once it has stopped, the next writer goes ahead.
+    after = groove(tmp_path, "index", "--kb", str(kb), "--index", str(index), "--format", "json")
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)["unchanged"] == 2
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from groove.store.db import WriterLock
+    lock = WriterLock(Path(sys.argv[1]))
+    lock.acquire()
+    print("locked", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_writer_killed_with_kill_9_leaves_no_lock_behind(kb, tmp_path):
+    notes(kb)
+    index = tmp_path / "index.sqlite"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(index)], cwd=ROOT, env=server_env(tmp_path),
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        refused = groove(tmp_path, "index", "--kb", str(kb), "--index", str(index))
+        assert refused.returncode != 0 and REFUSED in refused.stderr and f"pid {holder.pid}" in refused.stderr
+        assert not index.exists()  # refused before anything was created
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    stale = json.loads(lock_path(index).read_text())
+    assert stale["pid"] == holder.pid  # the file stays, with the dead process in it ...
+    done = groove(tmp_path, "index", "--kb", str(kb), "--index", str(index), "--format", "json")
+    assert done.returncode == 0, done.stderr  # ... and blocks nobody
+    assert json.loads(done.stdout)["added"] == 2
+
+
+async def test_two_writers_in_one_process_are_refused_too_and_the_lock_is_released_on_close(kb, make_settings):
+    notes(kb)
+    settings = make_settings(kb)
+    embedder = BagOfWordsEmbedder()
+    async with Index.open(settings, embedder=embedder):
+        with pytest.raises(IndexLockedError, match=f"pid {os.getpid()}"):
+            async with Index.open(settings, embedder=embedder):
+                pass
+        async with Index.open(settings, readonly=True, embedder=embedder) as reader:
+            assert (await reader.status())["documents"] == 0
+    async with Index.open(settings, embedder=embedder) as again:
+        assert (await again.reconcile()).added == 2
+
+
+def test_groove_index_on_a_full_disk_says_so_instead_of_a_traceback(kb, tmp_path, monkeypatch, capsys):
+    """SQLite's page limit on the writer's connection stands in for a full disk (SQLITE_FULL)."""
+    from groove import cli
+    from groove.store import db
+
+    for i in range(30):
+        write(kb / f"n{i}.md", f"# Note {i}\n\n" + f"Paragraph {i} about the estuary and its herons. " * 40 + "\n")
+    real_connect = db.connect_sync
+
+    def small_disk(path, *, readonly=False):
+        con = real_connect(path, readonly=readonly)
+        if not readonly:
+            con.execute("PRAGMA max_page_count = 40")
+        return con
+
+    monkeypatch.setattr(db, "connect_sync", small_disk)
+    code = cli.main(["index", "--kb", str(kb), "--index", str(tmp_path / "full.sqlite")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "groove: error: could not write the index" in err and "the disk holding the index is full" in err
+    assert "free some space; then run groove index again" in err and "Traceback" not in err
