@@ -1,4 +1,4 @@
-"""python -m bench [index|stages|freshness|http|phrases] [options] [--json PATH]
+"""python -m bench [index|stages|freshness|http|phrases|cli] [options] [--json PATH]
 
 With no name, runs every benchmark with its default sizes, one after the other.
 """
@@ -19,6 +19,7 @@ BENCHES = {
     "freshness": "bench.freshness",
     "http": "bench.http",
     "phrases": "bench.phrases",
+    "cli": "bench.cli",
 }
 
 
