@@ -80,7 +80,12 @@ def _ask_daemon(args: argparse.Namespace, settings: Settings, op: str, payload: 
     return answer
 
 
-def _loading_model(settings: Settings, why: str = "") -> None:
+def _loading_model(settings: Settings, why: str = "", *, reading: bool = True) -> None:
+    """Say that the model loads, once the folder and (for a read command) the index are known to be there:
+    a command about to fail on a missing folder or index loads nothing."""
+    index = settings.resolved_index_path()  # ConfigError on a missing notes folder, before anything is said
+    if reading and not index.exists():
+        return
     say(f"loading model {settings.embedding.model}{why} ...")
 
 
@@ -91,7 +96,7 @@ NO_DAEMON_HINT = " (no groove serve answers for this index; one that runs answer
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    _loading_model(settings)
+    _loading_model(settings, reading=False)
     bar = ProgressBar()
     try:
         summary = anyio.run(lambda: index_once(settings, rebuild=args.rebuild, progress=bar))
@@ -133,7 +138,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"last indexed: {when}",
         ]
         if answer is not None:
-            lines.append(f"served by:    groove serve (pid {answer.pid}), watcher {s['watcher']}, up {s['uptime_s']:.0f} s")
+            lines.append(f"served by:    groove serve, pid {answer.pid}, up {s['uptime_s']:.0f} s (watcher: {s['watcher']})")
         fit = s.get("model_fit") or {}
         if fit.get("warning"):
             lines.append(f"model fit:    warning: {fit['warning']}")

@@ -237,10 +237,10 @@ def test_status_from_the_daemon_has_its_live_fields_and_iso_times(daemon):
     server, kb, index, root = daemon
     done = groove("status", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=root)
     st = json.loads(done.stdout)
-    assert st["documents"] == 3 and st["watcher"] == "running" and st["startup_reconcile_done"] is True
+    assert st["documents"] == 3 and st["watcher"] == "watching" and st["startup_reconcile_done"] is True
     assert ISO.match(st["last_indexed_at"]) and ISO.match(st["last_reconcile"]["at"])
     text = groove("status", "--kb", str(kb), "--index", str(index), cwd=root)
-    assert f"served by:    groove serve (pid {server.proc.pid}), watcher running" in text.stdout
+    assert f"served by:    groove serve, pid {server.proc.pid}, up " in text.stdout and "(watcher: watching)" in text.stdout
     assert f"last indexed: {st['last_indexed_at']}" in text.stdout
 
 
