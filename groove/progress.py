@@ -45,26 +45,34 @@ class ProgressBar:
 
     # -- a terminal --------------------------------------------------------------------
     def _bar(self, phase: str, done: int, total: int) -> None:
-        if phase != self.phase:
+        first = phase != self.phase  # drawn at once; rich redraws 10 times a second after that, and at stop
+        if first:
             self.close()
             from rich.console import Console  # lazy: only a terminal needs it
-            from rich.progress import (
-                BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn,
-                TimeElapsedColumn, TimeRemainingColumn,
-            )
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn
 
+            # Rate and time left are ours (from the phase's start), not rich's sampled speed: an embedding
+            # batch can take longer than rich's sampling window, which would leave its ETA blank.
             self._progress = Progress(
                 TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[eta]}"),
                 console=Console(file=self.stream), transient=False,
             )
             self._progress.start()
-            self._task = self._progress.add_task(PHASES.get(phase, phase), total=total or None, rate="")
+            self._task = self._progress.add_task(PHASES.get(phase, phase), total=total or None, rate="", eta="")
             self.phase = phase
             self.started = self.last_call
         elapsed = time.monotonic() - self.started
-        rate = f"{done / elapsed:,.1f}/s" if elapsed > 0 and done else ""
-        self._progress.update(self._task, completed=done, total=total or None, rate=rate)
+        rate = done / elapsed if elapsed > 0 and done else 0.0
+        if total and done >= total:
+            eta = f"done in {format_seconds(elapsed)}"
+        elif rate:
+            eta = f"ETA {format_seconds((total - done) / rate)}"
+        else:
+            eta = "ETA ..."
+        self._progress.update(self._task, completed=done, total=total or None,
+                              rate=f"{rate:,.1f}/s" if rate else "", eta=eta,
+                              refresh=first)
         if total and done >= total:
             self.close()
 
