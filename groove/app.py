@@ -30,7 +30,7 @@ import aiosqlite
 import anyio
 import numpy as np
 
-from groove.config import Settings
+from groove.config import Settings, relative_note_path
 from groove.corpus.cjk import cjk_share
 from groove.embed.embedder import Embedder, make_embedder, model_fit_warning
 from groove.embed.pool import BulkLimiter, QueryBatcher
@@ -62,17 +62,6 @@ def reranker_factory(settings: Settings, cli_model: str | None = None) -> Callab
         return None
     reranker = CrossEncoderReranker(name, settings.embedding.device)
     return lambda: reranker
-
-
-def relative_note_path(kb: Path, given: str) -> str:
-    """A note as the user named it (relative path, or a file path inside the notes folder) -> relative path."""
-    candidate = Path(given)
-    if candidate.is_absolute() or candidate.exists():
-        try:
-            return candidate.resolve().relative_to(kb).as_posix()
-        except ValueError:
-            raise UsageError(f"{given} is not inside the notes folder {kb}") from None
-    return given
 
 
 MODEL_FIT_SAMPLE = 2000  # chunks read to judge the notes' script mix

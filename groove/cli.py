@@ -16,8 +16,7 @@ from typing import Any, Callable
 import anyio
 
 from groove import __version__, service
-from groove.app import eval_once, index_once, read_status, related_once, relative_note_path, search_once
-from groove.config import ConfigError, Settings, load_settings, user_config_file
+from groove.config import ConfigError, Settings, load_settings, relative_note_path, user_config_file
 from groove.errors import GrooveError, UsageError
 from groove.logs import configure as configure_logs
 from groove.logs import get_logger
@@ -56,6 +55,14 @@ def _emit(obj: Any, fmt: str, text: Callable[[Any], str]) -> None:
     else:
         sys.stdout.write(text(obj))
     sys.stdout.flush()
+
+
+def _app() -> Any:
+    """groove.app, imported when a command works in process: it brings numpy, SQLite, the parsers and the
+    embedder (over a second on a busy machine), which a command answered by a running daemon never needs."""
+    import groove.app
+
+    return groove.app
 
 
 def _iso_times(obj: Any) -> Any:
@@ -99,7 +106,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     _loading_model(settings, reading=False)
     bar = ProgressBar()
     try:
-        summary = anyio.run(lambda: index_once(settings, rebuild=args.rebuild, progress=bar))
+        summary = anyio.run(lambda: _app().index_once(settings, rebuild=args.rebuild, progress=bar))
     finally:
         bar.close()
     if summary["pending_chunks"]:
@@ -124,7 +131,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     settings = _settings(args)
     answer = _ask_daemon(args, settings, "status", {})
-    st = _iso_times(answer.result if answer is not None else anyio.run(lambda: read_status(settings)))
+    st = _iso_times(answer.result if answer is not None else anyio.run(lambda: _app().read_status(settings)))
 
     def text(s: dict) -> str:
         when = s["last_indexed_at"] or "never"
@@ -252,7 +259,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         resp = answer.result
     else:
         _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
-        resp = anyio.run(lambda: search_once(settings, req, reranker_model=args.reranker))
+        resp = anyio.run(lambda: _app().search_once(settings, req, reranker_model=args.reranker))
     _emit(_iso_times(resp), args.format, format_results_text)
     return 0
 
@@ -266,7 +273,7 @@ def cmd_related(args: argparse.Namespace) -> int:
         result = answer.result
     else:
         _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
-        result = anyio.run(lambda: related_once(settings, args.path, **options))
+        result = anyio.run(lambda: _app().related_once(settings, args.path, **options))
 
     def text(r: dict) -> str:
         lines = [f"notes related to {r['source']['path']} ({r['source']['title']}):"]
@@ -292,7 +299,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "rerank": args.rerank, "mmr": args.mmr, "mmr_lambda": args.mmr_lambda,
         "mmr_same_doc_penalty": args.mmr_same_doc_penalty, "parent_retriever": args.parent_retriever,
     }
-    result = anyio.run(lambda: eval_once(
+    result = anyio.run(lambda: _app().eval_once(
         settings, args.golden, retriever=args.retriever, split=args.split, limit=args.limit,
         max_queries=args.max_queries, request_options=options, reranker_model=args.reranker,
     ))

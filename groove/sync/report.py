@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from groove.sync.indexer import ReconcileStats
+if TYPE_CHECKING:  # the command line imports iso_time; the indexer brings numpy and the parsers
+    from groove.sync.indexer import ReconcileStats
 
 
 def iso_time(ts: float | None) -> str | None:
@@ -45,7 +47,7 @@ class IndexReport(BaseModel):
 
 
 def index_report(
-    stats: ReconcileStats,
+    stats: "ReconcileStats",
     *,
     kb_path: str,
     index_path: str,
