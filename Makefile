@@ -1,11 +1,11 @@
 # The two commands of the README:
-#   make serve   index a notes folder (KB=path, default: the shipped example notes) and serve it over MCP
+#   make serve   index a notes folder (KB=path; without KB, the shipped example notes: --examples) and serve it over MCP
 #   make test    run the whole test suite
 # Both create .venv and install groove into it when needed.
 
 PYTHON ?= python3
 VENV   ?= .venv
-KB     ?= examples/notes
+KB     ?=
 BIND   ?= 127.0.0.1:3100
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 serve: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/groove serve --kb "$(KB)" --transport http --bind "$(BIND)"
+	HF_HUB_OFFLINE=1 $(BIN)/groove serve $(if $(KB),--kb "$(KB)",--examples) --transport http --bind "$(BIND)"
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q

@@ -1,4 +1,4 @@
-"""python -m bench [index|stages|freshness|http|phrases|switch|killnine|load] [options] [--json PATH]
+"""python -m bench [index|stages|freshness|http|phrases|switch|killnine|load|cli] [options] [--json PATH]
 
 With no name, runs every benchmark with its default sizes, one after the other.
 """
@@ -22,6 +22,7 @@ BENCHES = {
     "switch": "bench.switch",
     "killnine": "bench.killnine",
     "load": "bench.load",
+    "cli": "bench.cli",
 }
 
 

@@ -30,7 +30,7 @@ import aiosqlite
 import anyio
 import numpy as np
 
-from groove.config import Settings
+from groove.config import Settings, relative_note_path
 from groove.corpus.cjk import cjk_share
 from groove.embed.embedder import (Embedder, EmbedderError, embedder_for_index, make_embedder, model_fit_warning,
                                    settings_json)
@@ -48,6 +48,7 @@ from groove.store import db, reads, shadow, writer
 from groove.store.pool import ReaderPool
 from groove.sync.embedding import SHADOW, EmbedQueue, Progress
 from groove.sync.indexer import Indexer, ReconcileStats
+from groove.sync.report import IndexReport, index_report
 
 log = get_logger(__name__)
 
@@ -319,6 +320,15 @@ class Index:
             )
         return await switch.queries.embed(text)
 
+    async def report(self, stats: ReconcileStats, *, vectors_collected: int, seconds: float) -> IndexReport:
+        """The one result shape of a full reconcile (`groove index` and the MCP `reindex`)."""
+        async with self.reading() as conn:
+            pending = await reads.pending_count(conn)
+            computed = int(await reads.get_meta(conn, "embeddings_computed") or 0)
+        return index_report(stats, kb_path=str(self.kb), index_path=str(self.path), pending_chunks=pending,
+                            embeddings_computed=computed, vectors_collected=vectors_collected, seconds=seconds,
+                            model_switch=self.last_switch)
+
     # -- reading ------------------------------------------------------------------------
     async def search(self, req: SearchRequest, *, searcher: Searcher | None = None) -> dict[str, Any]:
         async with self.reading() as conn:
@@ -378,13 +388,7 @@ class Index:
 
     def note_path(self, given: str) -> str:
         """A note as the user named it (relative path, or a file path inside the notes folder) -> relative path."""
-        candidate = Path(given)
-        if candidate.is_absolute() or candidate.exists():
-            try:
-                return candidate.resolve().relative_to(self.kb).as_posix()
-            except ValueError:
-                raise UsageError(f"{given} is not inside the notes folder {self.kb}") from None
-        return given
+        return relative_note_path(self.kb, given)
 
     async def evaluate(self, queries: Sequence[JudgedQuery], *, retriever: str, limit: int,
                        request_options: dict[str, Any]) -> dict[str, Any]:
@@ -419,18 +423,10 @@ async def index_once(settings: Settings, *, rebuild: bool = False, progress: Pro
     async with Index.open(settings, rebuild=rebuild, embedder=embedder) as index:
         stats = await index.reconcile(progress=progress)
         stats.chunks_embedded = await index.embed_pending(progress=progress)
-        await index.collect_garbage()
-        stats.seconds = time.perf_counter() - started
-        summary = stats.to_dict()
-        async with index.reading() as conn:
-            summary["pending_chunks"] = await reads.pending_count(conn)
-            summary["embeddings_computed"] = int(await reads.get_meta(conn, "embeddings_computed") or 0)
-        summary["kb_path"] = str(index.kb)
-        summary["index_path"] = str(index.path)
-        if index.last_switch is not None:
-            summary["model_switch"] = index.last_switch
-    log.info("index_done", **{k: v for k, v in summary.items() if k not in ("kb_path", "index_path")})
-    return summary
+        collected = await index.collect_garbage()
+        report = await index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started)
+    log.debug("index_done", **report.model_dump(exclude={"kb_path", "index_path"}))
+    return report.model_dump()
 
 
 async def read_status(settings: Settings, *, embedder: Embedder | None = None) -> dict[str, Any]:
@@ -479,4 +475,5 @@ async def eval_once(
     return result
 
 
-__all__ = ["Index", "eval_once", "index_once", "read_status", "related_once", "reranker_factory", "search_once"]
+__all__ = ["Index", "eval_once", "index_once", "read_status", "related_once", "relative_note_path", "reranker_factory",
+           "search_once"]

@@ -10,20 +10,20 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import anyio
 
 from groove import __version__, service
-from groove.app import eval_once, index_once, read_status, related_once, search_once
-from groove.config import Settings, load_settings, user_config_file
+from groove.config import ConfigError, Settings, load_settings, relative_note_path, user_config_file
 from groove.errors import GrooveError, UsageError
 from groove.logs import configure as configure_logs
 from groove.logs import get_logger
+from groove.progress import ProgressBar, say
 from groove.search.request import SearchRequest
 from groove.store import db
+from groove.sync.report import iso_time
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -58,44 +58,66 @@ def _emit(obj: Any, fmt: str, text: Callable[[Any], str]) -> None:
     sys.stdout.flush()
 
 
-class ProgressBar:
-    """A bar on a terminal, plain lines otherwise (both on stderr)."""
+def _app() -> Any:
+    """groove.app, imported when a command works in process: it brings numpy, SQLite, the parsers and the
+    embedder (over a second on a busy machine), which a command answered by a running daemon never needs."""
+    import groove.app
 
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-        self.last_line = 0.0
-        self.phase = ""
+    return groove.app
 
-    def __call__(self, phase: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if self.tty:
-            if done != total and now - self.last_line < 0.1:
-                return
-            width = 30
-            filled = int(width * done / total) if total else width
-            sys.stderr.write(f"\r{phase:>5} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-            if done >= total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-        else:
-            if phase != self.phase or done == total or now - self.last_line >= 5.0:
-                sys.stderr.write(f"{phase}: {done}/{total}\n")
-                sys.stderr.flush()
-            else:
-                return
-        self.phase = phase
-        self.last_line = now
+
+def _iso_times(obj: Any) -> Any:
+    """Every timestamp a command prints as ISO-8601 UTC: keys `at` and `*_at` holding epoch seconds."""
+    if isinstance(obj, dict):
+        return {k: iso_time(v) if (k == "at" or k.endswith("_at")) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                else _iso_times(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_iso_times(v) for v in obj]
+    return obj
+
+
+def _ask_daemon(args: argparse.Namespace, settings: Settings, op: str, payload: dict[str, Any]) -> Any:
+    """The answer of the `groove serve` of this index over its local endpoint, or None (then run in process)."""
+    if getattr(args, "no_daemon", False):
+        return None
+    from groove.serve.local import ask  # stdlib sockets only: no MCP SDK, no model
+
+    answer = ask(settings.resolved_index_path(), op, payload)
+    if answer is not None:
+        say(f"asked the running groove serve (pid {answer.pid}) at {answer.socket}")
+    return answer
+
+
+def _loading_model(settings: Settings, why: str = "", *, reading: bool = True) -> None:
+    """Say that the model loads, once the folder and (for a read command) the index are known to be there:
+    a command about to fail on a missing folder or index loads nothing."""
+    index = settings.resolved_index_path()  # ConfigError on a missing notes folder, before anything is said
+    if reading and not index.exists():
+        return
+    say(f"loading model {settings.embedding.model}{why} ...")
+
+
+NO_DAEMON_HINT = " (no groove serve answers for this index; one that runs answers at once)"
 
 
 # --- index / status -----------------------------------------------------------------
 
 def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    _loading_model(settings, reading=False)
+    bar = ProgressBar()
     try:
-        summary = anyio.run(lambda: index_once(settings, rebuild=args.rebuild, progress=ProgressBar()))
+        summary = anyio.run(lambda: _app().index_once(settings, rebuild=args.rebuild, progress=bar))
     except db.DBError as exc:  # disk full, a read-only index: say so (what is written so far stays written)
         raise db.IndexError_(f"could not write the index {settings.resolved_index_path()}: "
                              f"{db.describe_write_error(exc, resumes=False)}") from exc
+    finally:
+        bar.close()
+    if summary["pending_chunks"]:
+        say(f"{summary['pending_chunks']} chunk(s) still wait for a vector (searchable by text only); "
+            "`groove index` again, or `groove serve`, embeds them")
+    else:
+        say("embedding queue drained: every note is searchable by meaning")
 
     def text(s: dict) -> str:
         return (
@@ -103,7 +125,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"files: {s['added']} added, {s['changed']} changed, {s['renamed']} renamed, "
             f"{s['deleted']} deleted, {s['unchanged']} unchanged, {s['skipped']} skipped\n"
             f"chunks: {s['chunks_written']} written, {s['chunks_embedded']} embedded; "
-            f"{s['pending_chunks']} pending; {s['seconds']:.1f} s\n"
+            f"{s['pending_chunks']} pending; {s['seconds']:.1f} s; finished {s['finished_at']}\n"
         )
 
     _emit(summary, args.format, text)
@@ -112,10 +134,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    st = anyio.run(lambda: read_status(settings))
+    answer = _ask_daemon(args, settings, "status", {})
+    st = _iso_times(answer.result if answer is not None else anyio.run(lambda: _app().read_status(settings)))
 
     def text(s: dict) -> str:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s["last_indexed_at"])) if s["last_indexed_at"] else "never"
+        when = s["last_indexed_at"] or "never"
         lines = [
             f"notes:        {s['kb_path']}",
             f"index:        {s['index_path']}",
@@ -130,6 +153,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             share = switch["texts_done"] / switch["texts_total"] if switch["texts_total"] else 1.0
             lines.append(f"switching to: {switch['to']}: {switch['texts_done']} of {switch['texts_total']} texts "
                          f"embedded ({share:.0%}); searches use {switch['from']} until it is done")
+        if answer is not None:
+            lines.append(f"served by:    groove serve, pid {answer.pid}, up {s['uptime_s']:.0f} s (watcher: {s['watcher']})")
         fit = s.get("model_fit") or {}
         if fit.get("warning"):
             lines.append(f"model fit:    warning: {fit['warning']}")
@@ -237,16 +262,27 @@ def format_results_text(resp: dict) -> str:
 def cmd_search(args: argparse.Namespace) -> int:
     settings = _settings(args)
     req = _request_from_args(args, settings, args.query)
-    resp = anyio.run(lambda: search_once(settings, req, reranker_model=args.reranker))
-    _emit(resp, args.format, format_results_text)
+    # A reranker named on the command line is loaded here: the daemon reranks with its own settings only.
+    answer = None if args.reranker else _ask_daemon(args, settings, "search", {"request": req.model_dump(mode="json")})
+    if answer is not None:
+        resp = answer.result
+    else:
+        _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
+        resp = anyio.run(lambda: _app().search_once(settings, req, reranker_model=args.reranker))
+    _emit(_iso_times(resp), args.format, format_results_text)
     return 0
 
 
 def cmd_related(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    result = anyio.run(lambda: related_once(
-        settings, args.path, limit=args.limit, depth=args.depth, fan_out=args.fan_out, max_nodes=args.max_nodes,
-    ))
+    options = {"limit": args.limit, "depth": args.depth, "fan_out": args.fan_out, "max_nodes": args.max_nodes}
+    answer = _ask_daemon(args, settings, "related",
+                         {"path": relative_note_path(settings.require_kb(), args.path), **options})
+    if answer is not None:
+        result = answer.result
+    else:
+        _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
+        result = anyio.run(lambda: _app().related_once(settings, args.path, **options))
 
     def text(r: dict) -> str:
         lines = [f"notes related to {r['source']['path']} ({r['source']['title']}):"]
@@ -260,7 +296,7 @@ def cmd_related(args: argparse.Namespace) -> int:
             lines.append(f"(stopped early: {', '.join(r['bounded_by'])})")
         return "\n".join(lines) + "\n"
 
-    _emit(result, args.format, text)
+    _emit(_iso_times(result), args.format, text)
     return 0
 
 
@@ -272,7 +308,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "rerank": args.rerank, "mmr": args.mmr, "mmr_lambda": args.mmr_lambda,
         "mmr_same_doc_penalty": args.mmr_same_doc_penalty, "parent_retriever": args.parent_retriever,
     }
-    result = anyio.run(lambda: eval_once(
+    result = anyio.run(lambda: _app().eval_once(
         settings, args.golden, retriever=args.retriever, split=args.split, limit=args.limit,
         max_queries=args.max_queries, request_options=options, reranker_model=args.reranker,
     ))
@@ -301,8 +337,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Lazy: the MCP SDK, Starlette and uvicorn take most of a second to import, and only
     # `serve` needs them (the other commands, `--help` and config errors stay fast).
     from groove.serve.http import parse_bind
-    from groove.serve.main import serve, with_example_notes_if_unset
+    from groove.serve.main import serve, with_example_notes
 
+    if args.examples and args.kb is not None:
+        raise UsageError("--examples serves the shipped example notes, --kb your own folder: pass one of them")
     settings = _settings(args)
     transport = args.transport or settings.serve.transport
     bind = args.bind or settings.serve.bind
@@ -311,10 +349,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             parse_bind(bind)
         except ValueError as exc:
             raise UsageError(f"--bind: {exc}" if args.bind else f"serve.bind: {exc}") from exc
-    examples = with_example_notes_if_unset(settings)
-    if examples is not None:
-        settings = examples
-        get_logger("groove.serve").info("no notes folder configured; serving the shipped example notes", kb=str(settings.kb_path))
+    if args.examples:
+        settings = with_example_notes(settings)
+        get_logger("groove.serve").info("serving the shipped example notes (--examples)", kb=str(settings.kb_path))
+    elif settings.kb_path is None:  # like index, search and status: an MCP config that forgot --kb fails loudly
+        raise ConfigError(
+            "no notes folder configured: pass --kb PATH, set kb_path in groove.toml or GROOVE_KB_PATH; "
+            "to try groove on the shipped example notes, run `groove serve --examples` (or `make serve`)"
+        )
     anyio.run(serve, settings, transport, bind)  # BindError is a GrooveError: exit 1, see main()
     # The index is closed and every log line written: leave now instead of waiting
     # 1-2 s for the interpreter to tear torch down, so a stop stays well within 5 s.
@@ -346,7 +388,7 @@ def _add_service_parser(subparsers: Any) -> None:
     a = actions.add_parser("status", help="is the service installed and running (exit 0 running, 3 not, 4 unknown)")
     _common(a)
     a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
-    a.add_argument("--format", choices=["text", "json"], default="text")
+    a.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs")
     a.set_defaults(func=cmd_service_status)
 
 
@@ -392,8 +434,23 @@ def cmd_service_status(args: argparse.Namespace) -> int:
 
 # --- parser ---------------------------------------------------------------------------
 
+class ArgumentError(UsageError):
+    """A command line argparse could not read; carries the usage line of the command it was for."""
+
+    def __init__(self, message: str, usage: str):
+        super().__init__(message)
+        self.usage = usage
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are GrooveErrors, so that `--format json` gets them as JSON too (exit 2)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise ArgumentError(f"{message} (see {self.prog} --help)", self.format_usage())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="groove", description="Local hybrid search over Markdown notes, served over MCP.")
+    parser = Parser(prog="groove", description="Local hybrid search over Markdown notes, served over MCP.")
     parser.add_argument("--version", action="version", version=f"groove {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -403,25 +460,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stdio: one client that starts groove itself; http: Streamable HTTP at /mcp (default: [serve] transport, stdio)")
     p.add_argument("--bind", metavar="HOST:PORT", default=None,
                    help="where the HTTP server listens (default: [serve] bind, 127.0.0.1:3100)")
+    p.add_argument("--examples", action="store_true",
+                   help="serve the example notes shipped in examples/notes (a source checkout) instead of a folder of your own")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("index", help="index the notes folder (incremental)")
     _common(p)
     p.add_argument("--rebuild", action="store_true", help="delete the index and start over")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("status", help="what is in the index")
     _common(p)
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    p.add_argument("--no-daemon", action="store_true",
+                   help="do not ask a running groove serve of this index; open the index in this process")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("search", help="hybrid search over the index")
     _common(p)
-    p.add_argument("query", metavar="QUERY")
+    p.add_argument("query", metavar="QUERY", help="words, \"a quoted phrase\", -word to exclude (docs/search.md)")
     _add_search_options(p)
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
     p.add_argument("--explain", action="store_true", help="show the MATCH expression, candidates and per-retriever ranks")
+    p.add_argument("--no-daemon", action="store_true",
+                   help="do not ask a running groove serve of this index; open the index in this process")
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("related", help="notes nearest in meaning to a note")
@@ -431,38 +494,61 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=1, help="hops to walk (1..3)")
     p.add_argument("--fan-out", type=int, default=5, help="neighbours per note per hop (1..20)")
     p.add_argument("--max-nodes", type=int, default=100, help="node budget (1..200)")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    p.add_argument("--no-daemon", action="store_true",
+                   help="do not ask a running groove serve of this index; open the index in this process")
     p.set_defaults(func=cmd_related)
 
     p = sub.add_parser("eval", help="measure retrieval quality on judged queries")
     _common(p)
     p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
     p.add_argument("--retriever", choices=["hybrid", "fts", "vector"], default="hybrid", help="score one half alone")
-    p.add_argument("--split", help="BEIR qrels split (default: every qrels/*.tsv)")
+    p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")
     p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
-    p.add_argument("--max-queries", type=int, default=None, help="only the first N queries")
+    p.add_argument("--max-queries", type=int, default=None, metavar="N", help="only the first N queries")
     g = p.add_argument_group("refine stages")
-    g.add_argument("--reranker", metavar="MODEL")
-    g.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None)
-    g.add_argument("--mmr", action=argparse.BooleanOptionalAction, default=None)
-    g.add_argument("--mmr-lambda", type=float, default=None)
-    g.add_argument("--mmr-same-doc-penalty", type=float, default=None)
-    g.add_argument("--parent-retriever", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    g.add_argument("--reranker", metavar="MODEL", help="rerank with this cross-encoder (name or path); applies unconditionally")
+    g.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="use the configured reranker")
+    g.add_argument("--mmr", action=argparse.BooleanOptionalAction, default=None, help="MMR diversity re-rank")
+    g.add_argument("--mmr-lambda", type=float, default=None, metavar="L", help="MMR relevance weight, 0..1")
+    g.add_argument("--mmr-same-doc-penalty", type=float, default=None, metavar="P", help="MMR same-document penalty, >= 0")
+    g.add_argument("--parent-retriever", action=argparse.BooleanOptionalAction, default=None, help="expand small hits")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
     p.set_defaults(func=cmd_eval)
 
     _add_service_parser(sub)
     return parser
 
 
+def wants_json(argv: list[str]) -> bool:
+    """`--format json` anywhere on the command line (also when the rest of it could not be read)."""
+    for i, arg in enumerate(argv):
+        if arg == "--format=json" or (arg == "--format" and argv[i + 1:i + 2] == ["json"]):
+            return True
+    return False
+
+
+def report_error(exc: GrooveError, as_json: bool) -> int:
+    """The one place a GrooveError becomes output: `groove: error: ...` on stderr, and under
+    `--format json` also `{"error": ..., "exit_code": N}` on stdout; the exit code is N either way."""
+    if isinstance(exc, ArgumentError):
+        sys.stderr.write(exc.usage)
+    sys.stderr.write(f"groove: error: {exc}\n")
+    sys.stderr.flush()
+    if as_json:
+        sys.stdout.write(json.dumps({"error": str(exc), "exit_code": exc.exit_code}, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    return exc.exit_code
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    as_json = wants_json(argv)
     try:
+        args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
-    except GrooveError as exc:  # the one place groove's errors become stderr + an exit code
-        sys.stderr.write(f"groove: error: {exc}\n")
-        return exc.exit_code
+    except GrooveError as exc:  # the one place groove's errors become stderr (+ JSON) and an exit code
+        return report_error(exc, as_json)
     except KeyboardInterrupt:
         sys.stderr.write("groove: interrupted\n")
         return 130

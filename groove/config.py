@@ -22,7 +22,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
-from groove.errors import GrooveError
+from groove.errors import GrooveError, UsageError
 
 APP = "groove"
 MINILM_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -229,6 +229,17 @@ class Settings(BaseSettings):
         if self.index_path is not None:
             return self.index_path
         return default_index_path(self.require_kb())
+
+
+def relative_note_path(kb: Path, given: str) -> str:
+    """A note as a person named it (relative path, or a file path inside the notes folder) -> its relative path."""
+    candidate = Path(given)
+    if candidate.is_absolute() or candidate.exists():
+        try:
+            return candidate.resolve().relative_to(kb).as_posix()
+        except ValueError:
+            raise UsageError(f"{given} is not inside the notes folder {kb}") from None
+    return given
 
 
 def default_index_path(kb: Path) -> Path:

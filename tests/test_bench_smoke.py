@@ -42,6 +42,7 @@ SMOKE = {
         ["during_reindex_p50_over_idle", "qps_2_clients_over_1"],
     ),
     "phrases": (["--rows", "50", "--repeats", "1"], ["or32_over_one_phrase"]),
+    "cli": (["--repeats", "1"], ["alone_over_daemon_p50"]),
 }
 
 

@@ -309,7 +309,8 @@ def test_the_cli_indexes_then_reports_status_as_json_on_stdout_only(kb, tmp_path
                           cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     summary = json.loads(done.stdout)
     assert summary["added"] == 1 and summary["skipped"] == 1 and summary["chunks_embedded"] == 1
-    assert "index_done" in done.stderr  # diagnostics go to stderr
+    assert "groove: embedding queue drained: every note is searchable by meaning" in done.stderr  # diagnostics: stderr
+    assert "index_done" not in done.stderr and "[info" not in done.stderr  # and no raw log line among them
     st = subprocess.run(base + ["status", "--kb", str(kb), "--index", str(index), "--format", "json"],
                         cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     status = json.loads(st.stdout)

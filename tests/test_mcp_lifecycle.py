@@ -24,9 +24,9 @@ from mcp_support import ServerProcess, free_port, note, serve_argv, server_env
 
 # --- the process ----------------------------------------------------------------------------
 
-async def test_with_no_notes_folder_it_serves_the_example_notes_and_sigterm_exits_0_within_5_s(tmp_path):
+async def test_with_examples_it_serves_the_example_notes_and_sigterm_exits_0_within_5_s(tmp_path):
     port = free_port()
-    argv = [*GROOVE, "serve", "--transport", "http", "--bind", f"127.0.0.1:{port}", "--index", str(tmp_path / "i.sqlite")]
+    argv = [*GROOVE, "serve", "--examples", "--transport", "http", "--bind", f"127.0.0.1:{port}", "--index", str(tmp_path / "i.sqlite")]
     log_path = tmp_path / "serve.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.DEVNULL,

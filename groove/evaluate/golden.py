@@ -45,6 +45,8 @@ class JudgedQuery:
 
 
 def load(source: Path, split: str | None = None) -> list[JudgedQuery]:
+    if not source.exists():
+        raise GoldenError(f"{source} does not exist; pass a golden YAML file or a BEIR folder")
     if source.is_dir():
         return load_beir(source, split)
     if not source.is_file():

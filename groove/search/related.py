@@ -148,7 +148,9 @@ async def related_notes(
     cur = await conn.execute("SELECT title FROM documents WHERE path = ?", (path,))
     row = await cur.fetchone()
     if row is None:
-        raise RelatedError(f"no indexed note at {path!r}; pass a path as search or list_documents return it")
+        raise RelatedError(
+            f"no indexed note at {path!r}; give the note's path relative to the notes folder, as search results show it"
+        )
     if await note_vector(conn, path) is None:
         raise RelatedError(f"{path!r} has no vectors yet (still being embedded); try again shortly")
     vectors: dict[str, np.ndarray | None] = {}

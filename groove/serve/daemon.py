@@ -145,6 +145,8 @@ class Daemon:
         self._retry_scheduled = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._reindexing = False
+        self._last_full: tuple[ReconcileStats, int] | None = None  # the last full reconcile and its vectors collected
+        self._drained = False  # the queue was empty after the startup reconcile, and no chunk has waited since
         self._stop = anyio.Event()
         self.ready = anyio.Event()       # set once the database is open (requests can be served)
         self.reconciled = anyio.Event()  # set after the startup reconcile
@@ -251,6 +253,7 @@ class Daemon:
                     stats = await self.index.reconcile()
                     gc = await self.index.collect_garbage()
                     self.last_reconcile = {**stats.to_dict(), "at": time.time(), "vectors_collected": gc}
+                    self._last_full = (stats, gc)
                     log.info("reconcile_done", **stats.to_dict())
                 else:
                     stats = await self.index.reconcile(paths)
@@ -301,7 +304,10 @@ class Daemon:
 
     async def _after_write(self, stats: ReconcileStats) -> None:
         if stats.chunks_written:
+            self._drained = False
             self._wake_workers()
+        else:
+            await self._check_drained()
         touched = stats.changed_paths + stats.deleted_paths
         if touched:
             self.last_change = time.time()
@@ -339,11 +345,27 @@ class Daemon:
                 health.ok()
             if fetched:
                 continue
+            await self._check_drained()
             if self._work_gen == gen:
                 # Nothing due: wait for new work, or for the next set-aside text to be due.
                 retry = self.index.next_retry_in()
                 with anyio.move_on_after(IDLE_WAIT_S if retry is None else min(IDLE_WAIT_S, retry + 0.01)):
                     await event.wait()
+
+    async def _check_drained(self) -> None:
+        """Say once, when the queue empties, that every note is searchable by meaning (`make serve` shows it)."""
+        if self._drained or not self.reconciled.is_set():
+            return
+        try:
+            pending = await self.index.pending()
+        except Exception:  # noqa: BLE001 - the index is closing; nothing to say
+            return
+        if pending or self._drained:
+            return
+        self._drained = True
+        st = await self.index.status()
+        log.info("embedding queue drained: every note is searchable by meaning",
+                 documents=st["documents"], chunks=st["chunks"])
 
     # -- watcher / periodic ---------------------------------------------------------
     def _set_watch_state(self, state: str) -> None:
@@ -420,6 +442,7 @@ class Daemon:
             raise BusyError("a reindex is already running; wait for it to finish (index_status shows reindex_running)")
         self._reindexing = True
         try:
+            started = time.perf_counter()
             error = await self.request_full()
             if error is not None:
                 retry = self.tasks["reconcile"].retry_at
@@ -428,9 +451,9 @@ class Daemon:
                     f"the full reconcile failed: {error}. The index still holds what the last good reconcile "
                     f"wrote and searches keep working; groove tries again{when} (index_status shows tasks.reconcile)"
                 )
-            result = dict(self.last_reconcile or {})
-            result["pending_chunks"] = await self.index.pending()
-            return result
+            stats, collected = self._last_full or (ReconcileStats(), 0)
+            report = await self.index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started)
+            return report.model_dump()  # the shape `groove index --format json` prints (groove.sync.report)
         finally:
             self._reindexing = False
 

@@ -37,7 +37,7 @@ import anyio.lowlevel
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
-from groove.config import Settings, replace_settings
+from groove.config import ConfigError, Settings, replace_settings
 from groove.logs import get_logger
 from groove.serve.daemon import Daemon
 from groove.serve.http import (
@@ -51,6 +51,7 @@ from groove.serve.http import (
     parse_bind,
 )
 from groove.serve import sdk
+from groove.serve.local import serve_local
 from groove.serve.mcp_app import build_server
 from groove.serve.sdnotify import notify
 
@@ -68,15 +69,15 @@ def example_notes() -> Path | None:
     return EXAMPLE_NOTES if EXAMPLE_NOTES.is_dir() else None
 
 
-def with_example_notes_if_unset(settings: Settings) -> Settings | None:
-    """With no notes folder configured, settings that serve the shipped examples (so `make
-    serve` works as is); None when a folder is configured or no examples are shipped.
+def with_example_notes(settings: Settings) -> Settings:
+    """Settings that serve the shipped example notes (`groove serve --examples`, `make serve`).
     Settings are frozen: this returns a validated copy, it never changes `settings`."""
-    if settings.kb_path is not None:
-        return None
     folder = example_notes()
     if folder is None:
-        return None
+        raise ConfigError(
+            "--examples serves the example notes of a source checkout, and this installation ships none; "
+            "pass --kb PATH with your notes folder instead"
+        )
     return replace_settings(settings, kb_path=folder)
 
 
@@ -267,6 +268,7 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
 
     async with anyio.create_task_group() as tg:
         await tg.start(run_daemon)
+        await tg.start(serve_local, daemon)  # the command line's way in (groove.serve.local); gone on cancel
         front = anyio.CancelScope()      # the transport
         watcher = anyio.CancelScope()    # the signal watcher
 

@@ -1,0 +1,83 @@
+"""One result shape for a full reconcile: `groove index` and the MCP `reindex` both report an `IndexReport`.
+
+Timestamps are ISO-8601 in UTC (`2026-12-01T12:07:15Z`), here and wherever
+groove shows a time to a person or a client (`iso_time`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # the command line imports iso_time; the indexer brings numpy and the parsers
+    from groove.sync.indexer import ReconcileStats
+
+
+def iso_time(ts: float | None) -> str | None:
+    """Seconds since the epoch -> ISO-8601 UTC to the second (`...Z`); None stays None."""
+    if ts is None:
+        return None
+    return dt.datetime.fromtimestamp(float(ts), tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class IndexReport(BaseModel):
+    """What one full reconcile did, and what is left for the embedding workers."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kb_path: str = Field(description="the notes folder")
+    index_path: str = Field(description="the SQLite index file")
+    added: int = Field(description="notes new to the index")
+    changed: int = Field(description="notes whose text changed")
+    renamed: int = Field(description="notes moved or renamed (nothing re-embedded)")
+    deleted: int = Field(description="notes gone from the folder")
+    unchanged: int = Field(description="notes left as they were")
+    skipped: int = Field(description="files that could not be indexed (groove status lists why)")
+    files_read: int = Field(description="files read from disk (an unchanged file is not read)")
+    chunks_written: int = Field(description="chunks written by this reconcile")
+    chunks_embedded: int = Field(description="chunks embedded by this call (the daemon embeds in the background: 0)")
+    pending_chunks: int = Field(description="chunks still waiting for a vector (searchable by text only)")
+    embeddings_computed: int = Field(description="vectors computed over the index's lifetime")
+    vectors_collected: int = Field(description="vectors no chunk used any more, dropped")
+    seconds: float = Field(description="how long the call took")
+    finished_at: str = Field(description="when it finished, ISO-8601 UTC")
+    model_switch: dict | None = Field(None, description="the model switch this call finished (from, to, vectors), else null")
+
+
+def index_report(
+    stats: "ReconcileStats",
+    *,
+    kb_path: str,
+    index_path: str,
+    pending_chunks: int,
+    embeddings_computed: int,
+    vectors_collected: int,
+    seconds: float,
+    finished_at: float | None = None,
+    model_switch: dict | None = None,
+) -> IndexReport:
+    return IndexReport(
+        kb_path=kb_path,
+        index_path=index_path,
+        added=stats.added,
+        changed=stats.changed,
+        renamed=stats.renamed,
+        deleted=stats.deleted,
+        unchanged=stats.unchanged,
+        skipped=stats.skipped,
+        files_read=stats.files_read,
+        chunks_written=stats.chunks_written,
+        chunks_embedded=stats.chunks_embedded,
+        pending_chunks=pending_chunks,
+        embeddings_computed=embeddings_computed,
+        vectors_collected=vectors_collected,
+        seconds=round(seconds, 3),
+        finished_at=iso_time(time.time() if finished_at is None else finished_at) or "",
+        model_switch=model_switch,
+    )
+
+
+__all__ = ["IndexReport", "index_report", "iso_time"]

@@ -1,0 +1,332 @@
+"""The command line as a person meets it: real `groove` subprocesses on real notes and index files.
+
+serve refuses without a folder; errors under --format json; ISO-8601 times; one result shape for
+`index` and the MCP `reindex`; help on every flag; progress and the drained line; and the
+local endpoint: `search`, `related` and `status` ask a running daemon instead of loading the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import pty
+import re
+import socket
+import stat
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from conftest import GROOVE, write
+from groove.cli import build_parser
+from groove.serve.local import socket_path
+from groove.sync.report import IndexReport
+from mcp_support import ServerProcess, free_port, note, server_env
+
+ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+NOTES = {
+    "cooking/teriyaki.md": note("Chicken teriyaki", "Soy sauce, mirin and sugar glaze the chicken thighs in a hot pan."),
+    "garden/tomatoes.md": note("Growing tomatoes", "Tomato plants want full sun, deep watering and a stake to climb."),
+    "work/retrieval.md": note("Hybrid retrieval", "Fusing full-text search with vector search improves recall on notes."),
+}
+
+
+def groove(*argv: str, cwd: Path, env: dict[str, str] | None = None, stderr: Any = subprocess.PIPE,
+           timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*GROOVE, *argv], cwd=cwd, env=env or server_env(cwd), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=timeout)
+
+
+def make_notes(root: Path) -> Path:
+    kb = root / "notes"
+    for rel, text in NOTES.items():
+        write(kb / rel, text)
+    return kb
+
+
+def parse_iso(text: str) -> dt.datetime:
+    assert ISO.match(text), f"not ISO-8601 UTC: {text!r}"
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+
+
+# --- serve needs a folder (issue 12, item 4) ------------------------------------------------------
+
+def test_serve_without_a_notes_folder_refuses_and_names_the_examples_flag(tmp_path):
+    done = groove("serve", "--transport", "http", "--bind", f"127.0.0.1:{free_port()}",
+                  "--index", str(tmp_path / "i.sqlite"), cwd=tmp_path, timeout=60)
+    index = groove("index", "--index", str(tmp_path / "i.sqlite"), cwd=tmp_path, timeout=60)
+    assert done.returncode == index.returncode == 2, done.stderr  # a configuration error, as index says it
+    assert "no notes folder configured" in done.stderr and "groove serve --examples" in done.stderr
+    assert done.stdout == ""
+    assert not (tmp_path / "i.sqlite").exists()
+
+
+def test_serve_refuses_examples_together_with_a_folder_of_ones_own(tmp_path):
+    done = groove("serve", "--examples", "--kb", str(make_notes(tmp_path)), cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "pass one of them" in done.stderr
+
+
+def test_make_serve_passes_examples_when_no_folder_is_given_and_the_folder_when_one_is():
+    from conftest import ROOT
+
+    dry = subprocess.run(["make", "-n", "serve"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert " serve --examples --transport http" in dry
+    own = subprocess.run(["make", "-n", "serve", "KB=/somewhere/notes"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    assert ' serve --kb "/somewhere/notes" --transport http' in own and "--examples" not in own
+
+
+# --- consistent output (item 9) -------------------------------------------------------------------
+
+def test_every_flag_of_every_command_has_help_text():
+    seen: list[str] = []
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, where: str) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{where} {name}")
+                continue
+            if isinstance(action, argparse._HelpAction):
+                continue
+            label = f"{where} {'/'.join(action.option_strings) or action.dest}"
+            seen.append(label)
+            if not action.help or action.help == argparse.SUPPRESS:
+                missing.append(label)
+
+    walk(build_parser(), "groove")
+    assert "groove index --format" in seen and "groove eval --mmr-lambda" in seen and "groove search QUERY" not in missing
+    assert len(seen) > 60
+    assert not missing, f"flags without help text: {missing}"
+
+
+def test_an_error_under_format_json_is_json_on_stdout_with_the_exit_code(tmp_path):
+    kb = make_notes(tmp_path)
+    done = groove("status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite"), "--format", "json",
+                  cwd=tmp_path, timeout=60)
+    assert done.returncode == 1
+    error = json.loads(done.stdout)
+    assert error == {"error": f"no index at {tmp_path / 'none.sqlite'}; run `groove index` first", "exit_code": 1}
+    assert "groove: error: no index at" in done.stderr
+
+    text = groove("status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite"), cwd=tmp_path, timeout=60)
+    assert text.returncode == 1 and text.stdout == "" and "run `groove index` first" in text.stderr
+
+
+def test_a_command_line_argparse_cannot_read_is_a_json_error_with_exit_2_under_format_json(tmp_path):
+    done = groove("search", "tomatoes", "--format", "json", "--limit", "many", cwd=tmp_path, timeout=60)
+    assert done.returncode == 2
+    error = json.loads(done.stdout)
+    assert error["exit_code"] == 2 and "--limit" in error["error"] and "invalid int value" in error["error"]
+    assert done.stderr.startswith("usage: groove search")
+
+    plain = groove("search", "tomatoes", "--limit", "many", cwd=tmp_path, timeout=60)
+    assert plain.returncode == 2 and plain.stdout == "" and "groove: error: argument --limit" in plain.stderr
+
+
+def test_eval_of_a_missing_golden_file_says_the_file_does_not_exist(tmp_path):
+    done = groove("eval", "missing.yaml", "--kb", str(make_notes(tmp_path)), "--index", str(tmp_path / "i.sqlite"),
+                  cwd=tmp_path, timeout=60)
+    assert done.returncode == 1
+    assert "groove: error: missing.yaml does not exist; pass a golden YAML file or a BEIR folder" in done.stderr
+
+
+def test_index_shows_progress_the_model_line_and_the_drained_line_on_stderr_and_a_clean_summary(tmp_path):
+    kb = make_notes(tmp_path)
+    index = tmp_path / "i.sqlite"
+    before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+    done = groove("index", "--kb", str(kb), "--index", str(index), cwd=tmp_path)
+    after = dt.datetime.now(dt.timezone.utc)
+    assert done.returncode == 0, done.stderr
+    err = done.stderr
+    assert "groove: loading model intfloat/multilingual-e5-small ..." in err
+    assert re.search(r"^scanning notes: 3/3, [\d.,]+/s$", err, re.M), err
+    assert re.search(r"^embedding chunks: 3/3, [\d.,]+/s$", err, re.M), err
+    assert "groove: embedding queue drained: every note is searchable by meaning" in err
+    assert err.index("loading model") < err.index("scanning notes") < err.index("embedding chunks") < err.index("drained")
+    lines = done.stdout.splitlines()  # the summary alone: no log line mixed in
+    assert len(lines) == 3, done.stdout
+    assert lines[0] == f"indexed {kb.resolve()} -> {index}"
+    assert lines[1] == "files: 3 added, 0 changed, 0 renamed, 0 deleted, 0 unchanged, 0 skipped"
+    finished = re.search(r"finished (\S+)$", lines[2])
+    assert lines[2].startswith("chunks: 3 written, 3 embedded; 0 pending;") and finished
+    assert before <= parse_iso(finished.group(1)) <= after
+
+    status = groove("status", "--kb", str(kb), "--index", str(index), "--format", "json", "--no-daemon", cwd=tmp_path)
+    st = json.loads(status.stdout)
+    assert before <= parse_iso(st["last_indexed_at"]) <= after
+    text = groove("status", "--kb", str(kb), "--index", str(index), "--no-daemon", cwd=tmp_path)
+    assert f"last indexed: {st['last_indexed_at']}" in text.stdout
+
+
+def test_on_a_terminal_index_draws_bars_with_a_rate_and_the_time_left(tmp_path):
+    kb = make_notes(tmp_path)
+    for i in range(12):
+        write(kb / f"more/n{i}.md", note(f"Note {i}", f"Paragraph {i} about lanterns, rivers and harbours number {i}."))
+    master, slave = pty.openpty()
+    captured = bytearray()
+
+    def read() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            captured.extend(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        done = groove("index", "--kb", str(kb), "--index", str(tmp_path / "i.sqlite"), cwd=tmp_path,
+                      env={**server_env(tmp_path), "COLUMNS": "140"}, stderr=slave)
+    finally:
+        os.close(slave)
+    reader.join(10)
+    os.close(master)
+    screen = captured.decode("utf-8", errors="replace")
+    assert done.returncode == 0, screen
+    assert "scanning notes" in screen and "embedding chunks" in screen
+    assert "15/15" in screen and "ETA" in screen and re.search(r"[\d.]+/s", screen), screen
+    assert "━" in screen  # rich's bar, not a hand-drawn one
+    assert done.stdout.startswith("indexed ")
+
+
+# --- a daemon on the same index (items 5, 6 and 9) ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("daemon")
+    kb = make_notes(root)
+    index = root / "index.sqlite"
+    server = ServerProcess(kb, index, root)
+    try:
+        server.wait_healthy()
+        server.wait_indexed(len(NOTES))
+        yield server, kb, index, root
+    finally:
+        server.terminate()
+
+
+def test_search_asks_the_running_daemon_and_loads_no_model(daemon):
+    server, kb, index, root = daemon
+    # A model that could not even open this index: in process this command must fail, so an answer is the daemon's.
+    env = {**server_env(root), "GROOVE_EMBEDDING__MODEL": "all-MiniLM-L6-v2"}
+    done = groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format", "json",
+                  cwd=root, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["results"][0]["path"] == "cooking/teriyaki.md"
+    assert f"asked the running groove serve (pid {server.proc.pid})" in done.stderr
+    assert "loading model" not in done.stderr
+
+    alone = groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--no-daemon",
+                   cwd=root, env=env)
+    assert alone.returncode == 1 and "all-MiniLM-L6-v2" in alone.stderr and "loading model" in alone.stderr
+
+
+def test_status_from_the_daemon_has_its_live_fields_and_iso_times(daemon):
+    server, kb, index, root = daemon
+    done = groove("status", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=root)
+    st = json.loads(done.stdout)
+    assert st["documents"] == 3 and st["watcher"] == "watching" and st["startup_reconcile_done"] is True
+    assert ISO.match(st["last_indexed_at"]) and ISO.match(st["last_reconcile"]["at"])
+    text = groove("status", "--kb", str(kb), "--index", str(index), cwd=root)
+    assert f"served by:    groove serve, pid {server.proc.pid}, up " in text.stdout and "(watcher: watching)" in text.stdout
+    assert f"last indexed: {st['last_indexed_at']}" in text.stdout
+
+
+def test_related_asks_the_daemon_and_an_unknown_note_names_no_mcp_tool(daemon):
+    server, kb, index, root = daemon
+    found = groove("related", str(kb / "work/retrieval.md"), "--kb", str(kb), "--index", str(index), "--format", "json",
+                   cwd=root)
+    assert found.returncode == 0, found.stderr
+    result = json.loads(found.stdout)
+    assert result["source"]["path"] == "work/retrieval.md" and len(result["related"]) == 2
+    assert f"(pid {server.proc.pid})" in found.stderr
+
+    for extra in ((), ("--no-daemon",)):
+        bad = groove("related", "nope.md", "--kb", str(kb), "--index", str(index), *extra, cwd=root)
+        assert bad.returncode == 1, bad.stderr
+        assert "groove: error: no indexed note at 'nope.md'; give the note's path relative to the notes folder" in bad.stderr
+        assert not re.search(r"list_documents|get_document|\btool", bad.stderr)
+        as_json = groove("related", "nope.md", "--kb", str(kb), "--index", str(index), "--format", "json", *extra,
+                         cwd=root)
+        assert as_json.returncode == 1 and json.loads(as_json.stdout)["error"].startswith("no indexed note at 'nope.md'")
+
+
+def test_index_and_the_mcp_reindex_report_the_same_fields(daemon):
+    server, kb, index, root = daemon
+
+    async def reindex() -> dict[str, Any]:
+        async with Client(server.url) as client:
+            return (await client.call_tool("reindex", {})).structured_content
+
+    over_mcp = anyio.run(reindex)
+    other = root / "other.sqlite"  # the daemon owns its index's writer: `groove index` writes another one
+    on_cli = json.loads(groove("index", "--kb", str(kb), "--index", str(other), "--format", "json", cwd=root).stdout)
+    assert set(over_mcp) == set(on_cli) == set(IndexReport.model_fields)
+    assert (over_mcp["unchanged"], over_mcp["added"], over_mcp["chunks_embedded"]) == (3, 0, 0)
+    assert (on_cli["added"], on_cli["chunks_embedded"], on_cli["pending_chunks"]) == (3, 3, 0)
+    assert over_mcp["index_path"] == str(index) and on_cli["index_path"] == str(other)
+    assert ISO.match(over_mcp["finished_at"]) and ISO.match(on_cli["finished_at"])
+
+
+def test_the_daemon_logs_once_when_every_note_is_searchable_by_meaning(daemon):
+    server, *_ = daemon
+    log = server.log()
+    assert log.count("embedding queue drained: every note is searchable by meaning") == 1, log[-2000:]
+    assert "documents=3" in log.split("embedding queue drained")[1].splitlines()[0]
+
+
+def test_the_local_endpoint_is_private_to_its_user_and_answers_one_json_line(daemon):
+    server, kb, index, root = daemon
+    path = socket_path(index)
+    assert path == index.with_name("index.sqlite.sock")
+    st = path.lstat()
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == os.getuid()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(str(path))
+        sock.sendall(b'{"op": "drop_tables"}\n')
+        answer = json.loads(sock.makefile("rb").readline())
+    assert answer["ok"] is False and answer["exit_code"] == 2 and "search, related, status" in answer["error"]
+    assert answer["pid"] == server.proc.pid and answer["index_path"] == str(index)
+
+
+def test_after_the_daemon_stops_its_socket_is_gone_and_the_cli_loads_the_model_itself(tmp_path):
+    kb = make_notes(tmp_path)
+    index = tmp_path / "index.sqlite"
+    server = ServerProcess(kb, index, tmp_path)
+    try:
+        server.wait_healthy()
+        server.wait_indexed(len(NOTES))
+        assert socket_path(index).exists()
+    finally:
+        rc, _ = server.terminate()
+    assert rc == 0
+    assert not socket_path(index).exists()
+
+    # A socket file left by a daemon that was killed (nobody listens): the CLI falls back, it does not fail.
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(socket_path(index)))
+    stale.close()
+    done = groove("search", "tomato plants", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "groove: loading model intfloat/multilingual-e5-small (no groove serve answers for this index" in done.stderr
+    assert json.loads(done.stdout)["results"][0]["path"] == "garden/tomatoes.md"
+
+
+def test_a_socket_path_too_long_for_the_platform_moves_to_a_private_temp_folder(tmp_path):
+    deep = tmp_path / ("x" * 60) / ("y" * 60) / "index.sqlite"
+    path = socket_path(deep)
+    assert len(os.fsencode(path)) <= 100 and path.parent.name == f"groove-{os.getuid()}"
+    assert socket_path(deep) == path and socket_path(deep.with_name("other.sqlite")) != path
