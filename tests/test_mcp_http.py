@@ -206,7 +206,7 @@ async def test_a_bad_search_argument_is_a_json_rpc_invalid_params_error_in_one_l
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 @pytest.mark.parametrize("name, arguments, message", [
-    ("no_such_tool", {}, "unknown tool 'no_such_tool'; this server's tools are: search, get_document"),
+    ("no_such_tool", {}, "unknown tool 'no_such_tool'; this server's tools are: index_status, search, get_document"),
     ("get_document", {}, "get_document: path is required"),
     ("get_document", {"path": 3}, "get_document: path must be a string, got 3"),
     ("get_document", {"path": "recipes/sourdough.md", "verbose": True}, "unknown argument 'verbose' for get_document; it takes: path"),
@@ -573,30 +573,41 @@ async def test_a_2026_listen_stream_hears_the_note_it_asked_for_and_new_notes(se
 
 # --- the official conformance suite -------------------------------------------------------------
 
-HANDSHAKE_SCENARIOS = [
-    "server-initialize", "server-session-lifecycle", "ping", "tools-list", "resources-list", "dns-rebinding-protection",
-]
-STATELESS_SCENARIOS = ["server-stateless", "http-header-validation", "caching", "sep-2164-resource-not-found"]
-# Checks that exercise the suite's own fixture tools or list changes groove never makes.
+# Every server scenario of the suite that applies to a search server, for both protocol versions; docs/mcp.md lists
+# them and why each of the others does not apply (they call the suite's own fixture tools, prompts and resources).
+SCENARIOS = {
+    "2025-11-25": [
+        "server-initialize", "server-session-lifecycle", "ping", "logging-set-level", "completion-complete",
+        "tools-list", "resources-list", "prompts-list", "server-sse-multiple-streams", "dns-rebinding-protection",
+    ],
+    "2026-07-28": [
+        "server-stateless", "http-header-validation", "caching", "sep-2164-resource-not-found", "completion-complete",
+        "tools-list", "resources-list", "prompts-list", "server-sse-multiple-streams", "dns-rebinding-protection",
+    ],
+}
+# Checks inside those scenarios that exercise the suite's own fixture tools or list changes groove never makes.
 NOT_APPLICABLE = {
-    # calls `test_missing_capability`, a tool of the suite's reference server
+    # call `test_missing_capability`, `test_streaming_elicitation`, `test_logging_tool`: tools of the suite's
+    # reference server (groove answers an unknown tool with -32602, so the suite reports them untestable)
     "sep-2575-server-rejects-undeclared-capability",
     "sep-2575-missing-capability-http-400",
+    "sep-2575-http-server-no-independent-requests-on-stream",
+    "sep-2575-server-no-log-without-loglevel",
     # SHOULD: groove's tools and prompts never change while it runs
     "sep-2575-server-sends-prompts-list-changed-on-subscription",
     "sep-2575-server-sends-tools-list-changed-on-subscription",
 }
 
 
-def test_the_official_conformance_scenarios_pass(served, tmp_path):
+@pytest.mark.parametrize("version", sorted(SCENARIOS))
+def test_the_official_conformance_scenarios_pass_for_both_protocol_versions(served, tmp_path, version):
     tools = node_tools()
     failures: list[str] = []
     ran = 0
-    for scenario in HANDSHAKE_SCENARIOS + STATELESS_SCENARIOS:
+    for scenario in SCENARIOS[version]:
         out = tmp_path / scenario
-        argv = [str(tools.bin / "conformance"), "server", "--url", served.url, "--scenario", scenario, "-o", str(out)]
-        if scenario in STATELESS_SCENARIOS:
-            argv += ["--spec-version", "2026-07-28"]
+        argv = [str(tools.bin / "conformance"), "server", "--url", served.url, "--scenario", scenario,
+                "--spec-version", version, "-o", str(out)]
         proc = subprocess.run(argv, env=tools.env(server_env(tmp_path)), capture_output=True, text=True, timeout=180)
         results = list(out.rglob("checks.json"))
         assert results, f"{scenario}: no results ({proc.returncode})\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
@@ -605,5 +616,5 @@ def test_the_official_conformance_scenarios_pass(served, tmp_path):
                 ran += 1
                 if check["status"] in ("FAILURE", "WARNING") and check["id"] not in NOT_APPLICABLE:
                     failures.append(f"{scenario}: {check['id']} {check['status']}: {check.get('errorMessage') or check.get('description')}")
-    assert ran >= 50
+    assert ran >= 20
     assert not failures, "\n".join(failures)
