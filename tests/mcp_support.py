@@ -62,6 +62,8 @@ def serve_argv(kb: Path, index: Path, *extra: str) -> list[str]:
 class ServerProcess:
     """A real `groove serve --transport http` subprocess; its output goes to a log file."""
 
+    headers: dict[str, str] = {}  # the bearer token header, when the server has one
+
     def __init__(self, kb: Path, index: Path, workdir: Path, port: int | None = None, extra: tuple[str, ...] = (),
                  *, bind_host: str = "127.0.0.1", env: dict[str, str] | None = None, token: str | None = None):
         self.port = port or free_port()

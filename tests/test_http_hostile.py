@@ -203,7 +203,27 @@ def test_hundreds_of_idle_and_half_open_connections_do_not_take_healthz_down_and
 
 
 def _count(line: str) -> int:
-    return sum(int(n) for n in re.findall(r"(?:idle_closed_at_cap|refused_at_cap|header_timeout|accept_failed)=(\d+)", line))
+    return sum(int(n) for n in re.findall(r"(?:idle_closed_at_cap|refused_at_cap|header_timeout|accept_failed|invalid_request)=(\d+)", line))
+
+
+def test_a_storm_of_malformed_requests_is_counted_in_one_line_not_logged_once_each(hostile):
+    def invalid_counted() -> int:
+        return sum(int(n) for line in _shed_lines(hostile) for n in re.findall(r"invalid_request=(\d+)", line))
+
+    before = invalid_counted()
+    for _ in range(100):
+        with socket.create_connection(("127.0.0.1", hostile.port), timeout=10) as s:
+            s.sendall(b"\x16\x03\x01 this is not HTTP\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(4096):  # a 400, then the server closes
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 400")
+    deadline = time.monotonic() + 30  # at most one storm line per 10 s
+    while invalid_counted() - before < 100 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert invalid_counted() - before == 100
+    assert "Invalid HTTP request received" not in hostile.log()
+    assert httpx.get(hostile.base + "/healthz", headers=AUTH, timeout=10).status_code == 200
 
 
 def test_a_connection_that_never_finishes_its_headers_is_closed_after_the_header_timeout(hostile):

@@ -296,17 +296,22 @@ class StormLog:
         log.warning(self.event, **counts, total=self.total, interval_s=self.interval_s, **self.fields)
 
 
-class _AcceptErrors(logging.Filter):
-    """asyncio logs a traceback for every failed accept() (EMFILE); count them into the storm log instead."""
+class _StormFilter(logging.Filter):
+    """Lines other libraries log once per connection, counted into the storm log instead: asyncio's
+    traceback for every failed accept() (EMFILE), uvicorn's warning for every malformed request."""
+
+    REASONS = (("out of system resource", "accept_failed"), ("Invalid HTTP request received", "invalid_request"))
 
     def __init__(self, storm: StormLog):
         super().__init__()
         self.storm = storm
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if "accept" in str(record.msg) and "out of system resource" in str(record.msg):
-            self.storm.count("accept_failed")
-            return False
+        text = str(record.msg)
+        for needle, reason in self.REASONS:
+            if needle in text:
+                self.storm.count(reason)
+                return False
         return True
 
 
@@ -498,7 +503,7 @@ class HTTPService:
             server_header=False,
         )
         self.server = _Uvicorn(config)
-        self._accept_filter = _AcceptErrors(self.storm)
+        self._storm_filter = _StormFilter(self.storm)
 
     @property
     def port(self) -> int:
@@ -510,12 +515,14 @@ class HTTPService:
             done = anyio.Event()
 
             async def serve() -> None:
-                asyncio_log = logging.getLogger("asyncio")
-                asyncio_log.addFilter(self._accept_filter)
+                noisy = [logging.getLogger("asyncio"), logging.getLogger("uvicorn.error")]
+                for logger in noisy:
+                    logger.addFilter(self._storm_filter)
                 try:
                     await self.server.serve(sockets=[self.sock])
                 finally:
-                    asyncio_log.removeFilter(self._accept_filter)
+                    for logger in noisy:
+                        logger.removeFilter(self._storm_filter)
                     self.storm.flush()
                     done.set()
 
