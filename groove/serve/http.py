@@ -402,6 +402,9 @@ class SessionGuard:
                 await self._make_room()
             await self.app(scope, receive, self._watch(send))
             return
+        if sid not in sdk.open_sessions(self.server):  # unknown or ended: the SDK answers 404; nothing to track
+            await self.app(scope, receive, send)
+            return
         self.in_flight[sid] = self.in_flight.get(sid, 0) + 1
         self.last_used[sid] = time.monotonic()
         try:
@@ -412,7 +415,10 @@ class SessionGuard:
                 self.in_flight[sid] = left
             else:
                 self.in_flight.pop(sid, None)
-            self.last_used[sid] = time.monotonic()
+            if sid in sdk.open_sessions(self.server):
+                self.last_used[sid] = time.monotonic()
+            else:
+                self.last_used.pop(sid, None)
 
     def _watch(self, send: Send) -> Send:
         async def watching(message: Any) -> None:

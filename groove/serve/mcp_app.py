@@ -175,7 +175,7 @@ def check_note_path(path: Any, *, name: str = "path") -> str:
 def _path_problem(path: str) -> str | None:
     if "\x00" in path:
         return "contains a NUL character"
-    if path.startswith(("/", "~")) or (len(path) > 1 and path[1] == ":" and path[0].isalpha()):
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":" and path[0].isalpha()):
         return "is absolute"
     if "\\" in path:
         return "contains a backslash"
