@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make serve   index a notes folder (KB=path; without KB, the shipped example notes: --examples) and serve it over MCP
-#   make test    run the whole test suite
+#   make test    run the whole test suite (it installs the pinned MCP test clients through scripts/install-node-tools)
 # Both create .venv and install groove into it when needed.
 
 PYTHON ?= python3
@@ -10,7 +10,7 @@ BIND   ?= 127.0.0.1:3100
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install bench clean
+.PHONY: serve test install node-tools bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The MCP conformance suite, the Inspector CLI and Node 22, pinned (the tests call this script themselves).
+node-tools:
+	scripts/install-node-tools
 
 serve: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/groove serve $(if $(KB),--kb "$(KB)",--examples) --transport http --bind "$(BIND)"

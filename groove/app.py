@@ -372,6 +372,12 @@ class Index:
             )
         return doc
 
+    async def complete(self, kind: str, prefix: str, limit: int = 100) -> tuple[list[str], int]:
+        """Note paths (`kind="path"`) or tags (`kind="tag"`) starting with `prefix`, and how many match in all."""
+        fn = reads.paths_starting_with if kind == "path" else reads.tags_starting_with
+        async with self.reading() as conn:
+            return await fn(conn, prefix, limit)
+
     async def list_documents(self, *, cursor: str | None = None, limit: int = 50, folder: str | None = None,
                              tags: list[str] | None = None) -> dict[str, Any]:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:

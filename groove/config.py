@@ -160,6 +160,15 @@ class HTTPSettings(_Section):
     allowed_hosts: list[str] = Field(default_factory=list, description="extra Host values accepted besides loopback names")
     allowed_origins: list[str] = Field(default_factory=list, description="extra Origin values accepted besides loopback origins")
     max_body_bytes: int = Field(1_048_576, ge=1024)
+    token: str = Field("", description="bearer token clients must send; required when bind is not a loopback address")
+    token_env: str = Field("GROOVE_TOKEN", description="environment variable read for the token when token is empty")
+    max_sessions: int = Field(256, ge=1, le=100_000, description="open handshake-era sessions at most")
+    session_idle_s: float = Field(600.0, gt=0, le=86_400, description="a session idle this long is closed")
+    max_connections: int = Field(256, ge=4, le=100_000, description="open TCP connections at most")
+    header_timeout_s: float = Field(10.0, gt=0, le=600, description="seconds a connection may take to send its request headers")
+    keep_alive_s: int = Field(5, ge=1, le=600, description="seconds an idle keep-alive connection stays open")
+    tool_calls_per_s: float = Field(20.0, gt=0, le=100_000, description="sustained tool calls per second per client")
+    tool_call_burst: int = Field(40, ge=1, le=100_000, description="tool calls a client may make at once")
 
 
 class ServeSettings(_Section):

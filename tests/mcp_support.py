@@ -33,11 +33,8 @@ def _node_package() -> str:
 
 
 NODE_PACKAGE = _node_package()
-NPM_PACKAGES = (
-    "@modelcontextprotocol/inspector@2.12.0",
-    "@modelcontextprotocol/conformance@0.2.0-alpha.12",
-    f"{NODE_PACKAGE}@22",
-)
+# The project's own installer pins the versions (the conformance suite, the Inspector CLI, Node 22).
+INSTALL_NODE_TOOLS = Path(__file__).resolve().parent.parent / "scripts" / "install-node-tools"
 
 
 def free_port() -> int:
@@ -65,17 +62,33 @@ def serve_argv(kb: Path, index: Path, *extra: str) -> list[str]:
 class ServerProcess:
     """A real `groove serve --transport http` subprocess; its output goes to a log file."""
 
-    def __init__(self, kb: Path, index: Path, workdir: Path, port: int | None = None, extra: tuple[str, ...] = ()):
+    headers: dict[str, str] = {}  # the bearer token header, when the server has one
+
+    def __init__(self, kb: Path, index: Path, workdir: Path, port: int | None = None, extra: tuple[str, ...] = (),
+                 *, bind_host: str = "127.0.0.1", env: dict[str, str] | None = None, token: str | None = None):
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base}/mcp"
         self.log_path = workdir / f"serve-{self.port}.log"
         self.workdir = workdir
-        argv = serve_argv(kb, index, "--transport", "http", "--bind", f"127.0.0.1:{self.port}", *extra)
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        argv = serve_argv(kb, index, "--transport", "http", "--bind", f"{bind_host}:{self.port}", *extra)
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            argv, cwd=workdir, env=server_env(workdir), stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
+            argv, cwd=workdir, env={**server_env(workdir), **(env or {})}, stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
+
+    def client(self, **kwargs: Any) -> Any:
+        """An MCP client of this server (sending the bearer token when there is one)."""
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+        import httpx2  # the HTTP client the SDK's transport takes
+
+        if not self.headers:
+            return Client(self.url, **kwargs)
+        http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        return Client(streamable_http_client(self.url, http_client=http), **kwargs)
 
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -86,7 +99,7 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise AssertionError(f"groove serve exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
             try:
-                r = httpx.get(f"{self.base}/healthz", timeout=2.0)
+                r = httpx.get(f"{self.base}/healthz", headers=self.headers, timeout=2.0)
                 if r.status_code == 200:
                     return r.json()
             except httpx.HTTPError:
@@ -98,10 +111,8 @@ class ServerProcess:
         """Until the startup reconcile is done, `documents` notes are indexed and (with `embedded`) every
         chunk has its vector, asked over MCP. Tests that compare rankings need both retrievers complete:
         a search while vectors are pending is a different (FTS-heavy) fused list."""
-        from mcp import Client
-
         async def status() -> dict[str, Any]:
-            async with Client(self.url) as client:
+            async with self.client() as client:
                 result = await client.call_tool("index_status", {})
                 return result.structured_content
 
@@ -132,28 +143,15 @@ class ServerProcess:
 
 # --- npm-installed clients -----------------------------------------------------------------
 
-def npm_cache_dir() -> Path:
-    """Outside the repo and the per-test dirs, so one install serves every run on a machine."""
-    return Path.home() / ".cache" / "groove-tests" / "npm"
-
-
 @functools.lru_cache(maxsize=1)
 def _install_npm_tools() -> tuple[Path | None, str]:
-    npm = shutil.which("npm")
-    if npm is None:
+    """scripts/install-node-tools (pinned; one prefix per machine, so one install serves every run)."""
+    if shutil.which("npm") is None:
         return None, "npm is not installed on this machine"
-    prefix = npm_cache_dir()
-    marker = prefix / (".installed-" + "-".join(p.replace("/", "_") for p in NPM_PACKAGES))
-    if not marker.exists():
-        prefix.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(
-            [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--loglevel", "error", *NPM_PACKAGES],
-            capture_output=True, text=True, timeout=600,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"npm install failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-        marker.write_text("ok\n")
-    return prefix, ""
+    proc = subprocess.run([str(INSTALL_NODE_TOOLS)], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"scripts/install-node-tools failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return Path(proc.stdout.strip().splitlines()[-1]), ""
 
 
 class NodeTools:
@@ -169,9 +167,12 @@ class NodeTools:
 
 
 def node_tools() -> NodeTools:
-    """The Inspector CLI and the conformance suite, installed once per machine; skip if npm is absent."""
+    """The Inspector CLI and the conformance suite, installed once per machine by scripts/install-node-tools;
+    skipped where npm is absent (outside CI)."""
     prefix, reason = _install_npm_tools()
     if prefix is None:
+        if os.environ.get("CI"):  # a CI machine must run the protocol checks, not skip them
+            raise RuntimeError(f"{reason}: CI needs npm to run the conformance suite and the Inspector CLI")
         pytest.skip(reason)
     return NodeTools(prefix)
 

@@ -44,10 +44,22 @@ def _corpus(kb: Path) -> None:
     write(kb / "watched/modern-note.md", note("Modern note", "This note will be edited while a listen stream is open."))
     for i in range(BULK):
         write(kb / f"bulk/note-{i:03d}.md", note(f"Bulk note {i}", f"Filler paragraph number {i} about nothing much."))
+    # Outside the folder, reached only through symlinks: never a note, by any path parameter.
+    outside = kb.parent / "outside"
+    write(outside / "secret.md", note("Secret", "OUTSIDESECRET lives outside the notes folder."))
+    (kb / "links").mkdir()
+    (kb / "links" / "outside.md").symlink_to(outside / "secret.md")
+    (kb / "linked-dir").symlink_to(outside, target_is_directory=True)
 
 
 def _all_paths(kb: Path) -> set[str]:
-    return {p.relative_to(kb).as_posix() for p in kb.rglob("*.md")}
+    """The notes: every .md under the folder, but those reached through a symlink (they lead out of it)."""
+    paths = set()
+    for p in kb.rglob("*.md"):
+        rel = p.relative_to(kb)
+        if not any((kb / Path(*rel.parts[: i + 1])).is_symlink() for i in range(len(rel.parts))):
+            paths.add(rel.as_posix())
+    return paths
 
 
 class Served:
@@ -147,11 +159,12 @@ async def test_list_documents_pages_through_every_note_with_a_cursor(served):
             if cursor is None:
                 break
         folder = (await client.call_tool("list_documents", {"folder": "watched"})).structured_content
-        bad = await client.call_tool("list_documents", {"cursor": "not-a-cursor"})
+        with pytest.raises(MCPError) as bad:  # MCP: an invalid cursor is invalid params
+            await client.call_tool("list_documents", {"cursor": "not-a-cursor"})
     assert len(seen) == len(set(seen)) and set(seen) == _all_paths(served.kb)
     assert seen == sorted(seen) and pages == -(-len(seen) // 25)
     assert {d["path"] for d in folder["documents"]} >= {"watched/live-note.md", "watched/modern-note.md"}
-    assert bad.is_error and "invalid cursor" in _text(bad)
+    assert bad.value.error.code == types.INVALID_PARAMS and "invalid cursor" in bad.value.error.message
 
 
 async def test_index_status_reports_the_notes_and_the_watcher(served):
@@ -167,20 +180,164 @@ async def test_index_status_reports_the_notes_and_the_watcher(served):
     ({"query": ""}, "the query is empty"),
     ({"query": "   "}, "the query is empty"),
     ({"query": "zephyrine", "limit": 0}, "limit must be between 1 and 100, got 0"),
+    ({"query": "zephyrine", "limit": "5"}, "limit must be a whole number, got '5'"),
     ({"query": "-foo"}, "only excludes terms"),
     ({"query": "zephyrine", "date_from": "yesterday"}, "date_from must be an ISO date"),
     ({"query": "zephyrine", "mmr_lambda": 1.5}, "mmr_lambda must be between 0.0 and 1.0"),
     ({"query": "x" * 1100}, "the limit is 1024 bytes"),
-    ({"limit": 3}, "query"),  # missing required argument
+    ({"query": "zephyrine", "tags_any": ["t"] * 501}, "tags_any has 501 items; at most 500 are allowed"),
+    ({"limit": 3}, "search: query is required"),  # missing required argument
+    ({"query": 7}, "query must be a string, got 7"),
+    ({"query": "zephyrine", "colour": "red"}, "unknown argument 'colour'"),
 ])
-async def test_a_bad_query_is_a_tool_error_with_the_reason_and_the_server_keeps_answering(served, arguments, message):
+async def test_a_bad_search_argument_is_a_json_rpc_invalid_params_error_in_one_line_and_the_server_keeps_answering(
+        served, arguments, message):
+    for mode in ("auto", "legacy"):
+        async with Client(served.url, mode=mode) as client:
+            with pytest.raises(MCPError) as bad:
+                await client.call_tool("search", arguments)
+            good = await client.call_tool("search", {"query": "sourdough levain", "limit": 1})
+        assert bad.value.error.code == types.INVALID_PARAMS, (mode, bad.value.error)
+        assert message in bad.value.error.message, (mode, bad.value.error.message)
+        assert "\n" not in bad.value.error.message and "pydantic" not in bad.value.error.message
+        assert not good.is_error
+        assert good.structured_content["results"][0]["path"] == "recipes/sourdough.md"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize("name, arguments, message", [
+    ("no_such_tool", {}, "unknown tool 'no_such_tool'; this server's tools are: index_status, search, get_document"),
+    ("get_document", {}, "get_document: path is required"),
+    ("get_document", {"path": 3}, "get_document: path must be a string, got 3"),
+    ("get_document", {"path": "recipes/sourdough.md", "verbose": True}, "unknown argument 'verbose' for get_document; it takes: path"),
+    ("list_documents", {"limit": 0}, "limit must be between 1 and 500, got 0"),
+    ("list_documents", {"cursor": "not-a-cursor"}, "invalid cursor"),
+    ("list_documents", {"tags": ["t"] * 501}, "tags has 501 items; at most 500 are allowed"),
+    ("related", {"path": "recipes/sourdough.md", "depth": 9}, "depth must be between 1 and 3, got 9"),
+    ("related", {"path": "recipes/sourdough.md", "limit": True}, "limit must be a whole number"),
+])
+async def test_an_unknown_tool_or_arguments_that_do_not_fit_the_schema_are_invalid_params_not_a_tool_result(
+        served, mode, name, arguments, message):
+    async with Client(served.url, mode=mode) as client:
+        with pytest.raises(MCPError) as bad:
+            await client.call_tool(name, arguments)
+        assert not (await client.call_tool("index_status", {})).is_error  # the session is fine afterwards
+    assert bad.value.error.code == types.INVALID_PARAMS
+    assert message in bad.value.error.message
+    assert "\n" not in bad.value.error.message and "errors.pydantic.dev" not in bad.value.error.message
+
+
+TRAVERSALS = [
+    ("../outside/secret.md", "steps out of the notes folder"),
+    ("recipes/../../outside/secret.md", "steps out of the notes folder"),
+    ("./recipes/sourdough.md", "steps out of the notes folder"),
+    ("/etc/passwd", "is absolute"),
+    ("C:/Windows/win.ini", "is absolute"),
+    ("recipes\\..\\..\\outside\\secret.md", "contains a backslash"),
+    ("..%2Foutside%2Fsecret.md", "percent-encoded"),
+    ("recipes%2F%2E%2E%2F%2E%2E%2Foutside%2Fsecret.md", "percent-encoded"),
+    ("recipes/sourdough.md\x00.txt", "NUL"),
+]
+
+
+@pytest.mark.parametrize("path, reason", TRAVERSALS)
+async def test_a_path_that_steps_out_of_the_folder_is_refused_by_get_document_and_related(served, path, reason):
     async with Client(served.url) as client:
-        bad = await client.call_tool("search", arguments)
-        good = await client.call_tool("search", {"query": "sourdough levain", "limit": 1})
-    assert bad.is_error
-    assert message in _text(bad)
-    assert not good.is_error
-    assert good.structured_content["results"][0]["path"] == "recipes/sourdough.md"
+        for tool in ("get_document", "related"):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(tool, {"path": path})
+            assert refused.value.error.code == types.INVALID_PARAMS, tool
+            assert reason in refused.value.error.message, (tool, refused.value.error.message)
+            assert "OUTSIDE-SECRET" not in refused.value.error.message
+
+
+@pytest.mark.parametrize("uri", [
+    "groove://note/..%2Foutside%2Fsecret.md",
+    "groove://note/recipes%2Fsourdough.md",       # an encoded separator inside one segment
+    "groove://note/recipes/%2E%2E/%2E%2E/outside/secret.md",
+    "groove://note/%2Fetc%2Fpasswd",
+    "groove://note/recipes/..",
+])
+async def test_a_resource_uri_with_encoded_separators_or_dots_is_refused(served, uri):
+    async with Client(served.url) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource(uri)
+    assert refused.value.error.code == types.INVALID_PARAMS
+    assert refused.value.error.data == {"uri": uri}
+
+
+async def test_a_symlink_out_of_the_folder_is_not_a_note_by_any_path_parameter(served):
+    async with Client(served.url) as client:
+        doc = await client.call_tool("get_document", {"path": "links/outside.md"})
+        via_folder = await client.call_tool("get_document", {"path": "linked-dir/secret.md"})
+        rel = await client.call_tool("related", {"path": "links/outside.md"})
+        with pytest.raises(MCPError) as read:
+            await client.read_resource(note_uri("links/outside.md"))
+        found = await client.call_tool("search", {"query": "OUTSIDESECRET", "retriever": "fts"})
+        listed = await client.call_tool("list_documents", {"folder": "links"})
+    assert doc.is_error and "no indexed note at 'links/outside.md'" in _text(doc)
+    assert via_folder.is_error and rel.is_error
+    assert read.value.error.code == types.INVALID_PARAMS and "not found" in read.value.error.message
+    assert found.structured_content["results"] == []
+    assert listed.structured_content["documents"] == []
+    assert "OUTSIDESECRET" not in _text(doc) + _text(via_folder) + _text(rel)
+
+
+# --- prompts, completion, logging ---------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_prompts_are_listed_and_an_unknown_prompt_or_a_missing_argument_is_a_one_line_invalid_params_error(served, mode):
+    async with Client(served.url, mode=mode) as client:
+        listed = {p.name: p for p in (await client.list_prompts()).prompts}
+        with pytest.raises(MCPError) as unknown:
+            await client.get_prompt("no_such_prompt", {})
+        with pytest.raises(MCPError) as missing:
+            await client.get_prompt("summarize_note", {})
+        with pytest.raises(MCPError) as extra:
+            await client.get_prompt("search_notes", {"question": "bread", "colour": "red"})
+        summary = await client.get_prompt("summarize_note", {"path": "recipes/sourdough.md"})
+        asked = await client.get_prompt("search_notes", {"question": "how do I feed the starter", "tag": "food"})
+    assert set(listed) == {"search_notes", "summarize_note"} and all(p.description for p in listed.values())
+    assert unknown.value.error.code == types.INVALID_PARAMS
+    assert unknown.value.error.message == "unknown prompt 'no_such_prompt'; the prompts are: search_notes, summarize_note (prompts/list)"
+    assert missing.value.error.code == types.INVALID_PARAMS
+    assert missing.value.error.message.startswith("prompt 'summarize_note' needs the argument 'path'")
+    assert "\n" not in missing.value.error.message and "pydantic" not in missing.value.error.message
+    assert extra.value.error.code == types.INVALID_PARAMS and "unknown argument 'colour'" in extra.value.error.message
+    embedded = summary.messages[1].content
+    assert embedded.type == "resource" and "levain ferments overnight" in embedded.resource.text
+    assert embedded.resource.uri == note_uri("recipes/sourdough.md")
+    assert "how do I feed the starter" in asked.messages[0].content.text and "#food" in asked.messages[0].content.text
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_completion_offers_note_paths_and_tags_from_the_index(served, mode):
+    template = types.ResourceTemplateReference(type="ref/resource", uri="groove://note/{+path}")
+    async with Client(served.url, mode=mode) as client:
+        assert client.server_capabilities.completions is not None
+        paths = (await client.complete(template, {"name": "path", "value": "rec"})).completion
+        bulk = (await client.complete(template, {"name": "path", "value": "bulk/"})).completion
+        japanese = (await client.complete(types.PromptReference(type="ref/prompt", name="summarize_note"),
+                                          {"name": "path", "value": "日本"})).completion
+        tags = (await client.complete(types.PromptReference(type="ref/prompt", name="search_notes"),
+                                      {"name": "tag", "value": "IN"})).completion
+        nothing = (await client.complete(types.PromptReference(type="ref/prompt", name="search_notes"),
+                                         {"name": "question", "value": "x"})).completion
+    assert paths.values == ["recipes/sourdough.md"] and paths.total == 1 and paths.has_more is False
+    assert len(bulk.values) == 100 and bulk.total == BULK and bulk.has_more is True
+    assert bulk.values == sorted(bulk.values) and all(v.startswith("bulk/") for v in bulk.values)
+    assert japanese.values == [JAPANESE]
+    assert tags.values == ["infra"]  # tags fold (NFKC + casefold) as they do for filters
+    assert nothing.values == []
+
+
+async def test_logging_set_level_is_answered_on_the_handshake_era(served):
+    async with Client(served.url, mode="legacy") as client:
+        assert client.server_capabilities.logging is not None
+        with pytest.warns(Warning):  # the SDK flags logging as deprecated from 2026-07-28 on
+            result = await client.set_logging_level("warning")
+        assert (await client.call_tool("index_status", {})).is_error is False
+    assert result is not None
 
 
 async def test_related_finds_notes_near_a_note(served):
@@ -189,9 +346,7 @@ async def test_related_finds_notes_near_a_note(served):
 
     await eventually(embedded, "every chunk to have its vector", timeout=120)
     async with Client(served.url) as client:
-        bad = await client.call_tool("related", {"path": "recipes/sourdough.md", "depth": 9})
         result = await client.call_tool("related", {"path": "recipes/sourdough.md", "limit": 5})
-    assert bad.is_error and "depth must be between 1 and 3, got 9" in _text(bad)
     assert not result.is_error, _text(result)
     body = result.structured_content
     assert body["source"]["path"] == "recipes/sourdough.md"
@@ -418,30 +573,41 @@ async def test_a_2026_listen_stream_hears_the_note_it_asked_for_and_new_notes(se
 
 # --- the official conformance suite -------------------------------------------------------------
 
-HANDSHAKE_SCENARIOS = [
-    "server-initialize", "server-session-lifecycle", "ping", "tools-list", "resources-list", "dns-rebinding-protection",
-]
-STATELESS_SCENARIOS = ["server-stateless", "http-header-validation", "caching", "sep-2164-resource-not-found"]
-# Checks that exercise the suite's own fixture tools or list changes groove never makes.
+# Every server scenario of the suite that applies to a search server, for both protocol versions; docs/mcp.md lists
+# them and why each of the others does not apply (they call the suite's own fixture tools, prompts and resources).
+SCENARIOS = {
+    "2025-11-25": [
+        "server-initialize", "server-session-lifecycle", "ping", "logging-set-level", "completion-complete",
+        "tools-list", "resources-list", "prompts-list", "server-sse-multiple-streams", "dns-rebinding-protection",
+    ],
+    "2026-07-28": [
+        "server-stateless", "http-header-validation", "caching", "sep-2164-resource-not-found", "completion-complete",
+        "tools-list", "resources-list", "prompts-list", "server-sse-multiple-streams", "dns-rebinding-protection",
+    ],
+}
+# Checks inside those scenarios that exercise the suite's own fixture tools or list changes groove never makes.
 NOT_APPLICABLE = {
-    # calls `test_missing_capability`, a tool of the suite's reference server
+    # call `test_missing_capability`, `test_streaming_elicitation`, `test_logging_tool`: tools of the suite's
+    # reference server (groove answers an unknown tool with -32602, so the suite reports them untestable)
     "sep-2575-server-rejects-undeclared-capability",
     "sep-2575-missing-capability-http-400",
+    "sep-2575-http-server-no-independent-requests-on-stream",
+    "sep-2575-server-no-log-without-loglevel",
     # SHOULD: groove's tools and prompts never change while it runs
     "sep-2575-server-sends-prompts-list-changed-on-subscription",
     "sep-2575-server-sends-tools-list-changed-on-subscription",
 }
 
 
-def test_the_official_conformance_scenarios_pass(served, tmp_path):
+@pytest.mark.parametrize("version", sorted(SCENARIOS))
+def test_the_official_conformance_scenarios_pass_for_both_protocol_versions(served, tmp_path, version):
     tools = node_tools()
     failures: list[str] = []
     ran = 0
-    for scenario in HANDSHAKE_SCENARIOS + STATELESS_SCENARIOS:
+    for scenario in SCENARIOS[version]:
         out = tmp_path / scenario
-        argv = [str(tools.bin / "conformance"), "server", "--url", served.url, "--scenario", scenario, "-o", str(out)]
-        if scenario in STATELESS_SCENARIOS:
-            argv += ["--spec-version", "2026-07-28"]
+        argv = [str(tools.bin / "conformance"), "server", "--url", served.url, "--scenario", scenario,
+                "--spec-version", version, "-o", str(out)]
         proc = subprocess.run(argv, env=tools.env(server_env(tmp_path)), capture_output=True, text=True, timeout=180)
         results = list(out.rglob("checks.json"))
         assert results, f"{scenario}: no results ({proc.returncode})\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
@@ -450,5 +616,5 @@ def test_the_official_conformance_scenarios_pass(served, tmp_path):
                 ran += 1
                 if check["status"] in ("FAILURE", "WARNING") and check["id"] not in NOT_APPLICABLE:
                     failures.append(f"{scenario}: {check['id']} {check['status']}: {check.get('errorMessage') or check.get('description')}")
-    assert ran >= 50
+    assert ran >= 20
     assert not failures, "\n".join(failures)

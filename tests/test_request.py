@@ -8,6 +8,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 
 from groove.errors import GrooveError
 from groove.search.compiler import QueryError
@@ -75,9 +77,10 @@ async def test_the_mcp_search_tool_takes_its_schema_and_its_checks_from_the_requ
         assert props["query"]["description"] == fields["query"].description
         assert tools["search"].input_schema["required"] == ["query"]
 
-        as_string = await client.call_tool("search", {"query": "tea", "limit": "5"})
-        assert as_string.is_error
-        assert as_string.content[0].text.endswith("limit must be a whole number, got '5'")
+        with pytest.raises(MCPError) as as_string:  # invalid arguments: JSON-RPC -32602
+            await client.call_tool("search", {"query": "tea", "limit": "5"})
+        assert as_string.value.error.code == INVALID_PARAMS
+        assert as_string.value.error.message == "limit must be a whole number, got '5'"
         assert daemon.requests == []
 
         ok = await client.call_tool("search", {"query": "tea", "limit": 5, "tags_all": ["A", "b"]})

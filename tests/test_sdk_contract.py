@@ -89,6 +89,32 @@ def test_reach_6_the_session_manager_keeps_its_sessions_by_id():
     anyio.run(sdk.terminate_sessions, server, 1.0)  # no sessions: returns at once
 
 
+def test_reach_8_a_live_session_is_listed_by_id_and_ending_it_makes_its_id_answer_404():
+    import httpx
+
+    server = MCPServer("contract")
+    app = server.streamable_http_app()
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "0"}}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+    async def main() -> None:
+        async with server.session_manager.run():
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://127.0.0.1:8000") as http:
+                sid = (await http.post("/mcp", json=init, headers=headers)).headers["mcp-session-id"]
+                assert sid in sdk.open_sessions(server), hint("_server_instances no longer maps session IDs to transports")
+                assert await sdk.end_session(server, sid) is True
+                with anyio.fail_after(5):
+                    while sid in sdk.open_sessions(server):
+                        await anyio.sleep(0.01)
+                ping = await http.post("/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                                       headers={**headers, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"})
+                assert ping.status_code == 404, hint("an ended session's ID no longer answers 404")
+                assert await sdk.end_session(server, sid) is False
+
+    anyio.run(main)
+
+
 def test_reach_7_run_takes_streams_and_options():
     params = list(inspect.signature(sdk.lowlevel(MCPServer("contract")).run).parameters)
     assert params[:3] == ["read_stream", "write_stream", "initialization_options"], hint(f"Server.run{params}")

@@ -418,6 +418,10 @@ class Daemon:
         await self.ready.wait()
         return await self.index.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
 
+    async def complete(self, kind: str, prefix: str, limit: int = 100) -> tuple[list[str], int]:
+        await self.ready.wait()
+        return await self.index.complete(kind, prefix, limit)
+
     async def index_status(self) -> dict[str, Any]:
         await self.ready.wait()
         st = await self.index.status()

@@ -16,24 +16,49 @@ only /mcp, and turns itself on only for loopback binds):
   403. A browser page on another site can therefore never reach the server
   (DNS rebinding), while non-browser clients send no Origin.
 - Request bodies larger than `[serve.http] max_body_bytes` get 413.
+- A bearer token (`[serve.http] token`, or the environment variable named by
+  `token_env`, GROOVE_TOKEN by default), when set, is required on every
+  route, compared in constant time; without it: 401 with
+  `WWW-Authenticate: Bearer realm="groove"`. Binding an address that is not
+  loopback without a token refuses to start.
+
+Limits against hostile or broken clients:
+
+- Connections (`GuardedH11Protocol`): at most `max_connections` open; past
+  it a new connection closes the oldest one that has not sent a request yet
+  (or, when every connection is busy, is closed itself). A connection that
+  has not sent its request headers within `header_timeout_s` is closed, and
+  idle keep-alive connections after `keep_alive_s`. Closed and refused
+  connections are logged once per interval with a count (`StormLog`),
+  never once per connection.
+- Sessions (`SessionGuard`): at most `max_sessions` handshake-era sessions,
+  each closed after `session_idle_s` without a request; at the cap a new
+  handshake closes the session idle the longest instead of being refused.
 
 Patterns ending in `:*` match any port (`myhost:*`, `https://notes.lan:*`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
+import hmac
 import json
 import ipaddress
+import logging
+import os
 import socket
+import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 import anyio
 import anyio.abc
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from uvicorn.protocols.http.h11_impl import H11Protocol
 from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -41,7 +66,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from groove.errors import GrooveError
-from groove.config import Settings
+from groove.config import ConfigError, HTTPSettings, Settings
 from groove.logs import get_logger
 from groove.serve import sdk
 from groove.serve.daemon import Daemon
@@ -150,12 +175,62 @@ def _matches(value: str, patterns: tuple[str, ...]) -> bool:
     return False
 
 
-class GuardMiddleware:
-    """Host and Origin validation for every HTTP route, in front of everything else."""
+# --- the bearer token ------------------------------------------------------------------------
 
-    def __init__(self, app: ASGIApp, allowed: Allowed):
+def is_loopback(host: str) -> bool:
+    """Whether a bind host only accepts connections from this machine."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def resolve_token(http: HTTPSettings, environ: Mapping[str, str] | None = None) -> str:
+    """The bearer token: `[serve.http] token`, else the variable `token_env` names; "" = none."""
+    if http.token:
+        return http.token
+    env = os.environ if environ is None else environ
+    return env.get(http.token_env, "").strip() if http.token_env else ""
+
+
+def require_token_off_loopback(host: str, port: int, token: str, token_env: str) -> None:
+    """ConfigError (exit 2) when binding an address other machines can reach without a token."""
+    if token or is_loopback(host):
+        return
+    where = f"{format_host(host)}:{port}"
+    env = token_env or "GROOVE_TOKEN"
+    raise ConfigError(
+        f"refusing to serve on {where} without a token: any machine that reaches this address could read "
+        f"every note. Set one (e.g. `export {env}=$(openssl rand -hex 32)`, or [serve.http] token) and give "
+        f"it to your clients, or bind 127.0.0.1 instead"
+    )
+
+
+def _bearer(headers: Headers) -> str | None:
+    value = headers.get("authorization")
+    if not value:
+        return None
+    scheme, _, credentials = value.strip().partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else None
+
+
+def _unauthorized(error: str | None, message: str) -> Response:
+    challenge = 'Bearer realm="groove"' + (f', error="{error}"' if error else "")
+    return JSONResponse(
+        {"error": "unauthorized", "message": message}, status_code=401, headers={"WWW-Authenticate": challenge}
+    )
+
+
+class GuardMiddleware:
+    """Host and Origin validation, then the bearer token, for every HTTP route, in front of everything else."""
+
+    def __init__(self, app: ASGIApp, allowed: Allowed, token: str = ""):
         self.app = app
         self.allowed = allowed
+        self._token = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -172,14 +247,217 @@ class GuardMiddleware:
             log.warning("http_refused", reason="origin", origin=origin, path=scope.get("path"))
             await PlainTextResponse("Invalid Origin header", status_code=403)(scope, receive, send)
             return
+        if self._token:
+            given = _bearer(headers)
+            if given is None:
+                log.info("http_refused", reason="no_token", path=scope.get("path"))
+                await _unauthorized(None, "this server needs a bearer token: send the header "
+                                    "'Authorization: Bearer <token>' (docs/mcp.md shows it for each client)")(scope, receive, send)
+                return
+            if not hmac.compare_digest(given.encode(), self._token):
+                log.warning("http_refused", reason="bad_token", path=scope.get("path"))
+                await _unauthorized("invalid_token", "the bearer token is not the one this server was started "
+                                    "with; check [serve.http] token or the token environment variable")(scope, receive, send)
+                return
         await self.app(scope, receive, send)
+
+
+# --- storms are logged once -------------------------------------------------------------------
+
+class StormLog:
+    """A count of repeated events, logged at most once per `interval_s` (the first at once)."""
+
+    def __init__(self, event: str, interval_s: float = 10.0, **fields: Any):
+        self.event = event
+        self.interval_s = interval_s
+        self.fields = fields
+        self.pending: dict[str, int] = {}
+        self.total = 0
+        self._last = -float("inf")
+        self._timer: asyncio.TimerHandle | None = None
+
+    def count(self, reason: str) -> None:
+        self.total += 1
+        self.pending[reason] = self.pending.get(reason, 0) + 1
+        now = time.monotonic()
+        if now - self._last >= self.interval_s:
+            self.flush()
+        elif self._timer is None:
+            with contextlib.suppress(RuntimeError):  # no running loop: the next count flushes
+                loop = asyncio.get_running_loop()
+                self._timer = loop.call_later(self.interval_s - (now - self._last), self.flush)
+
+    def flush(self) -> None:
+        self._timer = None
+        if not self.pending:
+            return
+        self._last = time.monotonic()
+        counts, self.pending = self.pending, {}
+        log.warning(self.event, **counts, total=self.total, interval_s=self.interval_s, **self.fields)
+
+
+class _StormFilter(logging.Filter):
+    """Lines other libraries log once per connection, counted into the storm log instead: asyncio's
+    traceback for every failed accept() (EMFILE), uvicorn's warning for every malformed request."""
+
+    REASONS = (("out of system resource", "accept_failed"), ("Invalid HTTP request received", "invalid_request"))
+
+    def __init__(self, storm: StormLog):
+        super().__init__()
+        self.storm = storm
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = str(record.msg)
+        for needle, reason in self.REASONS:
+            if needle in text:
+                self.storm.count(reason)
+                return False
+        return True
+
+
+# --- connections ----------------------------------------------------------------------------------
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a cap on open connections and a timeout for the request headers.
+
+    Subclassed per server by `guarded_protocol` (class attributes carry the limits and the storm log).
+    A connection is idle while it has no request in progress: before its first request's headers are
+    complete, or between requests on a kept-alive connection.
+    """
+
+    max_connections = 256
+    header_timeout_s = 10.0
+    storm: StormLog = StormLog("http_connections_shed")
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._idle_since = time.monotonic()
+        self._arm_header_timer()
+        if len(self.connections) > self.max_connections:
+            victim = min(
+                (c for c in self.connections if c is not self and isinstance(c, GuardedH11Protocol) and c._idle()),
+                key=lambda c: c._idle_since, default=None,
+            )
+            if victim is not None:
+                victim._close("idle_closed_at_cap")
+            else:
+                self._close("refused_at_cap")
+
+    def _idle(self) -> bool:
+        return (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing()
+
+    def _arm_header_timer(self) -> None:
+        expected = self.cycle
+        self.loop.call_later(self.header_timeout_s, self._header_deadline, expected)
+
+    def _header_deadline(self, expected: Any) -> None:
+        # Still the same (finished or absent) request: nothing complete arrived in time.
+        if self.cycle is expected and self._idle():
+            self._close("header_timeout")
+
+    def _close(self, reason: str) -> None:
+        self.storm.count(reason)
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._idle_since = time.monotonic()
+        self._arm_header_timer()
+
+
+def guarded_protocol(http: HTTPSettings, storm: StormLog) -> type[GuardedH11Protocol]:
+    """A GuardedH11Protocol class carrying this server's limits."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {
+        "max_connections": http.max_connections, "header_timeout_s": http.header_timeout_s, "storm": storm,
+    })
+
+
+# --- sessions ------------------------------------------------------------------------------------
+
+class SessionGuard:
+    """Keeps room for new handshakes: at `max_sessions` open sessions, the one idle the longest is ended.
+
+    Tracks, per `Mcp-Session-Id`, when it was last used and how many of its requests are in flight
+    (an open GET stream counts as in flight, so a listening client is never the one ended). The SDK's
+    own cap (set one above ours) only answers 503 when every session is busy.
+    """
+
+    def __init__(self, app: ASGIApp, server: MCPServer, max_sessions: int):
+        self.app = app
+        self.server = server
+        self.max_sessions = max_sessions
+        self.last_used: dict[str, float] = {}
+        self.in_flight: dict[str, int] = {}
+        self.ended = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") != MCP_PATH:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        sid = headers.get("mcp-session-id")
+        if sid is None:
+            if scope.get("method") == "POST" and headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS:
+                await self._make_room()
+            await self.app(scope, receive, self._watch(send))
+            return
+        if sid not in sdk.open_sessions(self.server):  # unknown or ended: the SDK answers 404; nothing to track
+            await self.app(scope, receive, send)
+            return
+        self.in_flight[sid] = self.in_flight.get(sid, 0) + 1
+        self.last_used[sid] = time.monotonic()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            left = self.in_flight.get(sid, 1) - 1
+            if left > 0:
+                self.in_flight[sid] = left
+            else:
+                self.in_flight.pop(sid, None)
+            if sid in sdk.open_sessions(self.server):
+                self.last_used[sid] = time.monotonic()
+            else:
+                self.last_used.pop(sid, None)
+
+    def _watch(self, send: Send) -> Send:
+        async def watching(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"mcp-session-id":
+                        self.last_used[value.decode("latin-1")] = time.monotonic()
+            await send(message)
+        return watching
+
+    async def _make_room(self) -> None:
+        sessions = sdk.open_sessions(self.server)
+        if len(self.last_used) > 2 * self.max_sessions:  # forget sessions that ended on their own
+            for sid in [s for s in self.last_used if s not in sessions]:
+                self.last_used.pop(sid, None)
+        if len(sessions) < self.max_sessions:
+            return
+        idle = [sid for sid in sessions if not self.in_flight.get(sid)]
+        if not idle:
+            return  # every session is busy: the SDK answers 503
+        oldest = min(idle, key=lambda sid: self.last_used.get(sid, 0.0))
+        await sdk.end_session(self.server, oldest)
+        self.last_used.pop(oldest, None)
+        self.ended += 1
+        SESSION_STORM.count("idle_session_ended_at_cap")
+        with anyio.move_on_after(1.0):  # the SDK forgets it once its server task has wound down
+            while oldest in sessions:
+                await anyio.sleep(0.005)
+
+
+SESSION_STORM = StormLog("mcp_sessions_ended")
 
 
 # --- the app ----------------------------------------------------------------------------------
 
-def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Allowed) -> ASGIApp:
-    """The whole HTTP app: guard -> body limit -> Starlette (/mcp, /healthz)."""
-    max_body = settings.serve.http.max_body_bytes
+def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Allowed, token: str = "") -> ASGIApp:
+    """The whole HTTP app: guard (Host, Origin, token) -> body limit -> sessions -> Starlette (/mcp, /healthz)."""
+    http = settings.serve.http
+    max_body = http.max_body_bytes
 
     @server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)
     async def healthz(request: Request) -> Response:
@@ -197,8 +475,11 @@ def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Al
         streamable_http_path=MCP_PATH,
         max_request_body_size=max_body,
         transport_security=allowed.sdk_settings(),
+        session_idle_timeout=http.session_idle_s,
+        max_sessions=http.max_sessions + 1,  # SessionGuard makes room first; the SDK's 503 is the last resort
     )
-    return GuardMiddleware(RequestBodyLimitMiddleware(starlette_app, max_body), allowed)
+    sessions = SessionGuard(starlette_app, server, http.max_sessions)
+    return GuardMiddleware(RequestBodyLimitMiddleware(sessions, max_body), allowed, token)
 
 
 class _Uvicorn(uvicorn.Server):
@@ -212,9 +493,12 @@ class _Uvicorn(uvicorn.Server):
 class HTTPService:
     """uvicorn serving `app` on an already-listening socket, run as a task of our task group."""
 
-    def __init__(self, app: ASGIApp, sock: socket.socket, *, mcp: MCPServer | None = None, debug: bool = False):
+    def __init__(self, app: ASGIApp, sock: socket.socket, *, mcp: MCPServer | None = None, debug: bool = False,
+                 http: HTTPSettings | None = None):
         self.sock = sock
         self.mcp = mcp
+        http = http or HTTPSettings()
+        self.storm = StormLog("http_connections_shed", max_connections=http.max_connections)
         config = uvicorn.Config(
             app,
             log_config=None,
@@ -222,10 +506,13 @@ class HTTPService:
             log_level="debug" if debug else "warning",
             lifespan="on",
             ws="none",
+            http=guarded_protocol(http, self.storm),
+            timeout_keep_alive=http.keep_alive_s,
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             server_header=False,
         )
         self.server = _Uvicorn(config)
+        self._storm_filter = _StormFilter(self.storm)
 
     @property
     def port(self) -> int:
@@ -237,9 +524,15 @@ class HTTPService:
             done = anyio.Event()
 
             async def serve() -> None:
+                noisy = [logging.getLogger("asyncio"), logging.getLogger("uvicorn.error")]
+                for logger in noisy:
+                    logger.addFilter(self._storm_filter)
                 try:
                     await self.server.serve(sockets=[self.sock])
                 finally:
+                    for logger in noisy:
+                        logger.removeFilter(self._storm_filter)
+                    self.storm.flush()
                     done.set()
 
             tg.start_soon(serve)
@@ -263,9 +556,12 @@ class HTTPService:
         await sdk.terminate_sessions(self.mcp, SHUTDOWN_GRACE_S)
 
 
-def client_snippets(url: str, stdio_command: list[str]) -> str:
-    """What to paste into an MCP client's configuration (printed on stderr at startup)."""
-    http = {"mcpServers": {"groove": {"url": url}}}
+def client_snippets(url: str, stdio_command: list[str], *, token: bool = False) -> str:
+    """What to paste into an MCP client's configuration (printed on stderr at startup; never the token)."""
+    entry: dict[str, Any] = {"url": url}
+    if token:
+        entry["headers"] = {"Authorization": "Bearer <your token>"}
+    http = {"mcpServers": {"groove": entry}}
     stdio = {"mcpServers": {"groove": {"command": stdio_command[0], "args": stdio_command[1:]}}}
     return (
         f"groove is serving MCP at {url}\n"
@@ -278,6 +574,7 @@ def client_snippets(url: str, stdio_command: list[str]) -> str:
 
 
 __all__ = [
-    "HEALTH_PATH", "MCP_PATH", "Allowed", "BindError", "GuardMiddleware", "HTTPService", "build_app",
-    "client_snippets", "format_host", "open_listener", "parse_bind",
+    "HEALTH_PATH", "MCP_PATH", "Allowed", "BindError", "GuardMiddleware", "GuardedH11Protocol", "HTTPService",
+    "SessionGuard", "StormLog", "build_app", "client_snippets", "format_host", "is_loopback", "open_listener",
+    "parse_bind", "require_token_off_loopback", "resolve_token",
 ]

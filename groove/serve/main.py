@@ -49,6 +49,8 @@ from groove.serve.http import (
     format_host,
     open_listener,
     parse_bind,
+    require_token_off_loopback,
+    resolve_token,
 )
 from groove.serve import sdk
 from groove.serve.local import serve_local
@@ -232,11 +234,13 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
     host, port = "127.0.0.1", 0
     if transport == "http":
         host, port = parse_bind(bind)
+        http = settings.serve.http
+        require_token_off_loopback(host, port, resolve_token(http), http.token_env)  # before listening at all
         sock = open_listener(host, port)  # before loading anything: a busy port fails fast
     wire = StdioWire() if transport == "stdio" else None
     try:
         daemon = Daemon(settings)
-        server = build_server(daemon)
+        server = build_server(daemon, settings.serve.http)
         log.info("serve_start", transport=transport, kb=str(daemon.kb), index=str(daemon.index_path))
         try:
             await _run(settings, daemon, server, transport, sock, host, wire)
@@ -254,9 +258,11 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
     service: HTTPService | None = None
     if sock is not None:
         port = int(sock.getsockname()[1])
-        allowed = Allowed.for_bind(host, port, settings.serve.http.allowed_hosts, settings.serve.http.allowed_origins)
-        app = build_app(server, daemon, settings, allowed)
-        service = HTTPService(app, sock, mcp=server, debug=settings.log.level == "debug")
+        http = settings.serve.http
+        allowed = Allowed.for_bind(host, port, http.allowed_hosts, http.allowed_origins)
+        token = resolve_token(http)
+        app = build_app(server, daemon, settings, allowed, token)
+        service = HTTPService(app, sock, mcp=server, debug=settings.log.level == "debug", http=http)
 
     daemon_done = anyio.Event()
 
@@ -313,9 +319,13 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
 async def _serve_http(settings: Settings, service: HTTPService, host: str) -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(service.run)
-        shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-        url = f"http://{format_host(shown)}:{service.port}{MCP_PATH}"
-        log.info("http_listening", url=url)
-        sys.stderr.write(client_snippets(url, stdio_command(settings)))
+        bound = str(service.sock.getsockname()[0])  # the address actually bound (0.0.0.0 stays 0.0.0.0)
+        url = f"http://{format_host(bound)}:{service.port}{MCP_PATH}"
+        token = bool(resolve_token(settings.serve.http))
+        log.info("http_listening", url=url, token_required=token)
+        sys.stderr.write(client_snippets(url, stdio_command(settings), token=token))
+        if bound in ("0.0.0.0", "::"):
+            sys.stderr.write(f"  (listening on every interface: clients use this machine's name or address "
+                             f"in place of {format_host(bound)}, listed in [serve.http] allowed_hosts)\n")
         sys.stderr.flush()
         _sd_notify("READY=1")

@@ -1,9 +1,25 @@
 """The MCP face of the daemon: tools, note resources and change notifications.
 
-`build_server(daemon)` returns an `MCPServer` (mcp 2.3) whose tools are thin
-calls into the `Daemon` service API. Every anticipated failure (a bad query,
-an unknown path, a reindex already running) comes back as a tool error
-(`isError: true` with the message), never as a crash or a protocol error.
+`build_server(daemon, limits)` returns an `MCPServer` (mcp 2.3) whose tools
+are thin calls into the `Daemon` service API. Errors, as the MCP
+specification and the conformance suite expect:
+
+- an unknown tool, arguments that do not fit the tool's schema (a missing or
+  unknown argument, a wrong type, a value out of its advertised range, an
+  empty query, a bad date or cursor, a path that steps out of the folder):
+  JSON-RPC error -32602 with one line saying what to change (`ToolCallGuard`
+  checks the shape before the tool runs; groove's `QueryError` maps to it);
+- a client over its tool-call rate: JSON-RPC error -32029 with
+  `retry_after_s` (a token bucket per client);
+- a failure the notes decide (a note that is not indexed, a reindex already
+  running): a tool error (`isError: true` with the message);
+- an unknown prompt or a missing prompt argument: -32602, one line.
+
+Never a crash, a traceback or pydantic's report with its URL.
+
+Two prompts (`search_notes`, `summarize_note`) and `completion/complete`
+(note paths for the resource template and the prompts' `path`, tags for
+`tag`) are offered; `logging/setLevel` is accepted on the handshake era.
 
 Notes are resources too: `groove://note/<path>` (each path segment
 percent-encoded, so Japanese names round-trip), `text/markdown`, listed with
@@ -30,7 +46,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Annotated, Any
+import time
+from typing import Annotated, Any, Callable
 from urllib.parse import quote, unquote
 
 import anyio
@@ -43,7 +60,21 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    EmbeddedResource,
     EmptyResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ListPromptsResult,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    PromptReference,
+    ResourceTemplateReference,
+    SetLevelRequestParams,
+    TextContent,
     ListResourcesResult,
     ListResourceTemplatesResult,
     PaginatedRequestParams,
@@ -57,14 +88,16 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import Field, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, create_model
 
 from groove import __version__
 from groove.app import MAX_PAGE
+from groove.config import HTTPSettings
 from groove.errors import GrooveError, NotFoundError
+from groove.search.compiler import QueryError
 from groove.logs import get_logger
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
-from groove.search.request import MAX_LIMIT, SearchRequest, tool_fields
+from groove.search.request import MAX_FILTER_ITEMS, MAX_LIMIT, MAX_QUERY_BYTES, SearchRequest, describe, tool_fields
 from groove.serve import sdk
 from groove.serve.daemon import Daemon
 from groove.serve.sdk import events_of
@@ -74,6 +107,7 @@ log = get_logger(__name__)
 NOTE_URI_PREFIX = "groove://note/"
 NOTE_MIME_TYPE = "text/markdown"
 RESOURCE_PAGE_SIZE = 100
+COMPLETION_VALUES = 100  # the most values one completion/complete answer may carry (the specification's cap)
 SEND_TIMEOUT_S = 2.0  # a connection that cannot take a notification this fast is dropped
 
 INSTRUCTIONS = """\
@@ -116,6 +150,40 @@ def note_path(uri: str) -> str | None:
     return "/".join(segments)
 
 
+def check_note_path(path: Any, *, name: str = "path") -> str:
+    """A note path as a client gave it, refused (JSON-RPC -32602) when it could name anything outside the
+    notes folder: `..` or `.` segments, an absolute or drive path, backslashes, NUL, or percent-encoded
+    separators (`%2F`, `%5C`) and dots that would decode into one of those. Paths are looked up in the
+    index, never opened as given, so this is a second wall with a clear message."""
+    if not isinstance(path, str):
+        raise MCPError(code=INVALID_PARAMS, message=f"{name} must be a string, got {path!r}")
+    problem = _path_problem(path)
+    if problem is None and "%" in path:
+        decoded = unquote(path)
+        if decoded != path and _path_problem(decoded) is not None:
+            problem = "has percent-encoded separators or dots"
+    if problem is not None:
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"{name} {path!r} {problem}; pass a path relative to the notes folder, exactly as search or "
+                    "list_documents returned it",
+            data={name: path},
+        )
+    return path
+
+
+def _path_problem(path: str) -> str | None:
+    if "\x00" in path:
+        return "contains a NUL character"
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":" and path[0].isalpha()):
+        return "is absolute"
+    if "\\" in path:
+        return "contains a backslash"
+    if any(segment in ("..", ".") for segment in path.split("/")):
+        return "steps out of the notes folder (a '..' or '.' segment)"
+    return None
+
+
 def _bad_uri(uri: str) -> MCPError:
     return MCPError(
         code=INVALID_PARAMS,
@@ -131,6 +199,15 @@ def _parse_uri(uri: str) -> str:
         path = None
     if path is None:
         raise _bad_uri(uri)
+    if any(sep in segment for segment in path.split("/") for sep in ("\\",)) or _path_problem(path) is not None \
+            or len(path.split("/")) != len(uri[len(NOTE_URI_PREFIX):].split("/")):
+        # A segment that decoded into a separator (%2F, %5C) or a '..': refused, not looked up.
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"{uri!r} names a path outside the notes folder (an encoded separator or a '..' segment); "
+                    "use the URIs resources/list returns",
+            data={"uri": uri},
+        )
     return path
 
 
@@ -242,17 +319,160 @@ def _tool_error(exc: Exception) -> ToolError:
 
 
 def _groove_errors_as_tool_errors(fn):
-    """The one mapping of groove's errors for every tool: a GrooveError is a tool error with its message
-    (`isError: true`), anything else stays a crash the SDK reports without its details."""
+    """The one mapping of groove's errors for every tool: invalid arguments (`QueryError`: out of range, an
+    empty query, a bad date or cursor) are a JSON-RPC error -32602 with groove's one-line message; any other
+    GrooveError (a note that is not indexed, a reindex already running) is a tool error with its message
+    (`isError: true`); anything else stays a crash the SDK reports without its details."""
 
     @functools.wraps(fn)
     async def call(*args: Any, **kwargs: Any) -> Any:
         try:
             return await fn(*args, **kwargs)
+        except QueryError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
         except GrooveError as exc:
             raise _tool_error(exc) from exc
 
     return call
+
+
+# --- tools/call: unknown tools, argument shapes, the rate per client --------------------------------
+
+RATE_LIMITED = -32029  # server-defined JSON-RPC code: too many tool calls from this client
+
+
+def arguments_model(name: str, fn: Callable[..., Any]) -> type[BaseModel]:
+    """A strict pydantic model of a tool's arguments, from its signature (what its input schema says)."""
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn, eval_str=True).parameters.values():
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (param.annotation, default)
+    return create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid", strict=True), **fields)
+
+
+def describe_arguments(tool: str, model: type[BaseModel], exc: ValidationError) -> str:
+    """One line for the first problem of a tool's arguments (never pydantic's report with its URL)."""
+    err = exc.errors(include_url=False)[0]
+    if err["type"] == "extra_forbidden":
+        takes = ", ".join(model.model_fields) or "no arguments"
+        return f"unknown argument {str(err['loc'][-1])!r} for {tool}; it takes: {takes}"
+    return f"{tool}: {describe(exc)}"
+
+
+class TokenBucket:
+    """`rate` tokens a second up to `burst`; `take()` is the wait in seconds before a token (0 = taken)."""
+
+    def __init__(self, rate: float, burst: int):
+        self.rate = rate
+        self.burst = float(burst)
+        self.tokens = float(burst)
+        self.stamp = time.monotonic()
+
+    def take(self) -> float:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / self.rate
+
+
+class ToolCallGuard:
+    """Server middleware for tools/call: an unknown tool or arguments that do not fit the tool's schema are
+    JSON-RPC error -32602 (the MCP specification's protocol errors, with one-line messages), and each client
+    over its rate gets error -32029 at once (a token bucket per client, so other clients are not slowed).
+
+    A client is its MCP session (`Mcp-Session-Id`) or, without one (2026-07-28 stateless requests), its TCP
+    connection; the connection cap of the HTTP layer bounds how many there can be. stdio has one client and
+    no rate limit."""
+
+    MAX_CLIENTS = 10_000  # buckets kept; the fullest (least recently used) are forgotten first
+
+    def __init__(self, limits: HTTPSettings):
+        self.limits = limits
+        self.models: dict[str, type[BaseModel]] = {}
+        self.buckets: dict[str, TokenBucket] = {}
+        self.refused = 0
+
+    def add(self, name: str, fn: Callable[..., Any]) -> None:
+        self.models[name] = arguments_model(name, fn)
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "tools/call":
+            self._check(ctx)
+        return await call_next(ctx)
+
+    def _check(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        params = ctx.params or {}
+        name = params.get("name")
+        self._rate(ctx, name)
+        model = self.models.get(name) if isinstance(name, str) else None
+        if model is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"unknown tool {name!r}; this server's tools are: {', '.join(self.models)} (tools/list)",
+                data={"tool": name},
+            )
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise MCPError(code=INVALID_PARAMS, message=f"{name}: arguments must be an object, got {arguments!r}")
+        try:
+            model.model_validate(arguments)
+        except ValidationError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=describe_arguments(name, model, exc)) from None
+        for field, info in model.model_fields.items():  # the bounds `_bounded` advertises in the schema
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            value = arguments.get(field)
+            low, high = extra.get("minimum"), extra.get("maximum")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and (low is not None or high is not None):
+                if (low is not None and value < low) or (high is not None and value > high):
+                    raise MCPError(code=INVALID_PARAMS, message=f"{field} must be between {low} and {high}, got {value}")
+
+    def _rate(self, ctx: ServerRequestContext[Any, Any], tool: Any) -> None:
+        request = ctx.request
+        headers = getattr(request, "headers", None)
+        if headers is None:
+            return  # stdio
+        client = getattr(request, "client", None)
+        key = headers.get("mcp-session-id") or (f"{client.host}:{client.port}" if client else "unknown")
+        bucket = self.buckets.pop(key, None) or TokenBucket(self.limits.tool_calls_per_s, self.limits.tool_call_burst)
+        self.buckets[key] = bucket  # most recently used last
+        while len(self.buckets) > self.MAX_CLIENTS:
+            self.buckets.pop(next(iter(self.buckets)))
+        wait = bucket.take()
+        if wait > 0:
+            self.refused += 1
+            log.info("tool_call_rate_limited", tool=str(tool)[:64], retry_after_s=round(wait, 3))
+            raise MCPError(
+                code=RATE_LIMITED,
+                message=(f"too many tool calls from this client: at most {self.limits.tool_calls_per_s:g} a second "
+                         f"(bursts of {self.limits.tool_call_burst}); retry in {wait:.2f} s"),
+                data={"retry_after_s": round(wait, 3)},
+            )
+
+
+# --- prompts ------------------------------------------------------------------------------------
+
+PROMPTS = [
+    Prompt(
+        name="search_notes",
+        title="Search my notes",
+        description="Ask the assistant to answer a question from the notes, citing the paths it used.",
+        arguments=[
+            PromptArgument(name="question", description="What to look for in the notes.", required=True),
+            PromptArgument(name="tag", description="Only notes with this tag (completion lists the tags).", required=False),
+        ],
+    ),
+    Prompt(
+        name="summarize_note",
+        title="Summarize a note",
+        description="Give the assistant one whole note (as an embedded resource) and ask for a summary.",
+        arguments=[PromptArgument(name="path", description="The note's path (completion lists the paths).", required=True)],
+    ),
+]
 
 
 def _search_signature() -> inspect.Signature:
@@ -275,8 +495,8 @@ def _search_signature() -> inspect.Signature:
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-def build_server(daemon: Daemon) -> MCPServer:
-    """The MCP server for one daemon: tools, note resources, subscriptions."""
+def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServer:
+    """The MCP server for one daemon: tools, note resources, subscriptions, prompts and completion."""
     bus = InMemorySubscriptionBus()
     server: MCPServer = MCPServer(
         "groove",
@@ -290,6 +510,7 @@ def build_server(daemon: Daemon) -> MCPServer:
     events = NoteEvents(bus)
     sdk.attach_events(server, events)
     daemon.listeners.append(events.on_change)
+    guard = ToolCallGuard(limits or HTTPSettings())
 
     # -- tools ----------------------------------------------------------------------
     def tool(**kwargs: Any):
@@ -298,9 +519,18 @@ def build_server(daemon: Daemon) -> MCPServer:
         def register(fn):
             wrapped = _groove_errors_as_tool_errors(fn)
             server.add_tool(wrapped, description=inspect.cleandoc(fn.__doc__ or ""), **kwargs)
+            guard.add(fn.__name__, fn)
             return fn
 
         return register
+
+    # index_status is listed first: a client (or the conformance suite) that probes "the first tool" with no
+    # arguments gets an answer, not an invalid-params error for search's required query.
+    @tool(title="Index status", annotations=READ_ONLY)
+    async def index_status() -> dict[str, Any]:
+        """What is indexed: notes, chunks, chunks still waiting for a vector (pending_chunks), the model,
+        skipped files with reasons, the watcher's state and the last reconcile."""
+        return await daemon.index_status()
 
     async def search(**arguments: Any) -> dict[str, Any]:
         """Find the passages of the notes that best answer a query (hybrid full-text + semantic search).
@@ -323,24 +553,22 @@ def build_server(daemon: Daemon) -> MCPServer:
         path: Annotated[str, Field(description="The note's path relative to the notes folder, exactly as search or list_documents returned it.")],
     ) -> dict[str, Any]:
         """Return one whole note: path, title, tags, date, frontmatter, warnings, size and content (Markdown)."""
-        return await daemon.get_document(path)
+        return await daemon.get_document(check_note_path(path))
 
     @tool(title="List the notes", annotations=READ_ONLY)
     async def list_documents(
         cursor: Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first page.")] = None,
         limit: Annotated[int, _bounded(ge=1, le=MAX_PAGE, description="Notes per page.")] = 50,
-        folder: Annotated[str | None, Field(description="Only notes inside this folder (relative path, e.g. projects/2024).")] = None,
-        tags: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.")] = None,
+        folder: Annotated[str | None, Field(description="Only notes inside this folder (relative path, e.g. projects/2024).",
+                                            max_length=MAX_QUERY_BYTES)] = None,
+        tags: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.",
+                                                max_length=MAX_FILTER_ITEMS)] = None,
     ) -> dict[str, Any]:
         """Page through the indexed notes in path order: documents (path, title, tags, date) and next_cursor
         (null on the last page)."""
+        if folder and folder.rstrip("/"):
+            check_note_path(folder.rstrip("/"), name="folder")
         return await daemon.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
-
-    @tool(title="Index status", annotations=READ_ONLY)
-    async def index_status() -> dict[str, Any]:
-        """What is indexed: notes, chunks, chunks still waiting for a vector (pending_chunks), the model,
-        skipped files with reasons, the watcher's state and the last reconcile."""
-        return await daemon.index_status()
 
     @tool(
         title="Rescan the notes folder",
@@ -362,7 +590,7 @@ def build_server(daemon: Daemon) -> MCPServer:
 
         Returns source, related (path, title, score, depth, via: the path of hops, chunk: the closest passage),
         bounded_by (which bound stopped the walk early, if any) and elapsed_ms."""
-        return await daemon.related(path=path, limit=limit, depth=depth, fan_out=fan_out)
+        return await daemon.related(path=check_note_path(path), limit=limit, depth=depth, fan_out=fan_out)
 
     # -- note resources -----------------------------------------------------------------
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourcesResult:
@@ -408,6 +636,74 @@ def build_server(daemon: Daemon) -> MCPServer:
     sdk.add_request_handler(server, "resources/subscribe", SubscribeRequestParams, events.subscribe)
     sdk.add_request_handler(server, "resources/unsubscribe", UnsubscribeRequestParams, events.unsubscribe)
     server.middleware.append(events.track)
+    server.middleware.append(guard)
+
+    # -- prompts -----------------------------------------------------------------------------
+    prompts = {p.name: p for p in PROMPTS}
+
+    async def list_prompts(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListPromptsResult:
+        return ListPromptsResult(prompts=PROMPTS)
+
+    async def get_prompt(ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams) -> GetPromptResult:
+        prompt = prompts.get(params.name)
+        if prompt is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt {params.name!r}; the prompts are: "
+                           f"{', '.join(prompts)} (prompts/list)", data={"prompt": params.name})
+        given = dict(params.arguments or {})
+        takes = [a.name for a in prompt.arguments or []]
+        for arg in prompt.arguments or []:
+            if arg.required and not str(given.get(arg.name) or "").strip():
+                raise MCPError(code=INVALID_PARAMS, message=f"prompt {prompt.name!r} needs the argument {arg.name!r} "
+                               f"({arg.description})", data={"prompt": prompt.name, "argument": arg.name})
+        extra = sorted(set(given) - set(takes))
+        if extra:
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown argument {extra[0]!r} for prompt {prompt.name!r}; "
+                           f"it takes: {', '.join(takes)}")
+        if prompt.name == "search_notes":
+            tag = str(given.get("tag") or "").strip()
+            where = f" Only use notes tagged #{tag} (tags_any)." if tag else ""
+            text = (f"Answer from my notes: {given['question']}\n\nUse the groove search tool first.{where} "
+                    "Cite the path and line range of every passage you use; say so if the notes do not answer it.")
+            return GetPromptResult(description=prompt.description,
+                                   messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))])
+        path = check_note_path(given["path"])
+        try:
+            doc = await daemon.get_document(path)
+        except NotFoundError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc), data={"path": path}) from exc
+        return GetPromptResult(description=prompt.description, messages=[
+            PromptMessage(role="user", content=TextContent(type="text", text=f"Summarize my note {path} in a few sentences.")),
+            PromptMessage(role="user", content=EmbeddedResource(type="resource", resource=TextResourceContents(
+                uri=note_uri(path), text=doc["content"], mime_type=NOTE_MIME_TYPE))),
+        ])
+
+    sdk.add_request_handler(server, "prompts/list", PaginatedRequestParams, list_prompts)
+    sdk.add_request_handler(server, "prompts/get", GetPromptRequestParams, get_prompt)
+
+    # -- completion (note paths and tags) -------------------------------------------------------
+    @server.completion()
+    async def complete(ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument,
+                       context: CompletionContext | None) -> Completion | None:
+        kind = None
+        if isinstance(ref, ResourceTemplateReference) and ref.uri.startswith(NOTE_URI_PREFIX) and argument.name == "path":
+            kind = "path"
+        elif isinstance(ref, PromptReference) and ref.name in prompts:
+            kind = {"path": "path", "tag": "tag"}.get(argument.name)
+        if kind is None:
+            return Completion(values=[], total=0, has_more=False)
+        prefix = argument.value or ""
+        if len(prefix.encode()) > MAX_QUERY_BYTES:
+            raise MCPError(code=INVALID_PARAMS, message=f"the value to complete is over {MAX_QUERY_BYTES} bytes")
+        values, total = await daemon.complete(kind, prefix, COMPLETION_VALUES)
+        return Completion(values=values, total=total, has_more=total > len(values))
+
+    # -- logging/setLevel (handshake era) -------------------------------------------------------
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
+        # groove sends no log messages to clients (its log is on stderr); the level is accepted and noted.
+        log.debug("client_log_level", level=params.level)
+        return EmptyResult()
+
+    sdk.add_request_handler(server, "logging/setLevel", SetLevelRequestParams, set_level)
 
     sdk.advertise_resources_list_changed(server)
     return server
@@ -422,4 +718,7 @@ def _describe(doc: dict[str, Any]) -> str | None:
     return "; ".join(parts) or None
 
 
-__all__ = ["INSTRUCTIONS", "NoteEvents", "build_server", "events_of", "note_path", "note_uri"]
+__all__ = [
+    "INSTRUCTIONS", "PROMPTS", "RATE_LIMITED", "NoteEvents", "TokenBucket", "ToolCallGuard", "build_server",
+    "check_note_path", "events_of", "note_path", "note_uri",
+]

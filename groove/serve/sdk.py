@@ -26,6 +26,11 @@ The reaches, and why each is needed:
 7. `Server.run(read, write, options)` (`run_streams`): runs the server on
    groove's stdio streams (MCPServer.run_stdio_async would read the process's
    real stdin/stdout, which groove has claimed for itself).
+8. `StreamableHTTPSessionManager._server_instances` again (`open_sessions`,
+   `end_session`): the SDK's session cap answers 503 to every new handshake
+   until a session ends or expires; groove instead ends the session idle the
+   longest to make room (`groove.serve.http.SessionGuard`), which needs the
+   live session IDs and a way to terminate one of them.
 
 groove's own per-server state (the note events) is kept in a weak map here
 (`attach_events` / `events_of`) instead of an attribute injected into the
@@ -101,6 +106,24 @@ async def terminate_sessions(server: MCPServer, timeout: float) -> None:
             await transport.terminate()
 
 
+def open_sessions(server: MCPServer) -> dict[str, Any]:
+    """Reach 8: the live handshake-era sessions, session ID -> transport ({} before the HTTP app runs)."""
+    try:
+        manager = server.session_manager
+    except RuntimeError:  # no HTTP app was built
+        return {}
+    return manager._server_instances
+
+
+async def end_session(server: MCPServer, session_id: str) -> bool:
+    """Reach 8: terminate one session (its ID answers 404 from then on); False when it is not open."""
+    transport = open_sessions(server).get(session_id)
+    if transport is None:
+        return False
+    await transport.terminate()
+    return True
+
+
 async def run_streams(server: MCPServer, read_stream: Any, write_stream: Any) -> None:
     """Reach 7: serve one client over the given streams with the server's own options."""
     low = lowlevel(server)
@@ -118,5 +141,6 @@ def events_of(server: MCPServer) -> Any:
 
 __all__ = [
     "SDK_VERSION", "add_request_handler", "advertise_resources_list_changed", "attach_events",
-    "close_listen_streams", "connection_of", "events_of", "lowlevel", "run_streams", "terminate_sessions",
+    "close_listen_streams", "connection_of", "end_session", "events_of", "lowlevel", "open_sessions", "run_streams",
+    "terminate_sessions",
 ]

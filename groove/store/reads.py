@@ -154,3 +154,24 @@ async def list_documents(
     rows = await cur.fetchall()
     docs = [{"path": r[1], "title": r[2], "tags": json.loads(r[3]), "date": r[4]} for r in rows[:limit]]
     return docs, len(rows) > limit
+
+
+async def paths_starting_with(conn: aiosqlite.Connection, prefix: str, limit: int) -> tuple[list[str], int]:
+    """Up to `limit` note paths that start with `prefix`, in path order, and how many there are in all
+    (for MCP completion of a note path)."""
+    where, args = "substr(path, 1, ?) = ?", (len(prefix), prefix)
+    total = int(await _scalar(conn, f"SELECT count(*) FROM documents WHERE {where}", args) or 0)
+    cur = await conn.execute(f"SELECT path FROM documents WHERE {where} ORDER BY path LIMIT ?", (*args, limit))
+    return [r[0] for r in await cur.fetchall()], total
+
+
+async def tags_starting_with(conn: aiosqlite.Connection, prefix: str, limit: int) -> tuple[list[str], int]:
+    """Up to `limit` distinct (folded) tags that start with the folded `prefix`, most used first, and how many
+    distinct tags match in all (for MCP completion of a tag)."""
+    folded = fold_tag(prefix) if prefix.strip() else ""
+    where, args = "substr(tag, 1, ?) = ?", (len(folded), folded)
+    total = int(await _scalar(conn, f"SELECT count(DISTINCT tag) FROM doc_tags WHERE {where}", args) or 0)
+    cur = await conn.execute(
+        f"SELECT tag FROM doc_tags WHERE {where} GROUP BY tag ORDER BY count(*) DESC, tag LIMIT ?", (*args, limit)
+    )
+    return [r[0] for r in await cur.fetchall()], total
