@@ -115,7 +115,14 @@ class Index:
         reads.prepare_index(self.path, model=self.embedder.identity, dimension=self.embedder.dimension,
                             kb_path=str(self.kb))
         self.wconn = await db.connect(self.path)
-        self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder)
+        try:
+            self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder)
+        except BaseException:
+            # e.g. a .grooveignore that is a FIFO: say so and exit, instead of an open connection's
+            # thread keeping the process alive after the error
+            await self.wconn.close()
+            self.wconn = None
+            raise
         run = self.bulk.embed if self.bulk is not None else None
         self.embedding = EmbedQueue(self.wconn, self.embedder, self.settings.embedding.batch_size,
                                     **({"run": run} if run else {}))
@@ -283,13 +290,15 @@ async def index_once(settings: Settings, *, rebuild: bool = False, progress: Pro
         stats.chunks_embedded = await index.embed_pending(progress=progress)
         await index.collect_garbage()
         stats.seconds = time.perf_counter() - started
-        summary = stats.to_dict()
+        summary = stats.to_dict(details=True)  # each skipped file and warning with its reason
         async with index.reading() as conn:
             summary["pending_chunks"] = await reads.pending_count(conn)
             summary["embeddings_computed"] = int(await reads.get_meta(conn, "embeddings_computed") or 0)
         summary["kb_path"] = str(index.kb)
         summary["index_path"] = str(index.path)
-    log.info("index_done", **{k: v for k, v in summary.items() if k not in ("kb_path", "index_path")})
+    # (each skipped file and warning was logged once already, by the indexer)
+    log.info("index_done", **{k: v for k, v in summary.items()
+                              if k not in ("kb_path", "index_path", *ReconcileStats.DETAILS)})
     return summary
 
 

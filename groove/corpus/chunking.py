@@ -1,4 +1,4 @@
-"""Chunking: a note's body and its block structure -> heading-sized chunks (rules 3-6 in markdown.py).
+"""Chunking: a note's body and its block structure -> heading-sized chunks (rules 3-5 and 7 in markdown.py).
 
 Works on character offsets into the body and line numbers from blocks.py, so
 the Markdown is parsed once per note. Sizes are `count_tokens(embed_text(piece))`
@@ -66,8 +66,40 @@ def embed_text(content: str) -> str:
     return content.strip()
 
 
+# A run of this many characters with neither whitespace nor CJK in it is a
+# "long word" (a hash, base64, a pasted blob, a URL without separators). Such a
+# run counts one token per character and is not handed to the tokenizer:
+# WordPiece turns any word over 100 characters into a single [UNK] (so its
+# count would hide the run's size), and a SentencePiece tokenizer reads random
+# letters at about 35 KB/s (a 1.9 MB note of them would take a minute for
+# every pass). One token per character is an upper bound for every tokenizer
+# groove uses on such text, so a piece that fits really fits.
+LONG_WORD_CHARS = 100
+_LONG_WORD = re.compile(
+    "[^\\s\u3000-\u303f\u3040-\u309f\u30a0-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]{%d,}" % LONG_WORD_CHARS
+)
+
+
+def size_of(text: str, count: TokenCounter) -> int:
+    """The size of an embedded text: `count(text)`, long words counted one token per character."""
+    if len(text) < LONG_WORD_CHARS:
+        return count(text)
+    runs = [m.span() for m in _LONG_WORD.finditer(text)]
+    if not runs:
+        return count(text)
+    rest, at, cost = [], 0, 0
+    for a, b in runs:
+        rest.append(text[at:a])
+        cost += b - a
+        at = b
+    rest.append(text[at:])
+    left = " ".join(r for r in rest if r.strip())
+    return cost + (count(left) if left else 0)
+
+
 class _Sizer:
-    """`count_tokens(embed_text(text))`, counted once per distinct embedded text."""
+    """`size_of(embed_text(text))`, counted once per distinct embedded text."""
 
     def __init__(self, count: TokenCounter) -> None:
         self.count = count
@@ -77,7 +109,7 @@ class _Sizer:
         key = embed_text(text)
         size = self.cache.get(key)
         if size is None:
-            size = self.cache[key] = self.count(key)
+            size = self.cache[key] = size_of(key, self.count)
         return size
 
 
@@ -245,6 +277,8 @@ class _Splitter:
                 len(parts) - i,
                 lambda k: self.fits(joined[ends[start] : ends[start + k]]),
                 guess=max(1, guess),
+                # the next part did not fit by the sum of sizes: a guess that fits is the answer
+                trust=lambda k: True,
             )
             out.append((parts[i][0], joined[ends[i] : ends[i + n]]))
             i += n
@@ -261,17 +295,25 @@ class _Splitter:
         out = []
         start = 0
         while start < len(text):
-            n = _longest_prefix(len(text) - start, lambda k: self.fits(text[start : start + k]), guess=guess)
+            n = _longest_prefix(
+                len(text) - start,
+                lambda k: self.fits(text[start : start + k]),
+                guess=guess,
+                # a guess that fits and fills the window to 90 % is taken as it is: one count a piece
+                trust=lambda k: self.size(text[start : start + k]) * 10 >= self.max * 9,
+            )
             out.append((offset + start, text[start : start + n]))
             start += n
         return out
 
 
-def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1) -> int:
+def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1,
+                    trust: Callable[[int], bool] | None = None) -> int:
     """The largest k in 1..n with fits(k), assuming fits is monotone; at least 1.
 
-    Starts at `guess` (checked first: a good guess costs two calls), gallops up
-    from there and then bisects, so the cost follows the answer, not n.
+    Starts at `guess` (checked first: a good guess costs two calls, or one when
+    `trust(guess)` says a guess that fits is good enough), gallops up from there
+    and then bisects, so the cost follows the answer, not n.
     """
     guess = min(max(guess, 1), n)
     if guess > 1 and not fits(guess):
@@ -282,6 +324,8 @@ def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1) -> int:
         return 1
     if guess == n:
         return n
+    if trust is not None and trust(guess):
+        return guess
     lo, step = guess, 1
     hi = lo + step  # the guess usually is the answer: check one more first
     while True:
@@ -415,7 +459,7 @@ def chunk_body(
     min_chunk_tokens: int,
     count_tokens: TokenCounter,
 ) -> tuple[Chunk, ...]:
-    """The chunks of a body whose block structure is `struct` (rules 3-6 in markdown.py)."""
+    """The chunks of a body whose block structure is `struct` (rules 3-5 and 7 in markdown.py)."""
     if not body.strip():
         return ()
     lines = split_lines(body)

@@ -58,9 +58,21 @@ The rules, in the order they are applied:
    had room for.
    A merged chunk is labelled (heading, level, context) by its first part
    that has a body, else by its first part.
-6. **No bytes lost.** ``"".join(c.content for c in chunks)`` equals the
+6. **Limits.** ``max_chunks`` keeps the first that many chunks of a note and
+   ``max_frontmatter_bytes`` leaves a larger frontmatter block unread; each
+   cut is a warning saying what was left out (``[index] max_chunks_per_file``,
+   ``max_frontmatter_bytes``). Chunking costs a few token counts per chunk,
+   linear in the note. A long word (``LONG_WORD_CHARS`` = 100 or more
+   characters with no whitespace or CJK in it: a hash, base64, a pasted blob)
+   counts one token per character, an upper bound, without asking the
+   tokenizer (whose one ``[UNK]`` for it would hide its size, or which would
+   take a minute over a 1.9 MB note of them), so it is cut like any other
+   oversized text and its chunks carry that count.
+7. **No bytes lost.** ``"".join(c.content for c in chunks)`` equals the
    normalised body (the text after the frontmatter), unless that body is
-   whitespace only, which yields no chunks at all. No chunk is whitespace
+   whitespace only, which yields no chunks at all, or ``max_chunks`` cut it
+   (rule 6: then it is the start of the body, and the warning says which
+   lines are left). No chunk is whitespace
    only: blank lines travel with the text before them (leading ones with the
    first chunk).
 
@@ -124,6 +136,8 @@ def parse_note(
     max_tokens: int = 256,
     min_chunk_tokens: int = 32,
     count_tokens: TokenCounter = estimate_tokens,
+    max_chunks: int | None = None,
+    max_frontmatter_bytes: int | None = None,
 ) -> ParsedNote:
     """Parse one Markdown note into metadata and chunks (see the module doc)."""
     if not 0 <= split_levels <= 6:
@@ -135,7 +149,7 @@ def parse_note(
 
     normalised = normalise_text(text)
     warnings: list[str] = []
-    front, body, body_first_line = split_frontmatter(normalised, warnings)
+    front, body, body_first_line = split_frontmatter(normalised, warnings, max_bytes=max_frontmatter_bytes)
 
     title = title_from(front.get("title")) if front else ""
     tags = tags_from(front.get("tags")) if front else ()
@@ -155,6 +169,15 @@ def parse_note(
         min_chunk_tokens=min_chunk_tokens,
         count_tokens=count_tokens,
     )
+    if max_chunks is not None and len(chunks) > max_chunks:
+        chunks, cut = chunks[:max_chunks], chunks[max_chunks:]
+        cut_bytes = sum(len(c.content.encode("utf-8", "surrogatepass")) for c in cut)
+        warnings.append(
+            f"cut: the note makes {len(chunks) + len(cut)} chunks, more than max_chunks_per_file {max_chunks}; "
+            f"indexed the first {max_chunks} (to line {chunks[-1].end_line}); lines {cut[0].start_line}-"
+            f"{cut[-1].end_line} ({cut_bytes} bytes) are not searchable. Split the note, or raise "
+            "[index] max_chunks_per_file"
+        )
     return ParsedNote(
         title=title,
         tags=tags,
