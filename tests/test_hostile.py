@@ -271,3 +271,76 @@ def test_a_utf16_note_is_decoded_and_a_broken_one_says_utf16(kb, make_settings):
     assert reason.startswith("UTF-16 text") and "save it as UTF-8" in reason
     contents = " ".join(c for (c,) in db_rows(settings.resolved_index_path(), "SELECT content FROM chunks"))
     assert "littleword" in contents and "bigword" in contents and "リトルエンディアン" in contents
+
+
+# --- the daemon's watcher -------------------------------------------------------------------------
+
+async def test_a_file_name_that_is_not_utf8_never_stops_the_watcher_and_is_reported(kb, make_settings):
+    from conftest import eventually
+    from test_daemon import fast, paths_for, running
+
+    write(kb / "base.md", "# Base\n\nA note about basaltword.\n")
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
+        # watchfiles fails the whole batch holding this name ("Unable to decode path")
+        (kb / os.fsdecode(b"bad\xff.md")).write_bytes(b"# Bad\n\nbadnameword\n")
+        write(kb / "same-batch.md", "# Same batch\n\nsamebatchword\n")
+
+        async def reported() -> bool:
+            return ("bad\\xff.md",) in db_rows(daemon.index_path, "SELECT path FROM skipped")
+
+        await eventually(reported, "the undecodable name to be reported as skipped")
+
+        async def found(word: str, path: str):
+            async def check() -> bool:
+                return path in await paths_for(daemon, word, retriever="fts")
+            return check
+
+        await eventually(await found("samebatchword", "same-batch.md"), "the note of the lost batch to be indexed")
+        write(kb / "later.md", "# Later\n\nlaterword\n")  # the watcher still runs
+        await eventually(await found("laterword", "later.md"), "a note written afterwards to be indexed")
+        assert daemon.watcher_state == "watching"
+
+
+async def test_a_small_note_in_the_same_batch_as_a_huge_one_is_written_first(kb, make_settings):
+    from groove.app import Index
+
+    write(kb / "big.md", hostile.long_words_note(1_500_000))
+    write(kb / "small.md", "# Small\n\nsmallword\n")
+    settings = make_settings(kb)
+    async with Index.open(settings, embedder=FAKE) as idx:
+        await idx.reconcile(["big.md", "small.md"])
+    ids = dict(db_rows(settings.resolved_index_path(), "SELECT path, id FROM documents"))
+    assert ids["small.md"] < ids["big.md"]
+
+
+# --- chunking cost -------------------------------------------------------------------------------
+
+def test_a_note_of_long_words_under_the_size_cap_is_counted_about_once_not_nine_times():
+    """The tokenizer sees each character of a 1.9 MB note of long words about once (9-14 times before)."""
+    from groove.corpus.markdown import parse_note
+
+    text = hostile.long_words_note(1_900_000)
+    seen = {"calls": 0, "chars": 0}
+
+    def counting(t: str) -> int:  # a tokenizer that is slow on long words: every character is read
+        seen["calls"] += 1
+        seen["chars"] += len(t)
+        return len(t.split())
+
+    note = parse_note(text, stem="x", max_tokens=512, count_tokens=counting, max_chunks=2000)
+    made = int(re.search(r"the note makes (\d+) chunks", note.warnings[0]).group(1))
+    assert len(note.chunks) == 2000 < made
+    assert seen["chars"] <= len(text) * 1.5
+    assert seen["calls"] <= made * 8  # a few counts per chunk, each of a short text
+    assert all(c.token_count <= 512 for c in note.chunks)
+    assert text.startswith("".join(c.content for c in note.chunks))  # the cut keeps the start, whole
+
+
+def test_a_single_word_of_a_megabyte_is_cut_into_chunks_that_each_carry_their_size():
+    from groove.corpus.markdown import parse_note
+
+    word = "q" * 1_000_000
+    note = parse_note(word + "\n", stem="x", max_tokens=256, count_tokens=lambda t: len(t.split()), max_chunks=5000)
+    assert len(note.chunks) == -(-1_000_000 // 256)
+    assert [c.token_count for c in note.chunks[:-1]] == [256] * (len(note.chunks) - 1)  # not "1 token"
+    assert "".join(c.content for c in note.chunks) == word + "\n"

@@ -52,6 +52,13 @@ def relevant(kb: Path, path: str, extensions: tuple[str, ...], index_path: Path 
     return None
 
 
+def _undecodable(exc: BaseException) -> bool:
+    """watchfiles' error for a path it cannot decode, bare or inside awatch's exception group."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_undecodable(e) for e in exc.exceptions)
+    return isinstance(exc, WatchfilesRustInternalError)
+
+
 async def watch(
     kb: Path,
     on_batch: Callable[[set[str]], Awaitable[None]],
@@ -87,7 +94,9 @@ async def watch(
                         log.debug("watch_batch", paths=len(rels))
                         await on_batch(rels)
                 return  # stopped
-            except WatchfilesRustInternalError as exc:
+            except Exception as exc:  # noqa: BLE001 - only the undecodable-name error is handled
+                if not _undecodable(exc):
+                    raise
                 # A name watchfiles cannot decode (not UTF-8) failed the batch it was in.
                 lost += 1
                 if lost == 1:
