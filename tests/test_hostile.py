@@ -344,3 +344,20 @@ def test_a_single_word_of_a_megabyte_is_cut_into_chunks_that_each_carry_their_si
     assert len(note.chunks) == -(-1_000_000 // 256)
     assert [c.token_count for c in note.chunks[:-1]] == [256] * (len(note.chunks) - 1)  # not "1 token"
     assert "".join(c.content for c in note.chunks) == word + "\n"
+
+
+def test_ten_thousand_tiny_sections_are_merged_without_recounting_each_growing_chunk():
+    """Merging tiny sections sums their sizes: the counter reads the note about twice, not once per merge."""
+    from groove.corpus.markdown import parse_note
+
+    text = "".join(f"# Heading {i}\n\nline {i}\n\n" for i in range(10_000))
+    seen = {"chars": 0}
+
+    def counting(t: str) -> int:
+        seen["chars"] += len(t)
+        return len(t.split())
+
+    note = parse_note(text, stem="x", max_tokens=256, count_tokens=counting)
+    assert seen["chars"] <= len(text) * 3
+    assert all(c.token_count == len(c.content.split()) <= 256 for c in note.chunks)
+    assert "".join(c.content for c in note.chunks) == text

@@ -379,18 +379,40 @@ def _split_sentences(offset: int, text: str) -> list[tuple[int, str]]:
 # Merging and chunk building
 
 
-def _merge_tiny(pieces: list[_Piece], size: _Sizer, max_tokens: int, min_tokens: int) -> list[_Piece]:
+def _merge_tiny(pieces: list[_Piece], size: _Sizer, max_tokens: int, min_tokens: int,
+                exact: bool = False) -> list[_Piece]:
+    """Join tiny pieces to a neighbour (rule 5).
+
+    A joined piece's size is taken as the sum of its parts' (token counts are
+    close to additive across the line ends where pieces meet), so a run of
+    tiny pieces costs no counting; the caller checks every merged piece once
+    and merges again with `exact` counts when a sum was wrong.
+    """
+    sums: dict[_Piece, int] = {}
+
+    def sz(p: _Piece) -> int:
+        known = sums.get(p)
+        return known if known is not None else size(p.text)
+
     def tiny(p: _Piece) -> bool:
-        return not p.text.strip() or size(p.text) < min_tokens
+        return not p.text.strip() or sz(p) < min_tokens
 
     def fits(a: _Piece, b: _Piece) -> bool:
-        return size(a.text + b.text) <= max_tokens
+        if exact:
+            return size(a.text + b.text) <= max_tokens
+        return sz(a) + sz(b) <= max_tokens
+
+    def join(a: _Piece, b: _Piece) -> _Piece:
+        joined = _join(a, b)
+        if not exact:
+            sums[joined] = sz(a) + sz(b)
+        return joined
 
     out: list[_Piece] = []
     carry: _Piece | None = None
     for i, piece in enumerate(pieces):
         if carry is not None:
-            piece = _join(carry, piece)
+            piece = join(carry, piece)
             carry = None
         if not tiny(piece):
             out.append(piece)
@@ -400,7 +422,7 @@ def _merge_tiny(pieces: list[_Piece], size: _Sizer, max_tokens: int, min_tokens:
         if not piece.has_body and fits_next:
             carry = piece
         elif out and fits(out[-1], piece):
-            out[-1] = _join(out[-1], piece)
+            out[-1] = join(out[-1], piece)
         elif fits_next:
             carry = piece
         else:
@@ -479,4 +501,6 @@ def chunk_body(
     for section in _sections(lines, offsets, struct, split_levels, title):
         pieces.extend(splitter.pieces(section))
     merged = _merge_tiny(pieces, size, max_tokens, min_chunk_tokens)
+    if any(size(p.text) > max_tokens for p in merged):  # a sum of sizes was wrong: count every join
+        merged = _merge_tiny(pieces, size, max_tokens, min_chunk_tokens, exact=True)
     return _build_chunks(merged, body_first_line, size)
