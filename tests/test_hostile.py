@@ -361,3 +361,14 @@ def test_ten_thousand_tiny_sections_are_merged_without_recounting_each_growing_c
     assert seen["chars"] <= len(text) * 3
     assert all(c.token_count == len(c.content.split()) <= 256 for c in note.chunks)
     assert "".join(c.content for c in note.chunks) == text
+
+
+def test_the_hostile_bench_prints_a_row_with_outcome_reason_and_peak_memory(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "bench.hostile", "--case", "a FIFO named x.md",
+                          "--json", str(tmp_path / "rows.json")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
+    rows = json.loads((tmp_path / "rows.json").read_text("utf-8"))["rows"]
+    assert [r["case"] for r in rows] == ["baseline", "a FIFO named x.md"]
+    assert rows[1]["outcome"] == "skipped" and rows[1]["reason"] == "not a regular file (a FIFO)"
+    assert all(r["peak_rss_mb"] > 10 for r in rows)  # the child's own peak, read from wait4
+    assert "| `x.md` | a FIFO named x.md | skipped | not a regular file (a FIFO) |" in out.stdout

@@ -54,12 +54,12 @@ _LONG_RUN = re.compile(r"[^\s\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffe
 def expected_size(count, text: str) -> int:
     """The counter's tokens, except that a run of 100+ characters without whitespace or CJK (a long
     word) counts one token per character and is not counted by the counter (whose single [UNK] for a
-    long word would hide its size)."""
+    long word would hide its size); the text between long words is counted part by part."""
     runs = _LONG_RUN.findall(text)
     if not runs:
         return count(text)
-    left = " ".join(part for part in _LONG_RUN.split(text) if part.strip())
-    return sum(len(r) for r in runs) + (count(left) if left else 0)
+    between = [part.strip() for part in _LONG_RUN.split(text) if part.strip()]
+    return sum(len(r) for r in runs) + sum(count(part) for part in between)
 
 
 def assert_well_formed(

@@ -82,20 +82,26 @@ _LONG_WORD = re.compile(
 
 
 def size_of(text: str, count: TokenCounter) -> int:
-    """The size of an embedded text: `count(text)`, long words counted one token per character."""
+    """The size of an embedded text: `count(text)`, long words counted one token per character.
+
+    With long words, the text between them is counted piece by piece (`count`
+    may cache those pieces: they recur in every cut of the same text) and
+    added: token counts are additive across whitespace for the tokenizers
+    groove uses, up to a token where a long word touches its neighbours.
+    """
     if len(text) < LONG_WORD_CHARS:
         return count(text)
     runs = [m.span() for m in _LONG_WORD.finditer(text)]
     if not runs:
         return count(text)
-    rest, at, cost = [], 0, 0
-    for a, b in runs:
-        rest.append(text[at:a])
+    cost, at = 0, 0
+    for a, b in [*runs, (len(text), len(text))]:
+        between = text[at:a].strip()
+        if between:
+            cost += count(between)
         cost += b - a
         at = b
-    rest.append(text[at:])
-    left = " ".join(r for r in rest if r.strip())
-    return cost + (count(left) if left else 0)
+    return cost
 
 
 class _Sizer:
@@ -104,12 +110,19 @@ class _Sizer:
     def __init__(self, count: TokenCounter) -> None:
         self.count = count
         self.cache: dict[str, int] = {}
+        self.between: dict[str, int] = {}  # texts between long words, counted once
+
+    def _count_between(self, text: str) -> int:
+        size = self.between.get(text)
+        if size is None:
+            size = self.between[text] = self.count(text)
+        return size
 
     def __call__(self, text: str) -> int:
         key = embed_text(text)
         size = self.cache.get(key)
         if size is None:
-            size = self.cache[key] = size_of(key, self.count)
+            size = self.cache[key] = size_of(key, self._count_between)
         return size
 
 
