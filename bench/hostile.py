@@ -33,11 +33,13 @@ FAKE_GROOVE = [sys.executable, str(ROOT / "tests" / "fake_groove.py")]
 REAL_GROOVE = [sys.executable, "-m", "groove.cli"]
 
 
-def run_case(case: hostile.Case | None, real: bool, workdir: Path) -> dict:
+def run_case(case: hostile.Case | None, real: bool, workdir: Path, config: Path | None = None) -> dict:
     kb = hostile.build(workdir / "notes", [case] if case else [])
     index = workdir / "index.sqlite"
     out, err = workdir / "stdout", workdir / "stderr"
     cmd = (REAL_GROOVE if real else FAKE_GROOVE) + ["index", "--kb", str(kb), "--index", str(index), "--format", "json"]
+    if config is not None:
+        cmd += ["--config", str(config)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     started = time.perf_counter()
     with open(out, "wb") as fo, open(err, "wb") as fe:
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real", action="store_true", help="index with the configured model instead of the fake")
     parser.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable); see tests/hostile.py")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    parser.add_argument("--config", type=Path, metavar="PATH", help="a groove.toml for every run (e.g. a larger max_file_bytes)")
     args = parser.parse_args(argv)
     cases = [hostile.BY_NAME[n] for n in args.case] if args.case else list(hostile.CASES + hostile.REFUSING)
     rows = []
@@ -98,10 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         for i, case in enumerate([None, *cases]):
             work = Path(tmp) / f"case{i}"
             work.mkdir()
-            rows.append(run_case(case, args.real, work))
+            rows.append(run_case(case, args.real, work, args.config))
             sys.stderr.write(f"{rows[-1]['case']}: {rows[-1]['outcome']} ({rows[-1]['peak_rss_mb']:.0f} MB)\n")
     model = "the configured model (real)" if args.real else "the bag-of-words fake embedder (tests/fakes.py)"
-    print(f"groove index per case, with {model}; default [index] limits\n")
+    limits = f"the settings of {args.config}" if args.config else "default [index] limits"
+    print(f"groove index per case, with {model}; {limits}\n")
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps({"model": model, "rows": rows}, indent=2, ensure_ascii=False) + "\n")

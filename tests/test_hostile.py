@@ -372,3 +372,30 @@ def test_the_hostile_bench_prints_a_row_with_outcome_reason_and_peak_memory(tmp_
     assert rows[1]["outcome"] == "skipped" and rows[1]["reason"] == "not a regular file (a FIFO)"
     assert all(r["peak_rss_mb"] > 10 for r in rows)  # the child's own peak, read from wait4
     assert "| `x.md` | a FIFO named x.md | skipped | not a regular file (a FIFO) |" in out.stdout
+
+
+def test_a_note_far_beyond_the_chunk_cap_is_parsed_only_as_far_as_the_cap_can_reach():
+    """With a raised max_file_bytes, a huge note costs what its first max_chunks chunks cost."""
+    from groove.corpus.markdown import parse_note
+
+    text = "A line of an enormous note, over and over again.\n" * 400_000  # 20 MB
+    seen = {"chars": 0}
+
+    def counting(t: str) -> int:
+        seen["chars"] += len(t)
+        return len(t.split())
+
+    note = parse_note(text, stem="x", max_tokens=64, count_tokens=counting, max_chunks=10)
+    assert len(note.chunks) == 10
+    assert seen["chars"] <= 10 * 64 * 16 * 3  # the head the cap can reach, not 20 MB
+    (warning,) = note.warnings
+    assert warning.startswith("cut: the note makes more than ") and "lines 61-400000 (19597060 bytes)" in warning  # 6 lines a chunk
+
+
+def test_a_head_that_cannot_fill_the_chunk_cap_falls_back_to_the_whole_note():
+    from groove.corpus.markdown import parse_note
+
+    text = "word\n" + " " * 50_000 + "\nlast words here\n"  # whitespace: the head holds one chunk only
+    note = parse_note(text, stem="x", max_tokens=8, min_chunk_tokens=0, count_tokens=lambda t: len(t.split()),
+                      max_chunks=2)
+    assert "".join(c.content for c in note.chunks) == text and note.warnings == ()

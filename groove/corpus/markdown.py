@@ -60,7 +60,9 @@ The rules, in the order they are applied:
    that has a body, else by its first part.
 6. **Limits.** ``max_chunks`` keeps the first that many chunks of a note and
    ``max_frontmatter_bytes`` leaves a larger frontmatter block unread; each
-   cut is a warning saying what was left out (``[index] max_chunks_per_file``,
+   cut is a warning saying what was left out (a note far larger than the cap
+   can fill is parsed only up to ``max_chunks x max_tokens x 16`` characters,
+   so a 50 MB note costs what that head costs) (``[index] max_chunks_per_file``,
    ``max_frontmatter_bytes``). Chunking costs a few token counts per chunk,
    linear in the note. A long word (``LONG_WORD_CHARS`` = 100 or more
    characters with no whitespace or CJK in it: a hash, base64, a pasted blob)
@@ -92,7 +94,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from groove.corpus.blocks import structure
+from groove.corpus.blocks import Structure, structure
 from groove.corpus.chunking import Chunk, TokenCounter, chunk_body, embed_text, estimate_tokens
 from groove.corpus.frontmatter import date_from, split_frontmatter, tags_from, title_from
 
@@ -116,6 +118,11 @@ class ParsedNote:
     frontmatter: dict[str, Any] = field(hash=False)  # every key, JSON-serialisable
     warnings: tuple[str, ...] = ()
     chunks: tuple[Chunk, ...] = ()
+
+
+# More characters per token than real text ever has (English is about 4, code and long
+# runs of punctuation under 16); bounds how much of a huge note the chunk cap can use.
+_CHARS_PER_TOKEN_BOUND = 16
 
 
 def normalise_text(text: str) -> str:
@@ -155,27 +162,44 @@ def parse_note(
     tags = tags_from(front.get("tags")) if front else ()
     date = date_from(front.get("date"), warnings) if front else None
 
-    struct = structure(body)
+    def chunk(text: str, struct: Structure, title: str) -> tuple[Chunk, ...]:
+        return chunk_body(
+            text,
+            struct,
+            title=title,
+            body_first_line=body_first_line,
+            split_levels=split_levels,
+            max_tokens=max_tokens,
+            min_chunk_tokens=min_chunk_tokens,
+            count_tokens=count_tokens,
+        )
+
+    # A note far larger than its chunk cap can fill is parsed only as far as the cap can reach:
+    # a chunk holds at most max_tokens tokens, and real text has far fewer than
+    # _CHARS_PER_TOKEN_BOUND characters per token. Should the head not fill the cap
+    # (a flood of whitespace), the whole body is parsed after all.
+    head = body
+    if max_chunks is not None and len(body) > max_chunks * max_tokens * _CHARS_PER_TOKEN_BOUND:
+        limit = max_chunks * max_tokens * _CHARS_PER_TOKEN_BOUND
+        head = body[: body.rfind("\n", 0, limit) + 1 or limit]
+    struct = structure(head)
     if not title:
         title = next((h.text for h in struct.headings if h.level == 1 and h.text), "") or stem
-
-    chunks = chunk_body(
-        body,
-        struct,
-        title=title,
-        body_first_line=body_first_line,
-        split_levels=split_levels,
-        max_tokens=max_tokens,
-        min_chunk_tokens=min_chunk_tokens,
-        count_tokens=count_tokens,
-    )
+    chunks = chunk(head, struct, title)
+    if head is not body and len(chunks) <= max_chunks:  # type: ignore[operator]
+        head = body
+        chunks = chunk(body, structure(body), title)
     if max_chunks is not None and len(chunks) > max_chunks:
-        chunks, cut = chunks[:max_chunks], chunks[max_chunks:]
-        cut_bytes = sum(len(c.content.encode("utf-8", "surrogatepass")) for c in cut)
+        made = f"{len(chunks)}" if head is body else "more than " + f"{len(chunks)}"
+        chunks = chunks[:max_chunks]
+        kept = sum(len(c.content) for c in chunks)
+        first_left = body_first_line + body.count("\n", 0, kept)
+        last = body_first_line + body.rstrip("\n").count("\n")
+        cut_bytes = len(body[kept:].encode("utf-8", "surrogatepass"))
         warnings.append(
-            f"cut: the note makes {len(chunks) + len(cut)} chunks, more than max_chunks_per_file {max_chunks}; "
-            f"indexed the first {max_chunks} (to line {chunks[-1].end_line}); lines {cut[0].start_line}-"
-            f"{cut[-1].end_line} ({cut_bytes} bytes) are not searchable. Split the note, or raise "
+            f"cut: the note makes {made} chunks, more than max_chunks_per_file {max_chunks}; "
+            f"indexed the first {max_chunks} (to line {chunks[-1].end_line}); lines {first_left}-"
+            f"{last} ({cut_bytes} bytes) are not searchable. Split the note, or raise "
             "[index] max_chunks_per_file"
         )
     return ParsedNote(
