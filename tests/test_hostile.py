@@ -399,3 +399,15 @@ def test_a_head_that_cannot_fill_the_chunk_cap_falls_back_to_the_whole_note():
     note = parse_note(text, stem="x", max_tokens=8, min_chunk_tokens=0, count_tokens=lambda t: len(t.split()),
                       max_chunks=2)
     assert "".join(c.content for c in note.chunks) == text and note.warnings == ()
+
+
+def test_a_folder_whose_name_is_not_utf8_is_reported_and_the_rest_indexes(kb, make_settings):
+    write(kb / "top.md", "# Top\n\ntopword\n")
+    bad = kb / os.fsdecode(b"dir\xfe")
+    bad.mkdir()
+    (bad / "inside.md").write_text("# Inside\n\ninsideword\n", encoding="utf-8")
+    settings = make_settings(kb)
+    summary = index(settings)
+    assert documents(settings) == {"top.md"}
+    assert summary["kept_unreadable"] == [{"path": "dir\\xfe/", "reason": "folder name is not valid UTF-8; rename "
+                                           "the folder to index what it holds; nothing under it is indexed"}]

@@ -155,7 +155,9 @@ def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> S
             if is_dir:
                 if name_problem(name) is not None:
                     if not ignore.dir_ignored(printable(rel)):
-                        result.unreadable_dirs[printable(rel)] = f"folder {name_problem(name)}"
+                        problem = (name_problem(name) or "").replace("file name", "folder name").replace(
+                            "rename the file to index it", "rename the folder to index what it holds")
+                        result.unreadable_dirs[printable(rel)] = problem
                     continue
                 if not ignore.dir_ignored(rel):
                     subdirs.append(rel)
