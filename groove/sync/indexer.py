@@ -116,7 +116,7 @@ class Indexer:
     def _keep_unreadable(self, unreadable: dict[str, str], gone: set[str]) -> dict[str, str]:
         """Folders that could not be listed: their indexed notes stay (taken out of `gone`).
 
-        Returns {folder/: reason} to record and report; the notes kept are named in the reason.
+        Returns {folder/: reason} to record and report; the reason counts the notes kept.
         """
         out: dict[str, str] = {}
         for folder, reason in sorted(unreadable.items()):
