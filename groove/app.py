@@ -151,7 +151,14 @@ class Index:
                                      switch=True)
         self.wconn = await db.connect(self.path)
         # Chunks are cut for the configured model: it is the one that stays.
-        self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder)
+        try:
+            self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder)
+        except BaseException:
+            # e.g. a .grooveignore that is a FIFO: say so and exit, instead of an open connection's
+            # thread keeping the process alive after the error
+            await self.wconn.close()
+            self.wconn = None
+            raise
         if switch is None:
             self.embedding = self._queue(self.embedder)
         else:

@@ -49,6 +49,8 @@ class IndexSettings(_Section):
     exclude_dirs: list[str] = Field(default_factory=list, description="folder names never scanned")
     extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown"])
     max_file_bytes: int = Field(2_000_000, ge=1, description="larger files are skipped with a reason")
+    max_chunks_per_file: int = Field(2_000, ge=1, description="a note's chunks past this many are not indexed (reported)")
+    max_frontmatter_bytes: int = Field(65_536, ge=0, description="a larger frontmatter block is not read (reported)")
 
 
 class OpenAIEmbeddingSettings(_Section):

@@ -1,4 +1,4 @@
-"""Chunking: a note's body and its block structure -> heading-sized chunks (rules 3-6 in markdown.py).
+"""Chunking: a note's body and its block structure -> heading-sized chunks (rules 3-5 and 7 in markdown.py).
 
 Works on character offsets into the body and line numbers from blocks.py, so
 the Markdown is parsed once per note. Sizes are `count_tokens(embed_text(piece))`
@@ -66,18 +66,63 @@ def embed_text(content: str) -> str:
     return content.strip()
 
 
+# A run of this many characters with neither whitespace nor CJK in it is a
+# "long word" (a hash, base64, a pasted blob, a URL without separators). Such a
+# run counts one token per character and is not handed to the tokenizer:
+# WordPiece turns any word over 100 characters into a single [UNK] (so its
+# count would hide the run's size), and a SentencePiece tokenizer reads random
+# letters at about 35 KB/s (a 1.9 MB note of them would take a minute for
+# every pass). One token per character is an upper bound for every tokenizer
+# groove uses on such text, so a piece that fits really fits.
+LONG_WORD_CHARS = 100
+_LONG_WORD = re.compile(
+    "[^\\s\u3000-\u303f\u3040-\u309f\u30a0-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]{%d,}" % LONG_WORD_CHARS
+)
+
+
+def size_of(text: str, count: TokenCounter) -> int:
+    """The size of an embedded text: `count(text)`, long words counted one token per character.
+
+    With long words, the text between them is counted piece by piece (`count`
+    may cache those pieces: they recur in every cut of the same text) and
+    added: token counts are additive across whitespace for the tokenizers
+    groove uses, up to a token where a long word touches its neighbours.
+    """
+    if len(text) < LONG_WORD_CHARS:
+        return count(text)
+    runs = [m.span() for m in _LONG_WORD.finditer(text)]
+    if not runs:
+        return count(text)
+    cost, at = 0, 0
+    for a, b in [*runs, (len(text), len(text))]:
+        between = text[at:a].strip()
+        if between:
+            cost += count(between)
+        cost += b - a
+        at = b
+    return cost
+
+
 class _Sizer:
-    """`count_tokens(embed_text(text))`, counted once per distinct embedded text."""
+    """`size_of(embed_text(text))`, counted once per distinct embedded text."""
 
     def __init__(self, count: TokenCounter) -> None:
         self.count = count
         self.cache: dict[str, int] = {}
+        self.between: dict[str, int] = {}  # texts between long words, counted once
+
+    def _count_between(self, text: str) -> int:
+        size = self.between.get(text)
+        if size is None:
+            size = self.between[text] = self.count(text)
+        return size
 
     def __call__(self, text: str) -> int:
         key = embed_text(text)
         size = self.cache.get(key)
         if size is None:
-            size = self.cache[key] = self.count(key)
+            size = self.cache[key] = size_of(key, self._count_between)
         return size
 
 
@@ -245,6 +290,8 @@ class _Splitter:
                 len(parts) - i,
                 lambda k: self.fits(joined[ends[start] : ends[start + k]]),
                 guess=max(1, guess),
+                # the next part did not fit by the sum of sizes: a guess that fits is the answer
+                trust=lambda k: True,
             )
             out.append((parts[i][0], joined[ends[i] : ends[i + n]]))
             i += n
@@ -261,17 +308,25 @@ class _Splitter:
         out = []
         start = 0
         while start < len(text):
-            n = _longest_prefix(len(text) - start, lambda k: self.fits(text[start : start + k]), guess=guess)
+            n = _longest_prefix(
+                len(text) - start,
+                lambda k: self.fits(text[start : start + k]),
+                guess=guess,
+                # a guess that fits and fills the window to 90 % is taken as it is: one count a piece
+                trust=lambda k: self.size(text[start : start + k]) * 10 >= self.max * 9,
+            )
             out.append((offset + start, text[start : start + n]))
             start += n
         return out
 
 
-def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1) -> int:
+def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1,
+                    trust: Callable[[int], bool] | None = None) -> int:
     """The largest k in 1..n with fits(k), assuming fits is monotone; at least 1.
 
-    Starts at `guess` (checked first: a good guess costs two calls), gallops up
-    from there and then bisects, so the cost follows the answer, not n.
+    Starts at `guess` (checked first: a good guess costs two calls, or one when
+    `trust(guess)` says a guess that fits is good enough), gallops up from there
+    and then bisects, so the cost follows the answer, not n.
     """
     guess = min(max(guess, 1), n)
     if guess > 1 and not fits(guess):
@@ -282,6 +337,8 @@ def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1) -> int:
         return 1
     if guess == n:
         return n
+    if trust is not None and trust(guess):
+        return guess
     lo, step = guess, 1
     hi = lo + step  # the guess usually is the answer: check one more first
     while True:
@@ -335,18 +392,40 @@ def _split_sentences(offset: int, text: str) -> list[tuple[int, str]]:
 # Merging and chunk building
 
 
-def _merge_tiny(pieces: list[_Piece], size: _Sizer, max_tokens: int, min_tokens: int) -> list[_Piece]:
+def _merge_tiny(pieces: list[_Piece], size: _Sizer, max_tokens: int, min_tokens: int,
+                exact: bool = False) -> list[_Piece]:
+    """Join tiny pieces to a neighbour (rule 5).
+
+    A joined piece's size is taken as the sum of its parts' (token counts are
+    close to additive across the line ends where pieces meet), so a run of
+    tiny pieces costs no counting; the caller checks every merged piece once
+    and merges again with `exact` counts when a sum was wrong.
+    """
+    sums: dict[_Piece, int] = {}
+
+    def sz(p: _Piece) -> int:
+        known = sums.get(p)
+        return known if known is not None else size(p.text)
+
     def tiny(p: _Piece) -> bool:
-        return not p.text.strip() or size(p.text) < min_tokens
+        return not p.text.strip() or sz(p) < min_tokens
 
     def fits(a: _Piece, b: _Piece) -> bool:
-        return size(a.text + b.text) <= max_tokens
+        if exact:
+            return size(a.text + b.text) <= max_tokens
+        return sz(a) + sz(b) <= max_tokens
+
+    def join(a: _Piece, b: _Piece) -> _Piece:
+        joined = _join(a, b)
+        if not exact:
+            sums[joined] = sz(a) + sz(b)
+        return joined
 
     out: list[_Piece] = []
     carry: _Piece | None = None
     for i, piece in enumerate(pieces):
         if carry is not None:
-            piece = _join(carry, piece)
+            piece = join(carry, piece)
             carry = None
         if not tiny(piece):
             out.append(piece)
@@ -356,7 +435,7 @@ def _merge_tiny(pieces: list[_Piece], size: _Sizer, max_tokens: int, min_tokens:
         if not piece.has_body and fits_next:
             carry = piece
         elif out and fits(out[-1], piece):
-            out[-1] = _join(out[-1], piece)
+            out[-1] = join(out[-1], piece)
         elif fits_next:
             carry = piece
         else:
@@ -415,7 +494,7 @@ def chunk_body(
     min_chunk_tokens: int,
     count_tokens: TokenCounter,
 ) -> tuple[Chunk, ...]:
-    """The chunks of a body whose block structure is `struct` (rules 3-6 in markdown.py)."""
+    """The chunks of a body whose block structure is `struct` (rules 3-5 and 7 in markdown.py)."""
     if not body.strip():
         return ()
     lines = split_lines(body)
@@ -435,4 +514,6 @@ def chunk_body(
     for section in _sections(lines, offsets, struct, split_levels, title):
         pieces.extend(splitter.pieces(section))
     merged = _merge_tiny(pieces, size, max_tokens, min_chunk_tokens)
+    if any(size(p.text) > max_tokens for p in merged):  # a sum of sizes was wrong: count every join
+        merged = _merge_tiny(pieces, size, max_tokens, min_chunk_tokens, exact=True)
     return _build_chunks(merged, body_first_line, size)

@@ -22,8 +22,12 @@ _MAX_FRONTMATTER_VALUES = 10_000
 _MAX_FRONTMATTER_DEPTH = 64
 
 
-def split_frontmatter(text: str, warnings: list[str]) -> tuple[dict[str, Any], str, int]:
-    """Return (frontmatter, body, 1-based line number where the body starts)."""
+def split_frontmatter(text: str, warnings: list[str], max_bytes: int | None = None) -> tuple[dict[str, Any], str, int]:
+    """Return (frontmatter, body, 1-based line number where the body starts).
+
+    A frontmatter block of more than `max_bytes` (UTF-8) is not parsed: a warning
+    says so and the body after it is indexed.
+    """
     first_end = text.find("\n")
     first = text if first_end < 0 else text[:first_end]
     if first.rstrip() != "---":
@@ -54,6 +58,15 @@ def split_frontmatter(text: str, warnings: list[str]) -> tuple[dict[str, Any], s
     body = "" if close_end < 0 else text[close_end + 1 :]
     body_first_line = line_no + 1
 
+    if max_bytes is not None and len(yaml_text) > max_bytes // 4:
+        size = len(yaml_text.encode("utf-8", "surrogatepass"))
+        if size > max_bytes:
+            warnings.append(
+                f"cut: frontmatter is {size} bytes, more than max_frontmatter_bytes {max_bytes}; "
+                "its keys (title, tags, date) were not read, the body was indexed. Shorten it, "
+                "or raise [index] max_frontmatter_bytes"
+            )
+            return {}, body, body_first_line
     try:
         data = yaml.safe_load(yaml_text)
     except yaml.MarkedYAMLError as exc:

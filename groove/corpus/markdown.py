@@ -58,9 +58,23 @@ The rules, in the order they are applied:
    had room for.
    A merged chunk is labelled (heading, level, context) by its first part
    that has a body, else by its first part.
-6. **No bytes lost.** ``"".join(c.content for c in chunks)`` equals the
+6. **Limits.** ``max_chunks`` keeps the first that many chunks of a note and
+   ``max_frontmatter_bytes`` leaves a larger frontmatter block unread; each
+   cut is a warning saying what was left out (a note far larger than the cap
+   can fill is parsed only up to ``max_chunks x max_tokens x 16`` characters,
+   so a 50 MB note costs what that head costs) (``[index] max_chunks_per_file``,
+   ``max_frontmatter_bytes``). Chunking costs a few token counts per chunk,
+   linear in the note. A long word (``LONG_WORD_CHARS`` = 100 or more
+   characters with no whitespace or CJK in it: a hash, base64, a pasted blob)
+   counts one token per character, an upper bound, without asking the
+   tokenizer (whose one ``[UNK]`` for it would hide its size, or which would
+   take a minute over a 1.9 MB note of them), so it is cut like any other
+   oversized text and its chunks carry that count.
+7. **No bytes lost.** ``"".join(c.content for c in chunks)`` equals the
    normalised body (the text after the frontmatter), unless that body is
-   whitespace only, which yields no chunks at all. No chunk is whitespace
+   whitespace only, which yields no chunks at all, or ``max_chunks`` cut it
+   (rule 6: then it is the start of the body, and the warning says which
+   lines are left). No chunk is whitespace
    only: blank lines travel with the text before them (leading ones with the
    first chunk).
 
@@ -80,7 +94,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from groove.corpus.blocks import structure
+from groove.corpus.blocks import Structure, structure
 from groove.corpus.chunking import Chunk, TokenCounter, chunk_body, embed_text, estimate_tokens
 from groove.corpus.frontmatter import date_from, split_frontmatter, tags_from, title_from
 
@@ -106,6 +120,11 @@ class ParsedNote:
     chunks: tuple[Chunk, ...] = ()
 
 
+# More characters per token than real text ever has (English is about 4, code and long
+# runs of punctuation under 16); bounds how much of a huge note the chunk cap can use.
+_CHARS_PER_TOKEN_BOUND = 16
+
+
 def normalise_text(text: str) -> str:
     """Drop a leading BOM and turn CRLF and lone CR into LF.
 
@@ -124,6 +143,8 @@ def parse_note(
     max_tokens: int = 256,
     min_chunk_tokens: int = 32,
     count_tokens: TokenCounter = estimate_tokens,
+    max_chunks: int | None = None,
+    max_frontmatter_bytes: int | None = None,
 ) -> ParsedNote:
     """Parse one Markdown note into metadata and chunks (see the module doc)."""
     if not 0 <= split_levels <= 6:
@@ -135,26 +156,52 @@ def parse_note(
 
     normalised = normalise_text(text)
     warnings: list[str] = []
-    front, body, body_first_line = split_frontmatter(normalised, warnings)
+    front, body, body_first_line = split_frontmatter(normalised, warnings, max_bytes=max_frontmatter_bytes)
 
     title = title_from(front.get("title")) if front else ""
     tags = tags_from(front.get("tags")) if front else ()
     date = date_from(front.get("date"), warnings) if front else None
 
-    struct = structure(body)
+    def chunk(text: str, struct: Structure, title: str) -> tuple[Chunk, ...]:
+        return chunk_body(
+            text,
+            struct,
+            title=title,
+            body_first_line=body_first_line,
+            split_levels=split_levels,
+            max_tokens=max_tokens,
+            min_chunk_tokens=min_chunk_tokens,
+            count_tokens=count_tokens,
+        )
+
+    # A note far larger than its chunk cap can fill is parsed only as far as the cap can reach:
+    # a chunk holds at most max_tokens tokens, and real text has far fewer than
+    # _CHARS_PER_TOKEN_BOUND characters per token. Should the head not fill the cap
+    # (a flood of whitespace), the whole body is parsed after all.
+    head = body
+    if max_chunks is not None and len(body) > max_chunks * max_tokens * _CHARS_PER_TOKEN_BOUND:
+        limit = max_chunks * max_tokens * _CHARS_PER_TOKEN_BOUND
+        head = body[: body.rfind("\n", 0, limit) + 1 or limit]
+    struct = structure(head)
     if not title:
         title = next((h.text for h in struct.headings if h.level == 1 and h.text), "") or stem
-
-    chunks = chunk_body(
-        body,
-        struct,
-        title=title,
-        body_first_line=body_first_line,
-        split_levels=split_levels,
-        max_tokens=max_tokens,
-        min_chunk_tokens=min_chunk_tokens,
-        count_tokens=count_tokens,
-    )
+    chunks = chunk(head, struct, title)
+    if head is not body and len(chunks) <= max_chunks:  # type: ignore[operator]
+        head = body
+        chunks = chunk(body, structure(body), title)
+    if max_chunks is not None and len(chunks) > max_chunks:
+        made = f"{len(chunks)}" if head is body else "more than " + f"{len(chunks)}"
+        chunks = chunks[:max_chunks]
+        kept = sum(len(c.content) for c in chunks)
+        first_left = body_first_line + body.count("\n", 0, kept)
+        last = body_first_line + body.rstrip("\n").count("\n")
+        cut_bytes = len(body[kept:].encode("utf-8", "surrogatepass"))
+        warnings.append(
+            f"cut: the note makes {made} chunks, more than max_chunks_per_file {max_chunks}; "
+            f"indexed the first {max_chunks} (to line {chunks[-1].end_line}); lines {first_left}-"
+            f"{last} ({cut_bytes} bytes) are not searchable. Split the note, or raise "
+            "[index] max_chunks_per_file"
+        )
     return ParsedNote(
         title=title,
         tags=tags,

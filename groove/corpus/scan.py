@@ -3,18 +3,35 @@
 Skips `.git`, `.obsidian` and the configured `exclude_dirs`; honours a
 `.grooveignore` at the top of the folder (gitignore syntax, via pathspec);
 never follows a symlink out of the folder (symlinked folders are not
-followed at all, which also rules out loops). Files too large, binary or
-unreadable are reported as skipped with a reason, never silently dropped.
+followed at all, which also rules out loops). Nothing that cannot be indexed
+is dropped silently: every such file is reported as skipped with a reason:
+
+- a file name that is not valid UTF-8, or holds a control character such as a
+  newline (reported under a printable name, ``bad\\xff.md``: rename the file);
+- a symlink loop, a dangling symlink, a symlink out of the folder;
+- anything that is not a regular file (a FIFO, a device, a folder named ``x.md``);
+- a file larger than ``max_file_bytes``, binary bytes, text that is not UTF-8
+  (UTF-16 with a byte-order mark is decoded), a file that cannot be opened.
+
+A folder that cannot be listed is reported in ``ScanResult.unreadable_dirs``:
+the indexer keeps the notes it already has under it, with a warning, until
+the folder is readable again or gone.
+
+A note is opened without blocking and checked on the open descriptor
+(``fstat``: regular file, size), so a FIFO or a device swapped in after the
+scan can never hang the reader.
 """
 
 from __future__ import annotations
 
+import codecs
+import errno
 import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import pathspec
 
@@ -26,6 +43,11 @@ log = get_logger("groove.scan")
 
 ALWAYS_SKIPPED_DIRS = frozenset({".git", ".obsidian", ".trash", ".hg", ".svn", "node_modules", ".venv"})
 IGNORE_FILE = ".grooveignore"
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+
+#: How notes are opened (``os.open``); tests replace it to inject faults such as EACCES.
+open_fd: Callable[[str | os.PathLike, int], int] = os.open
 
 
 @dataclass(frozen=True)
@@ -40,6 +62,25 @@ class FileInfo:
 class ScanResult:
     files: dict[str, FileInfo] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)   # rel -> reason
+    unreadable_dirs: dict[str, str] = field(default_factory=dict)  # rel folder ('' = the top) -> reason
+
+
+def printable(name: str) -> str:
+    """A file name as text that can be stored and shown: undecodable bytes as \\xNN, control characters escaped."""
+    raw = os.fsencode(name)
+    text = raw.decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def name_problem(name: str) -> str | None:
+    """Why a file name cannot be indexed as it is, or None if it can."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return "file name is not valid UTF-8; rename the file to index it"
+    if any(not ch.isprintable() and ch != " " for ch in name):
+        return "file name contains a control character (such as a newline); rename the file to index it"
+    return None
 
 
 class Ignore:
@@ -85,21 +126,48 @@ class Ignore:
 
 
 def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> ScanResult:
-    """Every wanted note under `root` (or only under `root/subdir`); `root` is resolved (Settings.require_kb)."""
+    """Every wanted note under `root` (or only under `root/subdir`); `root` is resolved (Settings.require_kb).
+
+    Never raises for what it finds: names, links and folders it cannot use are
+    reported in the result (see the module doc).
+    """
     result = ScanResult()
-    start = root / subdir if subdir else root
-    for dirpath, dirnames, filenames in os.walk(start, followlinks=False, onerror=None):
-        base = Path(dirpath)
-        rel_base = base.relative_to(root).as_posix()
-        rel_base = "" if rel_base == "." else rel_base
-        keep = []
-        for d in sorted(dirnames):
-            rel_d = f"{rel_base}/{d}" if rel_base else d
-            if not ignore.dir_ignored(rel_d):
-                keep.append(d)
-        dirnames[:] = keep
-        for name in sorted(filenames):
+    stack = [subdir]
+    while stack:
+        rel_base = stack.pop()
+        base = root / rel_base if rel_base else root
+        try:
+            with os.scandir(base) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            result.unreadable_dirs[printable(rel_base)] = f"folder cannot be read: {exc.strerror}"
+            continue
+        subdirs = []
+        for entry in entries:
+            name = entry.name
             rel = f"{rel_base}/{name}" if rel_base else name
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                if name_problem(name) is not None:
+                    if not ignore.dir_ignored(printable(rel)):
+                        problem = (name_problem(name) or "").replace("file name", "folder name").replace(
+                            "rename the file to index it", "rename the folder to index what it holds")
+                        result.unreadable_dirs[printable(rel)] = problem
+                    continue
+                if not ignore.dir_ignored(rel):
+                    subdirs.append(rel)
+                continue
+            problem = name_problem(name)
+            if problem is not None:
+                shown = printable(rel)
+                if ignore.file_wanted(shown):
+                    result.skipped[shown] = problem
+                continue
             if not ignore.file_wanted(rel):
                 continue
             info, reason = stat_note(root, rel, max_file_bytes)
@@ -107,51 +175,122 @@ def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> S
                 result.files[rel] = info
             elif reason:
                 result.skipped[rel] = reason
+        stack.extend(reversed(subdirs))
     return result
 
 
 def stat_note(root: Path, rel: str, max_file_bytes: int) -> tuple[FileInfo | None, str | None]:
     """Stat one candidate note. Returns (info, None), (None, reason) or (None, None) if gone."""
+    problem = name_problem(rel)
+    if problem is not None:
+        return None, problem
     path = root / rel
     try:
-        st = path.lstat()
-        if stat.S_ISLNK(st.st_mode):
-            target = path.resolve()
-            try:
-                target.relative_to(root)
-            except ValueError:
-                return None, "symlink pointing outside the notes folder"
-            st = target.stat()
-        if not stat.S_ISREG(st.st_mode):
-            return None, "not a regular file"
+        st = os.lstat(path)
     except FileNotFoundError:
         return None, None
     except OSError as exc:
         return None, f"cannot stat: {exc.strerror}"
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            try:
+                target = os.readlink(path)
+            except OSError:
+                target = "?"
+            return None, f"dangling symlink (its target {printable(target)} does not exist)"
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return None, "symlink loop (the link points back at itself)"
+            return None, f"cannot follow symlink: {exc.strerror}"
+        real = Path(os.path.realpath(path))
+        try:
+            real.relative_to(root)
+        except ValueError:
+            return None, "symlink pointing outside the notes folder"
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"not a regular file ({_kind(st.st_mode)})"
     if st.st_size > max_file_bytes:
         return None, f"too large ({st.st_size} bytes > max_file_bytes {max_file_bytes})"
     return FileInfo(rel=rel, path=path, size=st.st_size, mtime_ns=st.st_mtime_ns), None
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a plain file"
 
 
 class NoteReadError(GrooveError):
     """A note that cannot be indexed; the message is the skip reason."""
 
 
-def read_note(info: FileInfo, max_file_bytes: int) -> tuple[str, str]:
-    """Read and decode one note. Returns (text, sha256 of the bytes)."""
+def read_bytes(path: Path, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`, opened without blocking.
+
+    FileNotFoundError if it is gone; NoteReadError (the reason) if it is not a
+    regular file, too large, or cannot be read. Never reads more than
+    max_bytes + 1 bytes, so a file that grows while it is read costs no more.
+    """
     try:
-        with open(info.path, "rb") as fh:
-            data = fh.read(max_file_bytes + 1)
+        fd = open_fd(path, _OPEN_FLAGS)
     except FileNotFoundError:
         raise
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NoteReadError("symlink loop (the link points back at itself)") from exc
         raise NoteReadError(f"unreadable: {exc.strerror}") from exc
-    if len(data) > max_file_bytes:
-        raise NoteReadError(f"too large (> max_file_bytes {max_file_bytes})")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NoteReadError(f"not a regular file ({_kind(st.st_mode)})")
+        if st.st_size > max_bytes:
+            raise NoteReadError(f"too large ({st.st_size} bytes > max_file_bytes {max_bytes})")
+        chunks = []
+        left = max_bytes + 1
+        while left > 0:
+            block = os.read(fd, min(left, 1 << 20))
+            if not block:
+                break
+            chunks.append(block)
+            left -= len(block)
+    except OSError as exc:
+        raise NoteReadError(f"unreadable: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise NoteReadError(f"too large (grew past max_file_bytes {max_bytes} while being read)")
+    return data
+
+
+def decode_note(data: bytes) -> str:
+    """Note bytes -> text: UTF-8 (a BOM is kept for normalise_text to drop), or UTF-16 with a BOM."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) and not data.startswith(codecs.BOM_UTF32_LE):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise NoteReadError(
+                f"UTF-16 text (it starts with a UTF-16 byte-order mark) with an invalid sequence at offset {exc.start}; "
+                "save it as UTF-8"
+            ) from exc
     if b"\x00" in data[:8192]:
         raise NoteReadError("binary file (NUL bytes)")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise NoteReadError(f"not UTF-8 text (invalid byte at offset {exc.start})") from exc
+        raise NoteReadError(f"not UTF-8 text (invalid byte at offset {exc.start}); save it as UTF-8") from exc
+
+
+def read_note(info: FileInfo, max_file_bytes: int) -> tuple[str, str]:
+    """Read and decode one note. Returns (text, sha256 of the bytes)."""
+    data = read_bytes(info.path, max_file_bytes)
+    text = decode_note(data)
     return text, hashlib.sha256(data).hexdigest()

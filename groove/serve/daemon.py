@@ -386,6 +386,7 @@ class Daemon:
             index_path=self.index_path,
             stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
             on_state=self._set_watch_state,
+            on_lost=lambda: self._changes_send.send(FULL),  # a batch watchfiles could not decode
         )
 
     async def _periodic_loop(self) -> None:

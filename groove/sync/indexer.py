@@ -20,7 +20,7 @@ import anyio
 
 from groove.config import IndexSettings
 from groove.corpus.markdown import parse_note
-from groove.corpus.scan import FileInfo, Ignore, NoteReadError, read_note, scan, stat_note
+from groove.corpus.scan import FileInfo, Ignore, NoteReadError, name_problem, printable, read_note, scan, stat_note
 from groove.embed.embedder import Embedder
 from groove.logs import get_logger
 from groove.store import writer
@@ -44,12 +44,25 @@ class ReconcileStats:
     seconds: float = 0.0
     changed_paths: list[str] = field(default_factory=list)
     deleted_paths: list[str] = field(default_factory=list)
+    skipped_files: dict[str, str] = field(default_factory=dict)  # rel -> reason, this pass
+    note_warnings: dict[str, list[str]] = field(default_factory=dict)  # rel -> warnings of notes indexed this pass
+    kept_unreadable: dict[str, str] = field(default_factory=dict)  # folder -> reason; its notes stay indexed
 
-    def to_dict(self) -> dict:
+    DETAILS = ("skipped_files", "note_warnings", "kept_unreadable")
+
+    def to_dict(self, details: bool = False) -> dict:
+        """The counts; with `details`, also which files were skipped, warned about or kept, and why."""
         d = asdict(self)
         d.pop("changed_paths")
         d.pop("deleted_paths")
         d["seconds"] = round(self.seconds, 3)
+        if not details:
+            for key in self.DETAILS:
+                d.pop(key)
+            return d
+        d["skipped_files"] = [{"path": p, "reason": r} for p, r in sorted(self.skipped_files.items())]
+        d["note_warnings"] = [{"path": p, "warnings": w} for p, w in sorted(self.note_warnings.items())]
+        d["kept_unreadable"] = [{"path": p, "reason": r} for p, r in sorted(self.kept_unreadable.items())]
         return d
 
 
@@ -72,6 +85,8 @@ class Indexer:
             max_tokens=self.embedder.max_tokens,
             min_chunk_tokens=self.settings.min_chunk_tokens,
             count_tokens=self.embedder.count_tokens,
+            max_chunks=self.settings.max_chunks_per_file,
+            max_frontmatter_bytes=self.settings.max_frontmatter_bytes,
         )
 
     async def _known(self) -> dict[str, tuple[int, int, int, str]]:
@@ -86,24 +101,62 @@ class Indexer:
         result = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.max_file_bytes)
         known = await self._known()
         gone = set(known) - set(result.files)
-        await writer.record_skipped(self.conn, result.skipped, replace_all=True)
+        kept = self._keep_unreadable(result.unreadable_dirs, gone)
+        previous = await self._skipped_before()
+        await writer.record_skipped(self.conn, {**result.skipped, **kept}, replace_all=True)
         gone -= set(result.skipped)  # record_skipped already removed their rows
-        stats = await self._reconcile(result.files, gone, known, progress)
+        stats = await self._reconcile(result.files, gone, known, progress, previous)
         stats.skipped += len(result.skipped)
-        for rel, reason in result.skipped.items():
-            log.warning("note_skipped", path=rel, reason=reason)
+        stats.skipped_files.update(result.skipped)
+        stats.kept_unreadable.update(kept)
+        self._log_skipped({**result.skipped, **kept}, previous)
         stats.seconds = time.perf_counter() - started
         return stats
+
+    def _keep_unreadable(self, unreadable: dict[str, str], gone: set[str]) -> dict[str, str]:
+        """Folders that could not be listed: their indexed notes stay (taken out of `gone`).
+
+        Returns {folder/: reason} to record and report; the reason counts the notes kept.
+        """
+        out: dict[str, str] = {}
+        for folder, reason in sorted(unreadable.items()):
+            prefix = f"{folder}/" if folder else ""
+            held = {p for p in gone if p.startswith(prefix)}
+            gone -= held
+            out[prefix or "./"] = (
+                f"{reason}; kept its {len(held)} indexed note(s) until it is readable again or gone"
+                if held else f"{reason}; nothing under it is indexed"
+            )
+        return out
+
+    async def _skipped_before(self) -> dict[str, str]:
+        cur = await self.conn.execute("SELECT path, reason FROM skipped")
+        return {r[0]: r[1] for r in await cur.fetchall()}
+
+    @staticmethod
+    def _log_skipped(skipped: dict[str, str], previous: dict[str, str]) -> None:
+        """One warning per skipped file whose reason is new (a reconcile every few minutes does not repeat it)."""
+        for rel, reason in sorted(skipped.items()):
+            if previous.get(rel) != reason:
+                log.warning("folder_unreadable" if rel.endswith("/") else "note_skipped", path=rel, reason=reason)
 
     async def reconcile_paths(self, rels: Iterable[str]) -> ReconcileStats:
         """Reconcile only the given paths (files or folders, relative to the notes folder)."""
         started = time.perf_counter()
         known = await self._known()
+        previous = await self._skipped_before()
         present: dict[str, FileInfo] = {}
         gone: set[str] = set()
         skipped: dict[str, str] = {}
+        kept: dict[str, str] = {}
         for rel in sorted(set(rels)):
             path = self.kb / rel
+            if name_problem(rel) is not None:
+                # A name that cannot be stored as text (not UTF-8, a newline): report it, index nothing.
+                shown = printable(rel)
+                if self.ignore.file_wanted(shown):
+                    skipped[shown] = name_problem(rel) or ""
+                continue
             if rel == ".grooveignore" or rel.endswith("/.grooveignore"):
                 # Ignore rules changed: everything may be in or out now.
                 return await self.reconcile_all()
@@ -115,7 +168,9 @@ class Indexer:
                 present.update(sub.files)
                 skipped.update(sub.skipped)
                 # Notes the index has under this folder that are no longer there.
-                gone |= {p for p in known if p.startswith(rel + "/") and p not in sub.files}
+                under = {p for p in known if p.startswith(rel + "/") and p not in sub.files and p not in sub.skipped}
+                kept.update(self._keep_unreadable(sub.unreadable_dirs, under))
+                gone |= under  # (a note skipped now loses its rows through record_skipped)
                 continue
             prefix_gone = {p for p in known if p.startswith(rel + "/")}
             if prefix_gone and not path.exists():
@@ -131,12 +186,13 @@ class Indexer:
                 skipped[rel] = reason
             elif rel in known:
                 gone.add(rel)
-        stats = await self._reconcile(present, gone, known, None)
-        if skipped:
-            await writer.record_skipped(self.conn, skipped, replace_all=False)
+        stats = await self._reconcile(present, gone, known, None, previous)
+        if skipped or kept:
+            await writer.record_skipped(self.conn, {**skipped, **kept}, replace_all=False)
             stats.skipped += len(skipped)
-            for rel, reason in skipped.items():
-                log.warning("note_skipped", path=rel, reason=reason)
+            stats.skipped_files.update(skipped)
+            stats.kept_unreadable.update(kept)
+            self._log_skipped({**skipped, **kept}, previous)
         stats.seconds = time.perf_counter() - started
         return stats
 
@@ -146,12 +202,14 @@ class Indexer:
         gone: set[str],
         known: dict[str, tuple[int, int, int, str]],
         progress: Progress | None,
+        previous: dict[str, str] | None = None,
     ) -> ReconcileStats:
         stats = ReconcileStats()
         gone_by_hash: dict[str, str] = {known[p][3]: p for p in sorted(gone)}
         skipped: dict[str, str] = {}
         total = len(present)
-        for n, (rel, info) in enumerate(sorted(present.items()), 1):
+        # Small files first: a note saved beside a huge one does not wait behind it.
+        for n, (rel, info) in enumerate(sorted(present.items(), key=lambda kv: (kv[1].size, kv[0])), 1):
             if progress:
                 progress("scan", n, total)
             entry = known.get(rel)
@@ -182,6 +240,8 @@ class Indexer:
             parsed = await anyio.to_thread.run_sync(self._chunk, text, stem)
             for warning in parsed.warnings:
                 log.warning("note_warning", path=rel, warning=warning)
+            if parsed.warnings:
+                stats.note_warnings[rel] = list(parsed.warnings)
             write = await writer.write_note(
                 self.conn, rel=rel, parsed=parsed, size=info.size, mtime_ns=info.mtime_ns,
                 file_hash=digest, doc_id=doc_id,
@@ -202,7 +262,7 @@ class Indexer:
         if skipped:
             await writer.record_skipped(self.conn, skipped, replace_all=False)
             stats.skipped += len(skipped)
-            for rel, reason in skipped.items():
-                log.warning("note_skipped", path=rel, reason=reason)
+            stats.skipped_files.update(skipped)
+            self._log_skipped(skipped, previous or {})
         await writer.set_meta(self.conn, "last_indexed_at", str(time.time()))
         return stats

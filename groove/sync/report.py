@@ -45,6 +45,9 @@ class IndexReport(BaseModel):
     seconds: float = Field(description="how long the call took")
     finished_at: str = Field(description="when it finished, ISO-8601 UTC")
     model_switch: dict | None = Field(None, description="the model switch this call finished (from, to, vectors), else null")
+    skipped_files: list[dict] = Field(default_factory=list, description="each file skipped, with its reason")
+    note_warnings: list[dict] = Field(default_factory=list, description="each note indexed with a warning (what was cut)")
+    kept_unreadable: list[dict] = Field(default_factory=list, description="notes kept under a folder that cannot be read now")
 
 
 def index_report(
@@ -77,6 +80,7 @@ def index_report(
         seconds=round(seconds, 3),
         finished_at=iso_time(time.time() if finished_at is None else finished_at) or "",
         model_switch=model_switch,
+        **{k: v for k, v in stats.to_dict(details=True).items() if k in type(stats).DETAILS},
     )
 
 
