@@ -197,8 +197,9 @@ class Index:
 
     # -- reading ------------------------------------------------------------------------
     async def search(self, req: SearchRequest, *, searcher: Searcher | None = None) -> dict[str, Any]:
-        async with self.reading() as conn:
-            return await (searcher or self.searcher).search(conn, req)
+        # The searcher takes a reader for the full-text half and another for the rest, and none
+        # while it waits for the query vector (decision 0008).
+        return await (searcher or self.searcher).search(self.reading, req)
 
     async def related(self, path: str, **kw: Any) -> dict[str, Any]:
         async with self.reading() as conn:

@@ -103,6 +103,7 @@ class Daemon:
         await self.open()
         try:
             async with anyio.create_task_group() as tg:
+                tg.start_soon(self.queries.warm_up)  # the model loads now, not at the first search
                 tg.start_soon(self._writer_loop)
                 for i in range(self.settings.embedding.workers):
                     tg.start_soon(self._embed_loop, i)

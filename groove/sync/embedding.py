@@ -22,7 +22,7 @@ import numpy as np
 
 from groove.embed.embedder import Embedder, EmbedderError
 from groove.logs import get_logger
-from groove.store import reads, writer
+from groove.store.interface import EmbeddingStore, SqliteEmbeddingStore
 
 log = get_logger(__name__)
 
@@ -31,6 +31,7 @@ RunEmbed = Callable[[Callable[[Sequence[str]], np.ndarray], Sequence[str]], Awai
 
 RETRY_FIRST_S = 1.0     # a set-aside text is first retried after this long
 RETRY_MAX_S = 300.0     # and never waits longer than this between tries
+LENGTH_WINDOW = 16      # `embed_pending` sorts this many batches of the queue by length at a time
 
 
 async def _on_thread(fn: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
@@ -50,14 +51,15 @@ class EmbedQueue:
 
     def __init__(
         self,
-        conn: aiosqlite.Connection,
+        conn: "aiosqlite.Connection | EmbeddingStore",
         embedder: Embedder,
         batch_size: int,
         *,
         run: RunEmbed = _on_thread,
         clock: Callable[[], float] = time.monotonic,
     ):
-        self.conn = conn
+        # The queue through the store's narrow interface (a SQLite connection is wrapped).
+        self.store: EmbeddingStore = SqliteEmbeddingStore(conn) if isinstance(conn, aiosqlite.Connection) else conn
         self.embedder = embedder
         self.batch_size = batch_size
         self.run = run
@@ -81,7 +83,7 @@ class EmbedQueue:
         nothing is due. With `strict`, a model that cannot load (EmbedderError) is raised."""
         async with self._fetch_lock:
             skip = self.inflight | self._set_aside()
-            batch = await writer.pending_batch(self.conn, self.batch_size, skip)
+            batch = await self.store.pending_batch(self.batch_size, skip)
             self.inflight.update(h for h, _ in batch)
         if not batch:
             return 0, 0
@@ -101,10 +103,8 @@ class EmbedQueue:
             return await self._failed(batch, strict, exc)
         except Exception as exc:  # noqa: BLE001 - one text the model cannot take must not stop the rest
             return await self._failed(batch, strict, exc)
-        await writer.store_vectors(self.conn, hashes, vectors)
-        for h in hashes:
-            if self.failing.pop(h, None) is not None:
-                log.info("embed_recovered", hash=h[:12])
+        await self.store.store_vectors(hashes, vectors)
+        self._recovered(hashes)
         return len(batch)
 
     async def _failed(self, batch: list[tuple[str, str]], strict: bool, exc: BaseException) -> int:
@@ -132,16 +132,63 @@ class EmbedQueue:
         }
 
     async def embed_pending(self, progress: Progress | None = None, limit: int | None = None) -> int:
-        """Embed every due pending text, batch by batch (`groove index`). Returns texts embedded."""
-        total = await reads.pending_count(self.conn)
+        """Embed every due pending text (`groove index`). Returns texts embedded.
+
+        The queue is read a window of `LENGTH_WINDOW` batches at a time and each window is
+        cut into batches of texts of similar length (a padding model pads a batch to its
+        longest text; the queue itself is in note order). Each batch's vectors are stored
+        while the next batch is encoded: the writer and the model work at the same time.
+        """
+        total = await self.store.pending_count()
         done = 0
-        while True:
-            fetched, embedded = await self.embed_batch(strict=True)
-            if not fetched:
-                break
-            done += embedded
-            if progress:
-                progress("embed", done, max(total, done))
-            if limit is not None and done >= limit:
-                break
+        send, recv = anyio.create_memory_object_stream[tuple[list[str], np.ndarray]](1)
+
+        async def store() -> None:
+            nonlocal done
+            async with recv:
+                async for hashes, vectors in recv:
+                    try:
+                        await self.store.store_vectors(hashes, vectors)
+                    finally:
+                        self.inflight.difference_update(hashes)
+                    self._recovered(hashes)
+                    done += len(hashes)
+                    if progress:
+                        progress("embed", done, max(total, done))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store)
+            async with send:
+                while limit is None or done < limit:
+                    async with self._fetch_lock:
+                        skip = self.inflight | self._set_aside()
+                        window = await self.store.pending_batch(self.batch_size * LENGTH_WINDOW, skip)
+                        self.inflight.update(h for h, _ in window)
+                    if not window:
+                        break
+                    for batch in by_length(window, self.batch_size):
+                        try:
+                            vectors = await self.run(self.embedder.embed_documents, [c for _, c in batch])
+                        except EmbedderError:
+                            self.inflight.difference_update(h for h, _ in window)
+                            raise
+                        except Exception as exc:  # noqa: BLE001 - split, find the text at fault, store the rest
+                            try:
+                                stored = await self._failed(batch, True, exc)
+                                done += stored  # after the await: the storer adds to `done` meanwhile
+                            finally:
+                                self.inflight.difference_update(h for h, _ in batch)
+                            continue
+                        await send.send(([h for h, _ in batch], vectors))
         return done
+
+    def _recovered(self, hashes: Sequence[str]) -> None:
+        for h in hashes:
+            if self.failing.pop(h, None) is not None:
+                log.info("embed_recovered", hash=h[:12])
+
+
+def by_length(items: Sequence[tuple[str, str]], size: int) -> list[list[tuple[str, str]]]:
+    """(hash, text) pairs cut into batches of `size` texts of similar length (shortest first)."""
+    ordered = sorted(items, key=lambda item: (len(item[1]), item[0]))
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
