@@ -222,8 +222,10 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
     done = root / "build.json"
     if done.exists() and not rebuild:
         return json.loads(done.read_text())
-    if root.exists():
-        shutil.rmtree(root)
+    if root.exists():  # a half-built copy: out of the way at once, removed in the background
+        aside = root.with_name(f"{root.name}.old-{time.time_ns()}")
+        root.rename(aside)
+        subprocess.Popen(["rm", "-rf", str(aside)])
     root.mkdir(parents=True)
     kb, index = root / "notes", root / "index.sqlite"
     t = time.perf_counter()
@@ -268,8 +270,12 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
             vecs = vectors.embed_documents(texts, vectors_dim)
             for c, text, vec in zip(rows.get(doc_id, []), texts, vecs):
                 h = _hashlib.sha256(text.encode()).hexdigest()
-                emb = con.execute("INSERT INTO embeddings(hash, created_at) VALUES (?, ?)", (h, now)).lastrowid
-                con.execute("INSERT INTO vec_embeddings(rowid, embedding) VALUES (?, ?)", (emb, vec.tobytes()))
+                row = con.execute("SELECT id FROM embeddings WHERE hash = ?", (h,)).fetchone()
+                if row is not None:  # the same text twice in the corpus: one vector, as groove stores it
+                    emb = row[0]
+                else:
+                    emb = con.execute("INSERT INTO embeddings(hash, created_at) VALUES (?, ?)", (h, now)).lastrowid
+                    con.execute("INSERT INTO vec_embeddings(rowid, embedding) VALUES (?, ?)", (emb, vec.tobytes()))
                 con.execute(
                     "INSERT INTO chunks(doc_id, ordinal, heading, level, context, content, start_line, end_line,"
                     " token_count, hash, embedding_id, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
