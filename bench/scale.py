@@ -227,6 +227,7 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
         root.rename(aside)
         subprocess.Popen(["rm", "-rf", str(aside)])
     root.mkdir(parents=True)
+    (root / "groove.toml").write_text("# benchmark: groove defaults\n", encoding="utf-8")
     kb, index = root / "notes", root / "index.sqlite"
     t = time.perf_counter()
     con = db.connect_sync(base["index"])
