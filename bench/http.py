@@ -72,20 +72,21 @@ def _free_port() -> int:
 class Server:
     """`groove serve --transport http` as a subprocess this bench owns."""
 
-    def __init__(self, config: Path, kb: Path, index: Path, log: Path, threads: int | None = None):
+    def __init__(self, config: Path, kb: Path, index: Path, log: Path, threads: int | None = None,
+                 python: str = sys.executable, cwd: Path | None = None):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.health = f"http://127.0.0.1:{self.port}/healthz"
         self.log = log
         cmd = [
-            sys.executable, "-m", "groove.cli", "serve", "--transport", "http", "--bind", f"127.0.0.1:{self.port}",
+            python, "-m", "groove.cli", "serve", "--transport", "http", "--bind", f"127.0.0.1:{self.port}",
             "--config", str(config), "--kb", str(kb), "--index", str(index), "--log-level", "warning",
         ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         if threads:
             env["OMP_NUM_THREADS"] = str(threads)  # torch's intra-op threads in the server
         self._log_file = open(log, "wb")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env)
 
     async def health_check(self) -> dict | None:
         import httpx

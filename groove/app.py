@@ -45,8 +45,9 @@ from groove.search.pipeline import Reranker, Searcher
 from groove.search.related import related_notes
 from groove.search.request import SearchRequest
 from groove.store import db, reads, shadow, writer
+from groove.store.interface import SqliteShadowStore
 from groove.store.pool import ReaderPool
-from groove.sync.embedding import SHADOW, EmbedQueue, Progress
+from groove.sync.embedding import EmbedQueue, Progress
 from groove.sync.indexer import Indexer, ReconcileStats
 from groove.sync.report import IndexReport, index_report
 
@@ -165,7 +166,7 @@ class Index:
             # The old model answers queries (and embeds new edits) only where queries are served.
             old = self.previous_embedder(switch["from"], switch["settings"]) if pool else None
             self.switching = ModelSwitch(switch["from"], self.embedder.identity, old,
-                                         self._queue(self.embedder, vectors=SHADOW))
+                                         self._queue(self.embedder, store=SqliteShadowStore(self.wconn)))
             self.embedding = self._queue(old) if old is not None else None
             if pool and old is None:
                 log.warning("model_switch_without_old_model", old=switch["from"], new=self.embedder.identity,
@@ -173,10 +174,11 @@ class Index:
         if pool:
             self.readers = ReaderPool(self.path)
 
-    def _queue(self, embedder: Embedder, **kw: Any) -> EmbedQueue:
+    def _queue(self, embedder: Embedder, store: Any = None) -> EmbedQueue:
+        """An embedding queue on the active vector set, or on `store` (a switch's shadow set)."""
         run = self.bulk.embed if self.bulk is not None else None
-        return EmbedQueue(self.wconn, embedder, self.settings.embedding.batch_size,
-                          **({"run": run} if run else {}), **kw)
+        return EmbedQueue(store if store is not None else self.wconn, embedder, self.settings.embedding.batch_size,
+                          **({"run": run} if run else {}))
 
     async def open_reader(self, *, any_model: bool = False) -> None:
         """For the read commands: the index must exist and match the model (unless `any_model`:
@@ -338,8 +340,9 @@ class Index:
 
     # -- reading ------------------------------------------------------------------------
     async def search(self, req: SearchRequest, *, searcher: Searcher | None = None) -> dict[str, Any]:
-        async with self.reading() as conn:
-            return await (searcher or self.searcher).search(conn, req)
+        # The searcher takes a reader for the full-text half and another for the rest, and none
+        # while it waits for the query vector (decision 0008).
+        return await (searcher or self.searcher).search(self.reading, req)
 
     async def related(self, path: str, **kw: Any) -> dict[str, Any]:
         async with self.reading() as conn:

@@ -43,6 +43,7 @@ SMOKE = {
     ),
     "phrases": (["--rows", "50", "--repeats", "1"], ["or32_over_one_phrase"]),
     "cli": (["--repeats", "1"], ["alone_over_daemon_p50"]),
+    "scale": (["--sizes", "150", "--queries", "2"], ["150_this_filtered_over_unfiltered", "150_this_worst_over_p50"]),
 }
 
 
@@ -72,6 +73,8 @@ def test_each_benchmark_runs_at_its_smallest_size_and_prints_its_ratios(name, tm
         if not serve_available():
             pytest.skip("`groove serve --transport http` does not exist yet")
     args, keys = SMOKE[name]
+    if name == "scale":
+        args = [*args, "--workdir", str(tmp_path / "scale")]
     out_json = tmp_path / f"{name}.json"
     code = main(["--data", str(DATA), "--json", str(out_json), name, *args])
     out = capsys.readouterr().out

@@ -141,7 +141,10 @@ def test_huge_files_are_never_read(hostile_run, monkeypatch):
 def test_an_ignore_file_that_is_not_a_regular_file_refuses_the_run_at_once_instead_of_hanging(tmp_path, case):
     kb = hostile.build(tmp_path / "notes", [case])
     done = run_cli(kb, tmp_path / "index.sqlite", timeout=120)
-    assert done.returncode != 0 and done.stdout == ""
+    assert done.returncode != 0
+    # Under --format json the error is the only thing on stdout (no summary), and stderr says it too.
+    assert json.loads(done.stdout)["exit_code"] == done.returncode
+    assert re.search(case.reason, json.loads(done.stdout)["error"])
     assert re.search(case.reason, done.stderr), done.stderr[-2000:]
 
 

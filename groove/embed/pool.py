@@ -9,6 +9,7 @@ the GIL, so a query and a bulk batch share the CPU rather than wait in line).
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Sequence
 
 import anyio
@@ -48,6 +49,21 @@ class QueryBatcher:
         if "error" in slot:
             raise slot["error"]
         return slot["vector"]
+
+    async def warm_up(self) -> bool:
+        """Load the model now (the daemon's start), on the query slot, so the first search does
+        not pay for it. Only for in-process models that are not loaded yet (a remote backend
+        loads nothing here). A failure is logged, not raised: searches report it themselves."""
+        if getattr(self.embedder, "loaded", True):
+            return False
+        t = time.perf_counter()
+        try:
+            await anyio.to_thread.run_sync(self.embedder.embed_queries, ["groove"], limiter=self._limiter)
+        except Exception as exc:  # noqa: BLE001 - the first search will say what is wrong
+            log.warning("model_warm_up_failed", error=repr(exc))
+            return False
+        log.info("model_loaded", seconds=round(time.perf_counter() - t, 2))
+        return True
 
     async def _run(self, batch: list[tuple[str, anyio.Event, dict]]) -> None:
         texts = list(dict.fromkeys(t for t, _, _ in batch))

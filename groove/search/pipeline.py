@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Awaitable, Callable, Protocol, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, AsyncContextManager, AsyncIterator, Awaitable, Callable, Protocol, Sequence
 
 import aiosqlite
+import anyio
 import numpy as np
 
 from groove.config import FusionSettings, SearchSettings
 from groove.corpus.cjk import cjk_query, query_terms
 from groove.logs import get_logger
-from groove.search import filters as filters_mod
 from groove.search import retrievers
 from groove.search.compiler import compile_query
 from groove.search.evidence import coverage, term_weights
@@ -28,7 +29,7 @@ from groove.search.mmr import apply_mmr
 from groove.search.parent import ChunkInfo, apply_parent
 from groove.search.request import MAX_LIMIT, MAX_QUERY_BYTES, Retriever, SearchRequest
 from groove.search.spans import apply_match_spans
-from groove.store import reads
+from groove.store.interface import SearchReads
 
 log = get_logger(__name__)
 
@@ -85,6 +86,34 @@ def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
     return (hits[0].score - other) / hits[0].score < settings.confidence_margin
 
 
+# Something to read with, taken for a part of a search and given back: a reader pool's
+# `connection` (yielding SQLite connections), or any factory of `SearchReads`.
+Reading = Callable[[], AsyncContextManager[Any]]
+
+
+def _as_reading(source: "aiosqlite.Connection | SearchReads | Reading") -> Callable[[], AsyncContextManager[SearchReads]]:
+    """Every source as a factory of `SearchReads` (SQLite connections wrapped in the SQLite reads)."""
+    if isinstance(source, aiosqlite.Connection) or not callable(source):
+        reads_ = _wrap(source)
+
+        @asynccontextmanager
+        async def the_one() -> AsyncIterator[SearchReads]:
+            yield reads_
+
+        return the_one
+
+    @asynccontextmanager
+    async def taken() -> AsyncIterator[SearchReads]:
+        async with source() as got:
+            yield _wrap(got)
+
+    return taken
+
+
+def _wrap(got: Any) -> SearchReads:
+    return retrievers.SqliteSearchReads(got) if isinstance(got, aiosqlite.Connection) else got
+
+
 def pool_size(limit: int) -> int:
     """Per-retriever candidates: limit x 5, at least 50."""
     return max(limit * 5, 50)
@@ -101,43 +130,70 @@ class Searcher:
         self.embed_query = embed_query
         self.reranker = reranker
 
-    async def search(self, conn: aiosqlite.Connection, req: SearchRequest) -> dict[str, Any]:
+    async def search(self, source: "aiosqlite.Connection | Reading", req: SearchRequest) -> dict[str, Any]:
+        """One search. `source` is a connection, or a `Reading` (a pool's `connection`): with a
+        pool, the full-text legs and the query embedding run at the same time, and no reader
+        connection is held while the embedding is awaited (decision 0009)."""
         t0 = time.perf_counter()
+        reading = _as_reading(source)
         cq = compile_query(req.query)
         s = self.settings
         n = pool_size(req.limit)
         explain: dict[str, Any] = {}
         timings: dict[str, float] = {}
 
-        allowed_docs = await filters_mod.allowed_documents(conn, req.compiled_filters)
         use_vector = req.retriever in ("hybrid", "vector") and bool(cq.vector_text.strip())
         use_fts = req.retriever in ("hybrid", "fts") and cq.match_expr is not None
         cjk_expr = cjk_query(cq.vector_text) if req.retriever in ("hybrid", "fts") else None
-        exclude: set[int] = set()
-        if cq.negative_expr and (use_vector or cjk_expr):
-            # The trigram leg excludes with NOT; the bigram and vector legs drop these ids.
-            exclude = await retrievers.matching_ids(conn, cq.negative_expr)
-
-        # The query embedding first: if it fails, the full-text legs answer alone (vectors_degraded).
-        qvec = None
-        degraded = False
-        if use_vector:
-            t = time.perf_counter()
-            try:
-                qvec = await self.embed_query(cq.vector_text)
-            except Exception as exc:  # noqa: BLE001 - the model failing must not take search down
-                log.warning("query_embedding_failed", error=repr(exc))
-                degraded = True
-            timings["embed_ms"] = _ms(t)
-        if degraded and req.retriever == "vector":
-            use_fts = cq.match_expr is not None
-            cjk_expr = cjk_query(cq.vector_text)
-            if cq.negative_expr and cjk_expr and not exclude:
-                exclude = await retrievers.matching_ids(conn, cq.negative_expr)
-
         weights = (s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight)
         legs: dict[str, list[tuple[int, float]]] = {}   # name -> (chunk id, score: higher is better)
         evidence: dict[str, float] = {}
+        embedded: dict[str, Any] = {}
+
+        async def embed() -> None:
+            # If the model fails, the full-text legs answer alone (vectors_degraded).
+            t = time.perf_counter()
+            try:
+                embedded["vector"] = await self.embed_query(cq.vector_text)
+            except Exception as exc:  # noqa: BLE001 - the model failing must not take search down
+                log.warning("query_embedding_failed", error=repr(exc))
+                embedded["degraded"] = True
+            timings["embed_ms"] = _ms(t)
+
+        # The query embedding and the full-text half at once; the reader is given back
+        # before the embedding is awaited (the task group's exit).
+        async with anyio.create_task_group() as tg:
+            if use_vector:
+                tg.start_soon(embed)
+            async with reading() as store:
+                allowed_docs = await store.allowed_documents(req.compiled_filters)
+                exclude: set[int] = set()
+                if cq.negative_expr and (use_vector or cjk_expr):
+                    # The trigram leg excludes with NOT; the bigram and vector legs drop these ids.
+                    exclude = await store.matching_ids(cq.negative_expr)
+                await self._full_text_legs(store, cq, use_fts, cjk_expr, n, weights, allowed_docs, exclude,
+                                           legs, evidence, timings)
+        qvec = embedded.get("vector")
+        degraded = bool(embedded.get("degraded"))
+
+        async with reading() as store:
+            if degraded and req.retriever == "vector":
+                cjk_expr = cjk_query(cq.vector_text)
+                if cq.negative_expr and cjk_expr and not exclude:
+                    exclude = await store.matching_ids(cq.negative_expr)
+                await self._full_text_legs(store, cq, cq.match_expr is not None, cjk_expr, n, weights,
+                                           allowed_docs, exclude, legs, evidence, timings)
+            if qvec is not None:
+                t = time.perf_counter()
+                nearest = await store.vector_scored(qvec, n, exclude, allowed_docs)
+                legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
+                timings["vector_ms"] = _ms(t)
+            return await self._fuse_and_refine(store, req, cq, s, n, legs, evidence, exclude, allowed_docs,
+                                               degraded, cjk_expr, explain, timings, t0)
+
+    async def _full_text_legs(self, store: SearchReads, cq: Any, use_fts: bool, cjk_expr: str | None, n: int,
+                              weights: tuple[float, float, float], allowed_docs: Sequence[int] | None,
+                              exclude: set[int], legs: dict, evidence: dict, timings: dict) -> None:
         full_text = []
         if use_fts:
             full_text.append(("trigram", "fts_chunks", cq.match_expr, list(cq.positives) or [cq.vector_text]))
@@ -145,19 +201,18 @@ class Searcher:
             full_text.append(("bigram", "fts_cjk", cjk_expr, query_terms(cq.vector_text)))
         for name, table, expr, terms in full_text:
             t = time.perf_counter()
-            scored = await retrievers.fts_scored(conn, expr, n, weights, allowed_docs, table, exclude if table == "fts_cjk" else None)
+            scored = await store.fts_scored(expr, n, weights, allowed_docs, table, exclude if table == "fts_cjk" else None)
             legs[name] = [(cid, -bm25) for cid, bm25 in scored]
             if scored:
-                df, n_chunks = await retrievers.term_doc_freq(conn, table, terms)
-                top = await retrievers.fetch_texts(conn, [cid for cid, _ in scored[:EVIDENCE_DEPTH]])
+                df, n_chunks = await store.term_doc_freq(table, terms)
+                top = await store.fetch_texts([cid for cid, _ in scored[:EVIDENCE_DEPTH]])
                 evidence[name] = round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
             timings[f"{name}_ms"] = _ms(t)
-        if qvec is not None:
-            t = time.perf_counter()
-            nearest = await retrievers.vector_scored(conn, qvec, n, exclude, allowed_docs)
-            legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
-            timings["vector_ms"] = _ms(t)
 
+    async def _fuse_and_refine(self, store: SearchReads, req: SearchRequest, cq: Any, s: SearchSettings, n: int,
+                               legs: dict, evidence: dict, exclude: set[int], allowed_docs: Sequence[int] | None,
+                               degraded: bool, cjk_expr: str | None, explain: dict, timings: dict,
+                               t0: float) -> dict[str, Any]:
         legs = {name: scored for name, scored in legs.items() if scored}
         leg_weights = fusion_weights(s.fusion, legs, evidence)
         if s.fusion.method == "rrf":
@@ -182,7 +237,7 @@ class Searcher:
         else:
             pool = req.limit
         head = fused[: max(pool, CONFIDENCE_DEPTH)]
-        rows = await retrievers.fetch_hits(conn, [cid for cid, _ in head])
+        rows = await store.fetch_hits([cid for cid, _ in head])
         hits = [
             dataclasses.replace(rows[cid], score=score, fts_rank=fts_rank.get(cid), vec_rank=vec_rank.get(cid))
             for cid, score in head
@@ -204,7 +259,7 @@ class Searcher:
             log.warning("mmr_config", message=w)
         if mmr_on and hits:
             t = time.perf_counter()
-            vectors = await retrievers.fetch_vectors(conn, [h.chunk_id for h in hits])
+            vectors = await store.fetch_vectors([h.chunk_id for h in hits])
             hits = apply_mmr(hits, vectors, req.limit, lam, penalty)
             timings["mmr_ms"] = _ms(t)
         hits = hits[: req.limit]
@@ -212,7 +267,7 @@ class Searcher:
         parent_on = s.parent_retriever.enabled if req.parent_retriever is None else req.parent_retriever
         if parent_on and hits:
             t = time.perf_counter()
-            doc_rows = await retrievers.fetch_doc_chunks(conn, sorted({h.doc_id for h in hits}))
+            doc_rows = await store.fetch_doc_chunks(sorted({h.doc_id for h in hits}))
             infos = {d: [ChunkInfo(*r) for r in rs] for d, rs in doc_rows.items()}
             hits = apply_parent(
                 hits, infos,
@@ -223,7 +278,7 @@ class Searcher:
         phrases = list(cq.positives) or ([cq.vector_text] if cq.vector_text else [])
         hits = apply_match_spans(hits, phrases)
 
-        pending = await reads.pending_count(conn)
+        pending = await store.pending_count()
         response: dict[str, Any] = {
             "results": [h.to_dict() for h in hits],
             "low_confidence": conf,

@@ -9,8 +9,9 @@ retried after a delay that doubles with each failure (capped), so a text that
 fails every time can never starve the queue. `failures()` reports the set-aside
 texts for `index_status`.
 
-A queue works on one `VectorSet`: the active one (chunks without a vector), or,
-during a model switch, the shadow set the new model fills (groove/store/shadow.py).
+A queue works on one `EmbeddingStore` (groove/store/interface.py): the active
+vector set (chunks without a vector), or, during a model switch, the shadow set
+the new model fills (`SqliteShadowStore`, groove/store/shadow.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from groove.embed.embedder import Embedder, EmbedderError
 from groove.logs import get_logger
-from groove.store import reads, shadow, writer
+from groove.store.interface import EmbeddingStore, SqliteEmbeddingStore
 
 log = get_logger(__name__)
 
@@ -34,24 +35,11 @@ RunEmbed = Callable[[Callable[[Sequence[str]], np.ndarray], Sequence[str]], Awai
 
 RETRY_FIRST_S = 1.0     # a set-aside text is first retried after this long
 RETRY_MAX_S = 300.0     # and never waits longer than this between tries
+LENGTH_WINDOW = 16      # `embed_pending` sorts this many batches of the queue by length at a time
 
 
 async def _on_thread(fn: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
     return await anyio.to_thread.run_sync(fn, texts)
-
-
-@dataclass(frozen=True)
-class VectorSet:
-    """Where a queue finds its work and stores its vectors: the active set, or a switch's shadow."""
-
-    name: str
-    pending_batch: Callable[[aiosqlite.Connection, int, Collection[str]], Awaitable[list[tuple[str, str]]]]
-    store_vectors: Callable[[aiosqlite.Connection, Sequence[str], np.ndarray], Awaitable[int]]
-    pending_count: Callable[[aiosqlite.Connection], Awaitable[int]]
-
-
-ACTIVE = VectorSet("active", writer.pending_batch, writer.store_vectors, reads.pending_count)
-SHADOW = VectorSet("shadow", shadow.pending_batch, shadow.store_vectors, shadow.pending_count)
 
 
 @dataclass
@@ -67,16 +55,15 @@ class EmbedQueue:
 
     def __init__(
         self,
-        conn: aiosqlite.Connection,
+        conn: "aiosqlite.Connection | EmbeddingStore",
         embedder: Embedder,
         batch_size: int,
         *,
         run: RunEmbed = _on_thread,
         clock: Callable[[], float] = time.monotonic,
-        vectors: VectorSet = ACTIVE,
     ):
-        self.vectors = vectors
-        self.conn = conn
+        # The queue through the store's narrow interface (a SQLite connection is wrapped).
+        self.store: EmbeddingStore = SqliteEmbeddingStore(conn) if isinstance(conn, aiosqlite.Connection) else conn
         self.embedder = embedder
         self.batch_size = batch_size
         self.run = run
@@ -100,7 +87,7 @@ class EmbedQueue:
         nothing is due. With `strict`, a model that cannot load (EmbedderError) is raised."""
         async with self._fetch_lock:
             skip = self.inflight | self._set_aside()
-            batch = await self.vectors.pending_batch(self.conn, self.batch_size, skip)
+            batch = await self.store.pending_batch(self.batch_size, skip)
             self.inflight.update(h for h, _ in batch)
         if not batch:
             return 0, 0
@@ -120,10 +107,8 @@ class EmbedQueue:
             return await self._failed(batch, strict, exc)
         except Exception as exc:  # noqa: BLE001 - one text the model cannot take must not stop the rest
             return await self._failed(batch, strict, exc)
-        await self.vectors.store_vectors(self.conn, hashes, vectors)
-        for h in hashes:
-            if self.failing.pop(h, None) is not None:
-                log.info("embed_recovered", hash=h[:12])
+        await self.store.store_vectors(hashes, vectors)
+        self._recovered(hashes)
         return len(batch)
 
     async def _failed(self, batch: list[tuple[str, str]], strict: bool, exc: BaseException) -> int:
@@ -136,7 +121,7 @@ class EmbedQueue:
         attempts = (previous.attempts if previous else 0) + 1
         delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (attempts - 1))
         self.failing[h] = Failure(attempts, error, self.clock() + delay, time.time() + delay)
-        log.error("embed_failed", hash=h[:12], attempts=attempts, retry_in_s=delay, error=error, vectors=self.vectors.name)
+        log.error("embed_failed", hash=h[:12], attempts=attempts, retry_in_s=delay, error=error, vectors=getattr(self.store, "name", "active"))
         return 0
 
     def failures(self) -> dict[str, object]:
@@ -152,16 +137,63 @@ class EmbedQueue:
 
     async def embed_pending(self, progress: Progress | None = None, limit: int | None = None,
                             stage: str = "embed") -> int:
-        """Embed every due pending text, batch by batch (`groove index`). Returns texts embedded."""
-        total = await self.vectors.pending_count(self.conn)
+        """Embed every due pending text (`groove index`). Returns texts embedded.
+
+        The queue is read a window of `LENGTH_WINDOW` batches at a time and each window is
+        cut into batches of texts of similar length (a padding model pads a batch to its
+        longest text; the queue itself is in note order). Each batch's vectors are stored
+        while the next batch is encoded: the writer and the model work at the same time.
+        """
+        total = await self.store.pending_count()
         done = 0
-        while True:
-            fetched, embedded = await self.embed_batch(strict=True)
-            if not fetched:
-                break
-            done += embedded
-            if progress:
-                progress(stage, done, max(total, done))
-            if limit is not None and done >= limit:
-                break
+        send, recv = anyio.create_memory_object_stream[tuple[list[str], np.ndarray]](1)
+
+        async def store() -> None:
+            nonlocal done
+            async with recv:
+                async for hashes, vectors in recv:
+                    try:
+                        await self.store.store_vectors(hashes, vectors)
+                    finally:
+                        self.inflight.difference_update(hashes)
+                    self._recovered(hashes)
+                    done += len(hashes)
+                    if progress:
+                        progress(stage, done, max(total, done))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(store)
+            async with send:
+                while limit is None or done < limit:
+                    async with self._fetch_lock:
+                        skip = self.inflight | self._set_aside()
+                        window = await self.store.pending_batch(self.batch_size * LENGTH_WINDOW, skip)
+                        self.inflight.update(h for h, _ in window)
+                    if not window:
+                        break
+                    for batch in by_length(window, self.batch_size):
+                        try:
+                            vectors = await self.run(self.embedder.embed_documents, [c for _, c in batch])
+                        except EmbedderError:
+                            self.inflight.difference_update(h for h, _ in window)
+                            raise
+                        except Exception as exc:  # noqa: BLE001 - split, find the text at fault, store the rest
+                            try:
+                                stored = await self._failed(batch, True, exc)
+                                done += stored  # after the await: the storer adds to `done` meanwhile
+                            finally:
+                                self.inflight.difference_update(h for h, _ in batch)
+                            continue
+                        await send.send(([h for h, _ in batch], vectors))
         return done
+
+    def _recovered(self, hashes: Sequence[str]) -> None:
+        for h in hashes:
+            if self.failing.pop(h, None) is not None:
+                log.info("embed_recovered", hash=h[:12])
+
+
+def by_length(items: Sequence[tuple[str, str]], size: int) -> list[list[tuple[str, str]]]:
+    """(hash, text) pairs cut into batches of `size` texts of similar length (shortest first)."""
+    ordered = sorted(items, key=lambda item: (len(item[1]), item[0]))
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
