@@ -161,30 +161,41 @@ class EmbedQueue:
                     if progress:
                         progress(stage, done, max(total, done))
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(store)
-            async with send:
-                while limit is None or done < limit:
-                    async with self._fetch_lock:
-                        skip = self.inflight | self._set_aside()
-                        window = await self.store.pending_batch(self.batch_size * LENGTH_WINDOW, skip)
-                        self.inflight.update(h for h, _ in window)
-                    if not window:
-                        break
-                    for batch in by_length(window, self.batch_size):
-                        try:
-                            vectors = await self.run(self.embedder.embed_documents, [c for _, c in batch])
-                        except EmbedderError:
-                            self.inflight.difference_update(h for h, _ in window)
-                            raise
-                        except Exception as exc:  # noqa: BLE001 - split, find the text at fault, store the rest
+        model_error: EmbedderError | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(store)
+                async with send:
+                    while model_error is None and (limit is None or done < limit):
+                        async with self._fetch_lock:
+                            skip = self.inflight | self._set_aside()
+                            window = await self.store.pending_batch(self.batch_size * LENGTH_WINDOW, skip)
+                            self.inflight.update(h for h, _ in window)
+                        if not window:
+                            break
+                        batches = by_length(window, self.batch_size)
+                        for i, batch in enumerate(batches):
                             try:
-                                stored = await self._failed(batch, True, exc)
-                                done += stored  # after the await: the storer adds to `done` meanwhile
-                            finally:
-                                self.inflight.difference_update(h for h, _ in batch)
-                            continue
-                        await send.send(([h for h, _ in batch], vectors))
+                                vectors = await self.run(self.embedder.embed_documents, [c for _, c in batch])
+                            except EmbedderError as exc:
+                                # The model cannot go on: stop, but let the storer keep what was embedded.
+                                self.inflight.difference_update(h for b in batches[i:] for h, _ in b)
+                                model_error = exc
+                                break
+                            except Exception as exc:  # noqa: BLE001 - split, find the text at fault, store the rest
+                                try:
+                                    stored = await self._failed(batch, True, exc)
+                                    done += stored  # after the await: the storer adds to `done` meanwhile
+                                finally:
+                                    self.inflight.difference_update(h for h, _ in batch)
+                                continue
+                            await send.send(([h for h, _ in batch], vectors))
+        except BaseExceptionGroup as group:  # one failure (the database): raise it as itself
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        if model_error is not None:
+            raise model_error
         return done
 
     def _recovered(self, hashes: Sequence[str]) -> None:
