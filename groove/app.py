@@ -410,17 +410,23 @@ async def tune_once(
         if progress:
             progress("embedding queries", 0, len(texts))
         vectors = dict(zip(texts, await anyio.to_thread.run_sync(index.embedder.embed_queries, texts)))
+        if progress:
+            progress("embedding queries", len(texts), len(texts))
         legs: dict[tune.Weights, list[tune.QueryLegs]] = {}
         skipped: list[str] = []
         async with index.reading() as conn:
             weightings = list(dict.fromkeys(tune.bm25_of(s) for s in grid))
+            if progress:
+                progress("retrieving legs", 0, len(weightings))
             for i, w in enumerate(weightings):
-                if progress:
-                    progress("retrieving legs", i, len(weightings))
                 legs[w], skipped = await tune.collect_legs(conn, queries, vectors, w, limit)
+                if progress:
+                    progress("retrieving legs", i + 1, len(weightings))
             cur = await conn.execute("SELECT c.id, d.path, c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id")
             hits = {cid: {"path": path, "heading": heading} for cid, path, heading in await cur.fetchall()}
         index_path = str(index.path)
+    if progress:
+        progress("scoring settings", 0, len(grid))
     try:
         result = await anyio.to_thread.run_sync(
             lambda: tune.sweep(legs, hits, grid, limit, metric,

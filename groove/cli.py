@@ -356,7 +356,7 @@ def format_tune_text(r: dict) -> str:
         lines.append(r["block"].rstrip("\n"))
     else:
         why = "the current settings are already the best" if cv["best"] == 0 else \
-            "the held-out gain is within its noise (the interval reaches 0)"
+            f"the held-out gain {cv['gain']:+.4f} is not above its noise: its 95% interval reaches 0"
         lines.append(f"recommendation: keep the defaults ({why})" if r["current"] == FusionSettings().model_dump()
                      else f"recommendation: keep the current [search.fusion] settings ({why})")
     return "\n".join(lines) + "\n"
