@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, write
+from conftest import write
 from groove.config import load_settings
 from groove.ops import validate
 
