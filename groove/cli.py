@@ -313,7 +313,8 @@ def format_eval_text(r: dict) -> str:
     lines.append(f"  low_confidence on {c['flagged_share']:.0%} of queries; top-1 right {acc(c['top1_flagged'])} "
                  f"when flagged, {acc(c['top1_unflagged'])} when not")
     if h["status"] == "no-history":
-        lines.append("history: first run with this index; it is the baseline")
+        lines.append("history: first run with this index; it is the baseline" if h["recorded"]
+                     else "history: none yet, and this run was not recorded")
     elif h["status"] == "changed":
         lines.append(f"history: no earlier run with this configuration (changed: {', '.join(h['differs'])}); nothing compared")
     else:
