@@ -37,7 +37,10 @@ from groove.embed.embedder import (Embedder, EmbedderError, embedder_for_index, 
 from groove.embed.pool import BulkLimiter, QueryBatcher
 from groove.embed.reranker import CrossEncoderReranker
 from groove.errors import NotFoundError, UsageError
-from groove.evaluate.golden import JudgedQuery, load as load_golden
+from groove.evaluate import history, tune
+from groove.evaluate.golden import GoldenError, JudgedQuery, load as load_golden
+from groove.evaluate.leaks import quoted_queries
+from groove.evaluate.metrics import KS
 from groove.evaluate.runner import run_eval
 from groove.logs import get_logger
 from groove.search.compiler import QueryError, compile_query
@@ -407,7 +410,7 @@ class Index:
         return relative_note_path(self.kb, given)
 
     async def evaluate(self, queries: Sequence[JudgedQuery], *, retriever: str, limit: int,
-                       request_options: dict[str, Any]) -> dict[str, Any]:
+                       request_options: dict[str, Any], ks: Sequence[int] = KS) -> dict[str, Any]:
         """Judged queries through the search pipeline; query vectors computed in batches up front."""
         cache: dict[str, np.ndarray] = {}
         if retriever != "fts":
@@ -427,7 +430,7 @@ class Index:
         searcher = Searcher(self.settings.search, embed_query=embed_query, reranker=self.searcher.reranker)
         async with self.reading() as conn:
             return await run_eval(searcher, conn, queries, retriever=retriever, limit=limit,
-                                  request_options=request_options)
+                                  request_options=request_options, ks=ks)
 
 
 # --- the commands, one call each (the CLI's and the tests' entry points) -------------------------
@@ -476,20 +479,118 @@ async def eval_once(
     request_options: dict[str, Any] | None = None,
     reranker_model: str | None = None,
     embedder: Embedder | None = None,
+    ks: Sequence[int] = KS,
+    record: bool = True,
 ) -> dict[str, Any]:
-    """`groove eval`: judged queries through the search pipeline."""
+    """`groove eval`: judged queries through the search pipeline, compared with the run history.
+
+    `result["history"]` says how this run compares with the last one of the same
+    configuration fingerprint (groove/evaluate/history.py); the run is then recorded
+    in `<index>.eval.jsonl` unless `[eval] history = 0` or `record` is False.
+    `result["leaks"]` lists golden queries a note quotes verbatim.
+    """
+    ks = tuple(ks)
+    if max(ks) > limit:
+        raise UsageError(f"--k {max(ks)} needs at least {max(ks)} results per query; pass --limit {max(ks)} or more")
     queries = load_golden(source, split)
     if max_queries is not None:
         queries = queries[:max_queries]
+    if not queries:
+        raise GoldenError(f"{source} has no judged queries{f' in split {split!r}' if split else ''}; nothing to evaluate")
     options = dict(request_options or {})
     if reranker_model and options.get("rerank") is None:
         options["rerank"] = True
     async with Index.open(settings, readonly=True, embedder=embedder, reranker_model=reranker_model) as index:
-        result = await index.evaluate(queries, retriever=retriever, limit=limit, request_options=options)
+        result = await index.evaluate(queries, retriever=retriever, limit=limit, request_options=options, ks=ks)
         result["index_path"] = str(index.path)
+        async with index.reading() as conn:
+            result["leaks"] = await quoted_queries(conn, queries)
+        rerank_on = settings.search.rerank_by_default if options.get("rerank") is None else options["rerank"]
+        reranker = (reranker_model or settings.search.reranker or None) if rerank_on else None
+        fp = history.fingerprint(
+            model=index.embedder.identity, reranker=reranker, retriever=retriever, limit=limit, ks=ks,
+            queries=queries, search=settings.search, request_options=options,
+        )
+        path = history.history_path(index.path)
     result["source"] = str(source)
+    cmp = history.compare(history.load(path), fp, result["metrics"], settings.eval.regression_threshold)
+    cmp["path"] = str(path)
+    cmp["recorded"] = False
+    if record and settings.eval.history > 0:
+        run = history.record(fp, result["metrics"], count=result["count"], source=str(source),
+                             regressed=cmp["status"] == "regression")
+        try:
+            history.append(path, run, settings.eval.history)
+            cmp["recorded"] = True
+        except OSError as exc:
+            log.warning("eval_history_not_written", path=str(path), error=exc.strerror or str(exc))
+    result["history"] = cmp
+    result["fingerprint"] = fp
+    for leak in result["leaks"]:
+        log.warning("golden_query_quoted_in_note", query_id=leak["id"], notes=leak["paths"][:5],
+                    message="a note contains this judged query verbatim, so it may hold the answer key")
+    return result
+
+
+async def tune_once(
+    settings: Settings,
+    source: Path,
+    *,
+    split: str | None = None,
+    limit: int = 10,
+    max_queries: int | None = None,
+    metric: str = "ndcg@10",
+    embedder: Embedder | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """`groove tune`: legs retrieved once per bm25 weighting, every fusion setting re-fused offline,
+    leave-one-query-out cross-validation (groove/evaluate/tune.py). Writes nothing."""
+    queries = load_golden(source, split)
+    if max_queries is not None:
+        queries = queries[:max_queries]
+    if len(queries) < 2:
+        raise GoldenError(f"{source} has {len(queries)} judged quer{'y' if len(queries) == 1 else 'ies'}; tune needs at least 2")
+    grid = tune.candidates(settings.search.fusion)
+    async with Index.open(settings, readonly=True, embedder=embedder) as index:
+        texts = []
+        for q in queries:
+            try:
+                texts.append(compile_query(q.query).vector_text)
+            except QueryError:
+                continue
+        texts = list(dict.fromkeys(t for t in texts if t.strip()))
+        if progress:
+            progress("embedding queries", 0, len(texts))
+        vectors = dict(zip(texts, await anyio.to_thread.run_sync(index.embedder.embed_queries, texts)))
+        if progress:
+            progress("embedding queries", len(texts), len(texts))
+        legs: dict[tune.Weights, list[tune.QueryLegs]] = {}
+        skipped: list[str] = []
+        async with index.reading() as conn:
+            weightings = list(dict.fromkeys(tune.bm25_of(s) for s in grid))
+            if progress:
+                progress("retrieving legs", 0, len(weightings))
+            for i, w in enumerate(weightings):
+                legs[w], skipped = await tune.collect_legs(conn, queries, vectors, w, limit)
+                if progress:
+                    progress("retrieving legs", i + 1, len(weightings))
+            cur = await conn.execute("SELECT c.id, d.path, c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id")
+            hits = {cid: {"path": path, "heading": heading} for cid, path, heading in await cur.fetchall()}
+        index_path = str(index.path)
+    if progress:
+        progress("scoring settings", 0, len(grid))
+    try:
+        result = await anyio.to_thread.run_sync(
+            lambda: tune.sweep(legs, hits, grid, limit, metric,
+                               progress=(lambda d, t: progress("scoring settings", d, t)) if progress else None))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    refine_on = [name for name, on in (("mmr", settings.search.mmr.enabled), ("rerank", settings.search.rerank_by_default),
+                                       ("parent_retriever", settings.search.parent_retriever.enabled)) if on]
+    result.update(source=str(source), index_path=index_path, count=len(queries) - len(skipped), skipped=skipped,
+                  limit=limit, refine_stages_ignored=refine_on)
     return result
 
 
 __all__ = ["Index", "eval_once", "index_once", "read_status", "related_once", "relative_note_path", "reranker_factory",
-           "search_once"]
+           "search_once", "tune_once"]

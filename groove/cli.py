@@ -1,4 +1,4 @@
-"""The `groove` command line: serve, index, search, related, status, eval, service.
+"""The `groove` command line: serve, index, search, related, status, eval, tune, doctor, validate, service.
 
 Results go to stdout; progress, logs and errors to stderr. Every subcommand
 accepts `--config PATH`, `--kb PATH` and `--index PATH`.
@@ -16,7 +16,8 @@ from typing import Any, Callable
 import anyio
 
 from groove import __version__, service
-from groove.config import ConfigError, Settings, load_settings, relative_note_path, user_config_file
+from groove.config import ConfigError, FusionSettings, Settings, load_settings, relative_note_path, user_config_file
+from groove.evaluate.tune import METRICS as TUNE_METRICS
 from groove.errors import GrooveError, UsageError
 from groove.logs import configure as configure_logs
 from groove.logs import get_logger
@@ -303,7 +304,16 @@ def cmd_related(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- eval -----------------------------------------------------------------------------
+# --- eval, tune, doctor, validate (issue 11) ------------------------------------------------
+
+def _ks(text: str) -> tuple[int, ...]:
+    from groove.evaluate.metrics import parse_ks
+
+    try:
+        return parse_ks(text)
+    except ValueError as exc:
+        raise UsageError(f"--k: {exc}") from None
+
 
 def cmd_eval(args: argparse.Namespace) -> int:
     settings = _settings(args)
@@ -311,27 +321,161 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "rerank": args.rerank, "mmr": args.mmr, "mmr_lambda": args.mmr_lambda,
         "mmr_same_doc_penalty": args.mmr_same_doc_penalty, "parent_retriever": args.parent_retriever,
     }
+    ks = _ks(args.k)
     result = anyio.run(lambda: _app().eval_once(
         settings, args.golden, retriever=args.retriever, split=args.split, limit=args.limit,
-        max_queries=args.max_queries, request_options=options, reranker_model=args.reranker,
+        max_queries=args.max_queries, request_options=options, reranker_model=args.reranker, ks=ks,
+        record=not args.no_record,
     ))
-
-    def text(r: dict) -> str:
-        m = r["metrics"]
-        c = r["confidence"]
-
-        def acc(v: float | None) -> str:
-            return "-" if v is None else f"{v:.4f}"
-
-        return (
-            f"{r['count']} queries from {r['source']} ({r['retriever']})\n"
-            + "".join(f"  {k:<10} {v:.4f}\n" for k, v in m.items())
-            + f"  low_confidence on {c['flagged_share']:.0%} of queries; top-1 right {acc(c['top1_flagged'])} "
-            f"when flagged, {acc(c['top1_unflagged'])} when not\n"
+    _emit(result, args.format, format_eval_text)
+    h = result["history"]
+    for leak in result["leaks"]:
+        sys.stderr.write(f"groove: warning: golden query {leak['id']} is quoted verbatim in {', '.join(leak['paths'][:3])}"
+                         " (a leaked answer: the score overstates quality)\n")
+    if not args.fail_on_regression:
+        return 0
+    if h["status"] == "changed":
+        sys.stderr.write(
+            "groove: error: not comparing: no earlier run has this configuration; the latest run differs in "
+            f"{', '.join(h['differs'])}. Run eval once with the new configuration to make it the baseline\n"
         )
+    elif h["status"] == "regression":
+        sys.stderr.write(
+            "groove: error: regression: " + ", ".join(f"{k} {h['deltas'][k]:+.4f}" for k in h["regressions"])
+            + f" (threshold {h['threshold']}, against the run of {h['baseline']['at']})\n"
+        )
+    return int(h["exit_code"])
 
-    _emit(result, args.format, text)
+
+def format_eval_text(r: dict) -> str:
+    m = r["metrics"]
+    c = r["confidence"]
+    h = r["history"]
+
+    def acc(v: float | None) -> str:
+        return "-" if v is None else f"{v:.4f}"
+
+    lines = [f"{r['count']} queries from {r['source']} ({r['retriever']})"]
+    for k, v in m.items():
+        delta = h["deltas"].get(k)
+        lines.append(f"  {k:<10} {v:.4f}" + (f"  ({delta:+.4f})" if delta is not None else ""))
+    lines.append(f"  low_confidence on {c['flagged_share']:.0%} of queries; top-1 right {acc(c['top1_flagged'])} "
+                 f"when flagged, {acc(c['top1_unflagged'])} when not")
+    if h["status"] == "no-history":
+        lines.append("history: first run with this index; it is the baseline" if h["recorded"]
+                     else "history: none yet, and this run was not recorded")
+    elif h["status"] == "changed":
+        lines.append(f"history: no earlier run with this configuration (changed: {', '.join(h['differs'])}); nothing compared")
+    else:
+        lines.append(f"history: (+/-) against the run of {h['baseline']['at']} with the same configuration"
+                     + (f"; REGRESSION in {', '.join(h['regressions'])}" if h["regressions"] else ""))
+    if r["leaks"]:
+        lines.append(f"warning: {len(r['leaks'])} judged quer{'y is' if len(r['leaks']) == 1 else 'ies are'} quoted verbatim in a note")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    result = anyio.run(lambda: _app().tune_once(
+        settings, args.golden, split=args.split, limit=args.limit, max_queries=args.max_queries, metric=args.metric,
+        progress=lambda stage, done, total: sys.stderr.write(f"tune: {stage} {done}/{total}\n") if done in (0, total) else None,
+    ))
+    _emit(result, args.format, format_tune_text)
     return 0
+
+
+def format_tune_text(r: dict) -> str:
+    cv = r["cv"]
+    low, high = cv["interval"]
+    lines = [
+        f"{r['count']} queries from {r['source']}; {r['settings_tried']} fusion settings; metric {r['metric']}",
+        f"  current settings:            {cv['current']:.4f}",
+        f"  best on all queries:         {cv['best_in_sample']:.4f} (in-sample, optimistic)",
+        f"  held out (leave-one-out):    {cv['heldout']:.4f}  gain {cv['gain']:+.4f}, 95% bootstrap interval "
+        f"[{low:+.4f}, {high:+.4f}]",
+        f"  queries better / worse:      {cv['wins']} / {cv['losses']} (sign test p = {cv['sign_p']:.3g}); "
+        f"{cv['folds_choosing_best']} of {cv['queries']} folds chose the best setting",
+    ]
+    if r["skipped"]:
+        lines.append(f"  skipped {len(r['skipped'])} queries that do not compile: {', '.join(r['skipped'][:5])}")
+    if r["refine_stages_ignored"]:
+        lines.append(f"  note: tuned on the fused list; {', '.join(r['refine_stages_ignored'])} (on in your settings) not applied")
+    if r["recommend"]:
+        lines.append("recommendation: the held-out gain is above its noise; paste this into groove.toml:")
+        lines.append("")
+        lines.append(r["block"].rstrip("\n"))
+    else:
+        why = "the current settings are already the best" if cv["best"] == 0 else \
+            f"the held-out gain {cv['gain']:+.4f} is not above its noise: its 95% interval reaches 0"
+        lines.append(f"recommendation: keep the defaults ({why})" if r["current"] == FusionSettings().model_dump()
+                     else f"recommendation: keep the current [search.fusion] settings ({why})")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from groove.ops import doctor  # lazy: only this command needs it
+
+    settings = _settings(args)
+    report = doctor.diagnose(settings, fix=args.fix)
+    _emit(report, args.format, doctor.format_text)
+    return int(report["exit_code"])
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from groove.ops import validate  # lazy: only this command needs it
+
+    settings = _settings(args)
+    report = validate.validate(settings, fail_fast=args.fail_fast)
+    text = {"text": validate.format_text, "github": validate.format_github}
+    _emit(report, args.format, text.get(args.format, validate.format_text))
+    return int(report["exit_code"])
+
+
+def _add_eval_tools_parsers(sub: Any) -> None:
+    """`groove eval`, `tune`, `doctor`, `validate` (their own block: one call each)."""
+    p = sub.add_parser("eval", help="measure retrieval quality on judged queries")
+    _common(p)
+    p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
+    p.add_argument("--retriever", choices=["hybrid", "fts", "vector"], default="hybrid", help="score one half alone")
+    p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")
+    p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
+    p.add_argument("--max-queries", type=int, default=None, metavar="N", help="only the first N queries")
+    p.add_argument("--k", default="1,5,10", metavar="K,K,...", help="recall cut-offs (default 1,5,10; each <= --limit)")
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when a metric fell by more than [eval] regression_threshold since the last run of "
+                        "the same configuration; exit 2 when there is none to compare with")
+    p.add_argument("--no-record", action="store_true", help="do not add this run to the history file")
+    g = p.add_argument_group("refine stages")
+    g.add_argument("--reranker", metavar="MODEL", help="rerank with this cross-encoder (name or path); applies unconditionally")
+    g.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="use the configured reranker")
+    g.add_argument("--mmr", action=argparse.BooleanOptionalAction, default=None, help="MMR diversity re-rank")
+    g.add_argument("--mmr-lambda", type=float, default=None, metavar="L", help="MMR relevance weight, 0..1")
+    g.add_argument("--mmr-same-doc-penalty", type=float, default=None, metavar="P", help="MMR same-document penalty, >= 0")
+    g.add_argument("--parent-retriever", action=argparse.BooleanOptionalAction, default=None, help="expand small hits")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("tune", help="sweep the fusion knobs on judged queries (cross-validated); prints, never writes")
+    _common(p)
+    p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
+    p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")
+    p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
+    p.add_argument("--max-queries", type=int, default=None, metavar="N", help="only the first N queries")
+    p.add_argument("--metric", choices=list(TUNE_METRICS), default="ndcg@10", help="what to maximise (default nDCG@10)")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("doctor", help="check the index against the notes folder and itself (exit 0 clean, 1 warnings, 2 errors)")
+    _common(p)
+    p.add_argument("--fix", action="store_true", help="apply the safe repairs (gone notes, orphan rows, full-text rebuild), then check again")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("validate", help="check every note's frontmatter against the [validate] schema (exit 1 on findings)")
+    _common(p)
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first finding")
+    p.add_argument("--format", choices=["text", "json", "github"], default="text", help="text for people, json for programs, github: CI annotations")
+    p.set_defaults(func=cmd_validate)
 
 
 # --- serve ----------------------------------------------------------------------------
@@ -502,23 +646,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not ask a running groove serve of this index; open the index in this process")
     p.set_defaults(func=cmd_related)
 
-    p = sub.add_parser("eval", help="measure retrieval quality on judged queries")
-    _common(p)
-    p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
-    p.add_argument("--retriever", choices=["hybrid", "fts", "vector"], default="hybrid", help="score one half alone")
-    p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")
-    p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
-    p.add_argument("--max-queries", type=int, default=None, metavar="N", help="only the first N queries")
-    g = p.add_argument_group("refine stages")
-    g.add_argument("--reranker", metavar="MODEL", help="rerank with this cross-encoder (name or path); applies unconditionally")
-    g.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="use the configured reranker")
-    g.add_argument("--mmr", action=argparse.BooleanOptionalAction, default=None, help="MMR diversity re-rank")
-    g.add_argument("--mmr-lambda", type=float, default=None, metavar="L", help="MMR relevance weight, 0..1")
-    g.add_argument("--mmr-same-doc-penalty", type=float, default=None, metavar="P", help="MMR same-document penalty, >= 0")
-    g.add_argument("--parent-retriever", action=argparse.BooleanOptionalAction, default=None, help="expand small hits")
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
-    p.set_defaults(func=cmd_eval)
-
+    _add_eval_tools_parsers(sub)
     _add_service_parser(sub)
     return parser
 

@@ -125,6 +125,8 @@ class FusionSettings(_Section):
     evidence_low: float = Field(0.25, ge=0.0, le=1.0, description="a full-text leg whose best hits cover this share of the query or less weighs 0")
     evidence_high: float = Field(0.5, ge=0.0, le=1.0, description="covering this share or more, it weighs 1 (linear between)")
     rrf_k: float = Field(60.0, gt=0)
+    rrf_fts_weight: float = Field(1.0, ge=0, description="with method rrf: weight of each full-text leg (trigram, bigram)")
+    rrf_vector_weight: float = Field(1.0, ge=0, description="with method rrf: weight of the vector leg")
     heading_weight: float = Field(2.0, ge=0)
     context_weight: float = Field(1.0, ge=0)
     content_weight: float = Field(1.0, ge=0)
@@ -151,6 +153,32 @@ class SearchSettings(_Section):
     fusion: FusionSettings = Field(default_factory=FusionSettings)
     mmr: MMRSettings = Field(default_factory=MMRSettings)
     parent_retriever: ParentRetrieverSettings = Field(default_factory=ParentRetrieverSettings)
+
+
+class EvalSettings(_Section):
+    """`[eval]`: the run history `groove eval` keeps beside the index, and its regression gate."""
+
+    history: int = Field(10, ge=0, le=1000, description="runs kept in <index>.eval.jsonl; 0 keeps none")
+    regression_threshold: float = Field(0.05, ge=0.0, le=1.0, description="--fail-on-regression: a metric that dropped by more than this fails")
+
+
+FieldType = Literal["string", "number", "integer", "boolean", "date", "list", "mapping"]
+
+
+class FieldRule(_Section):
+    """One frontmatter key of the `[validate]` schema."""
+
+    type: FieldType | None = None
+    allowed: list[str | int | float | bool] | None = None
+    required: bool = False
+
+
+class ValidateSettings(_Section):
+    """`[validate]`: the frontmatter schema `groove validate` checks (empty: nothing is required)."""
+
+    required: list[str] = Field(default_factory=list, description="keys every note's frontmatter must have")
+    date_format: str = Field("%Y-%m-%d", description="strftime format a `date` field written as text must match")
+    fields: dict[str, FieldRule] = Field(default_factory=dict, description="per-key rules: type, allowed values, required")
 
 
 class WatchSettings(_Section):
@@ -200,6 +228,8 @@ class Settings(BaseSettings):
     index: IndexSettings = Field(default_factory=IndexSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    eval: EvalSettings = Field(default_factory=EvalSettings)
+    validate_: ValidateSettings = Field(default_factory=ValidateSettings, alias="validate")
     watch: WatchSettings = Field(default_factory=WatchSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     log: LogSettings = Field(default_factory=LogSettings)

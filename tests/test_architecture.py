@@ -16,7 +16,7 @@ PACKAGE = ROOT / "groove"
 
 # Rooms, top first. A module may import from its own room or any room below it; `beside` from anywhere.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("shells", ("groove.cli", "groove.progress", "groove.service", "groove.serve")),
+    ("shells", ("groove.cli", "groove.progress", "groove.service", "groove.serve", "groove.ops")),
     ("wiring", ("groove.app",)),
     ("middle", ("groove.sync", "groove.search", "groove.evaluate")),
     ("bottom", ("groove.embed", "groove.store", "groove.corpus")),
@@ -76,6 +76,15 @@ def test_the_check_sees_an_upward_import_when_there_is_one(tmp_path):
     bad.write_text("from groove.serve.daemon import Daemon\nimport groove.app\nfrom groove import service\n")
     assert [t for _, t in groove_imports(bad)] == ["groove.serve.daemon", "groove.app", "groove.service"]
     assert room("groove.store.reads") > room("groove.search.pipeline") > room("groove.app") > room("groove.serve.daemon")
+
+
+def test_the_ops_commands_are_imported_by_the_cli_alone():
+    importers = sorted(
+        module_name(path) for path in PACKAGE.rglob("*.py")
+        if not module_name(path).startswith("groove.ops")
+        and any(t == "groove.ops" or t.startswith("groove.ops.") for _, t in groove_imports(path))
+    )
+    assert importers == ["groove.cli"], importers
 
 
 def test_every_exception_groove_defines_derives_from_groove_error():

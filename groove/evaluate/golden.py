@@ -46,7 +46,10 @@ class JudgedQuery:
 
 def load(source: Path, split: str | None = None) -> list[JudgedQuery]:
     if not source.exists():
-        raise GoldenError(f"{source} does not exist; pass a golden YAML file or a BEIR folder")
+        raise GoldenError(
+            f"{source} does not exist: the golden set is missing (no such file or folder); pass a golden YAML "
+            "file or a BEIR folder with queries.jsonl and qrels/ (docs/evaluation.md)"
+        )
     if source.is_dir():
         return load_beir(source, split)
     if not source.is_file():

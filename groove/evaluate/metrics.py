@@ -2,8 +2,11 @@
 
 A query's expected items are matched against the ranked result list; each
 expected item counts once, at the first rank where a hit matches it.
-recall@k = found in top k / expected; MRR = 1 / first matching rank;
-nDCG@10 with binary gains.
+recall@k = found in top k / expected (for each cut-off k, `--k`); MRR = 1 /
+first matching rank; nDCG@10 with binary gains.
+
+METRIC_VERSION changes whenever a number computed here would change for the
+same ranked lists: eval history never compares runs of two versions.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ H = TypeVar("H")
 E = TypeVar("E")
 
 KS = (1, 5, 10)
+METRIC_VERSION = 1
 
 
 def first_ranks(hits: Sequence[H], expected: Sequence[E], matches: Callable[[H, E], bool]) -> list[int | None]:
@@ -34,22 +38,39 @@ class QueryScore:
     ndcg10: float
 
 
-def score_query(ranks: Sequence[int | None], n_expected: int) -> QueryScore:
+def parse_ks(text: str) -> tuple[int, ...]:
+    """`1,5,10,20` -> (1, 5, 10, 20): distinct positive cut-offs, sorted; ValueError saying what is wrong."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ValueError("give at least one cut-off, e.g. 1,5,10")
+    out = set()
+    for p in parts:
+        try:
+            k = int(p)
+        except ValueError:
+            raise ValueError(f"{p!r} is not a whole number; write the cut-offs like 1,5,10,20") from None
+        if not 1 <= k <= 100:
+            raise ValueError(f"cut-off {k} is outside 1..100")
+        out.add(k)
+    return tuple(sorted(out))
+
+
+def score_query(ranks: Sequence[int | None], n_expected: int, ks: Sequence[int] = KS) -> QueryScore:
     if n_expected <= 0:
         raise ValueError("a judged query needs at least one expected item")
     found = sorted(r for r in ranks if r is not None)
-    recall = {k: sum(1 for r in found if r <= k) / n_expected for k in KS}
+    recall = {k: sum(1 for r in found if r <= k) / n_expected for k in ks}
     rr = 1.0 / found[0] if found else 0.0
     dcg = sum(1.0 / math.log2(r + 1) for r in found if r <= 10)
     idcg = sum(1.0 / math.log2(i + 1) for i in range(1, min(n_expected, 10) + 1))
     return QueryScore(recall=recall, rr=rr, ndcg10=dcg / idcg)
 
 
-def aggregate(scores: Sequence[QueryScore]) -> dict[str, float]:
+def aggregate(scores: Sequence[QueryScore], ks: Sequence[int] = KS) -> dict[str, float]:
     n = len(scores)
     if n == 0:
-        return {"recall@1": 0.0, "recall@5": 0.0, "recall@10": 0.0, "mrr": 0.0, "ndcg@10": 0.0}
-    out = {f"recall@{k}": sum(s.recall[k] for s in scores) / n for k in KS}
+        return {**{f"recall@{k}": 0.0 for k in ks}, "mrr": 0.0, "ndcg@10": 0.0}
+    out = {f"recall@{k}": sum(s.recall[k] for s in scores) / n for k in ks}
     out["mrr"] = sum(s.rr for s in scores) / n
     out["ndcg@10"] = sum(s.ndcg10 for s in scores) / n
     return {k: round(v, 4) for k, v in out.items()}

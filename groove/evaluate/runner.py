@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import aiosqlite
 
 from groove.evaluate.golden import JudgedQuery
-from groove.evaluate.metrics import aggregate, first_ranks, score_query
+from groove.evaluate.metrics import KS, aggregate, first_ranks, score_query
 from groove.search.pipeline import Searcher
 from groove.search.request import SearchRequest
 
@@ -20,6 +20,7 @@ async def run_eval(
     retriever: str = "hybrid",
     limit: int = 10,
     request_options: dict[str, Any] | None = None,
+    ks: Sequence[int] = KS,
 ) -> dict[str, Any]:
     scores = []
     per_query = []
@@ -28,7 +29,7 @@ async def run_eval(
         resp = await searcher.search(conn, req)
         hits = resp["results"]
         ranks = first_ranks(hits, q.expected, lambda h, e: e.matches(h))
-        s = score_query(ranks, len(q.expected))
+        s = score_query(ranks, len(q.expected), (*ks, 10) if 10 not in ks else ks)
         scores.append(s)
         per_query.append({
             "id": q.id, "query": q.query, "ranks": ranks,
@@ -37,7 +38,8 @@ async def run_eval(
             "low_confidence": bool(resp["low_confidence"]),
         })
     return {
-        "metrics": aggregate(scores),
+        "metrics": aggregate(scores, ks),
+        "ks": list(ks),
         "confidence": confidence_split(per_query),
         "queries": per_query,
         "count": len(queries),

@@ -93,6 +93,9 @@ __all__ = [
 
 log = structlog.get_logger(__name__)
 
+# Bump when the same query would compile to a different expression: `groove eval` history
+# (groove/evaluate/history.py) refuses to compare runs across a change of it.
+COMPILER_VERSION = 1
 MAX_PHRASES = 32
 TRIGRAM_FLOOR = 3
 

@@ -49,12 +49,13 @@ EVIDENCE_DEPTH = 3  # a full-text leg's evidence is the best coverage among its 
 def fusion_weights(settings: FusionSettings, legs: dict[str, Any], evidence: dict[str, float]) -> dict[str, float]:
     """Per-leg weights: the vector leg 1; each full-text leg by how much of the query its best hits contain.
 
-    With method "rrf" every leg weighs 1 (the seeds' plain RRF). When no leg keeps a
+    With method "rrf" the vector leg weighs `rrf_vector_weight` and each full-text leg
+    `rrf_fts_weight` (both 1 by default: the seeds' plain RRF). When no leg keeps a
     weight (no vectors yet and weak keyword evidence), the full-text legs weigh 1:
     a weak match is still better than none.
     """
     if settings.method == "rrf":
-        return {name: 1.0 for name in legs}
+        return {name: settings.rrf_vector_weight if name == "vector" else settings.rrf_fts_weight for name in legs}
     out = {}
     for name in legs:
         if name == "vector":

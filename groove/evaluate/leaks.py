@@ -1,0 +1,47 @@
+"""Golden queries that a note quotes word for word: a leaked answer makes any retriever look good.
+
+One trigram query per golden query (each of its words as a phrase, all
+required; FTS5 trigram phrases match substrings, case-insensitively) finds
+the candidate chunks; each candidate is then confirmed on the text with
+whitespace collapsed and case folded. Queries
+shorter than MIN_CHARS are skipped: a keyword query ("sqlite wal") appearing
+in notes is normal, a whole question appearing in one is not.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import aiosqlite
+
+from groove.evaluate.golden import JudgedQuery
+
+MIN_CHARS = 24
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+async def quoted_queries(conn: aiosqlite.Connection, queries: Sequence[JudgedQuery],
+                         min_chars: int = MIN_CHARS) -> list[dict[str, Any]]:
+    """[{id, query, paths}] for each query of at least `min_chars` that some note contains verbatim."""
+    out = []
+    for q in queries:
+        wanted = _norm(q.query)
+        if len(wanted) < min_chars:
+            continue
+        words = [w for w in q.query.split() if len(w) >= 3]  # trigram phrases of under 3 characters never match
+        if not words:
+            continue
+        phrase = " AND ".join('"' + w.replace('"', '""') + '"' for w in words)
+        cur = await conn.execute(
+            "SELECT DISTINCT d.path, c.heading, c.context, c.content FROM fts_chunks f"
+            " JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.doc_id"
+            " WHERE fts_chunks MATCH ? LIMIT 200",
+            (phrase,),
+        )
+        paths = sorted({p for p, *texts in await cur.fetchall() if any(wanted in _norm(t) for t in texts)})
+        if paths:
+            out.append({"id": q.id, "query": q.query, "paths": paths})
+    return out
