@@ -136,7 +136,7 @@ def test_eval_of_a_missing_golden_file_says_the_file_does_not_exist(tmp_path):
     done = groove("eval", "missing.yaml", "--kb", str(make_notes(tmp_path)), "--index", str(tmp_path / "i.sqlite"),
                   cwd=tmp_path, timeout=60)
     assert done.returncode == 1
-    assert "groove: error: missing.yaml does not exist; pass a golden YAML file or a BEIR folder" in done.stderr
+    assert "groove: error: missing.yaml does not exist: the golden set is missing" in done.stderr
 
 
 def test_index_shows_progress_the_model_line_and_the_drained_line_on_stderr_and_a_clean_summary(tmp_path):

@@ -119,7 +119,8 @@ def test_a_vector_record_without_its_vector_is_found(indexed):
 
 def test_another_model_a_stale_schema_and_a_vector_table_of_another_dimension_are_named(indexed):
     other = replace_settings(indexed, **{"embedding.model": MINILM})
-    assert "groove index --rebuild" in checks(doctor.diagnose(other))["model_mismatch"]["fix"]
+    mismatch = checks(doctor.diagnose(other))["model_mismatch"]
+    assert mismatch["level"] == "warning" and "groove index (switches in place" in mismatch["fix"]
     con = raw(indexed)
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.execute("UPDATE meta SET value = '768' WHERE key = 'dimension'")
@@ -141,7 +142,7 @@ def test_japanese_notes_under_an_english_model_are_a_model_fit_warning(kb, make_
     settings = make_settings(kb, **{"embedding.model": MINILM})
     anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder(dimension=384, identity=MINILM)))
     f = checks(doctor.diagnose(settings))["model_fit"]
-    assert f["level"] == "warning" and "--rebuild" in f["fix"]
+    assert f["level"] == "warning" and "groove index" in f["fix"]
 
 
 def test_the_cli_prints_json_and_exits_by_the_worst_finding(indexed, kb, tmp_path):

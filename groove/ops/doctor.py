@@ -23,7 +23,7 @@ from groove.corpus.cjk import cjk_share
 from groove.corpus.scan import IGNORE_FILE, Ignore, scan
 from groove.embed.embedder import make_embedder, model_fit_warning
 from groove.errors import GrooveError
-from groove.store import db
+from groove.store import db, shadow
 
 SAMPLE = 2000  # chunks read to judge the notes' script mix (as app.MODEL_FIT_SAMPLE)
 EXAMPLES = 5
@@ -122,11 +122,25 @@ def check_model(con: Any, settings: Settings) -> list[Finding]:
     except GrooveError as exc:
         return [Finding("error", "model_config", f"the configured embedder cannot be built: {exc}", "fix [embedding] in groove.toml")]
     out = []
+    switch = shadow.state_sync(con)
     if built_model != identity:
-        out.append(Finding("error", "model_mismatch",
-                           f"the index was built with {built_model} but the configuration asks for {identity}",
-                           "groove index --rebuild (or set [embedding] model back)"))
+        if switch and switch["model"] == identity:
+            out.append(Finding("warning", "model_switch",
+                               f"the index is switching from {built_model} to {identity} and answers with "
+                               f"{built_model} until every text has its new vector (groove status shows how far)",
+                               "groove index (or the running groove serve) finishes the switch"))
+        else:
+            out.append(Finding("warning", "model_mismatch",
+                               f"the index answers with {built_model} but the configuration asks for {identity}; "
+                               "read-only commands refuse it until it is switched",
+                               "groove index (switches in place, the old vectors answer meanwhile), or set [embedding] model back"))
     for name, dim in vector_tables(con):
+        if name == shadow.VECTORS:
+            if switch and dim != switch["dimension"]:
+                out.append(Finding("error", "vector_dimension",
+                                   f"table {name} holds vectors of {dim} dimensions but the switch to "
+                                   f"{switch['model']} expects {switch['dimension']}", "groove index --rebuild"))
+            continue
         if dim != built_dim:
             out.append(Finding("error", "vector_dimension",
                                f"table {name} holds vectors of {dim} dimensions but the index says {built_dim}",
@@ -134,7 +148,7 @@ def check_model(con: Any, settings: Settings) -> list[Finding]:
     sample = [r[0] for r in con.execute(f"SELECT content FROM chunks ORDER BY hash LIMIT {SAMPLE}")]
     warning = model_fit_warning(identity, cjk_share(sample)) if sample else None
     if warning:
-        out.append(Finding("warning", "model_fit", warning, "set [embedding] model, then groove index --rebuild"))
+        out.append(Finding("warning", "model_fit", warning, "set [embedding] model, then groove index (switches in place)"))
     return out
 
 
@@ -262,8 +276,7 @@ def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
         if not db._has_table(con, "meta") or db.read_identity_sync(con)[0] is None:
             findings.append(Finding("error", "not_an_index", f"{path} is not a groove index", "groove index --rebuild"))
             return _finish(report, findings)
-        tables = vector_tables(con)
-        vec_table = tables[0][0] if tables else "vec_embeddings"
+        vec_table = "vec_embeddings"  # the active set (a switch's shadow set is checked by check_model)
         ignore_ok = not any(f.check == "ignore_file" for f in findings)
 
         def run_all() -> tuple[list[Finding], list[str]]:
