@@ -21,6 +21,7 @@ import pytest
 from conftest import GROOVE, eventually  # noqa: F401 - re-exported for the MCP tests
 
 START_TIMEOUT = 90.0   # a cold process imports torch and loads the model
+EMBED_TIMEOUT = 600.0  # every chunk embedded by the real model: a bound a loaded 2-core machine meets
 EVENT_TIMEOUT = 30.0
 
 
@@ -107,7 +108,7 @@ class ServerProcess:
             time.sleep(0.1)
         raise AssertionError(f"groove serve did not answer /healthz within {timeout} s:\n{self.log()[-3000:]}")
 
-    def wait_indexed(self, documents: int, timeout: float = START_TIMEOUT, embedded: bool = True) -> dict[str, Any]:
+    def wait_indexed(self, documents: int, timeout: float | None = None, embedded: bool = True) -> dict[str, Any]:
         """Until the startup reconcile is done, `documents` notes are indexed and (with `embedded`) every
         chunk has its vector, asked over MCP. Tests that compare rankings need both retrievers complete:
         a search while vectors are pending is a different (FTS-heavy) fused list."""
@@ -116,7 +117,7 @@ class ServerProcess:
                 result = await client.call_tool("index_status", {})
                 return result.structured_content
 
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (timeout if timeout is not None else (EMBED_TIMEOUT if embedded else START_TIMEOUT))
         st: dict[str, Any] = {}
         while time.monotonic() < deadline:
             st = anyio.run(status)
