@@ -115,7 +115,7 @@ class Index:
         reads.prepare_index(self.path, model=self.embedder.identity, dimension=self.embedder.dimension,
                             kb_path=str(self.kb))
         self.wconn = await db.connect(self.path)
-        self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder)
+        self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder, self.settings.parsers)
         run = self.bulk.embed if self.bulk is not None else None
         self.embedding = EmbedQueue(self.wconn, self.embedder, self.settings.embedding.batch_size,
                                     **({"run": run} if run else {}))

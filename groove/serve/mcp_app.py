@@ -305,7 +305,8 @@ def build_server(daemon: Daemon) -> MCPServer:
     async def search(**arguments: Any) -> dict[str, Any]:
         """Find the passages of the notes that best answer a query (hybrid full-text + semantic search).
 
-        Returns results (path, title, heading context, tags, score, start/end lines, content, match spans),
+        Returns results (path, title, heading context, tags, score, start/end lines, content, match spans, and
+        position: the page, slide or sheet rows for a hit in a PDF, PowerPoint or Excel file),
         low_confidence, filter_applied, pending_chunks (passages still waiting for their embedding: a note
         saved moments ago may be found by its words but not yet by meaning), vectors_degraded (true when the
         query could not be embedded, so the results come from full text alone) and startup_reconcile_done (false
@@ -322,7 +323,8 @@ def build_server(daemon: Daemon) -> MCPServer:
     async def get_document(
         path: Annotated[str, Field(description="The note's path relative to the notes folder, exactly as search or list_documents returned it.")],
     ) -> dict[str, Any]:
-        """Return one whole note: path, title, tags, date, frontmatter, warnings, size and content (Markdown)."""
+        """Return one whole note: path, title, tags, date, frontmatter, warnings, size and content (Markdown, or
+        the text extracted from a PDF, Word, PowerPoint or Excel file)."""
         return await daemon.get_document(path)
 
     @tool(title="List the notes", annotations=READ_ONLY)
