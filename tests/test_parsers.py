@@ -328,3 +328,37 @@ def test_groove_index_and_search_on_the_command_line_find_a_pdf_page_and_a_slide
     text = subprocess.run(base + ["search", "rice terraces", *common], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True)
     assert "deck.pptx:" in text.stdout and "(slide 1)" in text.stdout
+
+
+async def test_the_watcher_picks_up_an_enabled_document_dropped_into_the_folder_and_ignores_a_disabled_one(
+        kb, make_settings):
+    from groove.serve.daemon import Daemon
+
+    from conftest import eventually
+
+    write(kb / "base.md", "# Base\n\nA note about bread.\n")
+    settings = make_settings(kb, **{"watch.debounce_ms": 50, "parsers.enabled": ["markdown", "pdf"]})
+    daemon = Daemon(settings, embedder=BagOfWordsEmbedder())
+
+    async def paths(query: str) -> list[str]:
+        resp = await daemon.search(SearchRequest(query=query, limit=5, retriever="fts"))
+        return [r["path"] for r in resp["results"]]
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run_background)
+        with anyio.fail_after(60):
+            await daemon.reconciled.wait()
+        try:
+            (kb / "ignored.docx").write_bytes(docx_bytes([("p", "The pelican report is not enabled.")]))
+            (kb / "new.pdf").write_bytes(pdf_bytes([["Cover."], ["The pelican census counted forty birds."]]))
+
+            async def found() -> bool:
+                return "new.pdf" in await paths("pelican")
+
+            await eventually(found, "the dropped PDF to be indexed by the watcher")
+            resp = await daemon.search(SearchRequest(query="pelican census", limit=5, retriever="fts"))
+            assert [(r["path"], r["position"]) for r in resp["results"]] == [("new.pdf", {"page": 2})]
+            status = await daemon.index_status()
+            assert status["documents"] == 2 and status["skipped"] == []  # the .docx is not even looked at
+        finally:
+            daemon.stop()
