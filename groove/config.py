@@ -59,6 +59,7 @@ class ParserSettings(_Section):
 
     enabled: list[ParserName] = Field(
         default_factory=lambda: ["markdown"],
+        min_length=1,
         description="file types indexed: markdown ([index] extensions), txt, pdf, docx, pptx, xlsx",
     )
     max_document_bytes: int = Field(50_000_000, ge=1, description="larger .pdf/.docx/.pptx/.xlsx files are skipped with a reason")

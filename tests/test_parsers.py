@@ -65,6 +65,8 @@ def test_an_unknown_parser_name_is_a_configuration_error_that_lists_the_choices(
     with pytest.raises(ConfigError) as err:
         make_settings(kb, **{"parsers.enabled": ["markdown", "odt"]})
     assert "parsers.enabled" in str(err.value) and "pdf" in str(err.value)
+    with pytest.raises(ConfigError, match="parsers.enabled"):
+        make_settings(kb, **{"parsers.enabled": []})  # nothing to index at all is a mistake, not a setting
 
 
 # --- .txt ------------------------------------------------------------------------------------------
@@ -362,3 +364,35 @@ async def test_the_watcher_picks_up_an_enabled_document_dropped_into_the_folder_
             assert status["documents"] == 2 and status["skipped"] == []  # the .docx is not even looked at
         finally:
             daemon.stop()
+
+
+async def test_an_mcp_client_finds_a_pdf_page_and_reads_its_text_over_stdio(tmp_path):
+    import mcp_types as types
+    from mcp import Client, StdioServerParameters
+
+    from groove.config import load_settings
+    from groove.serve.mcp_app import note_uri
+    from mcp_support import serve_argv, server_env
+
+    kb = tmp_path / "notes"
+    write(kb / "note.md", "# Note\n\nA note about kelp forests.\n")
+    (kb / "paper.pdf").write_bytes(pdf_bytes([["Abstract."], ["The quasar spectrum shifted to the red."]], title="Paper"))
+    config = tmp_path / "groove.toml"
+    config.write_text('[parsers]\nenabled = ["markdown", "pdf"]\n', encoding="utf-8")
+    index = tmp_path / "index.sqlite"
+    await index_once(load_settings(config, kb_path=kb, index_path=index))
+    argv = serve_argv(kb, index, "--transport", "stdio", "--config", str(config))
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(tmp_path), cwd=str(tmp_path))
+    with anyio.fail_after(120):
+        async with Client(params) as client:
+            found = await client.call_tool("search", {"query": "quasar spectrum", "limit": 3})
+            text = "".join(c.text for c in found.content if isinstance(c, types.TextContent))
+            assert not found.is_error, text
+            top = found.structured_content["results"][0]
+            assert (top["path"], top["position"], top["title"]) == ("paper.pdf", {"page": 2}, "Paper")
+            doc = (await client.call_tool("get_document", {"path": "paper.pdf"})).structured_content
+            assert "The quasar spectrum shifted to the red." in doc["content"] and doc["frontmatter"]["pages"] == 2
+            read = await client.read_resource(note_uri("paper.pdf"))
+            assert read.contents[0].mime_type == "text/plain" and "quasar" in read.contents[0].text
+            note = await client.read_resource(note_uri("note.md"))
+            assert note.contents[0].mime_type == "text/markdown"

@@ -61,6 +61,7 @@ from pydantic import Field, WithJsonSchema
 
 from groove import __version__
 from groove.app import MAX_PAGE
+from groove.corpus.parsers import DOCUMENT_EXTENSIONS
 from groove.errors import GrooveError, NotFoundError
 from groove.logs import get_logger
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
@@ -73,6 +74,11 @@ log = get_logger(__name__)
 
 NOTE_URI_PREFIX = "groove://note/"
 NOTE_MIME_TYPE = "text/markdown"
+TEXT_MIME_TYPE = "text/plain"  # .txt files and the text extracted from documents (corpus/parsers)
+
+
+def note_mime(path: str) -> str:
+    return TEXT_MIME_TYPE if path.lower().endswith((".txt", *DOCUMENT_EXTENSIONS)) else NOTE_MIME_TYPE
 RESOURCE_PAGE_SIZE = 100
 SEND_TIMEOUT_S = 2.0  # a connection that cannot take a notification this fast is dropped
 
@@ -378,7 +384,7 @@ def build_server(daemon: Daemon) -> MCPServer:
                 name=doc["path"],
                 title=doc["title"] or None,
                 description=_describe(doc),
-                mime_type=NOTE_MIME_TYPE,
+                mime_type=note_mime(doc["path"]),
             )
             for doc in page["documents"]
         ]
@@ -402,7 +408,7 @@ def build_server(daemon: Daemon) -> MCPServer:
         except NotFoundError as exc:
             # SEP-2164: an unknown resource is invalid params, with the URI in data.
             raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {exc}", data={"uri": params.uri}) from exc
-        return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=doc["content"], mime_type=NOTE_MIME_TYPE)])
+        return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=doc["content"], mime_type=note_mime(path))])
 
     sdk.add_request_handler(server, "resources/list", PaginatedRequestParams, list_resources)
     sdk.add_request_handler(server, "resources/templates/list", PaginatedRequestParams, list_templates)
