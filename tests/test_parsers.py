@@ -198,7 +198,7 @@ def test_rows_past_max_rows_are_left_out_with_a_warning():
     data = xlsx_bytes({"S": [["h"]] + [[f"r{i}"] for i in range(10)]})
     parsed = parse("s.xlsx", data, ParserSettings(enabled=ALL, max_rows=4))
     assert "r2" in joined(parsed) and "r3" not in joined(parsed)
-    assert parsed.warnings == ("sheet 'S': only the first 4 of 11 rows are indexed ([parsers] max_rows)",)
+    assert parsed.warnings == ("sheet 'S': only the first 4 non-empty rows are indexed ([parsers] max_rows)",)
 
 
 def test_an_office_file_that_unpacks_past_the_limit_is_refused_before_it_is_opened():

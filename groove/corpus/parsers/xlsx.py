@@ -75,17 +75,15 @@ def parse_xlsx(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserS
                     continue  # a chart sheet
                 names.append(ws.title)
                 rows: list[tuple[int, str]] = []
-                total = 0
                 for no, values in enumerate(ws.iter_rows(values_only=True), 1):
                     text = _row_text(values)
                     if not text:
                         continue
-                    total += 1
-                    if total <= limits.max_rows:
-                        rows.append((no, text))
-                if total > limits.max_rows:
-                    warnings.append(
-                        f"sheet {ws.title!r}: only the first {limits.max_rows} of {total} rows are indexed ([parsers] max_rows)")
+                    if len(rows) == limits.max_rows:  # stop reading: a huge sheet costs no more than max_rows
+                        warnings.append(f"sheet {ws.title!r}: only the first {limits.max_rows} non-empty rows"
+                                        " are indexed ([parsers] max_rows)")
+                        break
+                    rows.append((no, text))
                 sections += _blocks(ws.title, rows, options)
         finally:
             wb.close()
