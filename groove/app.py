@@ -156,7 +156,7 @@ class Index:
         self.wconn = await db.connect(self.path)
         # Chunks are cut for the configured model: it is the one that stays.
         try:
-            self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder)
+            self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder, self.settings.parsers)
         except BaseException:
             # e.g. a .grooveignore that is a FIFO: say so and exit, instead of an open connection's
             # thread keeping the process alive after the error

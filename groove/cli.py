@@ -219,10 +219,21 @@ def _request_from_args(args: argparse.Namespace, settings: Settings, query: str)
     )
 
 
+def _position_text(position: dict | None) -> str:
+    """' (page 3)', ' (slide 2)', ' (sheet Budget, rows 2-40)' for a document hit; '' for a note."""
+    if not position:
+        return ""
+    if "sheet" in position:
+        rows = position.get("rows") or []
+        span = f", rows {rows[0]}-{rows[1]}" if len(rows) == 2 else ""
+        return f" (sheet {position['sheet']}{span})"
+    return "".join(f" ({k} {v})" for k, v in position.items())
+
+
 def format_results_text(resp: dict) -> str:
     out = []
     for i, r in enumerate(resp["results"], 1):
-        where = f"{r['path']}:{r['start_line']}-{r['end_line']}"
+        where = f"{r['path']}:{r['start_line']}-{r['end_line']}{_position_text(r.get('position'))}"
         out.append(f"{i:>2}. {r['score']:.4f}  {where}  {r['context'] or r['title']}")
         snippet = " ".join(r["content"].split())
         out.append(f"    {snippet[:200]}{'…' if len(snippet) > 200 else ''}")

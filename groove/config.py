@@ -53,6 +53,24 @@ class IndexSettings(_Section):
     max_frontmatter_bytes: int = Field(65_536, ge=0, description="a larger frontmatter block is not read (reported)")
 
 
+ParserName = Literal["markdown", "txt", "pdf", "docx", "pptx", "xlsx"]
+
+
+class ParserSettings(_Section):
+    """`[parsers]`: which file types are indexed besides Markdown, and their size limits (docs/indexing.md)."""
+
+    enabled: list[ParserName] = Field(
+        default_factory=lambda: ["markdown"],
+        min_length=1,
+        description="file types indexed: markdown ([index] extensions), txt, pdf, docx, pptx, xlsx",
+    )
+    max_document_bytes: int = Field(50_000_000, ge=1, description="larger .pdf/.docx/.pptx/.xlsx files are skipped with a reason")
+    max_unpacked_bytes: int = Field(200_000_000, ge=1, description=".docx/.pptx/.xlsx whose zip unpacks to more are skipped")
+    max_pages: int = Field(1000, ge=1, description="PDF pages indexed per file; the rest is left out with a warning")
+    max_slides: int = Field(500, ge=1, description="slides indexed per presentation; the rest is left out with a warning")
+    max_rows: int = Field(20_000, ge=1, description="rows indexed per sheet; the rest is left out with a warning")
+
+
 class OpenAIEmbeddingSettings(_Section):
     """`[embedding.openai]`: an OpenAI-compatible embeddings server (TEI, vLLM, Ollama, LM Studio, ...)."""
 
@@ -226,6 +244,7 @@ class Settings(BaseSettings):
     kb_path: Path | None = Field(None, description="the notes folder")
     index_path: Path | None = Field(None, description="the SQLite index; default under the user data dir")
     index: IndexSettings = Field(default_factory=IndexSettings)
+    parsers: ParserSettings = Field(default_factory=ParserSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     eval: EvalSettings = Field(default_factory=EvalSettings)

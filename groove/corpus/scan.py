@@ -31,7 +31,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 import pathspec
 
@@ -86,10 +86,13 @@ def name_problem(name: str) -> str | None:
 class Ignore:
     """The ignore rules of one notes folder."""
 
-    def __init__(self, root: Path, exclude_dirs: Iterable[str] = (), extensions: Iterable[str] = (".md", ".markdown")):
+    def __init__(self, root: Path, exclude_dirs: Iterable[str] = (), extensions: Iterable[str] = (".md", ".markdown"),
+                 size_limits: Mapping[str, tuple[int, str]] | None = None):
         self.root = root
         self.exclude_dirs = ALWAYS_SKIPPED_DIRS | set(exclude_dirs)
         self.extensions = tuple(e.lower() for e in extensions)
+        # extension -> (bytes, setting name): file types with a limit of their own (documents, corpus/parsers)
+        self.size_limits = {e.lower(): v for e, v in (size_limits or {}).items()}
         self.spec = self._load_spec()
 
     def _load_spec(self) -> pathspec.PathSpec | None:
@@ -114,6 +117,14 @@ class Ignore:
         if name in self.exclude_dirs or rel_dir in self.exclude_dirs:
             return True
         return bool(self.spec and self.spec.match_file(rel_dir + "/"))
+
+    def size_limit(self, rel: str, default: int) -> tuple[int, str]:
+        """(bytes, setting name) for this file: its type's own limit, else `default` (max_file_bytes)."""
+        low = rel.lower()
+        for ext, limit in sorted(self.size_limits.items(), key=lambda i: -len(i[0])):
+            if low.endswith(ext):
+                return limit
+        return default, "max_file_bytes"
 
     def file_wanted(self, rel: str) -> bool:
         if not rel.lower().endswith(self.extensions):
@@ -170,7 +181,7 @@ def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> S
                 continue
             if not ignore.file_wanted(rel):
                 continue
-            info, reason = stat_note(root, rel, max_file_bytes)
+            info, reason = stat_note(root, rel, *ignore.size_limit(rel, max_file_bytes))
             if info is not None:
                 result.files[rel] = info
             elif reason:
@@ -179,7 +190,7 @@ def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> S
     return result
 
 
-def stat_note(root: Path, rel: str, max_file_bytes: int) -> tuple[FileInfo | None, str | None]:
+def stat_note(root: Path, rel: str, max_file_bytes: int, setting: str = "max_file_bytes") -> tuple[FileInfo | None, str | None]:
     """Stat one candidate note. Returns (info, None), (None, reason) or (None, None) if gone."""
     problem = name_problem(rel)
     if problem is not None:
@@ -212,7 +223,7 @@ def stat_note(root: Path, rel: str, max_file_bytes: int) -> tuple[FileInfo | Non
     if not stat.S_ISREG(st.st_mode):
         return None, f"not a regular file ({_kind(st.st_mode)})"
     if st.st_size > max_file_bytes:
-        return None, f"too large ({st.st_size} bytes > max_file_bytes {max_file_bytes})"
+        return None, f"too large ({st.st_size} bytes > {setting} {max_file_bytes})"
     return FileInfo(rel=rel, path=path, size=st.st_size, mtime_ns=st.st_mtime_ns), None
 
 

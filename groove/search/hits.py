@@ -29,6 +29,9 @@ class Hit:
     ordinal: int
     token_count: int | None
     score: float
+    position: dict[str, Any] | None = None
+    """Where the chunk sits in a document that has no lines of its own: ``{"page": 3}`` (PDF),
+    ``{"slide": 2}`` (PPTX), ``{"sheet": "Budget", "rows": [2, 40]}`` (XLSX); None for notes and text files."""
     fts_rank: int | None = None
     """1-based rank of this chunk in the full-text leg, None if the leg did not return it."""
     vec_rank: int | None = None

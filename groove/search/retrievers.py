@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import aiosqlite
 import numpy as np
 
+from groove.corpus.parsers.document import POSITIONS_KEY, position_of
 from groove.search import filters as filters_mod
 from groove.search.hits import Hit
 from groove.store import reads
@@ -183,7 +184,7 @@ async def vector_scored(
 
 _HIT_SQL = (
     "SELECT c.id, c.doc_id, d.path, d.title, c.heading, c.level, c.context, c.content, d.tags, d.date,"
-    " c.start_line, c.end_line, c.ordinal, c.token_count"
+    " c.start_line, c.end_line, c.ordinal, c.token_count, json_extract(d.frontmatter, '$.' || ?)"
     " FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.id IN (SELECT value FROM json_each(?))"
 )
 
@@ -191,15 +192,25 @@ _HIT_SQL = (
 async def fetch_hits(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int, Hit]:
     if not ids:
         return {}
-    cur = await conn.execute(_HIT_SQL, (json.dumps(list(ids)),))
+    cur = await conn.execute(_HIT_SQL, (POSITIONS_KEY, json.dumps(list(ids))))
     out: dict[int, Hit] = {}
     for r in await cur.fetchall():
         out[r[0]] = Hit(
             chunk_id=r[0], doc_id=r[1], path=r[2], title=r[3], heading=r[4], level=r[5], context=r[6],
             content=r[7], tags=json.loads(r[8]), date=r[9], start_line=r[10], end_line=r[11], ordinal=r[12],
-            token_count=r[13], score=0.0,
+            token_count=r[13], score=0.0, position=position_of(_json(r[14]), r[10]),
         )
     return out
+
+
+def _json(text: str | None) -> Any:
+    """A document's stored positions (corpus/parsers/document.py); None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 async def fetch_vectors(conn: aiosqlite.Connection, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:

@@ -32,6 +32,7 @@ import anyio.abc
 
 from groove.app import Index
 from groove.config import Settings
+from groove.corpus.parsers import Parsers
 from groove.embed.embedder import Embedder
 from groove.embed.pool import BulkLimiter
 from groove.errors import BusyError, GrooveError, NotFoundError
@@ -383,7 +384,7 @@ class Daemon:
             self.kb,
             self.submit_paths,
             debounce_ms=self.settings.watch.debounce_ms,
-            extensions=tuple(e.lower() for e in self.settings.index.extensions),
+            extensions=Parsers(self.settings.index, self.settings.parsers).extensions,  # the registry decides
             index_path=self.index_path,
             stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
             on_state=self._set_watch_state,

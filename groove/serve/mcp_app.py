@@ -93,6 +93,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 from groove import __version__
 from groove.app import MAX_PAGE
 from groove.config import HTTPSettings
+from groove.corpus.parsers import DOCUMENT_EXTENSIONS
 from groove.errors import GrooveError, NotFoundError
 from groove.search.compiler import QueryError
 from groove.logs import get_logger
@@ -106,6 +107,11 @@ log = get_logger(__name__)
 
 NOTE_URI_PREFIX = "groove://note/"
 NOTE_MIME_TYPE = "text/markdown"
+TEXT_MIME_TYPE = "text/plain"  # .txt files and the text extracted from documents (corpus/parsers)
+
+
+def note_mime(path: str) -> str:
+    return TEXT_MIME_TYPE if path.lower().endswith((".txt", *DOCUMENT_EXTENSIONS)) else NOTE_MIME_TYPE
 RESOURCE_PAGE_SIZE = 100
 COMPLETION_VALUES = 100  # the most values one completion/complete answer may carry (the specification's cap)
 SEND_TIMEOUT_S = 2.0  # a connection that cannot take a notification this fast is dropped
@@ -535,7 +541,8 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
     async def search(**arguments: Any) -> dict[str, Any]:
         """Find the passages of the notes that best answer a query (hybrid full-text + semantic search).
 
-        Returns results (path, title, heading context, tags, score, start/end lines, content, match spans),
+        Returns results (path, title, heading context, tags, score, start/end lines, content, match spans, and
+        position: the page, slide or sheet rows for a hit in a PDF, PowerPoint or Excel file),
         low_confidence, filter_applied, pending_chunks (passages still waiting for their embedding: a note
         saved moments ago may be found by its words but not yet by meaning), vectors_degraded (true when the
         query could not be embedded, so the results come from full text alone) and startup_reconcile_done (false
@@ -552,7 +559,8 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
     async def get_document(
         path: Annotated[str, Field(description="The note's path relative to the notes folder, exactly as search or list_documents returned it.")],
     ) -> dict[str, Any]:
-        """Return one whole note: path, title, tags, date, frontmatter, warnings, size and content (Markdown)."""
+        """Return one whole note: path, title, tags, date, frontmatter, warnings, size and content (Markdown, or
+        the text extracted from a PDF, Word, PowerPoint or Excel file)."""
         return await daemon.get_document(check_note_path(path))
 
     @tool(title="List the notes", annotations=READ_ONLY)
@@ -604,7 +612,7 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
                 name=doc["path"],
                 title=doc["title"] or None,
                 description=_describe(doc),
-                mime_type=NOTE_MIME_TYPE,
+                mime_type=note_mime(doc["path"]),
             )
             for doc in page["documents"]
         ]
@@ -628,7 +636,7 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
         except NotFoundError as exc:
             # SEP-2164: an unknown resource is invalid params, with the URI in data.
             raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {exc}", data={"uri": params.uri}) from exc
-        return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=doc["content"], mime_type=NOTE_MIME_TYPE)])
+        return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=doc["content"], mime_type=note_mime(path))])
 
     sdk.add_request_handler(server, "resources/list", PaginatedRequestParams, list_resources)
     sdk.add_request_handler(server, "resources/templates/list", PaginatedRequestParams, list_templates)

@@ -18,8 +18,9 @@ from typing import Callable, Iterable
 import aiosqlite
 import anyio
 
-from groove.config import IndexSettings
+from groove.config import IndexSettings, ParserSettings
 from groove.corpus.markdown import parse_note
+from groove.corpus.parsers import ChunkOptions, Parsers
 from groove.corpus.scan import FileInfo, Ignore, NoteReadError, name_problem, printable, read_note, scan, stat_note
 from groove.embed.embedder import Embedder
 from groove.logs import get_logger
@@ -69,25 +70,31 @@ class ReconcileStats:
 class Indexer:
     """The single writer's logic. Owns the write connection."""
 
-    def __init__(self, conn: aiosqlite.Connection, kb: Path, settings: IndexSettings, embedder: Embedder):
+    def __init__(self, conn: aiosqlite.Connection, kb: Path, settings: IndexSettings, embedder: Embedder,
+                 parsers: ParserSettings | None = None):
         self.conn = conn
         self.kb = kb  # resolved once, by the settings
-        self.settings = settings  # the [index] section: all the indexer reads
+        self.settings = settings  # the [index] section (and [parsers]): all the indexer reads
         self.embedder = embedder
-        self.ignore = Ignore(self.kb, settings.exclude_dirs, settings.extensions)
+        # The parser registry decides which files are notes and how each kind is read and parsed.
+        self.parsers = Parsers(settings, parsers)
+        self.ignore = Ignore(self.kb, settings.exclude_dirs, self.parsers.extensions,
+                             self.parsers.size_limits())
 
     # -- parsing --------------------------------------------------------------
-    def _chunk(self, text: str, stem: str):
-        return parse_note(
-            text,
-            stem=stem,
-            split_levels=self.settings.split_levels,
+    def _read(self, info: FileInfo) -> tuple[str | bytes, str]:
+        return self.parsers.read(info, self.settings.max_file_bytes)
+
+    def _chunk(self, rel: str, source: str | bytes, stem: str):
+        options = ChunkOptions(
             max_tokens=self.embedder.max_tokens,
             min_chunk_tokens=self.settings.min_chunk_tokens,
+            split_levels=self.settings.split_levels,
             count_tokens=self.embedder.count_tokens,
             max_chunks=self.settings.max_chunks_per_file,
             max_frontmatter_bytes=self.settings.max_frontmatter_bytes,
         )
+        return self.parsers.parse(rel, source, stem=stem, options=options)
 
     async def _known(self) -> dict[str, tuple[int, int, int, str]]:
         cur = await self.conn.execute("SELECT path, id, size, mtime_ns, hash FROM documents")
@@ -179,7 +186,7 @@ class Indexer:
                 if rel in known:
                     gone.add(rel)
                 continue
-            info, reason = stat_note(self.kb, rel, self.settings.max_file_bytes)
+            info, reason = stat_note(self.kb, rel, *self.ignore.size_limit(rel, self.settings.max_file_bytes))
             if info is not None:
                 present[rel] = info
             elif reason is not None:
@@ -217,7 +224,7 @@ class Indexer:
                 stats.unchanged += 1
                 continue
             try:
-                text, digest = await anyio.to_thread.run_sync(read_note, info, self.settings.max_file_bytes)
+                text, digest = await anyio.to_thread.run_sync(self._read, info)
             except FileNotFoundError:
                 if entry is not None:
                     gone.add(rel)
@@ -230,14 +237,18 @@ class Indexer:
                 await writer.touch_document(self.conn, entry[0], info.size, info.mtime_ns)
                 stats.unchanged += 1
                 continue
+            stem = Path(rel).stem
+            try:
+                parsed = await anyio.to_thread.run_sync(self._chunk, rel, text, stem)
+            except NoteReadError as exc:  # a document that cannot be parsed (damaged, encrypted, no library)
+                skipped[rel] = str(exc)
+                continue
             doc_id = entry[0] if entry is not None else None
             renamed_from = None
             if doc_id is None and digest in gone_by_hash:
                 renamed_from = gone_by_hash.pop(digest)
                 gone.discard(renamed_from)
                 doc_id = known[renamed_from][0]
-            stem = Path(rel).stem
-            parsed = await anyio.to_thread.run_sync(self._chunk, text, stem)
             for warning in parsed.warnings:
                 log.warning("note_warning", path=rel, warning=warning)
             if parsed.warnings:
