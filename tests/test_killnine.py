@@ -32,7 +32,9 @@ def test_the_comparison_sees_a_lost_vector_and_a_missing_note(tmp_path: Path):
     from groove.store import db
 
     con = db.connect_sync(index)
-    con.execute("UPDATE chunks SET embedding_id = NULL WHERE id = (SELECT min(id) FROM chunks)")
+    # A lost vector in one note, and another note gone (write order is not path order: pick apart).
+    con.execute("UPDATE chunks SET embedding_id = NULL WHERE id = (SELECT min(c.id) FROM chunks c JOIN documents d"
+                " ON d.id = c.doc_id WHERE d.path != (SELECT max(path) FROM documents))")
     con.execute("DELETE FROM documents WHERE path = (SELECT max(path) FROM documents)")
     con.close()
     diffs = killnine.differences(killnine.fingerprint(index), fresh)
