@@ -284,7 +284,7 @@ def test_a_corrupt_file_of_each_type_is_skipped_with_its_reason_and_the_rest_ind
         zf.writestr("hello.txt", "a zip, but not a presentation")
     (kb / "bad.pptx").write_bytes(buf.getvalue())
     (kb / "bad.xlsx").write_bytes(xlsx_bytes({"S": [["h"], ["v"]]})[:200])
-    (kb / "bad.txt").write_bytes(b"\xff\xfe not utf-8 \xff")
+    (kb / "bad.txt").write_bytes(b"not utf-8 \xff\xfe\xff")  # no BOM at the start: a BOM means UTF-16
     settings = make_settings(kb, **{"parsers.enabled": ALL})
     summary = anyio.run(lambda: index_once(settings, embedder=FAKE))
     assert summary["added"] == 1 and summary["skipped"] == 6
