@@ -10,7 +10,7 @@ BIND   ?= 127.0.0.1:3100
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test install bench clean
+.PHONY: serve test install browser bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,7 +23,11 @@ install: $(STAMP)
 serve: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/groove serve --kb "$(KB)" --transport http --bind "$(BIND)"
 
-test: $(STAMP)
+# Debian's chromium + chromium-driver for the web view's browser test (apt-get when root; else the test skips)
+browser:
+	scripts/install-browser
+
+test: $(STAMP) browser
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 bench: $(STAMP)

@@ -45,6 +45,7 @@ from groove.config import Settings
 from groove.logs import get_logger
 from groove.serve import sdk
 from groove.serve.daemon import Daemon
+from groove.serve.ui import UI_PATH, mount_ui
 
 log = get_logger(__name__)
 
@@ -178,7 +179,7 @@ class GuardMiddleware:
 # --- the app ----------------------------------------------------------------------------------
 
 def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Allowed) -> ASGIApp:
-    """The whole HTTP app: guard -> body limit -> Starlette (/mcp, /healthz)."""
+    """The whole HTTP app: guard -> body limit -> Starlette (/mcp, /healthz, /ui)."""
     max_body = settings.serve.http.max_body_bytes
 
     @server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)
@@ -189,6 +190,8 @@ def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Al
         except Exception as exc:  # noqa: BLE001
             return JSONResponse({"ok": False, "error": str(exc) or type(exc).__name__}, status_code=503)
         return JSONResponse({"ok": True, "pending": pending})
+
+    mount_ui(server, daemon)  # /ui and /ui/api/*: custom routes of the same app, so the same guard as /mcp
 
     starlette_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -267,6 +270,7 @@ def client_snippets(url: str, stdio_command: list[str]) -> str:
     return (
         f"groove is serving MCP at {url}\n"
         f"  health: {url.rsplit('/', 1)[0]}{HEALTH_PATH}\n"
+        f"  web view: {url.rsplit('/', 1)[0]}{UI_PATH}\n"
         "MCP client configuration (Streamable HTTP):\n"
         f"{json.dumps(http, indent=2, ensure_ascii=False)}\n"
         "or let the client start groove itself (stdio):\n"
