@@ -22,7 +22,8 @@ import pytest
 from conftest import ROOT, write
 from mcp_support import ServerProcess, note
 
-SCREENSHOT_ENV = "GROOVE_UI_SCREENSHOT"  # set it to a path to keep the browser test's screenshot
+# GROOVE_UI_SCREENSHOT=path keeps the browser test's screenshot (read at import: the tests run without GROOVE_*)
+KEEP_SCREENSHOT = os.environ.get("GROOVE_UI_SCREENSHOT")
 
 EVIL = (
     "This note tries to inject markup into the web view: payload "
@@ -306,8 +307,8 @@ def test_the_web_view_shows_status_finds_a_note_highlights_its_span_and_explains
     shot = tmp_path / "ui.png"
     assert chrome.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000
-    if os.environ.get(SCREENSHOT_ENV):
-        shutil.copyfile(shot, os.environ[SCREENSHOT_ENV])
+    if KEEP_SCREENSHOT:
+        shutil.copyfile(shot, KEEP_SCREENSHOT)
 
     # A Japanese query: the span is cut at UTF-8 byte offsets and lands on whole characters.
     hits = _run_search(chrome, "清水寺", explain=False)
