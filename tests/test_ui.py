@@ -29,6 +29,7 @@ EVIL = (
     "This note tries to inject markup into the web view: payload "
     "<script>window.__pwned = 1</script> <img src=x onerror=\"window.__pwned = 2\"> <b>bold?</b>"
 )
+EVIL_HEADING = "<b>heading</b> <img src=y onerror=\"window.__pwned = 3\">"
 
 
 def _corpus(kb: Path) -> dict[str, str]:
@@ -39,7 +40,7 @@ def _corpus(kb: Path) -> dict[str, str]:
         "baking/bread.md": note("Bread", "## Crust\n\nSteam in the first minutes of baking gives a thin, crackling crust."),
         "travel/kyoto.md": note("京都の旅", "## 寺\n\n京都の寺を巡る。清水寺は朝早くが静か。"),
         "garden/tomatoes.md": note("Tomatoes", "## Watering\n\nWater tomatoes deeply at the roots, never the leaves."),
-        "security/evil.md": note("Markup in a note", "## Payload\n\n" + EVIL),
+        "security/evil.md": note("Markup in a note", f"## Payload {EVIL_HEADING}\n\n" + EVIL),
     }
     for rel, text in notes.items():
         write(kb / rel, text)
@@ -329,6 +330,7 @@ def test_a_note_full_of_markup_shows_as_text_and_runs_nothing(chrome, served):
     hits = _run_search(chrome, "payload inject markup", explain=False)
     evil = [h for h in hits if h.find_element(By.CSS_SELECTOR, ".hit-path").text == "security/evil.md"]
     assert evil, [h.text for h in hits]
+    assert f"Payload {EVIL_HEADING}" in evil[0].find_element(By.CSS_SELECTOR, ".hit-heading").text
     passage = evil[0].find_element(By.CSS_SELECTOR, ".passage")
     assert "<script>window.__pwned = 1</script>" in passage.text
     assert '<img src=x onerror="window.__pwned = 2">' in passage.text
