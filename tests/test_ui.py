@@ -201,6 +201,26 @@ def test_a_search_body_over_the_limit_gets_413_on_the_ui_too(served):
     assert _search(served, big).status_code == 413
 
 
+def test_the_page_ships_inside_the_wheel(tmp_path):
+    """A copy of the project built into a wheel (offline, no build isolation) carries the page, byte for byte."""
+    import sys
+    import zipfile
+
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "groove", src / "groove", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copyfile(ROOT / name, src / name)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist")],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("groove-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = zf.read("groove/serve/static/ui.html")
+    assert shipped == (ROOT / "groove" / "serve" / "static" / "ui.html").read_bytes()
+
+
 # --- the page, in a real browser ---------------------------------------------------------------
 
 def _browser_binaries() -> tuple[str | None, str | None]:
