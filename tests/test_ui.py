@@ -201,6 +201,12 @@ def test_a_search_body_over_the_limit_gets_413_on_the_ui_too(served):
     assert _search(served, big).status_code == 413
 
 
+def test_the_ui_with_a_trailing_slash_redirects_to_the_page(served):
+    r = httpx.get(f"{served.ui}/", timeout=10)
+    assert r.status_code == 308
+    assert r.headers["location"] == "/ui"
+
+
 def test_the_page_ships_inside_the_wheel(tmp_path):
     """A copy of the project built into a wheel (offline, no build isolation) carries the page, byte for byte."""
     import sys
@@ -335,6 +341,8 @@ def test_the_web_view_shows_status_finds_a_note_highlights_its_span_and_explains
     hits = _run_search(chrome, "清水寺", explain=False)
     assert hits[0].find_element(By.CSS_SELECTOR, ".hit-path").text == "travel/kyoto.md"
     assert [m.text for m in hits[0].find_elements(By.CSS_SELECTOR, ".passage mark")] == ["清水寺"]
+    if KEEP_SCREENSHOT:
+        chrome.save_screenshot(str(Path(KEEP_SCREENSHOT).with_suffix(".ja.png")))
     assert not chrome.find_element(By.ID, "explain").is_displayed()
 
     # The inline script ran under the page's CSP (the page works) and the browser reported no violation.
