@@ -179,7 +179,7 @@ class GuardMiddleware:
 # --- the app ----------------------------------------------------------------------------------
 
 def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Allowed) -> ASGIApp:
-    """The whole HTTP app: guard -> body limit -> Starlette (/mcp, /healthz, /ui)."""
+    """The whole HTTP app: guard -> body limit -> Starlette (/mcp, /healthz)."""
     max_body = settings.serve.http.max_body_bytes
 
     @server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)
