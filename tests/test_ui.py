@@ -152,15 +152,19 @@ def test_the_ui_search_refuses_bad_requests_with_the_search_tools_own_message(se
 
 
 def _mcp_error(served: Served, arguments: dict[str, Any]) -> str:
-    """The MCP search tool's refusal: a tool error's text, or a JSON-RPC error's message."""
-    from mcp import MCPError
+    """The MCP search tool's refusal: a tool error's text, or a JSON-RPC error's message (-32602)."""
+    from mcp import Client, MCPError
 
-    try:
-        result = anyio.run(_mcp_search, served.server.url, arguments)
-    except MCPError as exc:
-        return exc.error.message
-    assert result.is_error, f"the MCP search tool accepted {arguments!r}"
-    return result.content[0].text
+    async def call() -> str:
+        async with Client(served.server.url) as client:
+            try:
+                result = await client.call_tool("search", arguments)
+            except MCPError as exc:
+                return exc.error.message
+        assert result.is_error, f"the MCP search tool accepted {arguments!r}"
+        return result.content[0].text
+
+    return anyio.run(call)
 
 
 def test_the_ui_search_refuses_an_argument_the_request_model_does_not_know(served):
