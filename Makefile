@@ -35,3 +35,9 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Debian's chromium + chromium-driver for the web view's browser test (tests/test_ui.py calls this script itself
+# when they are missing; apt-get as root, else the browser tests skip saying why).
+.PHONY: browser
+browser:
+	scripts/install-browser

@@ -70,6 +70,7 @@ from groove.config import ConfigError, HTTPSettings, Settings
 from groove.logs import get_logger
 from groove.serve import sdk
 from groove.serve.daemon import Daemon
+from groove.serve.ui import UI_PATH, mount_ui
 
 log = get_logger(__name__)
 
@@ -471,6 +472,8 @@ def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Al
             return JSONResponse({"ok": False, "error": "; ".join(reasons), "pending": pending}, status_code=503)
         return JSONResponse({"ok": True, "pending": pending})
 
+    mount_ui(server, daemon)  # /ui and /ui/api/*: custom routes of the same app, so the same guard as /mcp
+
     starlette_app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         max_request_body_size=max_body,
@@ -566,6 +569,7 @@ def client_snippets(url: str, stdio_command: list[str], *, token: bool = False) 
     return (
         f"groove is serving MCP at {url}\n"
         f"  health: {url.rsplit('/', 1)[0]}{HEALTH_PATH}\n"
+        f"  web view: {url.rsplit('/', 1)[0]}{UI_PATH}\n"
         "MCP client configuration (Streamable HTTP):\n"
         f"{json.dumps(http, indent=2, ensure_ascii=False)}\n"
         "or let the client start groove itself (stdio):\n"
