@@ -393,3 +393,34 @@ def test_a_rebinding_page_in_the_browser_gets_421_from_the_ui(chrome, served):
     # and the same request, made directly, is a 421
     r = httpx.get(f"{served.server.base}/ui", headers={"Host": f"evil.example:{served.port}"}, timeout=10)
     assert r.status_code == 421
+
+
+def test_with_a_token_the_page_loads_and_its_script_sends_the_token_from_the_url_fragment(browser_binaries, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    token = "ui-test-token-0123456789abcdef"
+    kb = tmp_path / "notes"
+    notes = _corpus(kb)
+    server = ServerProcess(kb, tmp_path / "index.sqlite", tmp_path, env={"GROOVE_TOKEN": token}, token=token)
+    driver = None
+    try:
+        server.wait_healthy()
+        server.wait_indexed(len(notes), embedded=False)
+        # The page holds no note data: it loads without the token. Everything with data still wants it.
+        assert httpx.get(f"{server.base}/ui", timeout=30).status_code == 200
+        refused = httpx.get(f"{server.base}/ui/api/status", timeout=30)
+        assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+        assert httpx.post(f"{server.base}/ui/api/search", json={"query": "sourdough"}, timeout=30).status_code == 401
+        assert httpx.get(f"{server.base}/ui/api/status", headers=server.headers, timeout=30).status_code == 200
+
+        driver = _driver(browser_binaries)
+        driver.get(f"{server.base}/ui#token={token}")
+        _wait(driver, lambda d: d.find_element(By.ID, "st-documents").text == str(len(notes)),
+              "the status panel, fetched with the token")
+        assert "token" not in driver.current_url  # the fragment is dropped from the address bar
+        hits = _run_search(driver, "sourdough", explain=False)
+        assert hits and hits[0].find_element(By.CSS_SELECTOR, ".hit-path").text == "baking/sourdough.md"
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.terminate()

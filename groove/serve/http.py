@@ -225,6 +225,12 @@ def _unauthorized(error: str | None, message: str) -> Response:
     )
 
 
+# The web view's page itself holds no note data (only markup and script): a browser can load it without
+# the token, and its script then sends the token (from the URL fragment, never sent to the server, or
+# typed in) on every /ui/api call. Host and Origin are checked for it as for every route.
+TOKEN_FREE_PAGES = frozenset({"/ui"})
+
+
 class GuardMiddleware:
     """Host and Origin validation, then the bearer token, for every HTTP route, in front of everything else."""
 
@@ -248,7 +254,7 @@ class GuardMiddleware:
             log.warning("http_refused", reason="origin", origin=origin, path=scope.get("path"))
             await PlainTextResponse("Invalid Origin header", status_code=403)(scope, receive, send)
             return
-        if self._token:
+        if self._token and not (scope.get("method") == "GET" and scope.get("path") in TOKEN_FREE_PAGES):
             given = _bearer(headers)
             if given is None:
                 log.info("http_refused", reason="no_token", path=scope.get("path"))
