@@ -285,6 +285,27 @@ async def test_a_symlink_out_of_the_folder_is_not_a_note_by_any_path_parameter(s
 
 # --- prompts, completion, logging ---------------------------------------------------------------
 
+async def test_the_workflow_prompts_teach_the_tools_to_combine_cite_paths_and_surface_low_confidence(served):
+    async with Client(served.url) as client:
+        got = {
+            "topic_summary": await client.get_prompt("topic_summary", {"topic": "パン作り"}),
+            "deep_dive": await client.get_prompt("deep_dive", {"question": "why does the levain ferment overnight?"}),
+            "changed_since": await client.get_prompt("changed_since", {"date": "2026-11-01", "topic": "bread"}),
+            "where_silent": await client.get_prompt("where_silent", {"topic": "gluten-free baking"}),
+        }
+        with pytest.raises(MCPError) as missing:
+            await client.get_prompt("changed_since", {})
+    texts = {name: r.messages[0].content.text for name, r in got.items()}
+    assert "パン作り" in texts["topic_summary"] and "get_document" in texts["topic_summary"]
+    assert "`related`" in texts["deep_dive"] and texts["deep_dive"].index("`related`") < texts["deep_dive"].index("answer, drawing")
+    assert "date_from '2026-11-01'" in texts["changed_since"] and "'bread'" in texts["changed_since"]
+    assert "do not answer" in texts["where_silent"] and "own knowledge" in texts["where_silent"]
+    for name, text in texts.items():
+        assert "`search`" in text and "low_confidence: true" in text and "path:start_line-end_line" in text, name
+    assert missing.value.error.code == types.INVALID_PARAMS
+    assert missing.value.error.message.startswith("prompt 'changed_since' needs the argument 'date'")
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_prompts_are_listed_and_an_unknown_prompt_or_a_missing_argument_is_a_one_line_invalid_params_error(served, mode):
     async with Client(served.url, mode=mode) as client:
@@ -297,9 +318,11 @@ async def test_prompts_are_listed_and_an_unknown_prompt_or_a_missing_argument_is
             await client.get_prompt("search_notes", {"question": "bread", "colour": "red"})
         summary = await client.get_prompt("summarize_note", {"path": "recipes/sourdough.md"})
         asked = await client.get_prompt("search_notes", {"question": "how do I feed the starter", "tag": "food"})
-    assert set(listed) == {"search_notes", "summarize_note"} and all(p.description for p in listed.values())
+    assert set(listed) == {"search_notes", "summarize_note", "topic_summary", "deep_dive", "changed_since",
+                           "where_silent"} and all(p.description for p in listed.values())
     assert unknown.value.error.code == types.INVALID_PARAMS
-    assert unknown.value.error.message == "unknown prompt 'no_such_prompt'; the prompts are: search_notes, summarize_note (prompts/list)"
+    assert unknown.value.error.message == ("unknown prompt 'no_such_prompt'; the prompts are: search_notes, summarize_note, "
+                                           "topic_summary, deep_dive, changed_since, where_silent (prompts/list)")
     assert missing.value.error.code == types.INVALID_PARAMS
     assert missing.value.error.message.startswith("prompt 'summarize_note' needs the argument 'path'")
     assert "\n" not in missing.value.error.message and "pydantic" not in missing.value.error.message
