@@ -369,6 +369,10 @@ class Index:
         due = [t for q in self._queues() if (t := q.next_retry_in()) is not None]
         return min(due) if due else None
 
+    async def topics(self, *, depth: int = 2, limit: int = 100) -> dict[str, Any]:
+        async with self.reading() as conn:
+            return await reads.topics(conn, depth=depth, limit=limit)
+
     async def pending(self) -> int:
         async with self.reading() as conn:
             return await reads.pending_count(conn)

@@ -93,7 +93,7 @@ def _text(result: types.CallToolResult) -> str:
 async def test_the_tools_are_listed_with_described_parameter_schemas(served):
     async with Client(served.url) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related"}
+    assert set(tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics"}
     search = tools["search"].input_schema
     assert search["required"] == ["query"]
     for param in ("query", "limit", "retriever", "rerank", "mmr", "mmr_lambda", "mmr_same_doc_penalty",
@@ -361,6 +361,25 @@ async def test_logging_set_level_is_answered_on_the_handshake_era(served):
             result = await client.set_logging_level("warning")
         assert (await client.call_tool("index_status", {})).is_error is False
     assert result is not None
+
+
+async def test_topics_lists_folders_and_tags_with_counts_and_a_filter_that_search_takes(served):
+    async with Client(served.url) as client:
+        topics = (await client.call_tool("topics", {"depth": 1})).structured_content
+        folders = {f["folder"]: f for f in topics["folders"]}
+        tags = {t["tag"]: t for t in topics["tags"]}
+        assert folders["bulk"]["notes"] == BULK and folders["日本語"]["notes"] == 1
+        assert folders["bulk"]["filter"] == {"path_globs": ["bulk/**"]}
+        assert [f["notes"] for f in topics["folders"]] == sorted((f["notes"] for f in topics["folders"]), reverse=True)
+        assert tags["旅行"]["notes"] == 1 and tags["food"]["filter"] == {"tags_any": ["food"]}
+        # The filters it hands out are search filters: the Japanese folder's keeps the search inside it.
+        inside = (await client.call_tool("search", {"query": "紅葉", **folders["日本語"]["filter"]})).structured_content
+        assert inside["results"] and {r["path"] for r in inside["results"]} == {JAPANESE}
+        by_tag = (await client.call_tool("search", {"query": "starter", **tags["food"]["filter"]})).structured_content
+        assert {r["path"] for r in by_tag["results"]} == {"recipes/sourdough.md"}
+        with pytest.raises(MCPError) as bad:
+            await client.call_tool("topics", {"depth": 0})
+    assert bad.value.error.code == types.INVALID_PARAMS and "depth" in bad.value.error.message
 
 
 async def test_related_finds_notes_near_a_note(served):

@@ -421,6 +421,10 @@ class Daemon:
         await self.ready.wait()
         return await self.index.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
 
+    async def topics(self, *, depth: int = 2, limit: int = 100) -> dict[str, Any]:
+        await self.ready.wait()
+        return await self.index.topics(depth=depth, limit=limit)
+
     async def complete(self, kind: str, prefix: str, limit: int = 100) -> tuple[list[str], int]:
         await self.ready.wait()
         return await self.index.complete(kind, prefix, limit)

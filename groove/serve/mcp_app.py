@@ -646,6 +646,16 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
             check_note_path(folder.rstrip("/"), name="folder")
         return await daemon.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
 
+    @tool(title="Folders and tags of the notes", annotations=READ_ONLY)
+    async def topics(
+        depth: Annotated[int, _bounded(ge=1, le=6, description="Folder levels to count (1: top-level folders only).")] = 2,
+        limit: Annotated[int, _bounded(ge=1, le=MAX_PAGE, description="At most this many folders and this many tags.")] = 100,
+    ) -> dict[str, Any]:
+        """The vault at a glance: its folders and tags with how many notes each holds, most first, each with
+        the search filter that selects it (`path_globs` for a folder, `tags_any` for a tag): pass that filter
+        to `search` to stay inside one topic."""
+        return await daemon.topics(depth=depth, limit=limit)
+
     @tool(
         title="Rescan the notes folder",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),

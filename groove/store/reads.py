@@ -175,3 +175,31 @@ async def tags_starting_with(conn: aiosqlite.Connection, prefix: str, limit: int
         f"SELECT tag FROM doc_tags WHERE {where} GROUP BY tag ORDER BY count(*) DESC, tag LIMIT ?", (*args, limit)
     )
     return [r[0] for r in await cur.fetchall()], total
+
+
+async def topics(conn: aiosqlite.Connection, *, depth: int = 2, limit: int = 100) -> dict[str, Any]:
+    """The vault at a glance: folders (down to `depth` levels) and tags, each with its note count,
+    most notes first, and the search filter that selects it."""
+    cur = await conn.execute("SELECT path FROM documents")
+    folders: dict[str, int] = {}
+    total = 0
+    for (path,) in await cur.fetchall():
+        total += 1
+        parts = path.split("/")[:-1]
+        for i in range(1, min(depth, len(parts)) + 1):
+            key = "/".join(parts[:i])
+            folders[key] = folders.get(key, 0) + 1
+    top = sorted(folders.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    cur = await conn.execute(
+        "SELECT tag, count(*) AS n FROM doc_tags GROUP BY tag ORDER BY n DESC, tag LIMIT ?", (limit,)
+    )
+    tags = [{"tag": t, "notes": n, "filter": {"tags_any": [t]}} for t, n in await cur.fetchall()]
+    cur = await conn.execute("SELECT count(*) FROM documents WHERE instr(path, '/') = 0")
+    at_root = int((await cur.fetchone())[0] or 0)
+    return {
+        "notes": total,
+        "notes_at_top_level": at_root,
+        "folders": [{"folder": f, "notes": n, "filter": {"path_globs": [f"{f}/**"]}} for f, n in top],
+        "folders_total": len(folders),
+        "tags": tags,
+    }
