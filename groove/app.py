@@ -69,6 +69,18 @@ def reranker_factory(settings: Settings, cli_model: str | None = None) -> Callab
     return lambda: reranker
 
 
+def query_vector_texts(queries: Sequence[JudgedQuery]) -> list[str]:
+    """The distinct texts the vector leg embeds for these judged queries (a query the compiler
+    refuses has none), in order: what eval and tune embed once, up front, in batches."""
+    texts = []
+    for q in queries:
+        try:
+            texts.append(compile_query(q.query).vector_text)
+        except QueryError:
+            continue
+    return list(dict.fromkeys(t for t in texts if t.strip()))
+
+
 MODEL_FIT_SAMPLE = 2000  # chunks read to judge the notes' script mix
 SWITCH_MAX_LEFT_SHARE = 0.01  # a switch swaps with at most this share of texts the new model keeps failing on
 
@@ -418,13 +430,7 @@ class Index:
         """Judged queries through the search pipeline; query vectors computed in batches up front."""
         cache: dict[str, np.ndarray] = {}
         if retriever != "fts":
-            texts = []
-            for q in queries:
-                try:
-                    texts.append(compile_query(q.query).vector_text)
-                except QueryError:
-                    continue
-            texts = list(dict.fromkeys(t for t in texts if t.strip()))
+            texts = query_vector_texts(queries)
             vectors = await anyio.to_thread.run_sync(self.embedder.embed_queries, texts)
             cache = dict(zip(texts, vectors))
 
@@ -556,13 +562,7 @@ async def tune_once(
         raise GoldenError(f"{source} has {len(queries)} judged quer{'y' if len(queries) == 1 else 'ies'}; tune needs at least 2")
     grid = tune.candidates(settings.search.fusion)
     async with Index.open(settings, readonly=True, embedder=embedder) as index:
-        texts = []
-        for q in queries:
-            try:
-                texts.append(compile_query(q.query).vector_text)
-            except QueryError:
-                continue
-        texts = list(dict.fromkeys(t for t in texts if t.strip()))
+        texts = query_vector_texts(queries)
         if progress:
             progress("embedding queries", 0, len(texts))
         vectors = dict(zip(texts, await anyio.to_thread.run_sync(index.embedder.embed_queries, texts)))

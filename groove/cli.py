@@ -39,6 +39,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="log level (stderr)")
 
 
+def _format_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help='text for people, json for programs (errors too: {"error", "exit_code"} on stdout)')
+
+
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     overrides: dict[str, Any] = {
         "kb_path": args.kb,
@@ -463,7 +468,7 @@ def _add_eval_tools_parsers(sub: Any) -> None:
     g.add_argument("--mmr-lambda", type=float, default=None, metavar="L", help="MMR relevance weight, 0..1")
     g.add_argument("--mmr-same-doc-penalty", type=float, default=None, metavar="P", help="MMR same-document penalty, >= 0")
     g.add_argument("--parent-retriever", action=argparse.BooleanOptionalAction, default=None, help="expand small hits")
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    _format_option(p)
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("tune", help="sweep the fusion knobs on judged queries (cross-validated); prints, never writes")
@@ -473,13 +478,13 @@ def _add_eval_tools_parsers(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
     p.add_argument("--max-queries", type=int, default=None, metavar="N", help="only the first N queries")
     p.add_argument("--metric", choices=list(TUNE_METRICS), default="ndcg@10", help="what to maximise (default nDCG@10)")
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    _format_option(p)
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("doctor", help="check the index against the notes folder and itself (exit 0 clean, 1 warnings, 2 errors)")
     _common(p)
     p.add_argument("--fix", action="store_true", help="apply the safe repairs (gone notes, orphan rows, full-text rebuild), then check again")
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    _format_option(p)
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("validate", help="check every note's frontmatter against the [validate] schema (exit 1 on findings)")
@@ -625,12 +630,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="index the notes folder (incremental)")
     _common(p)
     p.add_argument("--rebuild", action="store_true", help="delete the index and start over")
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    _format_option(p)
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("status", help="what is in the index")
     _common(p)
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    _format_option(p)
     p.add_argument("--no-daemon", action="store_true",
                    help="do not ask a running groove serve of this index; open the index in this process")
     p.set_defaults(func=cmd_status)
@@ -639,7 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("query", metavar="QUERY", help="words, \"a quoted phrase\", -word to exclude (docs/search.md)")
     _add_search_options(p)
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    _format_option(p)
     p.add_argument("--explain", action="store_true", help="show the MATCH expression, candidates and per-retriever ranks")
     p.add_argument("--no-daemon", action="store_true",
                    help="do not ask a running groove serve of this index; open the index in this process")
@@ -652,7 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=1, help="hops to walk (1..3)")
     p.add_argument("--fan-out", type=int, default=5, help="neighbours per note per hop (1..20)")
     p.add_argument("--max-nodes", type=int, default=100, help="node budget (1..200)")
-    p.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs (errors too: {\"error\", \"exit_code\"} on stdout)")
+    _format_option(p)
     p.add_argument("--no-daemon", action="store_true",
                    help="do not ask a running groove serve of this index; open the index in this process")
     p.set_defaults(func=cmd_related)
