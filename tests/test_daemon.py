@@ -26,8 +26,8 @@ TIMEOUT = 60.0
 
 
 @asynccontextmanager
-async def running(settings, embedder=None) -> AsyncIterator[Daemon]:
-    daemon = Daemon(settings, embedder=embedder)
+async def running(settings, embedder=None, **index_options) -> AsyncIterator[Daemon]:
+    daemon = Daemon(settings, embedder=embedder, **index_options)
     async with anyio.create_task_group() as tg:
         await tg.start(daemon.run_background)
         with anyio.fail_after(TIMEOUT):

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 import threading
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Sequence
+from typing import Sequence
 
 import anyio
 import numpy as np
@@ -18,11 +17,11 @@ import pytest
 
 from conftest import GROOVE, eventually, section_text, write
 from fakes import BagOfWordsEmbedder
+from test_daemon import running
 from groove.app import index_once, read_status, search_once
 from groove.config import E5_MODEL, MINILM_MODEL, EmbeddingSettings
 from groove.embed.embedder import EmbedderError, embedder_for_index, settings_json
 from groove.search.request import SearchRequest
-from groove.serve.daemon import Daemon
 from groove.store import db
 
 TIMEOUT = 60.0
@@ -93,6 +92,18 @@ def run_index(settings, embedder, **kw):
 def previous(embedders: dict[str, CountingEmbedder]):
     """The test's stand-in for embedder_for_index: the old model by its identity."""
     return lambda identity, recorded: embedders.get(identity)
+
+
+def half_switched(kb: Path, make_settings):
+    """An index of the old model whose switch to the new one stopped after two texts."""
+    notes(kb)
+    settings = make_settings(kb, **{"embedding.batch_size": 2})
+    old, new = old_and_new()
+    run_index(settings, old)
+    new.fail_after = 2
+    with pytest.raises(Exception, match="died"):
+        run_index(settings, new)
+    return settings, old, new
 
 
 # --- groove index ---------------------------------------------------------------------------------
@@ -186,13 +197,7 @@ def test_a_new_model_with_a_smaller_window_re_chunks_the_notes_first_and_embeds_
 
 
 def test_going_back_to_the_old_model_abandons_the_switch(kb, make_settings):
-    notes(kb)
-    settings = make_settings(kb, **{"embedding.batch_size": 2})
-    old, new = old_and_new()
-    run_index(settings, old)
-    new.fail_after = 2
-    with pytest.raises(Exception, match="died"):
-        run_index(settings, new)
+    settings, old, new = half_switched(kb, make_settings)
     assert meta(settings).get("shadow_model") == "model-new"
 
     embedded = len(old.document_texts)
@@ -205,13 +210,7 @@ def test_going_back_to_the_old_model_abandons_the_switch(kb, make_settings):
 
 
 def test_a_read_only_command_with_the_new_model_is_refused_during_a_switch_saying_how_far_it_is(kb, make_settings):
-    notes(kb)
-    settings = make_settings(kb, **{"embedding.batch_size": 2})
-    old, new = old_and_new()
-    run_index(settings, old)
-    new.fail_after = 2
-    with pytest.raises(Exception, match="died"):
-        run_index(settings, new)
+    settings, old, new = half_switched(kb, make_settings)
 
     with pytest.raises(db.ModelMismatchError, match="switching from model-old to model-new.*groove status"):
         anyio.run(lambda: search_once(settings, SearchRequest(query="caldera"), embedder=new))
@@ -224,13 +223,7 @@ def test_a_read_only_command_with_the_new_model_is_refused_during_a_switch_sayin
 def test_the_command_line_status_shows_the_switch_in_progress(kb, make_settings, tmp_path):
     import subprocess
 
-    notes(kb)
-    settings = make_settings(kb, **{"embedding.batch_size": 2})
-    old, new = old_and_new()
-    run_index(settings, old)
-    new.fail_after = 2
-    with pytest.raises(Exception, match="died"):
-        run_index(settings, new)
+    settings, old, new = half_switched(kb, make_settings)
     out = subprocess.run([*GROOVE, "status", "--kb", str(kb), "--index", str(settings.resolved_index_path())],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -238,19 +231,6 @@ def test_the_command_line_status_shows_the_switch_in_progress(kb, make_settings,
 
 
 # --- the daemon -----------------------------------------------------------------------------------
-
-@asynccontextmanager
-async def running(settings, embedder, **kw) -> AsyncIterator[Daemon]:
-    daemon = Daemon(settings, embedder=embedder, **kw)
-    async with anyio.create_task_group() as tg:
-        await tg.start(daemon.run_background)
-        with anyio.fail_after(TIMEOUT):
-            await daemon.reconciled.wait()
-        try:
-            yield daemon
-        finally:
-            daemon.stop()
-
 
 async def test_searches_keep_using_the_old_model_while_the_daemon_switches_then_the_new_one(kb, make_settings):
     notes(kb)
