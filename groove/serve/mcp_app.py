@@ -28,7 +28,13 @@ pagination. The resource handlers are registered on the low-level server
 directly (`resources/list`, `resources/read`, `resources/templates/list`,
 `resources/subscribe`, `resources/unsubscribe`), replacing MCPServer's
 static-resource manager, because the set of notes is the index's and changes
-while the server runs.
+while the server runs. The topics listing is a resource template too,
+`groove://topics/{kind}` (`all`, `folders`, `tags`; JSON).
+
+Every tool answers a `CallToolResult` typed by a model of `answers.py`: the
+SDK advertises the model's schema as `outputSchema` and validates the
+`structuredContent` against it; the text content is the compact rendering
+`answers.py` writes for a model to read.
 
 Change notifications reach clients of both protocol eras:
 
@@ -46,6 +52,7 @@ Change notifications reach clients of both protocol eras:
 from __future__ import annotations
 
 import functools
+import json
 import inspect
 import time
 from typing import Annotated, Any, Callable
@@ -117,6 +124,9 @@ TEXT_MIME_TYPE = "text/plain"  # .txt files and the text extracted from document
 
 def note_mime(path: str) -> str:
     return TEXT_MIME_TYPE if path.lower().endswith((".txt", *DOCUMENT_EXTENSIONS)) else NOTE_MIME_TYPE
+JSON_MIME_TYPE = "application/json"
+TOPICS_URI_PREFIX = "groove://topics/"  # + all | folders | tags: the topics tool's listing as a resource
+TOPIC_KINDS = ("all", "folders", "tags")
 RESOURCE_PAGE_SIZE = 100
 COMPLETION_VALUES = 100  # the most values one completion/complete answer may carry (the specification's cap)
 SEND_TIMEOUT_S = 2.0  # a connection that cannot take a notification this fast is dropped
@@ -136,8 +146,8 @@ groove searches the user's Markdown notes (a local folder, often mixed Japanese 
   near one note; `list_documents` pages through the notes (filter by folder or tags).
 - `index_status` says what is indexed and what is pending; `reindex` forces a full
   rescan of the folder (rarely needed: the folder is watched).
-- Every note is also a resource `groove://note/<path>`; subscribe to one to hear when
-  it changes.
+- Every note is also a resource `groove://note/<path>` (each hit's `uri`); subscribe to
+  one to hear when it changes. `groove://topics/all` lists the folders and tags.
 """
 
 
@@ -717,10 +727,31 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
                 title="A note by its path",
                 description="A note of the notes folder by its relative path (segments percent-encoded).",
                 mime_type=NOTE_MIME_TYPE,
-            )
+            ),
+            ResourceTemplate(
+                uri_template=TOPICS_URI_PREFIX + "{kind}",
+                name="topics",
+                title="Folders and tags of the notes",
+                description=("The topics tool's listing as JSON, with its defaults (two folder levels, 100 of each): "
+                             f"kind is {', '.join(TOPIC_KINDS)} (all: both)."),
+                mime_type=JSON_MIME_TYPE,
+            ),
         ])
 
+    async def read_topics(uri: str) -> ReadResourceResult:
+        kind = uri[len(TOPICS_URI_PREFIX):]
+        if kind not in TOPIC_KINDS:
+            raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {uri!r} names no topics listing; use "
+                           + ", ".join(TOPICS_URI_PREFIX + k for k in TOPIC_KINDS), data={"uri": uri})
+        listing = answers.topics_answer(await daemon.topics()).model_dump(mode="json")
+        if kind != "all":
+            listing = {k: v for k, v in listing.items() if k in ("notes", kind, f"{kind}_total")}
+        return ReadResourceResult(contents=[TextResourceContents(
+            uri=uri, text=json.dumps(listing, ensure_ascii=False), mime_type=JSON_MIME_TYPE)])
+
     async def read_resource(ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams) -> ReadResourceResult:
+        if isinstance(params.uri, str) and params.uri.startswith(TOPICS_URI_PREFIX):
+            return await read_topics(params.uri)
         path = _parse_uri(params.uri)
         try:
             doc = await daemon.get_document(path)
@@ -790,6 +821,9 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
         kind = None
         if isinstance(ref, ResourceTemplateReference) and ref.uri.startswith(NOTE_URI_PREFIX) and argument.name == "path":
             kind = "path"
+        elif isinstance(ref, ResourceTemplateReference) and ref.uri.startswith(TOPICS_URI_PREFIX) and argument.name == "kind":
+            values = [k for k in TOPIC_KINDS if k.startswith(argument.value or "")]
+            return Completion(values=values, total=len(values), has_more=False)
         elif isinstance(ref, PromptReference) and ref.name in prompts:
             kind = {"path": "path", "tag": "tag"}.get(argument.name)
         if kind is None:
