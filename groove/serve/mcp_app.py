@@ -52,8 +52,8 @@ Change notifications reach clients of both protocol eras:
 from __future__ import annotations
 
 import functools
-import json
 import inspect
+import json
 import time
 from typing import Annotated, Any, Callable
 from urllib.parse import unquote
@@ -122,11 +122,15 @@ NOTE_MIME_TYPE = "text/markdown"
 TEXT_MIME_TYPE = "text/plain"  # .txt files and the text extracted from documents (corpus/parsers)
 
 
-def note_mime(path: str) -> str:
-    return TEXT_MIME_TYPE if path.lower().endswith((".txt", *DOCUMENT_EXTENSIONS)) else NOTE_MIME_TYPE
 JSON_MIME_TYPE = "application/json"
 TOPICS_URI_PREFIX = "groove://topics/"  # + all | folders | tags: the topics tool's listing as a resource
 TOPIC_KINDS = ("all", "folders", "tags")
+
+
+def note_mime(path: str) -> str:
+    return TEXT_MIME_TYPE if path.lower().endswith((".txt", *DOCUMENT_EXTENSIONS)) else NOTE_MIME_TYPE
+
+
 RESOURCE_PAGE_SIZE = 100
 COMPLETION_VALUES = 100  # the most values one completion/complete answer may carry (the specification's cap)
 SEND_TIMEOUT_S = 2.0  # a connection that cannot take a notification this fast is dropped
