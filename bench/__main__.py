@@ -1,4 +1,4 @@
-"""python -m bench [index|stages|freshness|http|phrases|switch|killnine|load|cli|scale] [options] [--json PATH]
+"""python -m bench [index|stages|freshness|http|phrases|switch|killnine|load|cli|scale|answers] [options] [--json PATH]
 
 With no name, runs every benchmark but `scale` with its default sizes, one after the other.
 """
@@ -24,6 +24,7 @@ BENCHES = {
     "load": "bench.load",
     "cli": "bench.cli",
     "scale": "bench.scale",
+    "answers": "bench.answers",
 }
 ON_DEMAND = {"scale"}  # builds 100k-chunk indexes: run by name only, not with the others
 

@@ -24,7 +24,7 @@ from groove.logs import get_logger
 from groove.progress import ProgressBar, say
 from groove.search.request import SearchRequest
 from groove.store import db
-from groove.sync.report import iso_time
+from groove.sync.report import iso_times as _iso_times
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -70,16 +70,6 @@ def _app() -> Any:
     import groove.app
 
     return groove.app
-
-
-def _iso_times(obj: Any) -> Any:
-    """Every timestamp a command prints as ISO-8601 UTC: keys `at` and `*_at` holding epoch seconds."""
-    if isinstance(obj, dict):
-        return {k: iso_time(v) if (k == "at" or k.endswith("_at")) and isinstance(v, (int, float)) and not isinstance(v, bool)
-                else _iso_times(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_iso_times(v) for v in obj]
-    return obj
 
 
 def _ask_daemon(args: argparse.Namespace, settings: Settings, op: str, payload: dict[str, Any]) -> Any:

@@ -56,8 +56,13 @@ def server_env(home: Path) -> dict[str, str]:
     return env
 
 
-def serve_argv(kb: Path, index: Path, *extra: str) -> list[str]:
-    return [*GROOVE, "serve", "--kb", str(kb), "--index", str(index), *extra]
+def serve_argv(kb: Path, index: Path, *extra: str, command: list[str] | None = None) -> list[str]:
+    """`groove serve` on a folder; `command` replaces `groove` (e.g. FAKE_GROOVE: the bag-of-words embedder)."""
+    return [*(command or GROOVE), "serve", "--kb", str(kb), "--index", str(index), *extra]
+
+
+# `groove` with the bag-of-words fake embedder (tests/fake_groove.py): for tests about the protocol, not the model.
+FAKE_GROOVE = [sys.executable, str(Path(__file__).resolve().parent / "fake_groove.py")]
 
 
 class ServerProcess:
@@ -66,14 +71,15 @@ class ServerProcess:
     headers: dict[str, str] = {}  # the bearer token header, when the server has one
 
     def __init__(self, kb: Path, index: Path, workdir: Path, port: int | None = None, extra: tuple[str, ...] = (),
-                 *, bind_host: str = "127.0.0.1", env: dict[str, str] | None = None, token: str | None = None):
+                 *, bind_host: str = "127.0.0.1", env: dict[str, str] | None = None, token: str | None = None,
+                 command: list[str] | None = None):
         self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = f"{self.base}/mcp"
         self.log_path = workdir / f"serve-{self.port}.log"
         self.workdir = workdir
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-        argv = serve_argv(kb, index, "--transport", "http", "--bind", f"{bind_host}:{self.port}", *extra)
+        argv = serve_argv(kb, index, "--transport", "http", "--bind", f"{bind_host}:{self.port}", *extra, command=command)
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             argv, cwd=workdir, env={**server_env(workdir), **(env or {})}, stdin=subprocess.DEVNULL, stdout=self._log,

@@ -43,6 +43,7 @@ SMOKE = {
     ),
     "phrases": (["--rows", "50", "--repeats", "1"], ["or32_over_one_phrase"]),
     "cli": (["--repeats", "1"], ["alone_over_daemon_p50"]),
+    "answers": (["--limit", "3", "--model", "all-MiniLM-L6-v2"], ["examples_after_over_before"]),
     "scale": (["--sizes", "150", "--queries", "2"], ["150_this_filtered_over_unfiltered", "150_this_worst_over_p50"]),
 }
 

@@ -119,7 +119,8 @@ async def test_search_finds_a_note_by_a_distinctive_word_in_both_protocol_eras(s
     assert body["results"][0]["path"] == "projects/zephyrine-plan.md"
     assert body["results"][0]["tags"] == ["project", "infra"]
     assert isinstance(body["pending_chunks"], int) and body["startup_reconcile_done"] is True
-    assert json.loads(_text(result))["results"][0]["path"] == "projects/zephyrine-plan.md"
+    assert body["results"][0]["uri"] == note_uri("projects/zephyrine-plan.md")
+    assert "[1] projects/zephyrine-plan.md" in _text(result) and '"results"' not in _text(result)
 
 
 async def test_search_filters_narrow_the_results(served):

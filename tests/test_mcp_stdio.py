@@ -191,4 +191,9 @@ def test_the_mcp_inspector_cli_lists_tools_and_searches_over_stdio(stdio_setup, 
     assert called.returncode == 0, called.stderr[-3000:]
     result = json.loads(called.stdout)
     assert not result.get("isError")
-    assert json.loads(result["content"][0]["text"])["results"][0]["path"] == JAPANESE
+    top = result["structuredContent"]["results"][0]
+    assert top["path"] == JAPANESE and top["uri"] == note_uri(JAPANESE) and "chunk_id" not in top
+    text = result["content"][0]["text"]  # the compact rendering: the hit's path and score, not JSON
+    assert text.splitlines()[2].startswith(f"[1] {JAPANESE}") and f"score {top['score']:.4g}" in text
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)

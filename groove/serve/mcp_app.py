@@ -28,7 +28,13 @@ pagination. The resource handlers are registered on the low-level server
 directly (`resources/list`, `resources/read`, `resources/templates/list`,
 `resources/subscribe`, `resources/unsubscribe`), replacing MCPServer's
 static-resource manager, because the set of notes is the index's and changes
-while the server runs.
+while the server runs. The topics listing is a resource template too,
+`groove://topics/{kind}` (`all`, `folders`, `tags`; JSON).
+
+Every tool answers a `CallToolResult` typed by a model of `answers.py`: the
+SDK advertises the model's schema as `outputSchema` and validates the
+`structuredContent` against it; the text content is the compact rendering
+`answers.py` writes for a model to read.
 
 Change notifications reach clients of both protocol eras:
 
@@ -47,9 +53,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import time
 from typing import Annotated, Any, Callable
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 import anyio
 from mcp.server.connection import Connection
@@ -86,6 +93,7 @@ from mcp_types import (
     SubscribeRequestParams,
     TextResourceContents,
     ToolAnnotations,
+    CallToolResult,
     UnsubscribeRequestParams,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -100,19 +108,29 @@ from groove.search.compiler import QueryError
 from groove.logs import get_logger
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
 from groove.search.request import MAX_FILTER_ITEMS, MAX_LIMIT, MAX_QUERY_BYTES, SearchRequest, describe, tool_fields
-from groove.serve import sdk
+from groove.serve import answers, sdk
+from groove.serve.answers import (
+    NOTE_URI_PREFIX, DocumentAnswer, DocumentPage, RelatedAnswer, SearchAnswer, StatusAnswer, TopicsAnswer, note_uri,
+)
+from groove.sync.report import IndexReport
 from groove.serve.daemon import Daemon
 from groove.serve.sdk import events_of
 
 log = get_logger(__name__)
 
-NOTE_URI_PREFIX = "groove://note/"
 NOTE_MIME_TYPE = "text/markdown"
 TEXT_MIME_TYPE = "text/plain"  # .txt files and the text extracted from documents (corpus/parsers)
 
 
+JSON_MIME_TYPE = "application/json"
+TOPICS_URI_PREFIX = "groove://topics/"  # + all | folders | tags: the topics tool's listing as a resource
+TOPIC_KINDS = ("all", "folders", "tags")
+
+
 def note_mime(path: str) -> str:
     return TEXT_MIME_TYPE if path.lower().endswith((".txt", *DOCUMENT_EXTENSIONS)) else NOTE_MIME_TYPE
+
+
 RESOURCE_PAGE_SIZE = 100
 COMPLETION_VALUES = 100  # the most values one completion/complete answer may carry (the specification's cap)
 SEND_TIMEOUT_S = 2.0  # a connection that cannot take a notification this fast is dropped
@@ -132,17 +150,12 @@ groove searches the user's Markdown notes (a local folder, often mixed Japanese 
   near one note; `list_documents` pages through the notes (filter by folder or tags).
 - `index_status` says what is indexed and what is pending; `reindex` forces a full
   rescan of the folder (rarely needed: the folder is watched).
-- Every note is also a resource `groove://note/<path>`; subscribe to one to hear when
-  it changes.
+- Every note is also a resource `groove://note/<path>` (each hit's `uri`); subscribe to
+  one to hear when it changes. `groove://topics/all` lists the folders and tags.
 """
 
 
 # --- note URIs ---------------------------------------------------------------------
-
-def note_uri(path: str) -> str:
-    """`groove://note/` + the note's relative path, each segment percent-encoded."""
-    return NOTE_URI_PREFIX + "/".join(quote(segment, safe="") for segment in path.split("/"))
-
 
 def note_path(uri: str) -> str | None:
     """The relative path a note URI names, or None when it is not a note URI."""
@@ -563,7 +576,13 @@ def _search_signature() -> inspect.Signature:
             name, inspect.Parameter.KEYWORD_ONLY,
             default=inspect.Parameter.empty if default is ... else default, annotation=annotation,
         ))
-    return inspect.Signature(params, return_annotation=dict[str, Any])
+    params.append(inspect.Parameter(
+        "include_ids", inspect.Parameter.KEYWORD_ONLY, default=False,
+        annotation=Annotated[bool, Field(description=(
+            "Add each hit's internal ids (chunk_id, doc_id, ordinal, token_count), e.g. to line hits up with "
+            "explain or a debugging session; off by default."))],
+    ))
+    return inspect.Signature(params, return_annotation=Annotated[CallToolResult, SearchAnswer])
 
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -601,24 +620,26 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
     # index_status is listed first: a client (or the conformance suite) that probes "the first tool" with no
     # arguments gets an answer, not an invalid-params error for search's required query.
     @tool(title="Index status", annotations=READ_ONLY)
-    async def index_status() -> dict[str, Any]:
+    async def index_status() -> Annotated[CallToolResult, StatusAnswer]:
         """What is indexed: notes, chunks, chunks still waiting for a vector (pending_chunks), the model,
-        skipped files with reasons, the watcher's state and the last reconcile."""
-        return await daemon.index_status()
+        skipped files with reasons, the watcher's state and the last reconcile (times in ISO-8601 UTC)."""
+        return answers.tool_result(answers.status_answer(await daemon.index_status()), answers.status_text)
 
-    async def search(**arguments: Any) -> dict[str, Any]:
+    async def search(**arguments: Any) -> Annotated[CallToolResult, SearchAnswer]:
         """Find the passages of the notes that best answer a query (hybrid full-text + semantic search).
 
-        Returns results (path, title, heading context, tags, score, start/end lines, content, match spans, and
-        position: the page, slide or sheet rows for a hit in a PDF, PowerPoint or Excel file),
-        low_confidence, filter_applied, pending_chunks (passages still waiting for their embedding: a note
-        saved moments ago may be found by its words but not yet by meaning), vectors_degraded (true when the
-        query could not be embedded, so the results come from full text alone) and startup_reconcile_done (false
-        while the folder is still being scanned after a start)."""
+        Returns results (uri: the note's resource, path, title, heading context, tags, score, start/end lines,
+        content, match spans, and position: the page, slide or sheet rows for a hit in a PDF, PowerPoint or
+        Excel file), low_confidence, filter_applied, pending_chunks (passages still waiting for their embedding:
+        a note saved moments ago may be found by its words but not yet by meaning), vectors_degraded (true when
+        the query could not be embedded, so the results come from full text alone) and startup_reconcile_done
+        (false while the folder is still being scanned after a start). The text content is one block per hit:
+        rank, path and heading, score, line range, the passage."""
+        include_ids = arguments.pop("include_ids", False)
         response = await daemon.search(SearchRequest.from_arguments(arguments))
         # Until the startup scan is done, a note may be missing without being pending.
         response["startup_reconcile_done"] = daemon.reconciled.is_set()
-        return response
+        return answers.tool_result(answers.search_answer(response, include_ids=include_ids), answers.search_text)
 
     search.__signature__ = _search_signature()  # type: ignore[attr-defined]
     tool(title="Search the notes", annotations=READ_ONLY)(search)
@@ -626,10 +647,12 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
     @tool(title="Read a whole note", annotations=READ_ONLY)
     async def get_document(
         path: Annotated[str, Field(description="The note's path relative to the notes folder, exactly as search or list_documents returned it.")],
-    ) -> dict[str, Any]:
-        """Return one whole note: path, title, tags, date, frontmatter, warnings, size and content (Markdown, or
-        the text extracted from a PDF, Word, PowerPoint or Excel file)."""
-        return await daemon.get_document(check_note_path(path))
+    ) -> Annotated[CallToolResult, DocumentAnswer]:
+        """Return one whole note: uri, path, title, tags, date, frontmatter, warnings, size and content (Markdown,
+        or the text extracted from a PDF, Word, PowerPoint or Excel file). The text content is the note itself
+        under a one-line header."""
+        doc = await daemon.get_document(check_note_path(path))
+        return answers.tool_result(answers.document_answer(doc), answers.document_text)
 
     @tool(title="List the notes", annotations=READ_ONLY)
     async def list_documents(
@@ -639,31 +662,34 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
                                             max_length=MAX_QUERY_BYTES)] = None,
         tags: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.",
                                                 max_length=MAX_FILTER_ITEMS)] = None,
-    ) -> dict[str, Any]:
-        """Page through the indexed notes in path order: documents (path, title, tags, date) and next_cursor
+    ) -> Annotated[CallToolResult, DocumentPage]:
+        """Page through the indexed notes in path order: documents (uri, path, title, tags, date) and next_cursor
         (null on the last page)."""
         if folder and folder.rstrip("/"):
             check_note_path(folder.rstrip("/"), name="folder")
-        return await daemon.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
+        page = await daemon.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
+        return answers.tool_result(answers.document_page(page), answers.document_page_text)
 
     @tool(title="Folders and tags of the notes", annotations=READ_ONLY)
     async def topics(
         depth: Annotated[int, _bounded(ge=1, le=6, description="Folder levels to count (1: top-level folders only).")] = 2,
         limit: Annotated[int, _bounded(ge=1, le=MAX_PAGE, description="At most this many folders and this many tags.")] = 100,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, TopicsAnswer]:
         """The vault at a glance: its folders and tags with how many notes each holds, most first, each with
         the search filter that selects it (`path_globs` for a folder, `tags_any` for a tag): pass that filter
-        to `search` to stay inside one topic."""
-        return await daemon.topics(depth=depth, limit=limit)
+        to `search` to stay inside one topic. Also a resource: groove://topics/all (or /folders, /tags)."""
+        return answers.tool_result(answers.topics_answer(await daemon.topics(depth=depth, limit=limit)), answers.topics_text)
 
     @tool(
         title="Rescan the notes folder",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
     )
-    async def reindex() -> dict[str, Any]:
-        """Reconcile the whole notes folder with the index now and return what changed. Rarely needed (the folder
-        is watched); one at a time. Embeddings of new text follow in the background (pending_chunks)."""
-        return await daemon.reindex()
+    async def reindex() -> Annotated[CallToolResult, IndexReport]:
+        """Reconcile the whole notes folder with the index now and return what changed (the shape `groove index
+        --format json` prints). Rarely needed (the folder is watched); one at a time. Embeddings of new text
+        follow in the background (pending_chunks)."""
+        report = IndexReport.model_validate(await daemon.reindex())
+        return answers.tool_result(report, answers.reindex_text)
 
     @tool(title="Notes related to a note", annotations=READ_ONLY)
     async def related(
@@ -671,12 +697,13 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
         limit: Annotated[int, _bounded(ge=1, le=MAX_LIMIT, description="How many related notes to return.")] = 10,
         depth: Annotated[int, _bounded(ge=1, le=MAX_DEPTH, description="How many hops to walk from the note (1 = its nearest notes).")] = 1,
         fan_out: Annotated[int, _bounded(ge=1, le=MAX_FAN_OUT, description="Nearest unseen notes each note expands to per hop.")] = 5,
-    ) -> dict[str, Any]:
+    ) -> Annotated[CallToolResult, RelatedAnswer]:
         """Find the notes nearest in meaning to a given note (with depth > 1, also the notes nearest to those).
 
-        Returns source, related (path, title, score, depth, via: the path of hops, chunk: the closest passage),
-        bounded_by (which bound stopped the walk early, if any) and elapsed_ms."""
-        return await daemon.related(path=check_note_path(path), limit=limit, depth=depth, fan_out=fan_out)
+        Returns source, related (uri, path, title, score, depth, via: the path of hops, chunk: the closest
+        passage's heading and lines), bounded_by (which bound stopped the walk early, if any) and elapsed_ms."""
+        found = await daemon.related(path=check_note_path(path), limit=limit, depth=depth, fan_out=fan_out)
+        return answers.tool_result(answers.related_answer(found), answers.related_text)
 
     # -- note resources -----------------------------------------------------------------
     async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourcesResult:
@@ -704,10 +731,31 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
                 title="A note by its path",
                 description="A note of the notes folder by its relative path (segments percent-encoded).",
                 mime_type=NOTE_MIME_TYPE,
-            )
+            ),
+            ResourceTemplate(
+                uri_template=TOPICS_URI_PREFIX + "{kind}",
+                name="topics",
+                title="Folders and tags of the notes",
+                description=("The topics tool's listing as JSON, with its defaults (two folder levels, 100 of each): "
+                             f"kind is {', '.join(TOPIC_KINDS)} (all: both)."),
+                mime_type=JSON_MIME_TYPE,
+            ),
         ])
 
+    async def read_topics(uri: str) -> ReadResourceResult:
+        kind = uri[len(TOPICS_URI_PREFIX):]
+        if kind not in TOPIC_KINDS:
+            raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {uri!r} names no topics listing; use "
+                           + ", ".join(TOPICS_URI_PREFIX + k for k in TOPIC_KINDS), data={"uri": uri})
+        listing = answers.topics_answer(await daemon.topics()).model_dump(mode="json")
+        if kind != "all":
+            listing = {k: v for k, v in listing.items() if k in ("notes", kind, f"{kind}_total")}
+        return ReadResourceResult(contents=[TextResourceContents(
+            uri=uri, text=json.dumps(listing, ensure_ascii=False), mime_type=JSON_MIME_TYPE)])
+
     async def read_resource(ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams) -> ReadResourceResult:
+        if isinstance(params.uri, str) and params.uri.startswith(TOPICS_URI_PREFIX):
+            return await read_topics(params.uri)
         path = _parse_uri(params.uri)
         try:
             doc = await daemon.get_document(path)
@@ -777,6 +825,9 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
         kind = None
         if isinstance(ref, ResourceTemplateReference) and ref.uri.startswith(NOTE_URI_PREFIX) and argument.name == "path":
             kind = "path"
+        elif isinstance(ref, ResourceTemplateReference) and ref.uri.startswith(TOPICS_URI_PREFIX) and argument.name == "kind":
+            values = [k for k in TOPIC_KINDS if k.startswith(argument.value or "")]
+            return Completion(values=values, total=len(values), has_more=False)
         elif isinstance(ref, PromptReference) and ref.name in prompts:
             kind = {"path": "path", "tag": "tag"}.get(argument.name)
         if kind is None:

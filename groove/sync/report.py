@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +21,17 @@ def iso_time(ts: float | None) -> str | None:
     if ts is None:
         return None
     return dt.datetime.fromtimestamp(float(ts), tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def iso_times(obj: Any) -> Any:
+    """A copy of `obj` with every timestamp as ISO-8601 UTC: keys `at` and `*_at` holding epoch seconds
+    (what the command line prints and what the MCP tools answer)."""
+    if isinstance(obj, dict):
+        return {k: iso_time(v) if (k == "at" or k.endswith("_at")) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                else iso_times(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [iso_times(v) for v in obj]
+    return obj
 
 
 class IndexReport(BaseModel):
@@ -84,4 +95,4 @@ def index_report(
     )
 
 
-__all__ = ["IndexReport", "index_report", "iso_time"]
+__all__ = ["IndexReport", "index_report", "iso_time", "iso_times"]
