@@ -167,7 +167,7 @@ async def test_terms_are_kept_rarest_first_while_they_weigh_enough_and_their_pos
     finally:
         await conn.close()
     assert [counts[w] for w in words] == [10 * (k + 1) for k in range(8)]
-    # idf 1.90, 1.08, 0.50, then 0 from half the table on: under a fifth of 1.90 from the fourth word
+    # idf 1.90, 1.08, 0.50, then 0 from half the table on: under a tenth of 1.90 from the fourth word
     assert by_weight == " OR ".join(f'"{w}"' for w in reversed(words[:3]))
     # 10 + 20 postings fit in half of the 80 chunks; + 30 would not
     assert by_budget == " OR ".join(f'"{w}"' for w in reversed(words[:2]))

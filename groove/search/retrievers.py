@@ -93,7 +93,7 @@ async def fts_scored(
 # when keeping it would make the kept terms' chunk counts add up to more than POSTINGS_SHARE of
 # the chunks (a bound on the postings one leg walks and scores). Only from PRUNE_MIN_CHUNKS on:
 # below it the worst leg costs tens of ms (the seeds: 47 ms for 32 phrases over 5,000 rows).
-MIN_WEIGHT_SHARE = 0.2
+MIN_WEIGHT_SHARE = 0.1
 POSTINGS_SHARE = 1.0
 PRUNE_MIN_CHUNKS = 5_000
 # An OR of quoted terms (`"a" OR "b"*`, FTS5's doubled-quote escaping inside), as the compiler
