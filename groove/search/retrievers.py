@@ -8,12 +8,12 @@ restriction, vectors through an exact distance scan of the allowed chunks
 (sqlite-vec's KNN is itself a brute-force scan, so this is never slower than
 an unfiltered query and always returns `limit` hits when that many exist).
 
-Common phrases (decision 0010): before a full-text leg runs, each OR-ed term of
-its expression is looked up in the table's vocabulary; a term found in more than
-`COMMON_SHARE` of the chunks is left out of the MATCH when a rarer term of the
-query is kept, and when every term is that common only the rarest stays. Such a
-term weighs next to nothing in bm25 (its idf is small, and FTS5 clamps it to
-almost 0 past half the table) but makes FTS5 walk and score most of the table.
+Common terms (decision 0010): from 5,000 chunks on, before a full-text leg runs,
+each OR-ed term of its expression is looked up in the table's vocabulary and
+the terms are kept rarest first, while a term's idf is at least a tenth of the
+rarest's and the kept terms' matches add up to at most the number of chunks.
+A term left out weighs little in bm25 (FTS5 clamps its idf to almost 0 past
+half the table) but would make FTS5 walk and score most of the table.
 The compiler's phrases are unchanged; only what this leg hands to FTS5 is.
 """
 
