@@ -16,7 +16,7 @@ import pytest
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once, search_once
+from groove.app import Index, index_once, search_once
 from groove.search import retrievers
 from groove.search.compiler import compile_query
 from groove.search.pipeline import SearchRequest
@@ -193,6 +193,23 @@ async def test_the_chunk_counts_follow_a_note_written_by_another_connection(tmp_
         await conn.close()
     assert before == ({"zymurgy": 1}, 2)
     assert after == ({"zymurgy": 2}, 3)
+
+
+async def test_the_chunk_counts_follow_a_note_written_through_the_same_connection(tmp_path):
+    """A command that writes and searches on its one writer connection sees its own write."""
+    from groove.config import load_settings
+
+    kb = tmp_path / "kb"
+    write(kb / "a.md", "# A\n\nzymurgy once\n")
+    settings = load_settings(None, kb_path=kb, index_path=tmp_path / "own.sqlite")
+    async with Index.open(settings, embedder=BagOfWordsEmbedder()) as index:
+        await index.reconcile()
+        before = await retrievers.term_doc_freq(index.wconn, "fts_chunks", ["zymurgy"])
+        write(kb / "b.md", "# B\n\nzymurgy again\n")
+        await index.reconcile()
+        after = await retrievers.term_doc_freq(index.wconn, "fts_chunks", ["zymurgy"])
+    assert before == ({"zymurgy": 1}, 1)
+    assert after == ({"zymurgy": 2}, 2)
 
 
 @pytest.mark.parametrize("expr", [

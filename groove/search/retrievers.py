@@ -171,13 +171,13 @@ async def prune_common_terms(conn: aiosqlite.Connection, table: str, expr: str, 
 
 class _VocabCache:
     """Chunk counts of vocabulary terms, for one connection while the index is unchanged:
-    `PRAGMA data_version` moves whenever another connection commits, and the cache is then
-    dropped. The common terms, the costly ones to count, are those every query repeats."""
+    `PRAGMA data_version` moves whenever another connection commits, `total_changes` when this
+    one writes, and the cache is then dropped. The common terms, the costly ones to count, are those every query repeats."""
 
     MAX_TERMS = 50_000
 
     def __init__(self) -> None:
-        self.version: int | None = None
+        self.version: tuple[int, int] | None = None
         self.n_chunks = 0
         self.doc: dict[tuple[str, str], int] = {}
 
@@ -189,7 +189,8 @@ async def _vocab_cache(conn: aiosqlite.Connection) -> _VocabCache:
     cache = _VOCAB.get(conn)
     if cache is None:
         cache = _VOCAB[conn] = _VocabCache()
-    version = int((await (await conn.execute("PRAGMA data_version")).fetchone())[0])
+    # data_version moves with other connections' commits, total_changes with this one's own writes.
+    version = (int((await (await conn.execute("PRAGMA data_version")).fetchone())[0]), conn.total_changes)
     if cache.version != version or len(cache.doc) > cache.MAX_TERMS:
         cache.version = version
         cache.doc = {}
