@@ -172,7 +172,8 @@ async def prune_common_terms(conn: aiosqlite.Connection, table: str, expr: str, 
 class _VocabCache:
     """Chunk counts of vocabulary terms, for one connection while the index is unchanged:
     `PRAGMA data_version` moves whenever another connection commits, `total_changes` when this
-    one writes, and the cache is then dropped. The common terms, the costly ones to count, are those every query repeats."""
+    one writes, and the cache is then dropped. The common terms, the costly ones to count, are
+    the ones every query repeats."""
 
     MAX_TERMS = 50_000
 
