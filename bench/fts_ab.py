@@ -10,73 +10,102 @@ the KNN, the row fetch and match spans; over the scale bench's queries, the same
 `scale-rare`, and its worst query 7 times. Prints p50 / p95 per side and baseline-over-this
 ratios; `--json PATH` writes them. Decision 0010 was measured with it.
 """
+from __future__ import annotations
+
 import argparse
-import sys, time, statistics, asyncio, importlib.util, json
+import asyncio
+import importlib.util
+import json
+import statistics
+import time
 from contextlib import asynccontextmanager
-import numpy as np
 from pathlib import Path
-from groove.store import db
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from bench.common import data_dir
+from bench.scale import RARE_TAG, WORST_QUERY, _queries
 from groove.config import SearchSettings
-from groove.search import retrievers as new
+from groove.search import retrievers as this_retrievers
 from groove.search.pipeline import Searcher
 from groove.search.request import SearchRequest
-from bench.scale import _queries, WORST_QUERY, RARE_TAG
+from groove.store import db
+
+PARTS = ("trigram_ms", "bigram_ms", "vector_ms")
 
 
-def load_baseline(checkout: Path):
+def load_baseline(checkout: Path) -> ModuleType:
+    """The other checkout's retrievers module, loaded beside this one."""
     spec = importlib.util.spec_from_file_location("baseline_retrievers", checkout / "groove" / "search" / "retrievers.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
-from bench.common import data_dir
 
-qs = _queries(data_dir(None), 40)
-async def main(index: Path, base, out_path: Path | None):
+def _summary(d: dict[str, list[float]]) -> dict[str, float]:
+    total = sorted(d["total"])
+    return {"p50": round(statistics.median(total), 1), "p95": round(total[max(0, int(0.95 * len(total)) - 1)], 1),
+            "max": round(total[-1], 1), "fts_p50": round(statistics.median(d["fts"]), 1),
+            **{k: round(statistics.median(d[k]), 1) for k in PARTS}}
+
+
+async def main(index: Path, baseline: ModuleType, out_path: Path | None, data: Path | None = None) -> dict[str, Any]:
+    queries = _queries(data_dir(data), 40)
     conn = await db.connect(index, readonly=True)
-    rng = np.random.default_rng(7)
-    vec = rng.standard_normal(384).astype(np.float32); vec /= np.linalg.norm(vec)
-    async def eq(t): return vec
-    s = Searcher(SearchSettings(), eq)
-    mods = {"baseline": base, "this": new}
-    def reading(mod):
+    vec = np.random.default_rng(7).standard_normal(384).astype(np.float32)
+    vec /= np.linalg.norm(vec)
+
+    async def embed(_text: str) -> np.ndarray:
+        return vec
+
+    searcher = Searcher(SearchSettings(), embed)
+    mods = {"baseline": baseline, "this": this_retrievers}
+
+    def reading(mod: ModuleType):
         @asynccontextmanager
-        async def r():
+        async def one():
             yield mod.SqliteSearchReads(conn)
-        return r
-    res = {k: {} for k in mods}
-    jobs = [("warm", q, {}) for q in qs] + [("filtered", q, {"tags_any": [RARE_TAG]}) for q in qs] + [("worst", WORST_QUERY, {})] * 7
-    for q in qs[:4]:
-        for m in mods: await s.search(reading(mods[m]), SearchRequest(query=q, limit=10))
-    for j, (kind, q, extra) in enumerate(jobs):
-        for name in (["baseline", "this"] if j % 2 == 0 else ["this", "baseline"]):
-            t = time.perf_counter()
-            r = await s.search(reading(mods[name]), SearchRequest(query=q, limit=10, explain=True, **extra))
-            ms = (time.perf_counter() - t) * 1000
-            d = res[name].setdefault(kind, {"total": [], "trigram_ms": [], "bigram_ms": [], "vector_ms": [], "fts": []})
-            tm = r["explain"]["timings_ms"]
-            d["total"].append(ms)
-            for k in ("trigram_ms", "bigram_ms", "vector_ms"): d[k].append(tm.get(k, 0.0))
-            d["fts"].append(tm.get("trigram_ms", 0.0) + tm.get("bigram_ms", 0.0))
-    out = {}
-    for name in mods:
-        for kind, d in res[name].items():
-            out[f"{name}.{kind}"] = {"p50": round(statistics.median(d["total"]), 1), "p95": round(sorted(d["total"])[max(0, int(0.95 * len(d["total"])) - 1)], 1),
-                                     "max": round(max(d["total"]), 1), "fts_p50": round(statistics.median(d["fts"]), 1),
-                                     **{k: round(statistics.median(v), 1) for k, v in d.items() if k.endswith("_ms")}}
+        return one
+
+    jobs = ([("warm", q, {}) for q in queries] + [("filtered", q, {"tags_any": [RARE_TAG]}) for q in queries]
+            + [("worst", WORST_QUERY, {})] * 7)
+    res: dict[str, dict[str, dict[str, list[float]]]] = {name: {} for name in mods}
+    try:
+        for q in queries[:4]:  # warm-up: page cache, vocabulary caches
+            for mod in mods.values():
+                await searcher.search(reading(mod), SearchRequest(query=q, limit=10))
+        for j, (kind, q, extra) in enumerate(jobs):
+            for name in (["baseline", "this"] if j % 2 == 0 else ["this", "baseline"]):
+                t = time.perf_counter()
+                r = await searcher.search(reading(mods[name]), SearchRequest(query=q, limit=10, explain=True, **extra))
+                ms = (time.perf_counter() - t) * 1000
+                d = res[name].setdefault(kind, {"total": [], "fts": [], **{k: [] for k in PARTS}})
+                timings = r["explain"]["timings_ms"]
+                d["total"].append(ms)
+                for k in PARTS:
+                    d[k].append(timings.get(k, 0.0))
+                d["fts"].append(timings.get("trigram_ms", 0.0) + timings.get("bigram_ms", 0.0))
+    finally:
+        await conn.close()
+    out = {f"{name}.{kind}": _summary(d) for name in mods for kind, d in res[name].items()}
     for kind in ("warm", "filtered", "worst"):
         a, b = out[f"baseline.{kind}"], out[f"this.{kind}"]
-        print(kind, "baseline", a, "\n      this", b, "\n      baseline/this p50", round(a["p50"] / b["p50"], 2), "p95", round(a["p95"] / b["p95"], 2), "fts", round(a["fts_p50"] / max(b["fts_p50"], 0.1), 2), flush=True)
-    print("filtered/unfiltered p50: baseline", round(out["baseline.filtered"]["p50"] / out["baseline.warm"]["p50"], 2), "this", round(out["this.filtered"]["p50"] / out["this.warm"]["p50"], 2))
+        print(f"{kind}\n  baseline {a}\n  this     {b}\n  baseline/this p50 {a['p50'] / b['p50']:.2f}"
+              f" p95 {a['p95'] / b['p95']:.2f} full text {a['fts_p50'] / max(b['fts_p50'], 0.1):.2f}", flush=True)
+    for name in mods:
+        print(f"filtered/unfiltered p50, {name}: {out[f'{name}.filtered']['p50'] / out[f'{name}.warm']['p50']:.2f}")
     if out_path:
         out_path.write_text(json.dumps(out, indent=1))
-    await conn.close()
+    return out
 
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(prog="python -m bench.fts_ab", description=__doc__.splitlines()[0])
     p.add_argument("index", type=Path, help="the index file (e.g. /tmp/groove-scale/100000/index.sqlite)")
     p.add_argument("--baseline", type=Path, required=True, metavar="DIR", help="the other checkout (e.g. /work/main)")
-    p.add_argument("--json", type=Path, default=None, metavar="PATH")
+    p.add_argument("--data", type=Path, default=None, metavar="DIR", help="the folder holding scifact/ and jaquad/")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures as JSON")
     a = p.parse_args()
-    asyncio.run(main(a.index, load_baseline(a.baseline), a.json))
+    asyncio.run(main(a.index, load_baseline(a.baseline), a.json, a.data))
