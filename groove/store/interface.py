@@ -99,12 +99,14 @@ class SqliteShadowStore:
 
     def __init__(self, conn: aiosqlite.Connection):
         self.conn = conn
+        self.after = ""  # the last hash handed out: the next batch starts past it (keyset)
 
     async def pending_count(self) -> int:
         return await shadow.pending_count(self.conn)
 
     async def pending_batch(self, limit: int, exclude: Collection[str] = ()) -> list[tuple[str, str]]:
-        return await shadow.pending_batch(self.conn, limit, exclude)
+        rows, self.after = await shadow.pending_batch_from(self.conn, limit, exclude, self.after)
+        return rows
 
     async def store_vectors(self, hashes: Sequence[str], vectors: np.ndarray) -> int:
         return await shadow.store_vectors(self.conn, hashes, vectors)

@@ -111,14 +111,29 @@ async def state(conn: aiosqlite.Connection) -> dict[str, Any] | None:
 _MISSING = f"NOT EXISTS (SELECT 1 FROM {EMBEDDINGS} s WHERE s.hash = c.hash)"
 
 
-async def pending_batch(conn: aiosqlite.Connection, limit: int, exclude: Collection[str] = ()) -> list[tuple[str, str]]:
-    """Texts of the index that have no vector of the new model yet: (hash, content), one per text."""
+async def pending_batch(conn: aiosqlite.Connection, limit: int, exclude: Collection[str] = (),
+                        after: str = "") -> list[tuple[str, str]]:
+    """Texts of the index that have no vector of the new model yet: (hash, content), one per text,
+    in hash order from just after `after` (a keyset: the `chunks_hash` index is entered at
+    `after`, so a switch's next batch does not walk again past every text already embedded)."""
     cur = await conn.execute(
-        f"SELECT c.hash, c.content FROM chunks c WHERE {_MISSING}"
-        " AND c.hash NOT IN (SELECT value FROM json_each(?)) GROUP BY c.hash LIMIT ?",
-        (json.dumps(sorted(exclude)), limit),
+        f"SELECT c.hash, c.content FROM chunks c WHERE c.hash > ? AND {_MISSING}"
+        " AND c.hash NOT IN (SELECT value FROM json_each(?)) GROUP BY c.hash ORDER BY c.hash LIMIT ?",
+        (after, json.dumps(sorted(exclude)), limit),
     )
     return [(r[0], r[1]) for r in await cur.fetchall()]
+
+
+async def pending_batch_from(conn: aiosqlite.Connection, limit: int, exclude: Collection[str],
+                             after: str) -> tuple[list[tuple[str, str]], str]:
+    """The next batch after the cursor `after`, and the cursor for the one after it. Past the last
+    hash it wraps to the start once, for texts behind the cursor: edited during the switch, or set
+    aside and due again. An empty batch means no text is pending (outside `exclude`)."""
+    rows = await pending_batch(conn, limit, exclude, after)
+    if len(rows) < limit and after:
+        taken = set(exclude) | {h for h, _ in rows}
+        rows += await pending_batch(conn, limit - len(rows), taken, "")
+    return rows, (rows[-1][0] if rows else "")
 
 
 async def pending_count(conn: aiosqlite.Connection) -> int:
