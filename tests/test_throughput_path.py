@@ -170,6 +170,7 @@ print(json.dumps({"at_load": seen, "gomp_before": bool(before), "gomp_after": bo
 """
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps to see when libgomp loads")
 @pytest.mark.parametrize("given, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
 def test_the_default_model_engine_loads_with_openmp_waiting_passively_unless_the_user_chose(given, expected):
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
