@@ -1,4 +1,4 @@
-"""python -m bench [index|stages|freshness|http|phrases|switch|killnine|load|cli|scale|answers] [options] [--json PATH]
+"""python -m bench [index|stages|freshness|http|throughput|phrases|switch|killnine|load|cli|scale|answers] [options] [--json PATH]
 
 With no name, runs every benchmark but `scale` with its default sizes, one after the other.
 """
@@ -18,6 +18,7 @@ BENCHES = {
     "stages": "bench.stages",
     "freshness": "bench.freshness",
     "http": "bench.http",
+    "throughput": "bench.throughput",
     "phrases": "bench.phrases",
     "switch": "bench.switch",
     "killnine": "bench.killnine",

