@@ -125,7 +125,11 @@ async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[s
 def indexing(opts: argparse.Namespace, data: Path) -> dict[str, Any]:
     from bench import index as bench_index
 
-    r = bench_index.main_async(_ns(bench_index, ["--docs", str(opts.index_docs)], data)).to_dict()
+    return indexing_figures(bench_index.main_async(_ns(bench_index, ["--docs", str(opts.index_docs)], data)).to_dict())
+
+
+def indexing_figures(r: dict[str, Any]) -> dict[str, Any]:
+    """The report's indexing figures from `python -m bench index`'s result."""
     raw, ratios = r["raw"], r["ratios"]
     return {
         "docs": raw["docs"], "chunks": raw["chunks"], "index_s": raw["index_s"],
@@ -146,8 +150,12 @@ def freshness(opts: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
     from bench import freshness as bench_fresh
 
     block = max(1, min(3, opts.fresh_edits))
-    r = bench_fresh.main_async(_ns(bench_fresh, ["--docs", str(opts.fresh_docs), "--edits", str(opts.fresh_edits),
-                                                 "--block", str(block)], data)).to_dict()
+    return freshness_figures(bench_fresh.main_async(_ns(bench_fresh, [
+        "--docs", str(opts.fresh_docs), "--edits", str(opts.fresh_edits), "--block", str(block)], data)).to_dict())
+
+
+def freshness_figures(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """The report's save-to-searchable figures from `python -m bench freshness`'s result."""
     out = []
     for d in r["params"]["debounce_ms"]:
         text, meaning = r["raw"][f"text@{d}ms"], r["raw"][f"meaning_top3@{d}ms"]
@@ -161,9 +169,13 @@ def latency(opts: argparse.Namespace, data: Path) -> dict[str, Any]:
     from bench import http as bench_http
 
     # Its own 1-vs-N windows are kept short: the throughput step measures clients properly.
-    r = bench_http.main_async(_ns(bench_http, [
+    return latency_figures(bench_http.main_async(_ns(bench_http, [
         "--base-docs", str(opts.http_base_docs), "--add-docs", str(opts.http_add_docs), "--queries", str(opts.http_queries),
-        "--seconds", "2", "--clients", "2"], data)).to_dict()
+        "--seconds", "2", "--clients", "2"], data)).to_dict())
+
+
+def latency_figures(r: dict[str, Any]) -> dict[str, Any]:
+    """The report's idle / during-reindex figures from `python -m bench http`'s result."""
     raw, ratios = r["raw"], r["ratios"]
     return {
         "base_chunks": r["params"]["base_chunks"], "idle_p50_ms": raw["idle"]["p50_ms"], "idle_p95_ms": raw["idle"]["p95_ms"],
@@ -173,6 +185,10 @@ def latency(opts: argparse.Namespace, data: Path) -> dict[str, Any]:
         "pending_start": raw["pending_chunks_at_start_of_during"], "pending_end": raw["pending_chunks_at_end_of_during"],
         "idle_after_over_before": ratios["idle_p50_after_over_before"], "warnings": [n for n in r["notes"] if n.startswith("WARNING")],
     }
+
+
+# The report's figures from a bench's own result, by bench name (tests/test_bench_smoke.py feeds them its runs).
+FIGURES_FROM = {"index": indexing_figures, "freshness": freshness_figures, "http": latency_figures}
 
 
 async def scale(opts: argparse.Namespace, data: Path, sizes: list[int], cached: list[str]) -> tuple[list[dict[str, Any]], dict[int, dict]]:

@@ -223,44 +223,47 @@ pytestmark_data = pytest.mark.skipif(
 
 @pytestmark_data
 @pytest.mark.usefixtures("_restore_logging")
-def test_the_whole_pipeline_writes_a_page_from_a_tiny_run(tmp_path: Path, capsys) -> None:
-    """Every step at its smallest size (the in-process ones with the fake embedder; the served ones with the
-    real default model, as `groove serve` runs), then the page: every family measured, every chart present."""
+def test_the_pipeline_writes_a_page_from_a_tiny_run(tmp_path: Path) -> None:
+    """The steps at their smallest sizes, through `collect` as `make bench` runs them: quality and the 1-chunk edit
+    in process with the fake embedder, the size ladder and the client ladder served by `groove serve` (the real
+    default model, as the server runs it). `index`, `freshness` and `http` run in tests/test_bench_smoke.py, which
+    feeds their results to the same figure readers (bench.run_report.FIGURES_FROM)."""
     import argparse
 
     from fakes import BagOfWordsEmbedder
 
-    from bench.run_report import FAMILIES, add_arguments, collect
+    from bench.run_report import add_arguments, collect
 
     p = argparse.ArgumentParser()
     add_arguments(p)
     opts = p.parse_args([
         "--workdir", str(tmp_path / "work"), "--sub", str(tmp_path / "no-sub"), "--sub-queries", "4", "--sub-docs", "12",
-        "--sizes", "150", "--clients", "1,2", "--window", "1", "--scale-queries", "2", "--index-docs", "3",
-        "--edit-docs", "4", "--fresh-docs", "3", "--fresh-edits", "1", "--http-base-docs", "3", "--http-add-docs", "10",
-        "--http-queries", "3", "--invoked-as", "make bench (smoke)",
+        "--sizes", "150", "--clients", "1,2", "--window", "1", "--scale-queries", "2", "--edit-docs", "4",
+        "--only", "quality,edit,scale,throughput", "--invoked-as", "make bench (smoke)",
     ])
     opts.data = DATA
     figures = collect(opts, embedder=BagOfWordsEmbedder())
-    assert figures["skipped"] == {}, figures["skipped"]
-    assert set(FAMILIES) <= set(figures)
+    assert figures["skipped"] == {f: "not asked for (--only)" for f in ("indexing", "freshness", "latency")}
     assert [(r["set"], r["retriever"]) for r in figures["quality"]] == [
         (s, r) for s in ("JaQuAD-sub", "SciFact-sub") for r in ("fts", "vector", "hybrid")]
-    assert all(r["queries"] == 4 and 0.0 <= r["ndcg@10"] <= 1.0 for r in figures["quality"])
+    assert all(r["queries"] == 4 and 0.0 <= r["ndcg@10"] <= 1.0 and not r["cached"] for r in figures["quality"])
     assert figures["model"] == "test-bag-of-words"
-    assert figures["edit"]["chunks_embedded"] >= 1 and figures["edit"]["notes_changed"] == 1
+    assert figures["edit"]["notes_changed"] == 1 and 1 <= figures["edit"]["chunks_embedded"] <= figures["edit"]["note_chunks"]
     assert [r["clients"] for r in figures["throughput"]["rows"]] == [1, 2]
-    assert figures["scale"][0]["chunks"] > 0 and figures["scale"][0]["hwm_mb"] > 0
+    assert all(r["qps"] > 0 for r in figures["throughput"]["rows"])
+    assert figures["scale"][0]["chunks"] > 0 and figures["scale"][0]["hwm_mb"] > 0 and not figures["scale"][0]["cached"]
 
     text, md = write(tmp_path / "page", figures)
     assert "`make bench (smoke)`" in text
-    assert "Not measured" not in text
-    for ref in images(text):
+    assert text.count("Not measured in this run: not asked for (--only).") == 3
+    shown = images(text)
+    assert sorted(Path(r).name for r in shown) == sorted(CHARTS[k] for k in ("quality", "throughput", "scale", "memory"))
+    for ref in shown:
         png_size((md.parent / ref).resolve())
-    assert len(images(text)) == len(CHARTS)
 
-    # A second pass reuses what the first built, and says so.
-    opts.only = "quality,scale"
+    # A second pass reuses the sub-corpora the first one built and indexed, and says so.
+    opts.only = "quality"
     again = collect(opts, embedder=BagOfWordsEmbedder())
-    assert any("JaQuAD-sub" in c for c in again["cached"]) and any("150-chunk" in c for c in again["cached"])
-    assert all(r["cached"] for r in again["quality"]) and again["scale"][0]["cached"]
+    assert all(r["cached"] for r in again["quality"])
+    assert [r["ndcg@10"] for r in again["quality"]] == [r["ndcg@10"] for r in figures["quality"]]
+    assert any("JaQuAD-sub" in c for c in again["cached"]) and any("SciFact-sub" in c for c in again["cached"])
