@@ -228,8 +228,8 @@ def _header(f: dict[str, Any]) -> list[str]:
             ["load average (1, 5, 15 min)", load],
         ]),
         "",
-        "Options (defaults in brackets): "
-        + ", ".join(f"`{k}` = {v}" for k, v in opts.items()) + ".",
+        "Options of this run (a default the run changed in brackets): "
+        + ", ".join(f"`{k} {v}`" for k, v in opts.items()) + ".",
         "`make bench SCALE=100000` adds a 100k-chunk step to the corpus-size ladder (copies of the largest built",
         "index, as `python -m bench scale` makes them); `python -m bench report --help` lists the rest",
         "(sizes of each step, the sub-corpora folder, `--out` for another page).",

@@ -250,6 +250,22 @@ async def throughput(opts: argparse.Namespace, data: Path, built: dict[int, dict
 
 # --- the pass -------------------------------------------------------------------------------------
 
+SHOWN_OPTIONS = ("sizes", "clients", "window", "scale_queries", "index_docs", "edit_docs", "fresh_docs", "fresh_edits",
+                 "http_base_docs", "http_add_docs", "http_queries", "sub", "workdir")
+
+
+def options_shown(opts: argparse.Namespace) -> dict[str, str]:
+    """`--option value [default]` for the page's header: the sizes this run used, and the defaults."""
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    defaults = vars(p.parse_args([]))
+    out = {}
+    for key in SHOWN_OPTIONS:
+        value, default = getattr(opts, key), defaults[key]
+        out["--" + key.replace("_", "-")] = f"{value}" + ("" if str(value) == str(default) else f" [default {default}]")
+    return out
+
+
 def _command(opts: argparse.Namespace, argv: list[str] | None) -> tuple[str, str]:
     run = "python -m bench report" + (" " + shlex.join(argv) if argv else "")
     return (opts.invoked_as or run), run
@@ -276,10 +292,7 @@ def collect(opts: argparse.Namespace, *, embedder=None, argv: list[str] | None =
     figures: dict[str, Any] = {
         "command": command, "argv": run, "started": machine()["date"], "machine": machine_details(),
         "model": embedder.identity, "skipped": {}, "cached": [],
-        "options": {"sizes": ",".join(map(str, sizes)) + f" [{DEFAULT_SIZES}]", "clients": ",".join(map(str, clients)) + f" [{DEFAULT_CLIENTS}]",
-                    "window": f"{opts.window:g} s [8]", "index-docs": opts.index_docs, "edit-docs": opts.edit_docs,
-                    "fresh-docs": opts.fresh_docs, "fresh-edits": opts.fresh_edits, "http-base-docs": opts.http_base_docs,
-                    "http-add-docs": opts.http_add_docs, "sub": str(opts.sub), "workdir": str(opts.workdir)},
+        "options": options_shown(opts),
     }
     built: dict[int, dict] = {}
 

