@@ -294,30 +294,34 @@ def _div(a: Any, b: Any) -> float | None:
         return None
 
 
-def _quality(f: dict[str, Any], chart_rel: str, charts: dict[str, Callable[[Path], None]]) -> list[str]:
-    lines = ["## Retrieval quality", ""]
-    rows = f.get("quality")
-    if not rows:
-        return lines + _skipped(f, "quality")
-    lines += [
-        "`groove eval SET --kb NOTES --index INDEX --retriever fts|vector|hybrid` on the seeded sub-corpora",
-        "(`python -m bench.subcorpus`: every relevant document of the sampled train queries plus random others),",
-        "default settings, the configured model. Method and the full corpora's figures:",
-        f"[{HISTORY}]({HISTORY}#retrieval-quality-groove-eval).",
-        "",
-    ]
+Charts = dict[str, Callable[[Path], None]]
+
+
+def _charted(f: dict[str, Any], title: str, family: str, body: Callable[[Any], list[str]], chart: str,
+             draw: Callable[[Any, Path], None], alt: str, chart_rel: str, charts: Charts, key: str | None = None) -> list[str]:
+    """A section with a table and a chart: its body from the family's figures, or why they are missing."""
+    data = f.get(key or family)
+    if not data or (isinstance(data, dict) and not data.get("rows", True)):
+        return [f"## {title}", "", *_skipped(f, family)]
+    charts[CHARTS[chart]] = lambda p: draw(data, p)
+    return [f"## {title}", "", *body(data), "", *_image(chart_rel, CHARTS[chart], alt)]
+
+
+def _quality_body(rows: list[dict[str, Any]]) -> list[str]:
     table = []
     for r in rows:
         lc = r.get("low_confidence_share")
         table.append([r["set"], f"{num(r.get('notes'))} / {num(r.get('queries'))}", RETRIEVER_NAMES.get(r["retriever"], r["retriever"]),
                       r.get("recall@1"), r.get("recall@10"), r.get("mrr"), r.get("ndcg@10"),
                       "n/a" if lc is None else f"{lc:.0%}", "cached" if r.get("cached") else "built"])
-    lines += _table(["set", "notes / queries", "retriever", "recall@1", "recall@10", "MRR", "nDCG@10",
-                     "low_confidence", "index"], table)
-    lines.append("")
-    charts[CHARTS["quality"]] = lambda p: chart_quality(rows, p)
-    lines += _image(chart_rel, CHARTS["quality"], "nDCG@10 per retriever and set")
-    return lines
+    return [
+        "`groove eval SET --kb NOTES --index INDEX --retriever fts|vector|hybrid` on the seeded sub-corpora",
+        "(`python -m bench.subcorpus`: every relevant document of the sampled train queries plus random others),",
+        "default settings, the configured model. Method and the full corpora's figures:",
+        f"[{HISTORY}]({HISTORY}#retrieval-quality-groove-eval).",
+        "",
+        *_table(["set", "notes / queries", "retriever", "recall@1", "recall@10", "MRR", "nDCG@10", "low_confidence", "index"], table),
+    ]
 
 
 def _indexing(f: dict[str, Any]) -> list[str]:
@@ -377,12 +381,8 @@ def _freshness(f: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _latency(f: dict[str, Any], chart_rel: str, charts: dict[str, Callable[[Path], None]]) -> list[str]:
-    lines = ["## Query latency: idle and during a reindex", ""]
-    lat = f.get("latency")
-    if not lat:
-        return lines + _skipped(f, "latency")
-    lines += [
+def _latency_body(lat: dict[str, Any]) -> list[str]:
+    return [
         f"`python -m bench http`: `groove serve --transport http` on {num(lat.get('base_chunks'))} chunks, one MCP client",
         "sending SciFact queries one after another; then the same queries while the daemon writes and embeds",
         f"added notes (pending chunks {num(lat.get('pending_start'))} at the start of that pass, {num(lat.get('pending_end'))} at its end).",
@@ -395,38 +395,27 @@ def _latency(f: dict[str, Any], chart_rel: str, charts: dict[str, Callable[[Path
         ]),
         "",
         f"Noise: idle p50 after the reindex / before it = {num(lat.get('idle_after_over_before'))}.",
-        "",
     ]
-    charts[CHARTS["latency"]] = lambda p: chart_latency(lat, p)
-    lines += _image(chart_rel, CHARTS["latency"], "search latency idle and during a reindex")
-    return lines
 
 
-def _throughput(f: dict[str, Any], chart_rel: str, charts: dict[str, Callable[[Path], None]]) -> list[str]:
-    lines = ["## Throughput against clients", ""]
-    tp = f.get("throughput")
-    if not tp or not tp.get("rows"):
-        return lines + _skipped(f, "throughput")
-    lines += [
+def _throughput_body(tp: dict[str, Any]) -> list[str]:
+    first = tp["rows"][0]
+    lines = [
         f"`groove serve --transport http` on {tp.get('index', 'an index')} ({num(tp.get('chunks'))} chunks); each setting",
-        f"opens its clients (the Python SDK's `mcp.Client`, one session each), then every client sends queries back to",
+        "opens its clients (the Python SDK's `mcp.Client`, one session each), then every client sends queries back to",
         f"back for {num(tp.get('window_s'), 0)} s (`bench.http`'s throughput window). Clients and server share the cores.",
         "",
         *_table(["clients", "queries/s", "p50 per search (ms)", "queries/s over 1 client"],
-                [[r["clients"], r["qps"], r["p50_ms"], num(_div(r["qps"], tp["rows"][0]["qps"]), 2)] for r in tp["rows"]]),
-        "",
+                [[r["clients"], r["qps"], r["p50_ms"], num(_div(r["qps"], first["qps"]), 2)] for r in tp["rows"]]),
     ]
-    charts[CHARTS["throughput"]] = lambda p: chart_throughput(tp, p)
-    lines += _image(chart_rel, CHARTS["throughput"], "queries per second against concurrent clients")
+    if tp.get("first_again_qps") is not None:
+        lines += ["", f"Noise: {first['clients']} client(s) again after the last window: {num(tp['first_again_qps'], 1)} queries/s "
+                      f"({num(tp.get('noise_first_again_over_first'))} of the first window)."]
     return lines
 
 
-def _scale(f: dict[str, Any], chart_rel: str, charts: dict[str, Callable[[Path], None]]) -> list[str]:
-    lines = ["## Latency against corpus size", ""]
-    sc = f.get("scale")
-    if not sc:
-        return lines + _skipped(f, "scale")
-    lines += [
+def _scale_body(sc: list[dict[str, Any]]) -> list[str]:
+    return [
         "`python -m bench scale`'s indexes and measurement: real SciFact and JaQuAD text (sentence-rotated variants),",
         "document vectors from a hash-seeded pass (speed only, never quality), queries embedded by the real model,",
         "served by `groove serve --transport http`; sizes above 20,000 chunks are copies of the largest built index.",
@@ -439,44 +428,37 @@ def _scale(f: dict[str, Any], chart_rel: str, charts: dict[str, Callable[[Path],
                   f"{num(r.get('index_work_ms'), 0)} / {num(r.get('embed_ms'), 0)}",
                   f"{num(r.get('healthz_s'), 1)}, {num(r.get('first_search_s'), 1)}", "cached" if r.get("cached") else "built"]
                  for r in sc]),
-        "",
     ]
-    charts[CHARTS["scale"]] = lambda p: chart_scale(sc, p)
-    lines += _image(chart_rel, CHARTS["scale"], "search latency against chunks in the index")
-    return lines
 
 
-def _memory(f: dict[str, Any], chart_rel: str, charts: dict[str, Callable[[Path], None]]) -> list[str]:
-    lines = ["## Memory and index size", ""]
-    sc = f.get("scale")
-    if not sc:
-        return lines + _skipped(f, "scale")
-    lines += [
+def _memory_body(sc: list[dict[str, Any]]) -> list[str]:
+    return [
         "The daemon of each corpus-size step (`/proc/PID/status` after its queries: VmHWM, the peak, and VmRSS)",
         "and the index file on disk (the WAL checkpointed).",
         "",
         *_table(["chunks", "peak RSS (MB)", "RSS after the queries (MB)", "index (MB)", "index per 1,000 chunks (MB)"],
                 [[r["chunks"], r.get("hwm_mb"), r.get("rss_mb"), r.get("index_mb"),
                   num(_div(r.get("index_mb"), r["chunks"] / 1000), 2)] for r in sc]),
-        "",
     ]
-    charts[CHARTS["memory"]] = lambda p: chart_memory(sc, p)
-    lines += _image(chart_rel, CHARTS["memory"], "daemon memory and index size against chunks")
-    return lines
 
 
-def render(figures: dict[str, Any], chart_rel: str = "benchmarks") -> tuple[str, dict[str, Callable[[Path], None]]]:
+def render(figures: dict[str, Any], chart_rel: str = "benchmarks") -> tuple[str, Charts]:
     """The page's Markdown and, per chart file name it references, the function that draws it."""
-    charts: dict[str, Callable[[Path], None]] = {}
-    lines = _header(figures) + _headline(figures)
-    lines += _quality(figures, chart_rel, charts)
-    lines += _indexing(figures)
-    lines += _freshness(figures)
-    lines += _latency(figures, chart_rel, charts)
-    lines += _throughput(figures, chart_rel, charts)
-    lines += _scale(figures, chart_rel, charts)
-    lines += _memory(figures, chart_rel, charts)
-    skipped = figures.get("skipped") or {}
+    f, c, charts = figures, chart_rel, {}
+    lines = _header(f) + _headline(f)
+    lines += _charted(f, "Retrieval quality", "quality", _quality_body, "quality", chart_quality,
+                      "nDCG@10 per retriever and set", c, charts)
+    lines += _indexing(f)
+    lines += _freshness(f)
+    lines += _charted(f, "Query latency: idle and during a reindex", "latency", _latency_body, "latency", chart_latency,
+                      "search latency idle and during a reindex", c, charts)
+    lines += _charted(f, "Throughput against clients", "throughput", _throughput_body, "throughput", chart_throughput,
+                      "queries per second against concurrent clients", c, charts)
+    lines += _charted(f, "Latency against corpus size", "scale", _scale_body, "scale", chart_scale,
+                      "search latency against chunks in the index", c, charts)
+    lines += _charted(f, "Memory and index size", "scale", _memory_body, "memory", chart_memory,
+                      "daemon memory and index size against chunks", c, charts)
+    skipped = f.get("skipped") or {}
     if skipped:
         lines += ["## Not measured in this run", "", *[f"- {k}: {v}" for k, v in skipped.items()], ""]
     return "\n".join(lines).rstrip() + "\n", charts
