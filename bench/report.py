@@ -198,7 +198,7 @@ def chart_memory(rows: list[dict[str, Any]], path: Path) -> None:
 
 # --- the page -----------------------------------------------------------------------------------
 
-def _header(f: dict[str, Any]) -> list[str]:
+def _header(f: dict[str, Any], chart_rel: str) -> list[str]:
     m = f.get("machine") or {}
     opts = f.get("options") or {}
     load = f"{m.get('loadavg')} at the start, {m.get('loadavg_end')} at the end"
@@ -208,7 +208,7 @@ def _header(f: dict[str, Any]) -> list[str]:
         "<!-- Written by `make bench` (bench/report.py) from one run: edit the generator, not this page. -->",
         "",
         f"**This page is generated.** `{f.get('command', 'make bench')}` ran a benchmark pass and wrote it, with the",
-        f"charts in `docs/benchmarks/`. How each bench measures, and every earlier measurement with the",
+        f"charts in `{chart_rel}/` beside it. How each bench measures, and every earlier measurement with the",
         f"decisions it informed, are in [{HISTORY}]({HISTORY}), which `make bench` never rewrites.",
         "",
         "## How this page was made",
@@ -445,7 +445,7 @@ def _memory_body(sc: list[dict[str, Any]]) -> list[str]:
 def render(figures: dict[str, Any], chart_rel: str = "benchmarks") -> tuple[str, Charts]:
     """The page's Markdown and, per chart file name it references, the function that draws it."""
     f, c, charts = figures, chart_rel, {}
-    lines = _header(f) + _headline(f)
+    lines = _header(f, c) + _headline(f)
     lines += _charted(f, "Retrieval quality", "quality", _quality_body, "quality", chart_quality,
                       "nDCG@10 per retriever and set", c, charts)
     lines += _indexing(f)
