@@ -371,5 +371,15 @@ def main_async(args: argparse.Namespace, argv: list[str] | None = None) -> Repor
 
 
 def _argv_after_report() -> list[str]:
+    """This run's own options, as typed after `report` (less `--invoked-as`, which only names the command)."""
     argv = sys.argv[1:]
-    return argv[argv.index("report") + 1:] if "report" in argv else argv
+    argv = argv[argv.index("report") + 1:] if "report" in argv else argv
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--invoked-as":
+            skip = True
+        elif not a.startswith("--invoked-as="):
+            out.append(a)
+    return out
