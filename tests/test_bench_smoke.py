@@ -90,3 +90,10 @@ def test_each_benchmark_runs_at_its_smallest_size_and_prints_its_ratios(name, tm
     result = json.loads(out_json.read_text(encoding="utf-8"))
     assert result["bench"] == name
     assert set(keys) <= set(result["ratios"]), result["ratios"]
+
+    from bench.run_report import FIGURES_FROM
+
+    if name in FIGURES_FROM:  # `make bench`'s report reads its figures from this same result
+        figures = FIGURES_FROM[name](result)
+        rows = figures if isinstance(figures, list) else [figures]
+        assert rows and all(isinstance(v, (int, float, str, bool, list, type(None))) for r in rows for v in r.values()), figures

