@@ -257,12 +257,7 @@ def topics_text(answer: TopicsAnswer) -> str:
 
 # --- get_document -----------------------------------------------------------------------------------
 
-class DocumentAnswer(Answer):
-    uri: str = Field(description="the note's resource URI")
-    path: str
-    title: str
-    tags: list[str]
-    date: str | None
+class DocumentAnswer(DocumentRef):  # a list_documents entry and the rest of the note
     frontmatter: dict[str, Any]
     warnings: list[Any] = Field(description="what was cut or could not be read while indexing the note")
     indexed_at: str | None = Field(description="when the note was last indexed, ISO-8601 UTC")

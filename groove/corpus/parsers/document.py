@@ -138,9 +138,9 @@ def build_note(
     frontmatter: dict[str, Any],
     warnings: list[str],
     options: ChunkOptions,
-    date_value: str | None = None,
 ) -> ParsedNote:
-    """Chunk each section on its own and number the lines of the joined extracted text."""
+    """Chunk each section on its own and number the lines of the joined extracted text; the note's date
+    is the day of the document's `created` property, where `core_frontmatter` found one."""
     chunks: list[Chunk] = []
     positions: list[dict[str, Any]] = []
     line = 1
@@ -174,7 +174,7 @@ def build_note(
     return ParsedNote(
         title=title,
         tags=(),
-        date=date_value,
+        date=frontmatter["created"][:10] if frontmatter.get("created") else None,
         frontmatter=front,
         warnings=tuple(warnings),
         chunks=tuple(chunks),

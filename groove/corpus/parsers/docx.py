@@ -82,5 +82,4 @@ def parse_docx(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserS
         frontmatter=front,
         warnings=[],
         options=options,
-        date_value=front["created"][:10] if "created" in front else None,
     )

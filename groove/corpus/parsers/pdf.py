@@ -58,12 +58,10 @@ def parse_pdf(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserSe
         warnings.append(f"only the first {limits.max_pages} of {total} pages are indexed ([parsers] max_pages)")
     front = core_frontmatter("pdf", meta)
     front["pages"] = total
-    created = front.get("created")
     return build_note(
         title=front.get("title") or stem,
         sections=sections,
         frontmatter=front,
         warnings=warnings,
         options=options,
-        date_value=created[:10] if created else None,
     )

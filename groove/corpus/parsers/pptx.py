@@ -62,5 +62,4 @@ def parse_pptx(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserS
         frontmatter=front,
         warnings=warnings,
         options=options,
-        date_value=front["created"][:10] if "created" in front else None,
     )

@@ -98,5 +98,4 @@ def parse_xlsx(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserS
         frontmatter=front,
         warnings=warnings,
         options=options,
-        date_value=front["created"][:10] if "created" in front else None,
     )
