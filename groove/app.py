@@ -48,8 +48,9 @@ from groove.search.pipeline import Reranker, Searcher
 from groove.search.related import related_notes
 from groove.search.request import SearchRequest
 from groove.store import db, reads, shadow, writer
-from groove.store.interface import SqliteShadowStore
+from groove.store.interface import VECTOR_TABLE, SqliteShadowStore
 from groove.store.pool import ReaderPool
+from groove.store.vectors import VectorMatrix
 from groove.sync.embedding import EmbedQueue, Progress
 from groove.sync.indexer import Indexer, ReconcileStats
 from groove.sync.report import IndexReport, index_report
@@ -188,6 +189,21 @@ class Index:
                             message="the old model cannot be loaded here: searches use full text until the switch is done")
         if pool:
             self.readers = ReaderPool(self.path)
+            self.searcher.vectors = self._vector_matrix()
+
+    def _vector_matrix(self) -> VectorMatrix:
+        """The in-memory copy of the vectors a long-running reader keeps (store/vectors.py)."""
+        return VectorMatrix(self.path, VECTOR_TABLE, self.settings.search.vector_memory_mb * 2**20)
+
+    async def warm_vectors(self) -> None:
+        """Load the in-memory vectors now (the daemon's start), not at the first search."""
+        if self.searcher.vectors is None:
+            return
+        try:
+            async with self.reading() as conn:
+                await self.searcher.vectors.current(conn)
+        except Exception as exc:  # noqa: BLE001 - searches fall back to sqlite-vec's scan
+            log.warning("vectors_warm_up_failed", error=repr(exc))
 
     def _queue(self, embedder: Embedder, store: Any = None) -> EmbedQueue:
         """An embedding queue on the active vector set, or on `store` (a switch's shadow set)."""
@@ -437,7 +453,8 @@ class Index:
         async def embed_query(text: str) -> np.ndarray:
             return cache[text] if text in cache else await self.queries.embed(text)
 
-        searcher = Searcher(self.settings.search, embed_query=embed_query, reranker=self.searcher.reranker)
+        searcher = Searcher(self.settings.search, embed_query=embed_query, reranker=self.searcher.reranker,
+                            vectors=self._vector_matrix() if retriever != "fts" else None)
         async with self.reading() as conn:
             return await run_eval(searcher, conn, queries, retriever=retriever, limit=limit,
                                   request_options=request_options, ks=ks)

@@ -168,6 +168,7 @@ class SearchSettings(_Section):
     confidence_margin: float = Field(0.1, ge=0.0, le=1.0, description="low_confidence when the top fused score leads the second by less than this share of itself")
     reranker: str = ""
     rerank_by_default: bool = False
+    vector_memory_mb: int = Field(1024, ge=0, le=1_048_576, description="the daemon and `groove eval` keep the vectors in memory for exact KNN by one matrix product while they fit in this many MiB (100,000 vectors of 384 dimensions: 147 MiB); 0 or over it: sqlite-vec's scan")
     fusion: FusionSettings = Field(default_factory=FusionSettings)
     mmr: MMRSettings = Field(default_factory=MMRSettings)
     parent_retriever: ParentRetrieverSettings = Field(default_factory=ParentRetrieverSettings)

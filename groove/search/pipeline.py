@@ -30,6 +30,7 @@ from groove.search.parent import ChunkInfo, apply_parent
 from groove.search.request import MAX_LIMIT, MAX_QUERY_BYTES, Retriever, SearchRequest
 from groove.search.spans import apply_match_spans
 from groove.store.interface import SearchReads
+from groove.store.vectors import VectorMatrix
 
 log = get_logger(__name__)
 
@@ -92,10 +93,12 @@ def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
 Reading = Callable[[], AsyncContextManager[Any]]
 
 
-def _as_reading(source: "aiosqlite.Connection | SearchReads | Reading") -> Callable[[], AsyncContextManager[SearchReads]]:
-    """Every source as a factory of `SearchReads` (SQLite connections wrapped in the SQLite reads)."""
+def _as_reading(source: "aiosqlite.Connection | SearchReads | Reading",
+                matrix: VectorMatrix | None = None) -> Callable[[], AsyncContextManager[SearchReads]]:
+    """Every source as a factory of `SearchReads` (SQLite connections wrapped in the SQLite reads,
+    with the process's in-memory vectors when it keeps them)."""
     if isinstance(source, aiosqlite.Connection) or not callable(source):
-        reads_ = _wrap(source)
+        reads_ = _wrap(source, matrix)
 
         @asynccontextmanager
         async def the_one() -> AsyncIterator[SearchReads]:
@@ -106,13 +109,13 @@ def _as_reading(source: "aiosqlite.Connection | SearchReads | Reading") -> Calla
     @asynccontextmanager
     async def taken() -> AsyncIterator[SearchReads]:
         async with source() as got:
-            yield _wrap(got)
+            yield _wrap(got, matrix)
 
     return taken
 
 
-def _wrap(got: Any) -> SearchReads:
-    return retrievers.SqliteSearchReads(got) if isinstance(got, aiosqlite.Connection) else got
+def _wrap(got: Any, matrix: VectorMatrix | None = None) -> SearchReads:
+    return retrievers.SqliteSearchReads(got, matrix) if isinstance(got, aiosqlite.Connection) else got
 
 
 def pool_size(limit: int) -> int:
@@ -126,17 +129,19 @@ class Searcher:
         settings: SearchSettings,
         embed_query: Callable[[str], Awaitable[np.ndarray]],
         reranker: Callable[[], Reranker | None] | None = None,
+        vectors: VectorMatrix | None = None,
     ):
         self.settings = settings
         self.embed_query = embed_query
         self.reranker = reranker
+        self.vectors = vectors  # a long-running process's in-memory vectors (store/vectors.py), or None
 
     async def search(self, source: "aiosqlite.Connection | Reading", req: SearchRequest) -> dict[str, Any]:
         """One search. `source` is a connection, or a `Reading` (a pool's `connection`): with a
         pool, the full-text legs and the query embedding run at the same time, and no reader
         connection is held while the embedding is awaited (decision 0009)."""
         t0 = time.perf_counter()
-        reading = _as_reading(source)
+        reading = _as_reading(source, self.vectors)
         cq = compile_query(req.query)
         s = self.settings
         n = pool_size(req.limit)

@@ -33,6 +33,7 @@ from groove.search import filters as filters_mod
 from groove.search.hits import Hit
 from groove.store import reads
 from groove.store.interface import VECTOR_TABLE
+from groove.store.vectors import VectorMatrix
 
 MAX_KNN_K = 4096  # sqlite-vec's limit on k
 
@@ -293,11 +294,24 @@ async def vector_scored(
     limit: int,
     exclude: set[int] | None = None,
     allowed_docs: Sequence[int] | None = None,
+    matrix: VectorMatrix | None = None,
 ) -> list[tuple[int, float]]:
-    """(chunk id, L2 distance) nearest first; for unit vectors cosine = 1 - d^2 / 2."""
+    """(chunk id, L2 distance) nearest first; for unit vectors cosine = 1 - d^2 / 2.
+
+    With `matrix` (a long-running process's in-memory copy, store/vectors.py) the distances come
+    from one matrix product; without it, or when it cannot answer, from sqlite-vec."""
     blob = np.asarray(query, dtype=np.float32).tobytes()
     exclude = exclude or set()
     if allowed_docs is not None:
+        if matrix is not None:
+            clause, extra = _allowed_clause("doc_id", allowed_docs)
+            cur = await conn.execute(f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", extra)
+            pairs = [(cid, e) for cid, e in await cur.fetchall() if cid not in exclude]
+            near = await matrix.nearest_among(conn, query, [e for _, e in pairs], limit)
+            if near is not None:
+                dist = dict(near)
+                ranked = sorted(((dist[e], cid) for cid, e in pairs if e in dist))
+                return [(cid, d) for d, cid in ranked][:limit]
         clause, extra = _allowed_clause("c.doc_id", allowed_docs)
         cur = await conn.execute(
             f"SELECT c.id, vec_distance_l2(v.embedding, ?) AS d FROM chunks c JOIN {VECTOR_TABLE} v ON v.rowid = c.embedding_id"
@@ -307,7 +321,10 @@ async def vector_scored(
         )
         rows = [(r[0], float(r[1])) for r in await cur.fetchall()]
         return [r for r in rows if r[0] not in exclude][:limit]
-    nearest = await nearest_embeddings(conn, query, limit + len(exclude))
+    k = limit + len(exclude)
+    nearest = await matrix.nearest(conn, query, k) if matrix is not None else None
+    if nearest is None:
+        nearest = await nearest_embeddings(conn, query, k)
     if not nearest:
         return []
     rank = {emb_id: (i, float(d)) for i, (emb_id, d) in enumerate(nearest)}
@@ -378,10 +395,12 @@ async def fetch_doc_chunks(conn: aiosqlite.Connection, doc_ids: Sequence[int]) -
 
 
 class SqliteSearchReads:
-    """`groove.store.interface.SearchReads` on one SQLite connection: the functions above."""
+    """`groove.store.interface.SearchReads` on one SQLite connection: the functions above; with
+    `matrix`, KNN on the process's in-memory copy of the vectors (store/vectors.py)."""
 
-    def __init__(self, conn: aiosqlite.Connection):
+    def __init__(self, conn: aiosqlite.Connection, matrix: VectorMatrix | None = None):
         self.conn = conn
+        self.matrix = matrix
 
     async def allowed_documents(self, filters: Any) -> list[int] | None:
         return await filters_mod.allowed_documents(self.conn, filters)
@@ -402,7 +421,7 @@ class SqliteSearchReads:
 
     async def vector_scored(self, query: np.ndarray, limit: int, exclude: set[int] | None = None,
                             allowed_docs: Sequence[int] | None = None) -> list[tuple[int, float]]:
-        return await vector_scored(self.conn, query, limit, exclude, allowed_docs)
+        return await vector_scored(self.conn, query, limit, exclude, allowed_docs, self.matrix)
 
     async def fetch_hits(self, ids: Sequence[int]) -> dict[int, Hit]:
         return await fetch_hits(self.conn, ids)

@@ -192,6 +192,7 @@ class Daemon:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 tg.start_soon(self.queries.warm_up)  # the model loads now, not at the first search
+                tg.start_soon(self.index.warm_vectors)  # and the in-memory vectors
                 tg.start_soon(self._supervised, "writer", self._writer_loop)
                 for i in range(self.settings.embedding.workers):
                     tg.start_soon(self._embed_loop, i)

@@ -23,7 +23,7 @@ import sqlite_vec
 from groove.errors import GrooveError
 from groove.corpus.cjk import cjk_terms
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class IndexError_(GrooveError):
@@ -75,6 +75,16 @@ async def connect(path: Path | str, *, readonly: bool = False) -> aiosqlite.Conn
 
 
 # --- schema ------------------------------------------------------------------
+
+# AUTOINCREMENT: an id is never used twice, so a vector id names one vector for the life of the
+# file; the in-memory vector matrix (store/vectors.py) reads only the ids past the last it holds.
+# Every deleted vector moves meta `vectors_removed` (the trigger below), whoever deletes it.
+_EMBEDDINGS_TABLE = """CREATE TABLE IF NOT EXISTS embeddings (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,  -- = vec_embeddings.rowid
+    hash       TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL
+);
+"""
 
 _CJK_TABLES = """
 -- CJK character bigrams (groove/corpus/cjk.py): the short Japanese words trigrams cannot match.
@@ -160,11 +170,10 @@ CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE OF heading, context, content
     INSERT INTO fts_chunks(rowid, heading, context, content)
     VALUES (new.id, new.heading, new.context, new.content);
 END;
-""" + _CJK_TABLES + """CREATE TABLE IF NOT EXISTS embeddings (
-    id         INTEGER PRIMARY KEY,            -- = vec_embeddings.rowid
-    hash       TEXT NOT NULL UNIQUE,
-    created_at REAL NOT NULL
-);
+""" + _CJK_TABLES + _EMBEDDINGS_TABLE + """CREATE TRIGGER IF NOT EXISTS embeddings_ad AFTER DELETE ON embeddings BEGIN
+    INSERT INTO meta(key, value) VALUES ('vectors_removed', '1')
+    ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT);
+END;
 CREATE TABLE IF NOT EXISTS skipped (
     path   TEXT PRIMARY KEY,
     reason TEXT NOT NULL,
@@ -192,6 +201,13 @@ UPDATE documents SET mtime_ns = -1, hash = '';
 """,
     # 2 -> 3: the CJK bigram table, filled from the chunks already indexed (nothing is re-embedded).
     2: _CJK_SQL,
+    # 3 -> 4: vector ids are never reused (AUTOINCREMENT; the table is rebuilt with the same
+    # rows and ids, so nothing is re-embedded). The delete trigger comes with the schema.
+    3: _EMBEDDINGS_TABLE.replace("embeddings (", "embeddings_v4 (", 1) + """
+INSERT INTO embeddings_v4(id, hash, created_at) SELECT id, hash, created_at FROM embeddings;
+DROP TABLE embeddings;
+ALTER TABLE embeddings_v4 RENAME TO embeddings;
+""",
 }
 
 

@@ -1,0 +1,89 @@
+"""`python -m bench.vectors_ab INDEX`: the vector leg from memory against sqlite-vec's scan, side by side.
+
+On one index (e.g. `/tmp/groove-scale/100000/index.sqlite`, built by `python -m bench scale`),
+one read-only connection: the vector leg of a search (`retrievers.vector_scored`: KNN, then the
+ids mapped to chunks) with the process's in-memory copy (groove/store/vectors.py) and without
+it, alternating query by query (the order flips each query), unfiltered and filtered to the
+`scale-rare` tag (1% of notes). Queries are seeded random unit vectors (the scale index's
+document vectors are hash-seeded, so what they rank is meaningless: this measures speed only;
+the rankings are compared query by query: the share that are identical, and the largest
+distance difference at one rank, so an order that differs is seen to differ only by a float tie). Also the first load's time and the copy's size.
+Prints p50 / p95 per side and sqlite-vec-over-memory ratios; `--json PATH` writes them.
+Decision 0012 was measured with it.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.scale import RARE_TAG
+from groove.search import retrievers
+from groove.store import db
+from groove.store.interface import VECTOR_TABLE
+from groove.store.vectors import VectorMatrix
+
+
+def _p(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return round(xs[max(0, int(q * len(xs)) - 1)], 2)
+
+
+async def main(index: Path, queries: int, out_path: Path | None) -> dict[str, Any]:
+    conn = await db.connect(index, readonly=True)
+    try:
+        cur = await conn.execute("SELECT count(*), (SELECT value FROM meta WHERE key = 'dimension') FROM embeddings")
+        n, dim = await cur.fetchone()
+        rng = np.random.default_rng(12)
+        qs = rng.standard_normal((queries, int(dim))).astype(np.float32)
+        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+        cur = await conn.execute("SELECT doc_id FROM doc_tags WHERE tag = ?", (RARE_TAG,))
+        rare = [r[0] for r in await cur.fetchall()]
+        matrix = VectorMatrix(index, VECTOR_TABLE, 2**40)
+        t = time.perf_counter()
+        snap = await matrix.current(conn)
+        load_s = time.perf_counter() - t
+        res: dict[str, list[float]] = {}
+        same = 0
+        max_gap = 0.0  # the largest distance difference at one rank (a different order is a float tie)
+        for kind, allowed in (("unfiltered", None), ("filtered", rare or None)):
+            for i, q in enumerate(qs):
+                got = {}
+                for side in (["sqlite-vec", "memory"] if i % 2 == 0 else ["memory", "sqlite-vec"]):
+                    t = time.perf_counter()
+                    got[side] = await retrievers.vector_scored(conn, q, 50, None, allowed,
+                                                               matrix if side == "memory" else None)
+                    res.setdefault(f"{kind}.{side}", []).append((time.perf_counter() - t) * 1000)
+                same += [c for c, _ in got["memory"]] == [c for c, _ in got["sqlite-vec"]]
+                gap = max((abs(a[1] - b[1]) for a, b in zip(got["memory"], got["sqlite-vec"])), default=0.0)
+                max_gap = max(max_gap, gap)
+    finally:
+        await conn.close()
+    out: dict[str, Any] = {"vectors": n, "dimension": int(dim), "rare_notes": len(rare), "queries": queries,
+                           "first_load_s": round(load_s, 2), "memory_mb": round(snap.matrix.nbytes / 2**20, 1),
+                           "same_ranking_share": round(same / (2 * queries), 3),
+                           "max_distance_gap_at_a_rank": float(f"{max_gap:.2g}")}
+    for key, xs in res.items():
+        out[key] = {"p50_ms": round(statistics.median(xs), 2), "p95_ms": _p(xs, 0.95)}
+    for kind in ("unfiltered", "filtered"):
+        out[f"{kind}.sqlite_vec_over_memory_p50"] = round(out[f"{kind}.sqlite-vec"]["p50_ms"] / out[f"{kind}.memory"]["p50_ms"], 2)
+    for k, v in out.items():
+        print(f"{k:42} {v}")
+    if out_path:
+        out_path.write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m bench.vectors_ab", description=__doc__.splitlines()[0])
+    p.add_argument("index", type=Path, help="the index file (e.g. /tmp/groove-scale/100000/index.sqlite)")
+    p.add_argument("--queries", type=int, default=40, help="random query vectors (default 40)")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures as JSON")
+    a = p.parse_args()
+    asyncio.run(main(a.index, a.queries, a.json))

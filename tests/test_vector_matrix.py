@@ -1,0 +1,219 @@
+"""The in-memory vectors (groove/store/vectors.py, decision 0012): sqlite-vec is the oracle.
+
+Real SQLite files with sqlite-vec. Every check compares what the matrix answers with what
+sqlite-vec's own KNN (or the exact filtered scan in SQL) answers on the same file, after the
+index changed in each way it can: vectors added, vectors removed, the highest id removed and
+a new vector stored, the model swapped for one of another dimension.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import anyio
+import numpy as np
+import pytest
+from structlog.testing import capture_logs
+
+from conftest import write
+from fakes import BagOfWordsEmbedder
+from groove.app import Index, index_once
+from groove.config import load_settings
+from groove.search import retrievers
+from groove.search.request import SearchRequest
+from groove.store import db, writer
+from groove.store.interface import VECTOR_TABLE
+from groove.store.vectors import VectorMatrix
+
+DIM = 16
+
+
+def unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
+    v = rng.standard_normal((n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def hashes(prefix: str, n: int) -> list[str]:
+    return [hashlib.sha256(f"{prefix}{i}".encode()).hexdigest() for i in range(n)]
+
+
+@pytest.fixture
+async def conn(tmp_path):
+    path = tmp_path / "v.sqlite"
+    con = db.connect_sync(path)
+    db.init_sync(con, model="m", dimension=DIM, kb_path="/kb")
+    con.close()
+    c = await db.connect(path)
+    c.path = path  # where the matrix reads its first load from
+    yield c
+    await c.close()
+
+
+async def sqlite_vec_knn(conn, q: np.ndarray, k: int) -> list[tuple[int, float]]:
+    return await retrievers.nearest_embeddings(conn, q, k)
+
+
+async def assert_same_as_sqlite_vec(conn, matrix: VectorMatrix, queries: np.ndarray, k: int = 10) -> None:
+    for q in queries:
+        got = await matrix.nearest(conn, q, k)
+        want = await sqlite_vec_knn(conn, q, k)
+        assert got is not None and len(got) == len(want)
+        assert np.allclose([d for _, d in got], [d for _, d in want], atol=1e-5)
+        # The same ids in the same order, but for neighbours whose distances tie within float32
+        # rounding (the two sum in different orders).
+        for (gi, gd), (wi, wd) in zip(got, want):
+            assert gi == wi or abs(gd - wd) < 1e-5, (gi, gd, wi, wd)
+        assert sum(gi == wi for (gi, _), (wi, _) in zip(got, want)) >= 0.9 * len(got)
+
+
+async def stored_ids(conn) -> list[int]:
+    cur = await conn.execute("SELECT id FROM embeddings ORDER BY id")
+    return [r[0] for r in await cur.fetchall()]
+
+
+async def test_the_in_memory_knn_returns_what_sqlite_vec_returns(conn):
+    rng = np.random.default_rng(1)
+    await writer.store_vectors(conn, hashes("a", 400), unit(rng, 400))
+    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 2**20)
+    await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 25), k=10)
+    await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 3), k=400)   # k = every vector
+    await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 3), k=1000)  # k past them
+
+
+async def test_vectors_stored_or_removed_after_the_first_load_are_seen_by_the_next_search(conn):
+    rng = np.random.default_rng(2)
+    await writer.store_vectors(conn, hashes("a", 200), unit(rng, 200))
+    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 2**20)
+    first = await matrix.current(conn)
+    assert first is not None and len(first.ids) == 200
+
+    added = unit(rng, 30)
+    await writer.store_vectors(conn, hashes("b", 30), added)
+    # The nearest vector to a new one is itself, at distance 0.
+    got = await matrix.nearest(conn, added[7], 1)
+    assert got[0][1] == pytest.approx(0.0, abs=1e-5) and got[0][0] > first.max_id
+    assert list(matrix.snapshot.ids) == await stored_ids(conn)
+    # A snapshot taken before is unchanged by the rows written after it (a search computing on it).
+    assert len(first.ids) == 200 and first.max_id < int(matrix.snapshot.ids[-1])
+    assert all(i <= first.max_id for i, _ in first.nearest(added[7], 50))
+
+    # No chunk uses any of these vectors: garbage collection removes them all.
+    removed = await writer.collect_garbage(conn)
+    assert removed == 230
+    assert await matrix.nearest(conn, added[7], 5) == []
+    await writer.store_vectors(conn, hashes("c", 50), unit(rng, 50))
+    assert list(matrix.snapshot.ids) != await stored_ids(conn)  # the next search refreshes it
+    await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 10))
+    assert list(matrix.snapshot.ids) == await stored_ids(conn)
+
+
+async def test_a_vector_id_is_never_reused_so_a_new_vector_is_never_taken_for_a_removed_one(conn):
+    rng = np.random.default_rng(3)
+    old = unit(rng, 20)
+    await writer.store_vectors(conn, hashes("a", 20), old)
+    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 2**20)
+    assert len((await matrix.current(conn)).ids) == 20
+    top = max(await stored_ids(conn))
+    # Remove the highest id, as doctor --fix or garbage collection can, then store a new text.
+    await conn.execute("BEGIN")
+    await conn.execute(f"DELETE FROM {VECTOR_TABLE} WHERE rowid = ?", (top,))
+    await conn.execute("DELETE FROM embeddings WHERE id = ?", (top,))
+    await conn.execute("COMMIT")
+    new = unit(rng, 1)
+    await writer.store_vectors(conn, hashes("b", 1), new)
+    assert max(await stored_ids(conn)) == top + 1
+    got = await matrix.nearest(conn, new[0], 1)
+    assert got[0][0] == top + 1 and got[0][1] == pytest.approx(0.0, abs=1e-5)
+    assert top not in set(matrix.snapshot.ids.tolist())
+    await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 5))
+
+
+async def test_a_swapped_model_of_another_dimension_is_loaded_again_whole(conn):
+    rng = np.random.default_rng(4)
+    await writer.store_vectors(conn, hashes("a", 50), unit(rng, 50))
+    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 2**20)
+    assert (await matrix.current(conn)).matrix.shape == (50, DIM)
+    # What a switch's swap does (store/shadow.py): same ids, new vectors, another dimension.
+    ids = await stored_ids(conn)
+    new = unit(rng, 50, dim=8)
+    await conn.execute("BEGIN")
+    await conn.execute(f"DROP TABLE {VECTOR_TABLE}")
+    await conn.execute(f"CREATE VIRTUAL TABLE {VECTOR_TABLE} USING vec0(embedding float[8])")
+    await conn.executemany(f"INSERT INTO {VECTOR_TABLE}(rowid, embedding) VALUES (?, ?)",
+                           [(i, v.tobytes()) for i, v in zip(ids, new)])
+    await conn.execute("UPDATE meta SET value = 'other' WHERE key = 'model'")
+    await conn.execute("UPDATE meta SET value = '8' WHERE key = 'dimension'")
+    await conn.execute("COMMIT")
+    await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 5, dim=8))
+    assert matrix.snapshot.matrix.shape == (50, 8)
+
+
+async def test_over_its_memory_budget_sqlite_vec_answers_and_it_is_said_once(conn):
+    rng = np.random.default_rng(5)
+    await writer.store_vectors(conn, hashes("a", 100), unit(rng, 100))
+    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 100 * DIM * 4 - 1)  # one byte short
+    q = unit(rng, 1)[0]
+    with capture_logs() as logs:
+        assert await matrix.nearest(conn, q, 5) is None
+        assert await matrix.nearest(conn, q, 5) is None
+        # The search itself still answers, from sqlite-vec.
+        got = await retrievers.vector_scored(conn, q, 5, matrix=matrix)
+    assert [e["event"] for e in logs].count("vectors_not_in_memory") == 1
+    assert "vector_memory_mb" in next(e for e in logs if e["event"] == "vectors_not_in_memory")["message"]
+    assert got == await retrievers.vector_scored(conn, q, 5)
+    assert await VectorMatrix(conn.path, VECTOR_TABLE, 0).nearest(conn, q, 5) is None  # 0: never kept
+
+
+def test_an_index_of_schema_3_keeps_its_vectors_and_ids_and_never_reuses_them_after(tmp_path):
+    path = tmp_path / "old.sqlite"
+    con = db.connect_sync(path)
+    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    # Make it look like schema 3: embeddings without AUTOINCREMENT, no delete trigger.
+    con.execute("DROP TRIGGER embeddings_ad")
+    con.execute("DROP TABLE embeddings")
+    con.execute("CREATE TABLE embeddings (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_at REAL NOT NULL)")
+    con.executemany("INSERT INTO embeddings(id, hash, created_at) VALUES (?, ?, 0)", [(1, "h1"), (5, "h5")])
+    con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    con.close()
+
+    con = db.connect_sync(path)
+    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    assert db.get_meta_sync(con, "schema_version") == str(db.SCHEMA_VERSION)
+    assert con.execute("SELECT id, hash FROM embeddings ORDER BY id").fetchall() == [(1, "h1"), (5, "h5")]
+    assert "AUTOINCREMENT" in con.execute("SELECT sql FROM sqlite_master WHERE name = 'embeddings'").fetchone()[0]
+    con.execute("DELETE FROM embeddings WHERE id = 5")
+    assert db.get_meta_sync(con, "vectors_removed") == "1"
+    new_id = con.execute("INSERT INTO embeddings(hash, created_at) VALUES ('h6', 0) RETURNING id").fetchone()[0]
+    assert new_id == 6
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def tagged(tmp_path_factory):
+    """120 notes of shared words, one in ten tagged `rare`, indexed with the bag-of-words fake."""
+    kb = tmp_path_factory.mktemp("vm-notes")
+    for i in range(120):
+        tag = "rare" if i % 10 == 3 else "common"
+        write(kb / f"n{i:03d}.md", f"---\ntags: [{tag}]\n---\n# Note {i}\n\nvectors in memory {i} ranking"
+                                   f" {'twice ranking' if i % 7 == 0 else 'once'} notes.\n\n## More {i}\n\nsqlite scan {i % 13}.\n")
+    settings = load_settings(None, kb_path=kb, index_path=tmp_path_factory.mktemp("vm-idx") / "i.sqlite")
+    anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
+    return settings
+
+
+@pytest.mark.parametrize("filters", [{}, {"tags_any": ["rare"]}], ids=["unfiltered", "filtered"])
+async def test_a_daemon_search_answers_from_memory_exactly_as_sqlite_vec_does(tagged, filters):
+    queries = ["vectors ranking", "sqlite scan 4", "twice notes", "memory 17 once"]
+    async with Index.open(tagged, pool=True, embedder=BagOfWordsEmbedder()) as index:
+        assert index.searcher.vectors is not None
+        await index.warm_vectors()
+        assert index.searcher.vectors.snapshot is not None
+        from_memory = [await index.search(SearchRequest(query=q, retriever="vector", limit=20, **filters)) for q in queries]
+        index.searcher.vectors = None
+        from_sqlite_vec = [await index.search(SearchRequest(query=q, retriever="vector", limit=20, **filters)) for q in queries]
+    for a, b in zip(from_memory, from_sqlite_vec):
+        assert [h["path"] + h["heading"] for h in a["results"]] == [h["path"] + h["heading"] for h in b["results"]]
+        assert [h["score"] for h in a["results"]] == pytest.approx([h["score"] for h in b["results"]], abs=1e-5)
+        assert a["results"], "each query finds something"
+        if filters:
+            assert all("rare" in h["tags"] for h in a["results"])
