@@ -244,6 +244,15 @@ class Index:
             assert conn is not None, "the index is not open"
             yield conn
 
+    @asynccontextmanager
+    async def spare_reading(self) -> AsyncIterator[aiosqlite.Connection | None]:
+        """A second reader for a search that holds one, if the pool has one free now; else None."""
+        if self.readers is None:
+            yield None
+        else:
+            async with self.readers.spare() as conn:
+                yield conn
+
     # -- writing ------------------------------------------------------------------------
     async def reconcile(self, paths: Sequence[str] | set[str] | None = None,
                         progress: Progress | None = None) -> ReconcileStats:
@@ -360,20 +369,27 @@ class Index:
             )
         return await switch.queries.embed(text)
 
-    async def report(self, stats: ReconcileStats, *, vectors_collected: int, seconds: float) -> IndexReport:
+    async def merge_full_text(self, written: int) -> bool:
+        """`groove index`, after a large write: both full-text tables merged into one segment each."""
+        assert self.wconn is not None
+        return await writer.merge_full_text(self.wconn, written)
+
+    async def report(self, stats: ReconcileStats, *, vectors_collected: int, seconds: float,
+                     full_text_merged: bool = False) -> IndexReport:
         """The one result shape of a full reconcile (`groove index` and the MCP `reindex`)."""
         async with self.reading() as conn:
             pending = await reads.pending_count(conn)
             computed = int(await reads.get_meta(conn, "embeddings_computed") or 0)
         return index_report(stats, kb_path=str(self.kb), index_path=str(self.path), pending_chunks=pending,
                             embeddings_computed=computed, vectors_collected=vectors_collected, seconds=seconds,
-                            model_switch=self.last_switch)
+                            model_switch=self.last_switch, full_text_merged=full_text_merged)
 
     # -- reading ------------------------------------------------------------------------
     async def search(self, req: SearchRequest, *, searcher: Searcher | None = None) -> dict[str, Any]:
         # The searcher takes a reader for the full-text half and another for the rest, and none
         # while it waits for the query vector (decision 0008).
-        return await (searcher or self.searcher).search(self.reading, req)
+        # With a pool, the two full-text legs run at once when a second reader is free.
+        return await (searcher or self.searcher).search(self.reading, req, spare=self.spare_reading)
 
     async def related(self, path: str, **kw: Any) -> dict[str, Any]:
         async with self.reading() as conn:
@@ -470,7 +486,9 @@ async def index_once(settings: Settings, *, rebuild: bool = False, progress: Pro
         stats = await index.reconcile(progress=progress)
         stats.chunks_embedded = await index.embed_pending(progress=progress)
         collected = await index.collect_garbage()
-        report = await index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started)
+        merged = await index.merge_full_text(stats.chunks_written)
+        report = await index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
+                                    full_text_merged=merged)
     log.debug("index_done", **report.model_dump(exclude={"kb_path", "index_path"}))
     return report.model_dump()
 

@@ -122,6 +122,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"{s['deleted']} deleted, {s['unchanged']} unchanged, {s['skipped']} skipped\n"
             f"chunks: {s['chunks_written']} written, {s['chunks_embedded']} embedded; "
             f"{s['pending_chunks']} pending; {s['seconds']:.1f} s; finished {s['finished_at']}\n"
+            + ("full-text tables merged after the large write (faster full-text searches)\n" if s.get("full_text_merged") else "")
             + "".join(f"skipped {x['path']}: {x['reason']}\n" for x in s.get("skipped_files", []))
             + "".join(f"kept {x['path']}: {x['reason']}\n" for x in s.get("kept_unreadable", []))
             + "".join(f"warning {x['path']}: {w}\n" for x in s.get("note_warnings", []) for w in x["warnings"])

@@ -95,6 +95,20 @@ async def test_the_full_text_statement_leaves_out_terms_found_in_most_chunks_whe
     assert '"the"' not in ran[0] and '"with"' not in ran[0]
 
 
+async def test_explain_shows_the_expression_fts5_ran_and_the_common_terms_left_out(common):
+    conn = await db.connect(common.resolved_index_path(), readonly=True)
+    try:
+        expr = compile_query("the zymurgy with quasar").match_expr
+        ran = await _statements(conn, lambda: retrievers.fts_scored(conn, expr, 10))
+    finally:
+        await conn.close()
+    req = SearchRequest(query="the zymurgy with quasar", retriever="fts", explain=True)
+    got = (await search_once(common, req, embedder=BagOfWordsEmbedder()))["explain"]
+    assert got["match_expr"] == expr  # the compiler's phrases, unchanged
+    assert f"'{got['sent_to_fts5']['trigram']}'" in ran[0]  # what the statement itself was handed
+    assert got["common_terms_left_out"]["trigram"] == ['"the"', '"with"']
+
+
 async def test_a_rare_word_beside_very_common_words_finds_the_rare_words_notes_first(common):
     req = SearchRequest(query="the zymurgy with", retriever="fts", limit=20)
     got = await search_once(common, req, embedder=BagOfWordsEmbedder())

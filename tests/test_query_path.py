@@ -153,6 +153,66 @@ async def test_the_full_text_half_runs_while_the_query_is_being_embedded(tagged)
     assert resp["explain"]["candidates"]["vector"] > 0 and resp["explain"]["candidates"]["trigram"] > 0
 
 
+class _Rendezvous:
+    """SearchReads whose full-text legs each wait until the other leg has started: they can only
+    both finish if they run at the same time."""
+
+    def __init__(self, inner: Any, started: dict[str, anyio.Event]):
+        self.inner, self.started = inner, started
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def fts_scored(self, expr: str, limit: int, weights: Any, allowed: Any, table: str, exclude: Any) -> Any:
+        me, other = ("trigram", "bigram") if table == "fts_chunks" else ("bigram", "trigram")
+        self.started[me].set()
+        await self.started[other].wait()
+        return await self.inner.fts_scored(expr, limit, weights, allowed, table, exclude)
+
+
+MIXED = "ranking 検索 notes"  # a trigram leg and a bigram leg
+
+
+@pytest.mark.parametrize("with_spare", [True, False], ids=["a-spare-reader", "no-spare-reader"])
+async def test_the_trigram_and_bigram_legs_run_at_once_on_two_readers_when_a_second_is_free(tagged, with_spare):
+    """With a spare reader each leg waits for the other to start, and both finish; without one,
+    the legs run one after the other and the same rendezvous can never complete."""
+    async with pooled(tagged, size=2) as index:
+        started = {"trigram": anyio.Event(), "bigram": anyio.Event()}
+
+        @asynccontextmanager
+        async def reading() -> AsyncIterator[Any]:
+            async with index.readers.connection() as conn:
+                yield _Rendezvous(retrievers.SqliteSearchReads(conn), started)
+
+        @asynccontextmanager
+        async def spare() -> AsyncIterator[Any]:
+            async with index.readers.spare() as conn:
+                yield None if conn is None else _Rendezvous(retrievers.SqliteSearchReads(conn), started)
+
+        searcher = Searcher(tagged.search, embed_query=lambda t: anyio.to_thread.run_sync(BagOfWordsEmbedder().embed_query, t))
+        req = SearchRequest(query=MIXED, retriever="fts", explain=True)
+        if with_spare:
+            with anyio.fail_after(TIMEOUT):
+                resp = await searcher.search(reading, req, spare=spare)
+            assert resp["explain"]["candidates"]["trigram"] > 0
+        else:
+            with pytest.raises(TimeoutError), anyio.fail_after(2):
+                await searcher.search(reading, req)
+
+
+async def test_a_search_finding_no_free_second_reader_runs_its_legs_one_after_the_other_and_answers_the_same(tagged):
+    async with pooled(tagged, size=1) as index:
+        with anyio.fail_after(TIMEOUT):
+            alone = await index.search(SearchRequest(query=MIXED, limit=20))
+    async with pooled(tagged, size=3) as index:
+        together = await index.search(SearchRequest(query=MIXED, limit=20))
+        sequential = await index.searcher.search(index.reading, SearchRequest(query=MIXED, limit=20))
+    assert alone["results"], "the query finds notes"
+    keys = [[(h["path"], h["score"]) for h in r["results"]] for r in (alone, together, sequential)]
+    assert keys[0] == keys[1] == keys[2]
+
+
 async def test_a_filtered_hybrid_search_returns_only_allowed_notes_from_both_legs(tagged):
     async with pooled(tagged, size=2) as index:
         req = SearchRequest(query="ranking notes", limit=20, filters={"tags_any": ["rare"]}, explain=True)

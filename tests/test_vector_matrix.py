@@ -217,3 +217,23 @@ async def test_a_daemon_search_answers_from_memory_exactly_as_sqlite_vec_does(ta
         assert a["results"], "each query finds something"
         if filters:
             assert all("rare" in h["tags"] for h in a["results"])
+
+
+async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_the_first_search(tagged):
+    from conftest import eventually
+    from groove.serve.daemon import Daemon
+
+    daemon = Daemon(tagged, embedder=BagOfWordsEmbedder())
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run_background)
+
+        async def loaded() -> bool:
+            return daemon.index.searcher.vectors.snapshot is not None
+
+        await eventually(loaded, "the vectors in memory")
+        assert daemon.queries.calls == 0  # no search has been made
+        snap = daemon.index.searcher.vectors.snapshot
+        daemon.stop()
+    con = db.connect_sync(tagged.resolved_index_path(), readonly=True)
+    assert snap.ids.tolist() == [r[0] for r in con.execute("SELECT id FROM embeddings ORDER BY id")]
+    con.close()

@@ -68,6 +68,15 @@ def fusion_weights(settings: FusionSettings, legs: dict[str, Any], evidence: dic
     return out
 
 
+def left_out(full: str, sent: str) -> list[str]:
+    """The OR-ed terms of `full` that `sent` no longer has, as written."""
+    a, b = retrievers.split_or_terms(full), retrievers.split_or_terms(sent)
+    if a is None or b is None:
+        return []
+    kept = set(b[0])
+    return [t for t in a[0] if t not in kept]
+
+
 def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
     """Whether the top result is a guess.
 
@@ -136,10 +145,13 @@ class Searcher:
         self.reranker = reranker
         self.vectors = vectors  # a long-running process's in-memory vectors (store/vectors.py), or None
 
-    async def search(self, source: "aiosqlite.Connection | Reading", req: SearchRequest) -> dict[str, Any]:
+    async def search(self, source: "aiosqlite.Connection | Reading", req: SearchRequest,
+                     spare: Callable[[], AsyncContextManager[Any]] | None = None) -> dict[str, Any]:
         """One search. `source` is a connection, or a `Reading` (a pool's `connection`): with a
         pool, the full-text legs and the query embedding run at the same time, and no reader
-        connection is held while the embedding is awaited (decision 0009)."""
+        connection is held while the embedding is awaited (decision 0009). `spare` (a pool's
+        `spare`: a second connection if one is free now, else None) lets the trigram and the
+        bigram leg run at once, each on its own connection."""
         t0 = time.perf_counter()
         reading = _as_reading(source, self.vectors)
         cq = compile_query(req.query)
@@ -155,6 +167,7 @@ class Searcher:
         legs: dict[str, list[tuple[int, float]]] = {}   # name -> (chunk id, score: higher is better)
         evidence: dict[str, float] = {}
         embedded: dict[str, Any] = {}
+        sent: dict[str, str] = {}  # leg -> the expression the full-text engine ran (explain)
 
         async def embed() -> None:
             # If the model fails, the full-text legs answer alone (vectors_degraded).
@@ -178,7 +191,7 @@ class Searcher:
                     # The trigram leg excludes with NOT; the bigram and vector legs drop these ids.
                     exclude = await store.matching_ids(cq.negative_expr)
                 await self._full_text_legs(store, cq, use_fts, cjk_expr, n, weights, allowed_docs, exclude,
-                                           legs, evidence, timings)
+                                           legs, evidence, timings, spare, sent if req.explain else None)
         qvec = embedded.get("vector")
         degraded = bool(embedded.get("degraded"))
 
@@ -188,37 +201,62 @@ class Searcher:
                 if cq.negative_expr and cjk_expr and not exclude:
                     exclude = await store.matching_ids(cq.negative_expr)
                 await self._full_text_legs(store, cq, cq.match_expr is not None, cjk_expr, n, weights,
-                                           allowed_docs, exclude, legs, evidence, timings)
+                                           allowed_docs, exclude, legs, evidence, timings, spare,
+                                           sent if req.explain else None)
             if qvec is not None:
                 t = time.perf_counter()
                 nearest = await store.vector_scored(qvec, n, exclude, allowed_docs)
                 legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
                 timings["vector_ms"] = _ms(t)
             return await self._fuse_and_refine(store, req, cq, s, n, legs, evidence, exclude, allowed_docs,
-                                               degraded, cjk_expr, explain, timings, t0)
+                                               degraded, cjk_expr, explain, timings, t0, sent)
 
     async def _full_text_legs(self, store: SearchReads, cq: Any, use_fts: bool, cjk_expr: str | None, n: int,
                               weights: tuple[float, float, float], allowed_docs: Sequence[int] | None,
-                              exclude: set[int], legs: dict, evidence: dict, timings: dict) -> None:
+                              exclude: set[int], legs: dict, evidence: dict, timings: dict,
+                              spare: Callable[[], AsyncContextManager[Any]] | None = None,
+                              sent: dict[str, str] | None = None) -> None:
         full_text = []
         if use_fts:
             full_text.append(("trigram", "fts_chunks", cq.match_expr, list(cq.positives) or [cq.vector_text]))
         if cjk_expr:
             full_text.append(("bigram", "fts_cjk", cjk_expr, query_terms(cq.vector_text)))
-        for name, table, expr, terms in full_text:
+        done: dict[str, tuple[list[tuple[int, float]], float | None]] = {}
+
+        async def leg(reads_: SearchReads, name: str, table: str, expr: str, terms: list[str]) -> None:
             t = time.perf_counter()
-            scored = await store.fts_scored(expr, n, weights, allowed_docs, table, exclude if table == "fts_cjk" else None)
-            legs[name] = [(cid, -bm25) for cid, bm25 in scored]
+            scored = await reads_.fts_scored(expr, n, weights, allowed_docs, table, exclude if table == "fts_cjk" else None)
+            ev = None
             if scored:
-                df, n_chunks = await store.term_doc_freq(table, terms)
-                top = await store.fetch_texts([cid for cid, _ in scored[:EVIDENCE_DEPTH]])
-                evidence[name] = round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
+                df, n_chunks = await reads_.term_doc_freq(table, terms)
+                top = await reads_.fetch_texts([cid for cid, _ in scored[:EVIDENCE_DEPTH]])
+                ev = round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
+            done[name] = (scored, ev)
             timings[f"{name}_ms"] = _ms(t)
+            if sent is not None:
+                sent[name] = await reads_.sent_expression(table, expr)
+
+        together = False
+        if len(full_text) == 2 and spare is not None:
+            async with spare() as other:
+                if other is not None:
+                    together = True
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(leg, store, *full_text[0])
+                        tg.start_soon(leg, _wrap(other, self.vectors), *full_text[1])
+        if not together:
+            for args in full_text:
+                await leg(store, *args)
+        for name, *_ in full_text:  # in a fixed order, whichever leg finished first
+            scored, ev = done[name]
+            legs[name] = [(cid, -bm25) for cid, bm25 in scored]
+            if ev is not None:
+                evidence[name] = ev
 
     async def _fuse_and_refine(self, store: SearchReads, req: SearchRequest, cq: Any, s: SearchSettings, n: int,
                                legs: dict, evidence: dict, exclude: set[int], allowed_docs: Sequence[int] | None,
                                degraded: bool, cjk_expr: str | None, explain: dict, timings: dict,
-                               t0: float) -> dict[str, Any]:
+                               t0: float, sent: dict[str, str] | None = None) -> dict[str, Any]:
         legs = {name: scored for name, scored in legs.items() if scored}
         leg_weights = fusion_weights(s.fusion, legs, evidence)
         if s.fusion.method == "rrf":
@@ -311,6 +349,11 @@ class Searcher:
                 candidates={"fts": len(set(fts_ids)), "vector": len(vec_ids), "fused": len(fused),
                             **{f"{name}": len(v) for name, v in legs.items()}},
                 bigram_expr=cjk_expr,
+                # What each full-text leg ran, and the common terms it left out (decision 0010).
+                sent_to_fts5=dict(sent or {}),
+                common_terms_left_out={name: left_out(expr, (sent or {}).get(name, expr))
+                                       for name, expr in (("trigram", cq.match_expr), ("bigram", cjk_expr))
+                                       if expr and name in (sent or {})},
                 fusion={"method": s.fusion.method, "weights": leg_weights, "evidence": evidence,
                         "evidence_low": s.fusion.evidence_low, "evidence_high": s.fusion.evidence_high},
                 pool_per_retriever=n,

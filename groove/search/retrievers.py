@@ -413,6 +413,9 @@ class SqliteSearchReads:
     async def term_doc_freq(self, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         return await term_doc_freq(self.conn, table, terms)
 
+    async def sent_expression(self, table: str, match_expr: str) -> str:
+        return await prune_common_terms(self.conn, table, match_expr)
+
     async def fetch_texts(self, ids: Sequence[int]) -> dict[int, str]:
         return await fetch_texts(self.conn, ids)
 

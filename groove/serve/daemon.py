@@ -146,7 +146,7 @@ class Daemon:
         self._retry_scheduled = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._reindexing = False
-        self._last_full: tuple[ReconcileStats, int] | None = None  # the last full reconcile and its vectors collected
+        self._last_full: tuple[ReconcileStats, int, bool] | None = None  # the last full reconcile, its vectors collected, merged?
         self._drained = False  # the queue was empty after the startup reconcile, and no chunk has waited since
         self._stop = anyio.Event()
         self.ready = anyio.Event()       # set once the database is open (requests can be served)
@@ -255,8 +255,10 @@ class Daemon:
                 if full:
                     stats = await self.index.reconcile()
                     gc = await self.index.collect_garbage()
-                    self.last_reconcile = {**stats.to_dict(), "at": time.time(), "vectors_collected": gc}
-                    self._last_full = (stats, gc)
+                    merged = await self.index.merge_full_text(stats.chunks_written)
+                    self.last_reconcile = {**stats.to_dict(), "at": time.time(), "vectors_collected": gc,
+                                           "full_text_merged": merged}
+                    self._last_full = (stats, gc, merged)
                     log.info("reconcile_done", **stats.to_dict())
                 else:
                     stats = await self.index.reconcile(paths)
@@ -463,8 +465,9 @@ class Daemon:
                     f"the full reconcile failed: {error}. The index still holds what the last good reconcile "
                     f"wrote and searches keep working; groove tries again{when} (index_status shows tasks.reconcile)"
                 )
-            stats, collected = self._last_full or (ReconcileStats(), 0)
-            report = await self.index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started)
+            stats, collected, merged = self._last_full or (ReconcileStats(), 0, False)
+            report = await self.index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
+                                             full_text_merged=merged)
             return report.model_dump()  # the shape `groove index --format json` prints (groove.sync.report)
         finally:
             self._reindexing = False

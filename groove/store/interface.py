@@ -40,6 +40,9 @@ class SearchReads(Protocol):
     async def term_doc_freq(self, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """Chunks containing each term, and the number of chunks (the evidence idf)."""
 
+    async def sent_expression(self, table: str, match_expr: str) -> str:
+        """The expression `fts_scored` hands the full-text engine for `match_expr` (for explain)."""
+
     async def fetch_texts(self, ids: Sequence[int]) -> dict[int, str]:
         """Heading, context and content of each chunk as one text."""
 

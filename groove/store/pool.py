@@ -89,15 +89,38 @@ class ReaderPool:
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[aiosqlite.Connection]:
         async with self._slots:
-            async with self._lock:
-                conn = self._free.pop() if self._free else None
-            if conn is None:
-                conn = await connect_reader(self.path)
-                self._all.append(conn)
+            conn = await self._take()
             try:
                 yield conn
             finally:
                 self._free.append(conn)
+
+    @asynccontextmanager
+    async def spare(self) -> AsyncIterator[aiosqlite.Connection | None]:
+        """A second connection for a search that already holds one, if one is free now, else
+        None. It never waits: searches each holding a reader and waiting for a second one
+        would wait for each other for ever."""
+        try:
+            self._slots.acquire_nowait()
+        except anyio.WouldBlock:
+            yield None
+            return
+        try:
+            conn = await self._take()
+            try:
+                yield conn
+            finally:
+                self._free.append(conn)
+        finally:
+            self._slots.release()
+
+    async def _take(self) -> aiosqlite.Connection:
+        async with self._lock:
+            conn = self._free.pop() if self._free else None
+        if conn is None:
+            conn = await connect_reader(self.path)
+            self._all.append(conn)
+        return conn
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):

@@ -246,6 +246,28 @@ async def collect_garbage(conn: aiosqlite.Connection) -> int:
     return len(ids)
 
 
+# `groove index` merges the full-text tables after a large write (decision 0013): at least this
+# many chunks written, and at least this share of the index.
+MERGE_MIN_CHUNKS = 2_000
+MERGE_MIN_SHARE = 0.1
+
+
+def full_text_merge_due(written: int, total: int) -> bool:
+    return written >= MERGE_MIN_CHUNKS and written >= MERGE_MIN_SHARE * total
+
+
+async def merge_full_text(conn: aiosqlite.Connection, written: int) -> bool:
+    """After a large write, merge each full-text table's segments into one (FTS5 `optimize`):
+    a query then walks one b-tree per term instead of one per segment. Whether it ran."""
+    cur = await conn.execute("SELECT count(*) FROM chunks")
+    if not full_text_merge_due(written, int((await cur.fetchone())[0])):
+        return False
+    async with Tx(conn):
+        for table in ("fts_chunks", "fts_cjk"):
+            await conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+    return True
+
+
 async def set_meta(conn: aiosqlite.Connection, key: str, value: str) -> None:
     async with Tx(conn):
         await conn.execute(

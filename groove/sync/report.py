@@ -56,6 +56,7 @@ class IndexReport(BaseModel):
     seconds: float = Field(description="how long the call took")
     finished_at: str = Field(description="when it finished, ISO-8601 UTC")
     model_switch: dict | None = Field(None, description="the model switch this call finished (from, to, vectors), else null")
+    full_text_merged: bool = Field(False, description="both full-text tables were merged after a large write (groove index; faster full-text queries)")
     skipped_files: list[dict] = Field(default_factory=list, description="each file skipped, with its reason")
     note_warnings: list[dict] = Field(default_factory=list, description="each note indexed with a warning (what was cut)")
     kept_unreadable: list[dict] = Field(default_factory=list, description="notes kept under a folder that cannot be read now")
@@ -72,6 +73,7 @@ def index_report(
     seconds: float,
     finished_at: float | None = None,
     model_switch: dict | None = None,
+    full_text_merged: bool = False,
 ) -> IndexReport:
     return IndexReport(
         kb_path=kb_path,
@@ -91,6 +93,7 @@ def index_report(
         seconds=round(seconds, 3),
         finished_at=iso_time(time.time() if finished_at is None else finished_at) or "",
         model_switch=model_switch,
+        full_text_merged=full_text_merged,
         **{k: v for k, v in stats.to_dict(details=True).items() if k in type(stats).DETAILS},
     )
 
