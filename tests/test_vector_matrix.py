@@ -233,7 +233,9 @@ async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_th
         await eventually(loaded, "the vectors in memory")
         assert daemon.queries.calls == 0  # no search has been made
         snap = daemon.index.searcher.vectors.snapshot
+        shown = (await daemon.index_status())["vectors_in_memory"]
         daemon.stop()
+    assert shown == {"vectors": len(snap.ids), "mib": round(len(snap.ids) * snap.matrix.shape[1] * 4 / 2**20, 1)}
     con = db.connect_sync(tagged.resolved_index_path(), readonly=True)
     assert snap.ids.tolist() == [r[0] for r in con.execute("SELECT id FROM embeddings ORDER BY id")]
     con.close()

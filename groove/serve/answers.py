@@ -328,6 +328,8 @@ class StatusAnswer(Answer):
     reindex_running: bool
     uptime_s: float
     embedding_failures: EmbeddingFailures | None
+    vectors_in_memory: dict[str, Any] | None = Field(
+        None, description="the daemon's in-memory copy of the vectors for exact KNN (vectors, mib); null: sqlite-vec's scan answers")
 
 
 def status_answer(status: dict[str, Any]) -> StatusAnswer:
@@ -345,6 +347,8 @@ def status_text(st: StatusAnswer) -> str:
     for name, task in st.tasks.items():
         if task.last_error and task.state not in ("running", "ok", "watching"):
             out.append(f"task {name} {task.state}: {task.last_error} (retry {task.retry_at or 'not scheduled'})")
+    if st.vectors_in_memory:
+        out.append(f"vectors in memory: {st.vectors_in_memory['vectors']} ({st.vectors_in_memory['mib']} MiB)")
     if st.embedding_failures and st.embedding_failures.count:
         out.append(f"embedding failures: {st.embedding_failures.count}, last: {st.embedding_failures.last_error}")
     if st.model_switch:
