@@ -83,25 +83,25 @@ async def _statements(conn, run) -> list[str]:
     return [s for s in seen if " MATCH " in s and "bm25(" in s]
 
 
-async def test_the_full_text_statement_leaves_out_terms_found_in_most_chunks_when_a_rarer_term_is_kept(common):
-    conn = await db.connect(common.resolved_index_path(), readonly=True)
+async def _leg_statements(settings, query: str) -> tuple[str, list[str]]:
+    """The trigram expression of `query`, and the full-text statements one leg ran for it."""
+    conn = await db.connect(settings.resolved_index_path(), readonly=True)
     try:
-        expr = compile_query("the zymurgy with quasar").match_expr
-        ran = await _statements(conn, lambda: retrievers.fts_scored(conn, expr, 10))
+        expr = compile_query(query).match_expr
+        return expr, await _statements(conn, lambda: retrievers.fts_scored(conn, expr, 10))
     finally:
         await conn.close()
+
+
+async def test_the_full_text_statement_leaves_out_terms_found_in_most_chunks_when_a_rarer_term_is_kept(common):
+    _, ran = await _leg_statements(common, "the zymurgy with quasar")
     assert len(ran) == 1
     assert "'\"zymurgy\" OR \"quasar\"'" in ran[0], ran[0]
     assert '"the"' not in ran[0] and '"with"' not in ran[0]
 
 
 async def test_explain_shows_the_expression_fts5_ran_and_the_common_terms_left_out(common):
-    conn = await db.connect(common.resolved_index_path(), readonly=True)
-    try:
-        expr = compile_query("the zymurgy with quasar").match_expr
-        ran = await _statements(conn, lambda: retrievers.fts_scored(conn, expr, 10))
-    finally:
-        await conn.close()
+    expr, ran = await _leg_statements(common, "the zymurgy with quasar")
     req = SearchRequest(query="the zymurgy with quasar", retriever="fts", explain=True)
     got = (await search_once(common, req, embedder=BagOfWordsEmbedder()))["explain"]
     assert got["match_expr"] == expr  # the compiler's phrases, unchanged

@@ -239,3 +239,15 @@ async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_th
     con = db.connect_sync(tagged.resolved_index_path(), readonly=True)
     assert snap.ids.tolist() == [r[0] for r in con.execute("SELECT id FROM embeddings ORDER BY id")]
     con.close()
+
+
+async def test_a_copy_that_cannot_be_brought_up_to_date_lets_sqlite_vec_answer_and_is_said_once(conn, tmp_path):
+    rng = np.random.default_rng(6)
+    await writer.store_vectors(conn, hashes("a", 40), unit(rng, 40))
+    matrix = VectorMatrix(tmp_path / "gone" / "v.sqlite", VECTOR_TABLE, 2**20)  # its first load cannot open the file
+    q = unit(rng, 1)[0]
+    with capture_logs() as logs:
+        for _ in range(3):
+            got = await retrievers.vector_scored(conn, q, 5, matrix=matrix)
+            assert got == await retrievers.vector_scored(conn, q, 5)
+    assert [e["event"] for e in logs].count("vectors_in_memory_failed") == 1

@@ -183,6 +183,7 @@ class VectorMatrix:
         self._buffers: _Buffers | None = None
         self._lock = anyio.Lock()
         self._over_budget: tuple[Any, ...] | None = None  # the stamp found too large (logged once)
+        self._last_error: str | None = None
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -253,9 +254,20 @@ class VectorMatrix:
         self._over_budget = stamp
         return False
 
+    async def _usable(self, conn: Any) -> Snapshot | None:
+        """`current`, or None (sqlite-vec answers) when bringing the copy up to date failed: a
+        search never fails because of its in-memory copy. Each distinct failure is logged once."""
+        try:
+            return await self.current(conn)
+        except Exception as exc:  # noqa: BLE001 - the scan in SQLite is the fallback
+            if repr(exc) != self._last_error:
+                self._last_error = repr(exc)
+                log.warning("vectors_in_memory_failed", error=repr(exc), message="sqlite-vec's scan answers")
+            return None
+
     async def nearest(self, conn: Any, query: np.ndarray, k: int) -> list[tuple[int, float]] | None:
         """(vector id, L2 distance) of the `k` nearest vectors; None when sqlite-vec should answer."""
-        snap = await self.current(conn)
+        snap = await self._usable(conn)
         if snap is None:
             return None
         return await anyio.to_thread.run_sync(snap.nearest, query, k)
@@ -263,7 +275,7 @@ class VectorMatrix:
     async def nearest_among(self, conn: Any, query: np.ndarray, emb_ids: Sequence[int], k: int) -> list[tuple[int, float]] | None:
         """The same over the given vector ids only (a filtered search); None when one of them is
         not in memory yet, or sqlite-vec should answer."""
-        snap = await self.current(conn)
+        snap = await self._usable(conn)
         if snap is None:
             return None
         rows = snap.rows_of(sorted(set(emb_ids)))
