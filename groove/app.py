@@ -400,7 +400,7 @@ class Index:
 
     async def related(self, path: str, **kw: Any) -> dict[str, Any]:
         async with self.reading() as conn:
-            return await related_notes(conn, path, **kw)
+            return await related_notes(conn, path, matrix=self.searcher.vectors, **kw)
 
     async def status(self) -> dict[str, Any]:
         async with self.reading() as conn:

@@ -251,3 +251,15 @@ async def test_a_copy_that_cannot_be_brought_up_to_date_lets_sqlite_vec_answer_a
             got = await retrievers.vector_scored(conn, q, 5, matrix=matrix)
             assert got == await retrievers.vector_scored(conn, q, 5)
     assert [e["event"] for e in logs].count("vectors_in_memory_failed") == 1
+
+
+async def test_related_notes_from_memory_are_the_ones_sqlite_vec_finds(tagged):
+    async with Index.open(tagged, pool=True, embedder=BagOfWordsEmbedder()) as index:
+        await index.warm_vectors()
+        from_memory = [await index.related(f"n{i:03d}.md", depth=2, limit=15) for i in (0, 3, 50)]
+        index.searcher.vectors = None
+        from_sqlite_vec = [await index.related(f"n{i:03d}.md", depth=2, limit=15) for i in (0, 3, 50)]
+    for a, b in zip(from_memory, from_sqlite_vec):
+        assert a["related"], "each note has neighbours"
+        assert [(r["path"], r["depth"]) for r in a["related"]] == [(r["path"], r["depth"]) for r in b["related"]]
+        assert [r["score"] for r in a["related"]] == pytest.approx([r["score"] for r in b["related"]], abs=1e-4)

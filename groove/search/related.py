@@ -21,6 +21,7 @@ import numpy as np
 
 from groove.errors import GrooveError
 from groove.search import retrievers
+from groove.store.vectors import VectorMatrix
 
 MAX_DEPTH = 3
 MAX_FAN_OUT = 20
@@ -113,9 +114,14 @@ async def note_vector(conn: aiosqlite.Connection, path: str) -> np.ndarray | Non
     return (mean / norm).astype(np.float32) if norm > 0 else None
 
 
-async def nearest_notes(conn: aiosqlite.Connection, vector: np.ndarray, exclude: set[str], fan_out: int) -> list[Neighbour]:
-    """The `fan_out` notes (not in `exclude`) whose best chunk is nearest `vector`."""
-    nearest = await retrievers.nearest_embeddings(conn, vector, fan_out * 8 + 32)
+async def nearest_notes(conn: aiosqlite.Connection, vector: np.ndarray, exclude: set[str], fan_out: int,
+                        matrix: VectorMatrix | None = None) -> list[Neighbour]:
+    """The `fan_out` notes (not in `exclude`) whose best chunk is nearest `vector` (from the
+    daemon's in-memory vectors when it has them, else sqlite-vec's scan)."""
+    k = fan_out * 8 + 32
+    nearest = await matrix.nearest(conn, vector, k) if matrix is not None else None
+    if nearest is None:
+        nearest = await retrievers.nearest_embeddings(conn, vector, k)
     if not nearest:
         return []
     dist = {emb: d for emb, d in nearest}
@@ -143,6 +149,7 @@ async def related_notes(
     fan_out: int = 10,
     max_nodes: int = 100,
     time_budget_s: float = 2.0,
+    matrix: VectorMatrix | None = None,
 ) -> dict[str, Any]:
     validate(limit, depth, fan_out, max_nodes)
     cur = await conn.execute("SELECT title FROM documents WHERE path = ?", (path,))
@@ -159,7 +166,7 @@ async def related_notes(
         if p not in vectors:
             vectors[p] = await note_vector(conn, p)
         vec = vectors[p]
-        return [] if vec is None else await nearest_notes(conn, vec, seen, fan_out)
+        return [] if vec is None else await nearest_notes(conn, vec, seen, fan_out, matrix)
 
     started = time.monotonic()
     nodes, cut = await walk(path, neighbours, depth=depth, fan_out=fan_out, max_nodes=max_nodes,
