@@ -380,8 +380,8 @@ class GuardedH11Protocol(H11Protocol):
         self._arm_header_timer()
 
 
-class BodyTimedOut(Exception):
-    """Raised from `BodyDeadline`'s receive: the request's body did not arrive by its deadline."""
+class _BodyTimedOut(Exception):
+    """Raised from `BodyDeadline`'s receive when the body missed its deadline; `BodyDeadline` catches it."""
 
 
 class BodyDeadline:
@@ -417,7 +417,7 @@ class BodyDeadline:
                 with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
                     message = await receive()
             except TimeoutError:
-                raise BodyTimedOut from None
+                raise _BodyTimedOut from None
             if message["type"] != "http.request" or not message.get("more_body", False):
                 body_done = True
             return message
@@ -430,7 +430,7 @@ class BodyDeadline:
 
         try:
             await self.app(scope, timed_receive, watched_send)
-        except BodyTimedOut:
+        except _BodyTimedOut:
             if started:  # not reached behind the body-limit middleware; nothing sensible left to answer
                 raise
             self.storm.count("body_timeout")
@@ -661,7 +661,7 @@ def client_snippets(url: str, stdio_command: list[str], *, token: bool = False) 
 
 
 __all__ = [
-    "HEALTH_PATH", "MCP_PATH", "Allowed", "BindError", "BodyDeadline", "BodyTimedOut", "GuardMiddleware",
+    "HEALTH_PATH", "MCP_PATH", "Allowed", "BindError", "BodyDeadline", "GuardMiddleware",
     "GuardedH11Protocol", "HTTPService", "SessionGuard", "StormLog", "build_app", "client_snippets", "format_host",
     "is_loopback", "open_listener", "parse_bind", "require_token_off_loopback", "resolve_token",
 ]
