@@ -186,8 +186,8 @@ def test_a_body_that_arrives_slowly_but_within_the_deadline_is_served_normally(s
     assert len(pieces) == 4
     with socket.create_connection(("127.0.0.1", slow.port), timeout=10) as s:
         s.sendall(_head(slow.port, length=len(body)))
-        for piece in pieces:  # four separate writes a fifth of the deadline apart: well within it
-            time.sleep(BODY_TIMEOUT_S / 5)
+        for piece in pieces:  # four separate writes, a tenth of the deadline apart: well within it
+            time.sleep(BODY_TIMEOUT_S / 10)
             s.sendall(piece)
         answer = b""
         s.settimeout(10)
