@@ -215,6 +215,7 @@ class HTTPSettings(_Section):
     session_idle_s: float = Field(600.0, gt=0, le=86_400, description="a session idle this long is closed")
     max_connections: int = Field(256, ge=4, le=100_000, description="open TCP connections at most")
     header_timeout_s: float = Field(10.0, gt=0, le=600, description="seconds a connection may take to send its request headers")
+    body_timeout_s: float = Field(30.0, gt=0, le=600, description="seconds a request's whole body may take to arrive after its headers")
     keep_alive_s: int = Field(5, ge=1, le=600, description="seconds an idle keep-alive connection stays open")
     tool_calls_per_s: float = Field(20.0, gt=0, le=100_000, description="sustained tool calls per second per client")
     tool_call_burst: int = Field(40, ge=1, le=100_000, description="tool calls a client may make at once")

@@ -31,6 +31,13 @@ Limits against hostile or broken clients:
   idle keep-alive connections after `keep_alive_s`. Closed and refused
   connections are logged once per interval with a count (`StormLog`),
   never once per connection.
+- Request bodies (`BodyDeadline`, the outermost ASGI layer, added by
+  `HTTPService`): the whole body must arrive within `body_timeout_s` of the
+  request's headers, or the request gets 408 and its connection is closed
+  (a client trickling its body a byte at a time would otherwise hold a
+  connection slot and a task forever). Requests without a body (GET, the
+  event stream) are never cut; a long response is not a body. Counted in
+  the same storm log as `body_timeout`.
 - Sessions (`SessionGuard`): at most `max_sessions` handshake-era sessions,
   each closed after `session_idle_s` without a request; at the cap a new
   handshake closes the session idle the longest instead of being refused.
@@ -373,6 +380,72 @@ class GuardedH11Protocol(H11Protocol):
         self._arm_header_timer()
 
 
+class _BodyTimedOut(Exception):
+    """Raised from `BodyDeadline`'s receive when the body missed its deadline; `BodyDeadline` catches it."""
+
+
+class BodyDeadline:
+    """The whole request body must arrive within `timeout_s` of the request's headers; past it, 408 and close.
+
+    Wraps `receive` with an anyio deadline that starts when uvicorn hands the request over (its headers are
+    complete) and ends once the last body chunk (`more_body` false) has arrived; after that `receive` is
+    untouched, so an SSE stream waiting for the disconnect is never cut. A request that declares no body
+    (no Content-Length, or 0, and no Transfer-Encoding: GET, the event stream) is passed through as is.
+    The SDK's body-limit middleware inside reads the whole body before the app runs, so the deadline
+    always falls before a response has started: the answer is a one-line 408 with `Connection: close`,
+    which makes uvicorn's h11 protocol close the connection (and free its slot under `max_connections`).
+    """
+
+    def __init__(self, app: ASGIApp, timeout_s: float, storm: StormLog):
+        self.app = app
+        self.timeout_s = timeout_s
+        self.storm = storm
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _declares_body(scope):
+            await self.app(scope, receive, send)
+            return
+        deadline = anyio.current_time() + self.timeout_s
+        body_done = False
+        started = False
+
+        async def timed_receive() -> Any:
+            nonlocal body_done
+            if body_done:
+                return await receive()
+            try:
+                with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+                    message = await receive()
+            except TimeoutError:
+                raise _BodyTimedOut from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                body_done = True
+            return message
+
+        async def watched_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, watched_send)
+        except _BodyTimedOut:
+            if started:  # not reached behind the body-limit middleware; nothing sensible left to answer
+                raise
+            self.storm.count("body_timeout")
+            text = (f"request body not received within [serve.http] body_timeout_s = {self.timeout_s:g} s of its "
+                    "headers; send the whole body at once, or raise body_timeout_s for very slow links\n")
+            await PlainTextResponse(text, status_code=408, headers={"Connection": "close"})(scope, receive, send)
+
+
+def _declares_body(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"0", b"")):
+            return True
+    return False
+
+
 def guarded_protocol(http: HTTPSettings, storm: StormLog) -> type[GuardedH11Protocol]:
     """A GuardedH11Protocol class carrying this server's limits."""
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {
@@ -500,7 +573,11 @@ class _Uvicorn(uvicorn.Server):
 
 
 class HTTPService:
-    """uvicorn serving `app` on an already-listening socket, run as a task of our task group."""
+    """uvicorn serving `app` on an already-listening socket, run as a task of our task group.
+
+    The transport's own limits live here, beside the connections they protect: the connection cap and
+    header timeout (`GuardedH11Protocol`), idle keep-alive, and the body deadline (`BodyDeadline` around
+    `app`), all counted in one storm log."""
 
     def __init__(self, app: ASGIApp, sock: socket.socket, *, mcp: MCPServer | None = None, debug: bool = False,
                  http: HTTPSettings | None = None):
@@ -509,7 +586,7 @@ class HTTPService:
         http = http or HTTPSettings()
         self.storm = StormLog("http_connections_shed", max_connections=http.max_connections)
         config = uvicorn.Config(
-            app,
+            BodyDeadline(app, http.body_timeout_s, self.storm),
             log_config=None,
             access_log=False,
             log_level="debug" if debug else "warning",
@@ -584,7 +661,7 @@ def client_snippets(url: str, stdio_command: list[str], *, token: bool = False) 
 
 
 __all__ = [
-    "HEALTH_PATH", "MCP_PATH", "Allowed", "BindError", "GuardMiddleware", "GuardedH11Protocol", "HTTPService",
-    "SessionGuard", "StormLog", "build_app", "client_snippets", "format_host", "is_loopback", "open_listener",
-    "parse_bind", "require_token_off_loopback", "resolve_token",
+    "HEALTH_PATH", "MCP_PATH", "Allowed", "BindError", "BodyDeadline", "GuardMiddleware",
+    "GuardedH11Protocol", "HTTPService", "SessionGuard", "StormLog", "build_app", "client_snippets", "format_host",
+    "is_loopback", "open_listener", "parse_bind", "require_token_off_loopback", "resolve_token",
 ]
