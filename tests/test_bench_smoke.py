@@ -97,3 +97,30 @@ def test_each_benchmark_runs_at_its_smallest_size_and_prints_its_ratios(name, tm
         figures = FIGURES_FROM[name](result)
         rows = figures if isinstance(figures, list) else [figures]
         assert rows and all(isinstance(v, (int, float, str, bool, list, type(None))) for r in rows for v in r.values()), figures
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory) -> Path:
+    """A small real index of the bilingual fixture (the fake embedder: these benches measure speed)."""
+    import anyio
+
+    from fakes import BagOfWordsEmbedder
+    from groove.app import index_once
+    from groove.config import load_settings
+
+    index = tmp_path_factory.mktemp("ab") / "index.sqlite"
+    settings = load_settings(None, kb_path=ROOT / "tests" / "fixtures" / "bilingual" / "notes", index_path=index)
+    anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
+    return index
+
+
+def test_the_vector_and_merge_ab_benches_run_on_a_small_index_and_find_both_sides_agree(small_index, tmp_path):
+    import anyio
+
+    from bench import merge_ab, vectors_ab
+
+    v = anyio.run(lambda: vectors_ab.main(small_index, 6, tmp_path / "v.json"))
+    assert v["same_ranking_share"] == 1.0 and v["unfiltered.sqlite_vec_over_memory_p50"] > 0
+    m = anyio.run(lambda: merge_ab.main(small_index, tmp_path / "m.json"))
+    assert m["same_results"] is True and m["as_written_over_merged_p50"] > 0
+    assert json.loads((tmp_path / "m.json").read_text())["queries"] == 40

@@ -1,0 +1,102 @@
+"""`python -m bench.serve_ab --baseline DIR --baseline-index PATH INDEX`: warm search over HTTP, another checkout against this one.
+
+For an A/B across a schema change, which `bench scale --baseline` cannot do (it serves one index
+file with both checkouts, and an older groove refuses a newer schema): each side serves its own
+copy of the same notes' index (e.g. this checkout `/tmp/groove-scale/100000/index.sqlite`, the
+baseline a copy at its own schema), one server at a time, sides alternating over `--rounds`
+(main, this, then this, main, ...). Each server: start, one search, then wait until its startup
+reconcile is done (the `index_status` tool; the scan of 90k notes is about 5 s of CPU), 5 warm-up
+searches, then the scale bench's 40 queries (half English, half Japanese). Reported per round:
+client p50 (all, English, Japanese) and p95, the server's own pipeline total p50 (`explain`),
+and the server process's CPU per search (its utime + stime from /proc).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from bench.common import BenchError, data_dir
+from bench.http import Server
+from bench.scale import _queries, _search
+from groove.corpus.cjk import has_cjk
+
+
+def _cpu_ms(pid: int) -> int:
+    """The process's utime + stime: every thread's, those that have ended included."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 // os.sysconf("SC_CLK_TCK")
+
+
+async def serve_once(python: str, cwd: Path, index: Path, root: Path, queries: list[str], log: Path) -> dict[str, Any]:
+    from mcp import Client
+
+    server = Server(root / "groove.toml", root / "notes", index, log, python=python, cwd=cwd)
+    await server.wait_ready()
+    try:
+        async with Client(server.url) as client:
+            await _search(client, queries[0])
+            for _ in range(600):
+                st = await client.call_tool("index_status", {})
+                body = st.structured_content or {}
+                body = body.get("result", body)
+                if body.get("startup_reconcile_done") and not body.get("reindex_running"):
+                    break
+                await anyio.sleep(0.5)
+            else:
+                raise BenchError("the startup reconcile did not finish within 300 s")
+            for q in queries[:5]:
+                await _search(client, q)
+            before = _cpu_ms(server.proc.pid)
+            lat: dict[str, list[float]] = {"all": [], "en": [], "ja": []}
+            totals = []
+            for q in queries:
+                ms, body = await _search(client, q)
+                lat["all"].append(ms)
+                lat["ja" if has_cjk(q) else "en"].append(ms)
+                totals.append(body["explain"]["timings_ms"]["total_ms"])
+            used = _cpu_ms(server.proc.pid) - before
+    finally:
+        server.stop()
+    out = {f"p50_{k}_ms": round(statistics.median(v), 1) for k, v in lat.items() if v}
+    out["p95_ms"] = round(sorted(lat["all"])[max(0, int(0.95 * len(lat["all"])) - 1)], 1)
+    out["server_total_p50_ms"] = round(statistics.median(totals), 1)
+    out["cpu_ms_per_search"] = round(used / len(queries), 1)
+    out["loadavg"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    queries = _queries(data_dir(args.data), 40)
+    root = args.index.parent
+    sides = {"baseline": (str(args.baseline / ".venv" / "bin" / "python"), args.baseline, args.baseline_index),
+             "this": (str(Path.cwd() / ".venv" / "bin" / "python"), Path.cwd(), args.index)}
+    res: dict[str, list[dict]] = {}
+    for rnd in range(args.rounds):
+        for name in (["baseline", "this"] if rnd % 2 == 0 else ["this", "baseline"]):
+            python, cwd, index = sides[name]
+            r = await serve_once(python, cwd, index, root, queries, Path(f"/tmp/groove-serve-ab-{name}.log"))
+            res.setdefault(name, []).append(r)
+            print(f"round {rnd} {name:8} {r}", flush=True)
+    p50 = {name: statistics.median(r["p50_all_ms"] for r in rs) for name, rs in res.items()}
+    out = {"rounds": res, "baseline_over_this_p50": round(p50["baseline"] / p50["this"], 3)}
+    print(f"baseline / this, warm p50 (median of rounds): {out['baseline_over_this_p50']}")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return out
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m bench.serve_ab", description=__doc__.splitlines()[0])
+    p.add_argument("index", type=Path, help="this checkout's index (its folder holds groove.toml and notes/)")
+    p.add_argument("--baseline", type=Path, required=True, metavar="DIR", help="the other checkout (its .venv/bin/python)")
+    p.add_argument("--baseline-index", type=Path, required=True, metavar="PATH", help="the baseline's copy of the index")
+    p.add_argument("--rounds", type=int, default=2, help="rounds, the sides alternating (default 2)")
+    p.add_argument("--data", type=Path, default=None, metavar="DIR", help="the folder holding scifact/ and jaquad/")
+    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures as JSON")
+    anyio.run(main, p.parse_args())
