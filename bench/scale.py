@@ -324,6 +324,21 @@ async def _search(client, query: str, filters: dict | None = None) -> tuple[floa
     return ms, body
 
 
+async def settled(client: Any) -> float:
+    """Wait until the daemon's startup reconcile (a stat of every note: about 5 s of CPU at 100k)
+    is done, so that warm searches do not share the cores with it; the seconds waited. /healthz
+    does not say; the index_status tool does."""
+    t = time.perf_counter()
+    for _ in range(600):
+        st = await client.call_tool("index_status", {})
+        body = st.structured_content or {}
+        body = body.get("result", body)
+        if body.get("startup_reconcile_done") and not body.get("reindex_running"):
+            return round(time.perf_counter() - t, 2)
+        await anyio.sleep(0.5)
+    raise BenchError("the daemon's startup reconcile did not finish within 300 s")
+
+
 def _server_parts(bodies: list[dict]) -> dict[str, float]:
     parts: dict[str, list[float]] = {}
     for b in bodies:
@@ -351,19 +366,7 @@ async def measure(python: str, cwd: Path, build_info: dict, queries: list[str], 
         async with Client(server.url) as client:
             await _search(client, queries[0])
             out["first_search_s"] = round(time.perf_counter() - t0, 2)
-            # Let the startup reconcile (a stat of every note: about 5 s of CPU at 100k) finish before
-            # measuring warm search. /healthz does not say; the index_status tool does.
-            settled = time.perf_counter()
-            for _ in range(600):
-                st = await client.call_tool("index_status", {})
-                body = (st.structured_content or {})
-                body = body.get("result", body)
-                if body.get("startup_reconcile_done") and not body.get("reindex_running"):
-                    break
-                await anyio.sleep(0.5)
-            else:
-                raise BenchError("the daemon's startup reconcile did not finish within 300 s")
-            out["startup_reconcile_s"] = round(time.perf_counter() - settled, 2)
+            out["startup_reconcile_s"] = await settled(client)
             for q in queries[:5]:
                 await _search(client, q)
             lat, bodies = [], []

@@ -21,9 +21,9 @@ from typing import Any
 
 import anyio
 
-from bench.common import BenchError, data_dir
+from bench.common import data_dir
 from bench.http import Server
-from bench.scale import _queries, _search
+from bench.scale import _queries, _search, settled
 from groove.corpus.cjk import has_cjk
 
 
@@ -41,15 +41,7 @@ async def serve_once(python: str, cwd: Path, index: Path, root: Path, queries: l
     try:
         async with Client(server.url) as client:
             await _search(client, queries[0])
-            for _ in range(600):
-                st = await client.call_tool("index_status", {})
-                body = st.structured_content or {}
-                body = body.get("result", body)
-                if body.get("startup_reconcile_done") and not body.get("reindex_running"):
-                    break
-                await anyio.sleep(0.5)
-            else:
-                raise BenchError("the startup reconcile did not finish within 300 s")
+            await settled(client)
             for q in queries[:5]:
                 await _search(client, q)
             before = _cpu_ms(server.proc.pid)
