@@ -195,9 +195,13 @@ class Index:
         """The in-memory copy of the vectors a long-running reader keeps (store/vectors.py)."""
         return VectorMatrix(self.path, VECTOR_TABLE, self.settings.search.vector_memory_mb * 2**20)
 
-    def vectors_in_memory(self) -> dict[str, Any] | None:
-        """What the in-memory copy holds now (`index_status`); None when sqlite-vec's scan answers."""
-        snap = self.searcher.vectors.snapshot if self.searcher.vectors is not None else None
+    async def vectors_in_memory(self) -> dict[str, Any] | None:
+        """What the in-memory copy holds (`index_status`), brought up to date first, as a search
+        would; None when sqlite-vec's scan answers."""
+        if self.searcher.vectors is None:
+            return None
+        async with self.reading() as conn:
+            snap = await self.searcher.vectors.usable(conn)
         if snap is None:
             return None
         return {"vectors": len(snap.ids), "mib": round(snap.matrix.nbytes / 2**20, 1)}

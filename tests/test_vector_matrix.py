@@ -253,6 +253,27 @@ async def test_a_copy_that_cannot_be_brought_up_to_date_lets_sqlite_vec_answer_a
     assert [e["event"] for e in logs].count("vectors_in_memory_failed") == 1
 
 
+async def test_index_status_counts_the_vectors_embedded_since_the_copy_was_loaded(kb, make_settings):
+    from conftest import eventually
+    from groove.serve.daemon import Daemon
+
+    for i in range(12):
+        write(kb / f"n{i}.md", f"# Note {i}\n\nfresh words {i} about vectors.\n")
+    daemon = Daemon(make_settings(kb), embedder=BagOfWordsEmbedder())
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run_background)
+
+        async def embedded() -> bool:
+            st = await daemon.index_status()
+            return st["startup_reconcile_done"] and st["pending_chunks"] == 0
+
+        await eventually(embedded, "every chunk embedded")
+        shown = (await daemon.index_status())["vectors_in_memory"]
+        vectors = (await daemon.index_status())["vectors"]
+        daemon.stop()
+    assert vectors > 0 and shown["vectors"] == vectors  # no search ran: the status brought the copy up to date
+
+
 async def test_related_notes_from_memory_are_the_ones_sqlite_vec_finds(tagged):
     async with Index.open(tagged, pool=True, embedder=BagOfWordsEmbedder()) as index:
         await index.warm_vectors()

@@ -446,7 +446,7 @@ class Daemon:
             reindex_running=self._reindexing,
             uptime_s=round(time.time() - self.started_at, 1),
             embedding_failures=self.index.embedding_failures(),
-            vectors_in_memory=self.index.vectors_in_memory(),
+            vectors_in_memory=await self.index.vectors_in_memory(),
         )
         return st
 

@@ -254,7 +254,7 @@ class VectorMatrix:
         self._over_budget = stamp
         return False
 
-    async def _usable(self, conn: Any) -> Snapshot | None:
+    async def usable(self, conn: Any) -> Snapshot | None:
         """`current`, or None (sqlite-vec answers) when bringing the copy up to date failed: a
         search never fails because of its in-memory copy. Each distinct failure is logged once."""
         try:
@@ -267,7 +267,7 @@ class VectorMatrix:
 
     async def nearest(self, conn: Any, query: np.ndarray, k: int) -> list[tuple[int, float]] | None:
         """(vector id, L2 distance) of the `k` nearest vectors; None when sqlite-vec should answer."""
-        snap = await self._usable(conn)
+        snap = await self.usable(conn)
         if snap is None:
             return None
         return await anyio.to_thread.run_sync(snap.nearest, query, k)
@@ -275,7 +275,7 @@ class VectorMatrix:
     async def nearest_among(self, conn: Any, query: np.ndarray, emb_ids: Sequence[int], k: int) -> list[tuple[int, float]] | None:
         """The same over the given vector ids only (a filtered search); None when one of them is
         not in memory yet, or sqlite-vec should answer."""
-        snap = await self._usable(conn)
+        snap = await self.usable(conn)
         if snap is None:
             return None
         rows = snap.rows_of(sorted(set(emb_ids)))
