@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from bench.common import data_dir
+from bench.common import data_dir, percentile
 from bench.scale import _queries
 from groove.config import EmbeddingSettings, SearchSettings
 from groove.corpus.cjk import has_cjk
@@ -38,10 +38,6 @@ from groove.store.interface import VECTOR_TABLE
 from groove.store.pool import ReaderPool
 from groove.store.vectors import VectorMatrix
 
-
-def _p(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return round(xs[max(0, int(q * len(xs)) - 1)], 1)
 
 
 async def main(index: Path, n_queries: int, out_path: Path | None, data: Path | None = None,
@@ -85,7 +81,7 @@ async def main(index: Path, n_queries: int, out_path: Path | None, data: Path | 
     out: dict[str, Any] = {"index": str(index), "queries": len(queries), "threads": threads,
                            "embed_alone_ms_p50": round(1000 * statistics.median(alone), 1)}
     for key, xs in sorted(res.items()):
-        out[key] = {"p50_ms": round(statistics.median(xs), 1), "p95_ms": _p(xs, 0.95), "n": len(xs)}
+        out[key] = {"p50_ms": round(percentile(xs, 50), 1), "p95_ms": round(percentile(xs, 95), 1), "n": len(xs)}
     for lang in ("all", "en", "ja"):
         out[f"{lang}.plain_over_this_p50"] = round(out[f"{lang}.plain"]["p50_ms"] / out[f"{lang}.this"]["p50_ms"], 3)
     for k, v in out.items():

@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 
-from bench.common import data_dir
+from bench.common import data_dir, percentile
 from bench.http import Server
 from bench.scale import _queries, _search, settled
 from groove.corpus.cjk import has_cjk
@@ -55,9 +55,9 @@ async def serve_once(python: str, cwd: Path, index: Path, root: Path, queries: l
             used = _cpu_ms(server.proc.pid) - before
     finally:
         server.stop()
-    out = {f"p50_{k}_ms": round(statistics.median(v), 1) for k, v in lat.items() if v}
-    out["p95_ms"] = round(sorted(lat["all"])[max(0, int(0.95 * len(lat["all"])) - 1)], 1)
-    out["server_total_p50_ms"] = round(statistics.median(totals), 1)
+    out = {f"p50_{k}_ms": round(percentile(v, 50), 1) for k, v in lat.items() if v}
+    out["p95_ms"] = round(percentile(lat["all"], 95), 1)
+    out["server_total_p50_ms"] = round(percentile(totals, 50), 1)
     out["cpu_ms_per_search"] = round(used / len(queries), 1)
     out["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     return out

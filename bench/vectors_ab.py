@@ -16,23 +16,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.common import percentile
 from bench.scale import RARE_TAG
 from groove.search import retrievers
 from groove.store import db
 from groove.store.interface import VECTOR_TABLE
 from groove.store.vectors import VectorMatrix
 
-
-def _p(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return round(xs[max(0, int(q * len(xs)) - 1)], 2)
 
 
 async def main(index: Path, queries: int, out_path: Path | None) -> dict[str, Any]:
@@ -70,7 +66,7 @@ async def main(index: Path, queries: int, out_path: Path | None) -> dict[str, An
                            "same_ranking_share": round(same / (2 * queries), 3),
                            "max_distance_gap_at_a_rank": float(f"{max_gap:.2g}")}
     for key, xs in res.items():
-        out[key] = {"p50_ms": round(statistics.median(xs), 2), "p95_ms": _p(xs, 0.95)}
+        out[key] = {"p50_ms": round(percentile(xs, 50), 2), "p95_ms": round(percentile(xs, 95), 2)}
     for kind in ("unfiltered", "filtered"):
         out[f"{kind}.sqlite_vec_over_memory_p50"] = round(out[f"{kind}.sqlite-vec"]["p50_ms"] / out[f"{kind}.memory"]["p50_ms"], 2)
     for k, v in out.items():

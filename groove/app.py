@@ -208,12 +208,9 @@ class Index:
 
     async def warm_vectors(self) -> None:
         """Load the in-memory vectors now (the daemon's start), not at the first search."""
-        if self.searcher.vectors is None:
-            return
         try:
-            async with self.reading() as conn:
-                await self.searcher.vectors.current(conn)
-        except Exception as exc:  # noqa: BLE001 - searches fall back to sqlite-vec's scan
+            await self.vectors_in_memory()
+        except Exception as exc:  # noqa: BLE001 - a reader that cannot open: searches will say so
             log.warning("vectors_warm_up_failed", error=repr(exc))
 
     def _queue(self, embedder: Embedder, store: Any = None) -> EmbedQueue:

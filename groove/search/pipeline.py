@@ -167,7 +167,7 @@ class Searcher:
         legs: dict[str, list[tuple[int, float]]] = {}   # name -> (chunk id, score: higher is better)
         evidence: dict[str, float] = {}
         embedded: dict[str, Any] = {}
-        sent: dict[str, str] = {}  # leg -> the expression the full-text engine ran (explain)
+        sent: dict[str, str] | None = {} if req.explain else None  # leg -> what the full-text engine ran
 
         async def embed() -> None:
             # If the model fails, the full-text legs answer alone (vectors_degraded).
@@ -191,7 +191,7 @@ class Searcher:
                     # The trigram leg excludes with NOT; the bigram and vector legs drop these ids.
                     exclude = await store.matching_ids(cq.negative_expr)
                 await self._full_text_legs(store, cq, use_fts, cjk_expr, n, weights, allowed_docs, exclude,
-                                           legs, evidence, timings, spare, sent if req.explain else None)
+                                           legs, evidence, timings, spare, sent)
         qvec = embedded.get("vector")
         degraded = bool(embedded.get("degraded"))
 
@@ -201,8 +201,7 @@ class Searcher:
                 if cq.negative_expr and cjk_expr and not exclude:
                     exclude = await store.matching_ids(cq.negative_expr)
                 await self._full_text_legs(store, cq, cq.match_expr is not None, cjk_expr, n, weights,
-                                           allowed_docs, exclude, legs, evidence, timings, spare,
-                                           sent if req.explain else None)
+                                           allowed_docs, exclude, legs, evidence, timings, spare, sent)
             if qvec is not None:
                 t = time.perf_counter()
                 nearest = await store.vector_scored(qvec, n, exclude, allowed_docs)

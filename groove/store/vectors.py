@@ -166,9 +166,7 @@ def _read_all(path: Path, table: str, max_bytes: int) -> tuple[tuple[Any, ...], 
         con.execute("COMMIT")
     finally:
         con.close()
-    if n > 1 and not bool(np.all(ids[1:n] > ids[: n - 1])):
-        order = np.argsort(ids[:n], kind="stable")
-        ids[:n], matrix[:n] = ids[:n][order], matrix[:n][order]
+    ids[:n], matrix[:n] = _sorted(ids[:n], matrix[:n])
     return stamp, _Buffers(ids, matrix, n)
 
 
