@@ -247,6 +247,15 @@ def _json_default(o: Any) -> Any:
     raise TypeError(type(o).__name__)
 
 
+def show_ab(out: dict[str, Any], out_path: Path | None, width: int = 30) -> dict[str, Any]:
+    """An A/B bench's figures: one `key value` line each on stdout, and as JSON to `out_path`."""
+    for k, v in out.items():
+        print(f"{k:{width}} {v}")
+    if out_path:
+        out_path.write_text(json.dumps(out, indent=1))
+    return out
+
+
 def write_json(path: Path, payload: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(_nan_to_none(payload), ensure_ascii=False, indent=2, default=_json_default) + "\n", encoding="utf-8")

@@ -22,13 +22,13 @@ from bench.common import DEFAULT_DATA  # noqa: F401  (sets HF_HUB_OFFLINE before
 from groove.config import load_settings
 import anyio
 
-from groove.corpus.cjk import cjk_query, query_terms
+from groove.corpus.cjk import cjk_query
 from groove.embed.embedder import make_embedder
 from groove.evaluate.golden import load
 from groove.evaluate.metrics import aggregate, first_ranks, score_query
-from groove.search import evidence as evidence_mod
 from groove.search import fusion, retrievers
 from groove.search.compiler import QueryError, compile_query
+from groove.search.pipeline import FULL_TEXT_LEGS, full_text_plan, leg_evidence
 from groove.store import db
 
 DEPTH = 100
@@ -47,6 +47,7 @@ async def _dump(source: Path, kb: Path, index: Path, out: Path, model: str | Non
     beir = source.is_dir()
     queries = load(source, "train" if beir else None)
     conn = await db.connect(index, readonly=True)
+    reads_ = retrievers.SqliteSearchReads(conn)
     cur = await conn.execute("SELECT c.id, d.path FROM chunks c JOIN documents d ON d.id = c.doc_id")
     stem = {cid: (Path(p).stem if beir else p) for cid, p in await cur.fetchall()}
     compiled = []
@@ -61,19 +62,11 @@ async def _dump(source: Path, kb: Path, index: Path, out: Path, model: str | Non
     for q, cq, vec in zip(queries, compiled, vecs):
         legs: dict[str, list] = {}
         evidence: dict[str, float] = {}
-        plan = []
-        if cq and cq.match_expr:
-            plan.append(("trigram", "fts_chunks", cq.match_expr, list(cq.positives)))
-        cexpr = cjk_query(q.query)
-        if cexpr:
-            plan.append(("bigram", "fts_cjk", cexpr, query_terms(q.query)))
+        plan = full_text_plan(cq, cjk_query(q.query)) if cq else []
         for name, table, expr, terms in plan:
             scored = await retrievers.fts_scored(conn, expr, DEPTH, table=table)
             legs[name] = [[cid, sc] for cid, sc in scored]
-            df, n = await retrievers.term_doc_freq(conn, table, terms)
-            weights = evidence_mod.term_weights(terms, df, n)
-            top = await retrievers.fetch_texts(conn, [cid for cid, _ in scored[:3]])
-            evidence[name] = evidence_mod.coverage(terms, weights, list(top.values()))
+            evidence[name] = await leg_evidence(reads_, table, terms, scored) or 0.0
         ids = await retrievers.vector_search(conn, vec, DEPTH)
         vmap = await retrievers.fetch_vectors(conn, ids)
         legs["vector"] = [[cid, float(np.linalg.norm(vmap[cid] - vec))] for cid in ids if cid in vmap]
@@ -199,22 +192,23 @@ def fusion_rules():
 
     rules = {
         "trigram": leg("trigram"),
+        "words": leg("words"),
         "bigram": leg("bigram"),
         "vector": leg("vector"),
         "rrf(trigram,vector)": rrf_of("trigram", "vector"),
-        "rrf(trigram,bigram)": rrf_of("trigram", "bigram"),
-        "rrf(all three)": rrf_of("trigram", "bigram", "vector"),
+        "rrf(full text)": rrf_of(*FULL_TEXT_LEGS),
+        "rrf(all)": rrf_of(*FULL_TEXT_LEGS, "vector"),
         "z(trigram,vector)": norm_fuse(["trigram", "vector"]),
         "z(bigram,vector)": norm_fuse(["bigram", "vector"]),
-        "z(all three)": norm_fuse(["trigram", "bigram", "vector"]),
-        "z(trigram,bigram)": norm_fuse(["trigram", "bigram"]),
-        "minmax(all three)": norm_fuse(["trigram", "bigram", "vector"], how="minmax"),
-        "z(all) d=20": norm_fuse(["trigram", "bigram", "vector"], depth=20),
-        **{f"wrrf(all) {lo},{hi}": wrrf(["trigram", "bigram", "vector"], lo, hi) for lo, hi in [(0.0, 0.3), (0.1, 0.3), (0.1, 0.4), (0.15, 0.35), (0.2, 0.4), (0.2, 0.5)]},
-        **{f"wz(all) {lo},{hi}": wz(["trigram", "bigram", "vector"], lo, hi) for lo, hi in [(0.0, 0.3), (0.1, 0.3), (0.1, 0.4), (0.15, 0.35), (0.2, 0.4), (0.2, 0.5)]},
-        **{f"wz(all) {lo},{hi}": wz(["trigram", "bigram", "vector"], lo, hi) for lo, hi in [(0.25, 0.5), (0.3, 0.6), (0.3, 0.5), (0.25, 0.6), (0.35, 0.6)]},
-        "wz(trigram,bigram) 0.25,0.5": wz(["trigram", "bigram"], 0.25, 0.5),
-        "z(all) d=50": norm_fuse(["trigram", "bigram", "vector"], depth=50),
+        "z(all three)": norm_fuse([*FULL_TEXT_LEGS, "vector"]),
+        "z(full text)": norm_fuse(list(FULL_TEXT_LEGS)),
+        "minmax(all three)": norm_fuse([*FULL_TEXT_LEGS, "vector"], how="minmax"),
+        "z(all) d=20": norm_fuse([*FULL_TEXT_LEGS, "vector"], depth=20),
+        **{f"wrrf(all) {lo},{hi}": wrrf([*FULL_TEXT_LEGS, "vector"], lo, hi) for lo, hi in [(0.0, 0.3), (0.1, 0.3), (0.1, 0.4), (0.15, 0.35), (0.2, 0.4), (0.2, 0.5)]},
+        **{f"wz(all) {lo},{hi}": wz([*FULL_TEXT_LEGS, "vector"], lo, hi) for lo, hi in [(0.0, 0.3), (0.1, 0.3), (0.1, 0.4), (0.15, 0.35), (0.2, 0.4), (0.2, 0.5)]},
+        **{f"wz(all) {lo},{hi}": wz([*FULL_TEXT_LEGS, "vector"], lo, hi) for lo, hi in [(0.25, 0.5), (0.3, 0.6), (0.3, 0.5), (0.25, 0.6), (0.35, 0.6)]},
+        "wz(full text) 0.25,0.5": wz(list(FULL_TEXT_LEGS), 0.25, 0.5),
+        "z(all) d=50": norm_fuse([*FULL_TEXT_LEGS, "vector"], depth=50),
     }
     return rules
 

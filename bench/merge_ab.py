@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import shutil
 import statistics
 import tempfile
@@ -21,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import data_dir
+from bench.common import data_dir, show_ab
 from bench.scale import _queries
 from groove.corpus.cjk import cjk_query
 from groove.search import retrievers
@@ -64,11 +63,7 @@ async def main(index: Path, out_path: Path | None, data: Path | None = None) -> 
         out[name] = {"p50_ms": round(statistics.median(xs), 1), "mean_ms": round(statistics.mean(xs), 1)}
     out["as_written_over_merged_p50"] = round(out["as_written"]["p50_ms"] / out["merged"]["p50_ms"], 3)
     out["as_written_over_merged_mean"] = round(out["as_written"]["mean_ms"] / out["merged"]["mean_ms"], 3)
-    for k, v in out.items():
-        print(f"{k:30} {v}")
-    if out_path:
-        out_path.write_text(json.dumps(out, indent=1))
-    return out
+    return show_ab(out, out_path)
 
 
 if __name__ == "__main__":

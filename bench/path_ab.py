@@ -17,7 +17,6 @@ legs. Prints p50 / p95 per side and the plain-over-this ratios; `--json PATH` wr
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from bench.common import data_dir, percentile
+from bench.common import data_dir, percentile, show_ab
 from bench.scale import _queries
 from groove.config import EmbeddingSettings, SearchSettings
 from groove.corpus.cjk import has_cjk
@@ -84,11 +83,7 @@ async def main(index: Path, n_queries: int, out_path: Path | None, data: Path | 
         out[key] = {"p50_ms": round(percentile(xs, 50), 1), "p95_ms": round(percentile(xs, 95), 1), "n": len(xs)}
     for lang in ("all", "en", "ja"):
         out[f"{lang}.plain_over_this_p50"] = round(out[f"{lang}.plain"]["p50_ms"] / out[f"{lang}.this"]["p50_ms"], 3)
-    for k, v in out.items():
-        print(f"{k:28} {v}")
-    if out_path:
-        out_path.write_text(json.dumps(out, indent=1))
-    return out
+    return show_ab(out, out_path, 28)
 
 
 if __name__ == "__main__":

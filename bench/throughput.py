@@ -96,9 +96,9 @@ def proc_cpu_s(pid: int) -> float:
 async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     """CPU seconds per query of each part alone, and of the whole search in process."""
     from groove.embed.embedder import make_embedder
-    from groove.corpus.cjk import cjk_query, query_terms
+    from groove.corpus.cjk import cjk_query
     from groove.search.compiler import QueryError, compile_query
-    from groove.search.pipeline import EVIDENCE_DEPTH, Searcher, SearchRequest, pool_size
+    from groove.search.pipeline import Searcher, SearchRequest, full_text_plan, leg_evidence, pool_size
     from groove.search.retrievers import SqliteSearchReads
     from groove.store import db
 
@@ -119,23 +119,15 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     try:
         vectors = []
         for q, cq in zip(queries, compiled):  # one pass to warm the page cache (untimed)
-            if cq and cq.match_expr:
-                await reads.fts_scored(cq.match_expr, n, weights)
+            for _name, table, expr, _terms in (full_text_plan(cq, cjk_query(cq.vector_text)) if cq else []):
+                await reads.fts_scored(expr, n, weights, None, table, None)
         for q, cq in zip(queries, compiled):
             text = cq.vector_text if cq else q
             t = time.process_time()
-            if cq and cq.match_expr:
-                plan = [("fts_chunks", cq.match_expr, list(cq.positives) or [cq.vector_text])]
-            else:
-                plan = []
-            cexpr = cjk_query(text)
-            if cexpr:
-                plan.append(("fts_cjk", cexpr, query_terms(text)))
-            for table, expr, terms in plan:
+            plan = full_text_plan(cq, cjk_query(text)) if cq else []
+            for _name, table, expr, terms in plan:
                 scored = await reads.fts_scored(expr, n, weights, None, table, None)
-                if scored:
-                    await reads.term_doc_freq(table, terms)
-                    await reads.fetch_texts([cid for cid, _ in scored[:EVIDENCE_DEPTH]])
+                await leg_evidence(reads, table, terms, scored)
             cpu["fts"] += time.process_time() - t
             t = time.process_time()
             vec = embedder.embed_queries([text])[0]

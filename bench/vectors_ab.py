@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bench.common import percentile
+from bench.common import percentile, show_ab
 from bench.scale import RARE_TAG
 from groove.search import retrievers
 from groove.store import db
@@ -69,11 +68,7 @@ async def main(index: Path, queries: int, out_path: Path | None) -> dict[str, An
         out[key] = {"p50_ms": round(percentile(xs, 50), 2), "p95_ms": round(percentile(xs, 95), 2)}
     for kind in ("unfiltered", "filtered"):
         out[f"{kind}.sqlite_vec_over_memory_p50"] = round(out[f"{kind}.sqlite-vec"]["p50_ms"] / out[f"{kind}.memory"]["p50_ms"], 2)
-    for k, v in out.items():
-        print(f"{k:42} {v}")
-    if out_path:
-        out_path.write_text(json.dumps(out, indent=1))
-    return out
+    return show_ab(out, out_path, 42)
 
 
 if __name__ == "__main__":

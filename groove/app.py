@@ -378,7 +378,7 @@ class Index:
         return await switch.queries.embed(text)
 
     async def merge_full_text(self, written: int) -> bool:
-        """`groove index`, after a large write: both full-text tables merged into one segment each."""
+        """`groove index`, after a large write: the full-text tables merged into one segment each."""
         assert self.wconn is not None
         return await writer.merge_full_text(self.wconn, written)
 

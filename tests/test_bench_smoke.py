@@ -124,3 +124,14 @@ def test_the_vector_and_merge_ab_benches_run_on_a_small_index_and_find_both_side
     m = anyio.run(lambda: merge_ab.main(small_index, tmp_path / "m.json"))
     assert m["same_results"] is True and m["as_written_over_merged_p50"] > 0
     assert json.loads((tmp_path / "m.json").read_text())["queries"] == 40
+
+
+def test_the_word_table_ab_bench_runs_both_routings_on_a_small_index(small_index, tmp_path):
+    import anyio
+
+    from bench import words_ab
+
+    w = anyio.run(lambda: words_ab.main(small_index, tmp_path / "w.json", rounds=2))
+    assert w["trigram"]["candidates_per_query"] > 0 and w["words"]["candidates_per_query"] > 0
+    assert w["trigram_over_words_en_p50"] > 0 and w["trigram_over_words_ja_p50"] > 0
+    assert json.loads((tmp_path / "w.json").read_text())["queries"] == 40

@@ -75,16 +75,17 @@ def test_orphan_chunks_are_an_error_that_fix_removes(indexed):
     assert checks(fixed)["notes_not_indexed"]["examples"] == ["sub/c.md"]
 
 
-def test_full_text_rows_without_chunks_and_chunks_missing_from_full_text_are_rebuilt(indexed):
+@pytest.mark.parametrize("table", ["fts_cjk", "fts_words"])
+def test_full_text_rows_without_chunks_and_chunks_missing_from_full_text_are_rebuilt(indexed, table):
     con = raw(indexed)
-    con.execute("INSERT INTO fts_cjk(rowid, heading, context, content) VALUES (9999, '', '', 'ghost')")
-    con.execute("DELETE FROM fts_cjk WHERE rowid = (SELECT min(id) FROM chunks)")
+    con.execute(f"INSERT INTO {table}(rowid, heading, context, content) VALUES (9999, '', '', 'ghost')")
+    con.execute(f"DELETE FROM {table} WHERE rowid = (SELECT min(id) FROM chunks)")
     con.close()
     found = checks(doctor.diagnose(indexed))
     assert found["fts_rows_without_chunks"]["count"] == 1
     assert found["fts_chunks_missing"]["count"] == 1
     fixed = doctor.diagnose(indexed, fix=True)
-    assert fixed["fixed"] == ["rebuilt both full-text tables from the chunks"] and fixed["findings"] == []
+    assert fixed["fixed"] == ["rebuilt the three full-text tables from the chunks"] and fixed["findings"] == []
 
 
 def test_a_damaged_trigram_index_fails_the_integrity_check(indexed):

@@ -83,12 +83,14 @@ async def _statements(conn, run) -> list[str]:
     return [s for s in seen if " MATCH " in s and "bm25(" in s]
 
 
-async def _leg_statements(settings, query: str) -> tuple[str, list[str]]:
-    """The trigram expression of `query`, and the full-text statements one leg ran for it."""
+async def _leg_statements(settings, query: str, table: str = "fts_chunks") -> tuple[str, list[str]]:
+    """The expression of `query` for one table (the trigram table: the seeds' whole expression;
+    the word table: its words), and the full-text statements one leg ran for it."""
     conn = await db.connect(settings.resolved_index_path(), readonly=True)
     try:
-        expr = compile_query(query).match_expr
-        return expr, await _statements(conn, lambda: retrievers.fts_scored(conn, expr, 10))
+        cq = compile_query(query)
+        expr = cq.match_expr if table == "fts_chunks" else cq.word_expr
+        return expr, await _statements(conn, lambda: retrievers.fts_scored(conn, expr, 10, table=table))
     finally:
         await conn.close()
 
@@ -100,13 +102,21 @@ async def test_the_full_text_statement_leaves_out_terms_found_in_most_chunks_whe
     assert '"the"' not in ran[0] and '"with"' not in ran[0]
 
 
+async def test_the_word_leg_leaves_out_its_common_words_too(common):
+    _, ran = await _leg_statements(common, "the zymurgy with quasar", table="fts_words")
+    assert len(ran) == 1 and "fts_words" in ran[0]
+    assert "'\"zymurgy\" OR \"quasar\"'" in ran[0], ran[0]
+
+
 async def test_explain_shows_the_expression_fts5_ran_and_the_common_terms_left_out(common):
-    expr, ran = await _leg_statements(common, "the zymurgy with quasar")
+    seeds, _ = await _leg_statements(common, "the zymurgy with quasar")
+    words, ran = await _leg_statements(common, "the zymurgy with quasar", table="fts_words")
     req = SearchRequest(query="the zymurgy with quasar", retriever="fts", explain=True)
     got = (await search_once(common, req, embedder=BagOfWordsEmbedder()))["explain"]
-    assert got["match_expr"] == expr  # the compiler's phrases, unchanged
-    assert f"'{got['sent_to_fts5']['trigram']}'" in ran[0]  # what the statement itself was handed
-    assert got["common_terms_left_out"]["trigram"] == ['"the"', '"with"']
+    assert got["match_expr"] == seeds  # the compiler's phrases, unchanged
+    assert got["word_expr"] == words and got["trigram_expr"] is None  # English words: the word table alone
+    assert f"'{got['sent_to_fts5']['words']}'" in ran[0]  # what the statement itself was handed
+    assert got["common_terms_left_out"]["words"] == ['"the"', '"with"']
 
 
 async def test_a_rare_word_beside_very_common_words_finds_the_rare_words_notes_first(common):

@@ -174,6 +174,25 @@ def test_z_fusion_keeps_a_leg_whose_top_stands_far_above_the_rest():
     assert fused[8] == pytest.approx(0.0)
 
 
+def test_a_complete_full_text_leg_that_found_one_chunk_lifts_it_above_the_other_legs_favourite():
+    # A rare word's only note: without an anchor its one score is also its list's last (0).
+    legs = {"words": [(5, 7.0)], "vector": [(6, 0.9), (5, 0.8), (7, 0.7)]}
+    weights = {"words": 1.0, "vector": 1.0}
+    assert [cid for cid, _ in z_fusion(legs, weights)][0] == 6
+    # Hand computed: words 7 and the anchor 0 -> mean 3.5, sd 3.5, chunk 5 gets 7 / 3.5 = 2;
+    # vector sd 0.08165: chunk 6 gets 2.4495, chunk 5 1.2247 -> chunk 5 3.2247 leads.
+    fused = z_fusion(legs, weights, complete={"words": 0.0})
+    assert fused[0][0] == 5 and fused[0][1] == pytest.approx(3.2247, abs=1e-4)
+    assert dict(fused)[6] == pytest.approx(2.4495, abs=1e-4)
+
+
+def test_the_complete_legs_are_the_full_text_legs_that_returned_fewer_than_asked():
+    from groove.search.pipeline import complete_legs
+
+    legs = {"words": [(1, 2.0)], "trigram": [(i, 1.0) for i in range(50)], "bigram": [(2, 1.0)], "vector": [(3, 0.5)]}
+    assert complete_legs(legs, 50) == {"words": 0.0, "bigram": 0.0}  # the vector leg never is: every chunk has a distance
+
+
 def test_z_fusion_refuses_scores_that_are_not_finite():
     with pytest.raises(ValueError, match="not finite"):
         z_fusion({"vector": [(1, float("nan"))]}, {})

@@ -150,7 +150,7 @@ async def test_the_full_text_half_runs_while_the_query_is_being_embedded(tagged)
                 reading, SearchRequest(query="ranking notes", explain=True))
     finally:
         await conn.close()
-    assert resp["explain"]["candidates"]["vector"] > 0 and resp["explain"]["candidates"]["trigram"] > 0
+    assert resp["explain"]["candidates"]["vector"] > 0 and resp["explain"]["candidates"]["words"] > 0
 
 
 class _Rendezvous:
@@ -170,7 +170,7 @@ class _Rendezvous:
         return await self.inner.fts_scored(expr, limit, weights, allowed, table, exclude)
 
 
-MIXED = "ranking 検索 notes"  # a trigram leg and a bigram leg
+MIXED = "ranking 検索 notes"  # with Japanese in it: a trigram leg and a bigram leg
 
 
 @pytest.mark.parametrize("with_spare", [True, False], ids=["a-spare-reader", "no-spare-reader"])
@@ -219,7 +219,7 @@ async def test_a_filtered_hybrid_search_returns_only_allowed_notes_from_both_leg
         resp = await index.search(req)
     assert len(resp["results"]) == 20
     assert all(r["tags"] == ["rare"] for r in resp["results"])
-    assert resp["explain"]["candidates"]["vector"] == 30 and resp["explain"]["candidates"]["trigram"] == 30
+    assert resp["explain"]["candidates"]["vector"] == 30 and resp["explain"]["candidates"]["words"] == 30
 
 
 class _Unloaded(BagOfWordsEmbedder):

@@ -51,7 +51,7 @@ def corpus(tmp_path_factory) -> object:
 def test_with_plain_rrf_fts_decides_the_top_rank_when_the_vector_leg_prefers_another_chunk(corpus):
     # The seeds' rule, kept as `[search.fusion] method = "rrf"`.
     rrf = replace_settings(corpus, **{"search.fusion.method": "rrf"})
-    query = "steaming white grains in a lidded pot, soaking first zyxquartz"
+    query = "steamed white grains under lid, washed beforehand zyxquartz"
     vector_only = search(rrf, query, retriever="vector")
     fts_only = search(rrf, query, retriever="fts")
     hybrid = search(rrf, query)
@@ -67,20 +67,20 @@ def test_with_plain_rrf_fts_decides_the_top_rank_when_the_vector_leg_prefers_ano
 def test_a_keyword_match_on_a_sliver_of_the_query_does_not_outrank_the_meaning(corpus):
     # By default a full-text leg weighs by how much of the query its best hits hold:
     # invoice.md shares one word of eight with this paraphrase of rice.md.
-    query = "steaming white grains in a lidded pot, soaking first zyxquartz"
+    query = "steamed white grains under lid, washed beforehand zyxquartz"
     hybrid = search(corpus, query, explain=True)
     assert hybrid["results"][0]["path"] == "rice.md"
     fusion = hybrid["explain"]["fusion"]
     assert fusion["method"] == "evidence"
-    assert fusion["evidence"]["trigram"] < fusion["evidence_low"]
-    assert fusion["weights"] == {"trigram": 0.0, "vector": 1.0}
+    assert fusion["evidence"]["words"] < fusion["evidence_low"]
+    assert fusion["weights"] == {"words": 0.0, "vector": 1.0}
 
 
 def test_fts_decides_the_top_rank_when_the_query_is_mostly_in_one_note(corpus):
     # Nearly all of the query is in invoice.md's words: full evidence, weight 1.
     query = "zyxquartz invoice paid late by accounting"
     hybrid = search(corpus, query, explain=True)
-    assert hybrid["explain"]["fusion"]["weights"]["trigram"] == 1.0
+    assert hybrid["explain"]["fusion"]["weights"]["words"] == 1.0
     assert hybrid["results"][0]["path"] == "invoice.md"
     assert hybrid["results"][0]["fts_rank"] == 1
 
@@ -106,7 +106,7 @@ def test_the_fusion_constant_and_weights_come_from_settings(corpus):
 def test_evidence_fusion_scores_are_weighted_standardised_leg_scores(corpus):
     resp = search(corpus, "Rust ownership lifetimes", explain=True)
     weights = resp["explain"]["fusion"]["weights"]
-    assert weights["vector"] == 1.0 and set(weights) <= {"trigram", "bigram", "vector"}
+    assert weights["vector"] == 1.0 and set(weights) <= {"trigram", "words", "bigram", "vector"}
     scores = [r["score"] for r in resp["results"]]
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
     assert resp["results"][0]["path"] == "rust.md"

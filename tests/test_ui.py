@@ -326,8 +326,8 @@ def test_the_web_view_shows_status_finds_a_note_highlights_its_span_and_explains
     assert explain.is_displayed()
     legs = {row.find_elements(By.TAG_NAME, "td")[0].text: row for row in
             explain.find_elements(By.CSS_SELECTOR, "#explain-legs tr") if row.find_elements(By.TAG_NAME, "td")}
-    assert {"trigram", "vector"} <= set(legs)
-    weight = legs["trigram"].find_elements(By.TAG_NAME, "td")[2].text
+    assert {"words", "vector"} <= set(legs)
+    weight = legs["words"].find_elements(By.TAG_NAME, "td")[2].text
     assert re.fullmatch(r"\d\.\d{3}", weight)
     facts = {row.find_element(By.TAG_NAME, "th").text: row.find_element(By.TAG_NAME, "td").text
              for row in explain.find_elements(By.CSS_SELECTOR, "#explain-facts tr")}

@@ -27,14 +27,13 @@ import aiosqlite
 import numpy as np
 
 from groove.config import FusionSettings
-from groove.corpus.cjk import cjk_query, query_terms
+from groove.corpus.cjk import cjk_query
 from groove.evaluate.golden import Expected, JudgedQuery
 from groove.evaluate.metrics import first_ranks, score_query
 from groove.search import retrievers
 from groove.search.compiler import QueryError, compile_query
-from groove.search.evidence import coverage, term_weights
 from groove.search.fusion import weighted_rrf, z_fusion
-from groove.search.pipeline import EVIDENCE_DEPTH, fusion_weights, pool_size
+from groove.search.pipeline import complete_legs, excludes_by_id, full_text_plan, fusion_weights, leg_evidence, pool_size
 
 Weights = tuple[float, float, float]  # heading, context, content
 
@@ -56,6 +55,7 @@ class QueryLegs:
     expected: tuple[Expected, ...]
     legs: dict[str, list[tuple[int, float]]]
     evidence: dict[str, float]
+    pool: int = 50  # candidates asked of each leg (a leg with fewer returned all its matches)
 
 
 async def collect_legs(
@@ -70,6 +70,7 @@ async def collect_legs(
     `vectors` maps a compiled query's vector text to its embedding (absent: no vector leg).
     Returns the legs and the ids of queries that do not compile (skipped)."""
     n = pool_size(limit)
+    reads_ = retrievers.SqliteSearchReads(conn)
     out, skipped = [], []
     for q in queries:
         try:
@@ -80,26 +81,20 @@ async def collect_legs(
         qvec = vectors.get(cq.vector_text) if cq.vector_text.strip() else None
         cjk_expr = cjk_query(cq.vector_text)
         exclude: set[int] = set()
-        if cq.negative_expr and (qvec is not None or cjk_expr):
+        if cq.negative_expr and (qvec is not None or cjk_expr or cq.word_expr):
             exclude = await retrievers.matching_ids(conn, cq.negative_expr)
-        plan = []
-        if cq.match_expr is not None:
-            plan.append(("trigram", "fts_chunks", cq.match_expr, list(cq.positives) or [cq.vector_text]))
-        if cjk_expr:
-            plan.append(("bigram", "fts_cjk", cjk_expr, query_terms(cq.vector_text)))
         legs: dict[str, list[tuple[int, float]]] = {}
         evidence: dict[str, float] = {}
-        for name, table, expr, terms in plan:
-            scored = await retrievers.fts_scored(conn, expr, n, weights, None, table, exclude if table == "fts_cjk" else None)
+        for name, table, expr, terms in full_text_plan(cq, cjk_expr, cq.match_expr is not None):
+            scored = await reads_.fts_scored(expr, n, weights, None, table, exclude if excludes_by_id(table) else None)
             legs[name] = [(cid, -bm25) for cid, bm25 in scored]
-            if scored:
-                df, n_chunks = await retrievers.term_doc_freq(conn, table, terms)
-                top = await retrievers.fetch_texts(conn, [cid for cid, _ in scored[:EVIDENCE_DEPTH]])
-                evidence[name] = round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
+            ev = await leg_evidence(reads_, table, terms, scored)
+            if ev is not None:
+                evidence[name] = ev
         if qvec is not None:
             nearest = await retrievers.vector_scored(conn, qvec, n, exclude, None)
             legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
-        out.append(QueryLegs(q.id, q.expected, {k: v for k, v in legs.items() if v}, evidence))
+        out.append(QueryLegs(q.id, q.expected, {k: v for k, v in legs.items() if v}, evidence, n))
     return out, skipped
 
 
@@ -109,7 +104,7 @@ def fuse(settings: FusionSettings, q: QueryLegs) -> list[int]:
     if settings.method == "rrf":
         fused = weighted_rrf({k: [c for c, _ in v] for k, v in q.legs.items()}, w, k=settings.rrf_k)
     else:
-        fused = z_fusion(q.legs, w)
+        fused = z_fusion(q.legs, w, complete_legs(q.legs, q.pool))
     return [cid for cid, _ in fused]
 
 

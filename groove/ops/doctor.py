@@ -182,7 +182,7 @@ def check_chunks(con: Any, vec_table: str) -> list[Finding]:
     return out
 
 
-FTS = (("fts_chunks", "trigram"), ("fts_cjk", "CJK bigram"))
+FTS = (("fts_chunks", "trigram"), ("fts_cjk", "CJK bigram"), ("fts_words", "word"))
 
 
 def check_fts(con: Any) -> list[Finding]:
@@ -243,10 +243,9 @@ def repair(con: Any, findings: list[Finding], gone: list[str], vec_table: str) -
             done.append(f"dropped {len(ids)} unused vector(s)")
         if names & {"fts_rows_without_chunks", "fts_chunks_missing", "fts_integrity"}:
             con.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild')")
-            con.execute("DELETE FROM fts_cjk")
-            con.execute("INSERT INTO fts_cjk(rowid, heading, context, content) SELECT id, groove_cjk_terms(heading),"
-                        " groove_cjk_terms(context), groove_cjk_terms(content) FROM chunks")
-            done.append("rebuilt both full-text tables from the chunks")
+            for statement in db.split_sql(db.REFILL_CJK + db.REFILL_WORDS):
+                con.execute(statement)
+            done.append("rebuilt the three full-text tables from the chunks")
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")

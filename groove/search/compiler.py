@@ -31,6 +31,14 @@ search. So the query is compiled into a set of quoted phrases joined with
    occurrence wins), cap at 32 (logged at warning), quote each phrase with
    FTS5's doubled-quote escaping and join with ``" OR "``. Exclusions join as
    ``(positives) NOT (negatives)``.
+6. :func:`route` -- which table the query searches (decision 0014, beyond the
+   seeds). A query made only of unquoted words of alphabets written with
+   spaces (script runs of "other" characters, see ``groove/corpus/words.py``:
+   English, and Latin, Greek or Cyrillic words) searches the word table, each
+   word stemmed; two characters are enough there. Any other query (with
+   Japanese in it, or a quoted region) searches the trigram table exactly as
+   stage 5 compiled it. ``match_expr`` stays the expression of stage 5;
+   ``trigram_expr`` and ``word_expr`` are what the two tables are handed.
 
 ``再ランキングの評価について`` compiles to
 ``"再ランキング" OR "ランキング" OR "の評価" OR "について"``.
@@ -71,6 +79,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from groove.corpus.words import fold_word, is_spaced, is_spaced_word
 from groove.errors import GrooveError
 
 __all__ = [
@@ -85,7 +94,9 @@ __all__ = [
     "compile_query",
     "finalize_phrases",
     "group_phrases",
+    "query_words",
     "quote_phrase",
+    "route",
     "split_groups",
     "split_scripts",
     "split_separators",
@@ -95,7 +106,7 @@ log = structlog.get_logger(__name__)
 
 # Bump when the same query would compile to a different expression: `groove eval` history
 # (groove/evaluate/history.py) refuses to compare runs across a change of it.
-COMPILER_VERSION = 1
+COMPILER_VERSION = 2  # 2: a query of words of spaced alphabets searches the word table (decision 0014)
 MAX_PHRASES = 32
 TRIGRAM_FLOOR = 3
 
@@ -135,6 +146,17 @@ class CompiledQuery:
     """True when no phrase survived and the whole positive query became one phrase."""
     truncated: int
     """Number of phrases dropped by the caps (positives + negatives)."""
+    trigram_phrases: tuple[str, ...] = ()
+    """The positives the trigram table searches (stage 6): all of them, or none when the word
+    table searches the query instead."""
+    words: tuple[str, ...] = ()
+    """The query's words, folded, deduped, capped, when it is made only of words of spaced
+    alphabets (stage 6); else ()."""
+    trigram_expr: str | None = None
+    """What the trigram table is handed: ``match_expr``, or ``None`` when the word table
+    searches the query instead."""
+    word_expr: str | None = None
+    """What the word table is handed: ``"a" OR "b"``, or ``None``."""
 
 
 @dataclass(frozen=True)
@@ -388,6 +410,49 @@ def build_match_expr(
 
 
 # --------------------------------------------------------------------------
+# Stage 6: route to the word table or the trigram table
+# --------------------------------------------------------------------------
+
+
+def spaced_only(groups: Sequence[Group]) -> bool:
+    """Whether the positive query is made only of unquoted words of alphabets written with
+    spaces: no Japanese, no script written without spaces, no quoted region."""
+    for group in groups:
+        if group.negative:
+            continue
+        for piece in group.pieces:
+            if piece.quoted:
+                return False
+            for word in split_separators(piece.text):
+                for run in split_scripts(word):
+                    if script_of(run[0]) != OTHER or not is_spaced(run):
+                        return False
+    return True
+
+
+def query_words(groups: Sequence[Group], max_words: int = MAX_PHRASES) -> tuple[str, ...]:
+    """The folded words (two characters or more) of the positive groups, in query order,
+    deduped, capped: what the word table searches."""
+    runs = [
+        run
+        for group in groups if not group.negative
+        for piece in group.pieces if not piece.quoted
+        for word in split_separators(piece.text)
+        for run in split_scripts(word) if script_of(run[0]) == OTHER and is_spaced_word(run)
+    ]
+    return tuple(dict.fromkeys(fold_word(r) for r in runs))[:max_words]
+
+
+def route(groups: Sequence[Group], vector_only: bool, max_words: int = MAX_PHRASES) -> tuple[str, ...]:
+    """The words the word table searches instead of the trigram table: those of a query made
+    only of words of spaced alphabets; () for any other query, which searches the trigram
+    table exactly as the seeds compile it."""
+    if vector_only or not spaced_only(groups):
+        return ()
+    return query_words(groups, max_words)
+
+
+# --------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------
 
@@ -443,6 +508,9 @@ def compile_query(query: str, max_phrases: int = MAX_PHRASES) -> CompiledQuery:
         log.warning("fts_negative_phrases_truncated", kept=len(negatives), dropped=dropped_negative)
 
     match_expr, negative_expr = build_match_expr(positives, negatives)
+    words = route(groups, vector_only, max_phrases)
+    trigram_phrases = () if words else positives
+    trigram_expr, _ = build_match_expr(trigram_phrases, negatives)
     return CompiledQuery(
         text=text,
         vector_text=" ".join(positive_text.split()),
@@ -453,4 +521,8 @@ def compile_query(query: str, max_phrases: int = MAX_PHRASES) -> CompiledQuery:
         vector_only=vector_only,
         fallback=fallback,
         truncated=dropped_positive + dropped_negative,
+        trigram_phrases=trigram_phrases,
+        words=words,
+        trigram_expr=trigram_expr,
+        word_expr=" OR ".join(quote_phrase(w) for w in words) or None,
     )

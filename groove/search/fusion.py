@@ -107,7 +107,8 @@ def weighted_rrf(
 
 
 def z_fusion(
-    legs: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str, float]
+    legs: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str, float],
+    complete: Mapping[str, float] | None = None,
 ) -> list[tuple[int, float]]:
     """Fuse scored legs (higher is better) by weighted, standardised scores.
 
@@ -117,6 +118,11 @@ def z_fusion(
     0, as if it ranked the chunk last). Unlike RRF, a leg whose best hit stands
     far above the rest keeps that margin, and a flat leg adds little. A leg
     with weight 0 is ignored. Ties: best single-leg position, then chunk id.
+
+    `complete` names the legs that returned every chunk they match (fewer than
+    asked), each with the score of a chunk it does not match (a full-text leg's:
+    0, no bm25). That score is then the leg's last entry: without it, a leg that
+    found one chunk, a rare word's only note, would score its one hit 0.
     """
     totals: dict[int, list[float]] = {}
     best_rank: dict[int, int] = {}
@@ -127,6 +133,8 @@ def z_fusion(
         values = [s for _, s in scored]
         if not all(math.isfinite(v) for v in values):
             raise ValueError(f"leg {name!r} has a score that is not finite")
+        if complete and name in complete:
+            values.append(float(complete[name]))
         mean = math.fsum(values) / len(values)
         sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values)) or 1.0
         low = min(values)

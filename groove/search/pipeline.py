@@ -127,6 +127,48 @@ def _wrap(got: Any, matrix: VectorMatrix | None = None) -> SearchReads:
     return retrievers.SqliteSearchReads(got, matrix) if isinstance(got, aiosqlite.Connection) else got
 
 
+FULL_TEXT_LEGS = ("trigram", "words", "bigram")  # the full-text legs, in the order they are fused and shown
+
+
+Leg = tuple[str, str, str, list[str]]  # (leg, table, expression, evidence terms)
+
+
+def full_text_plan(cq: Any, cjk_expr: str | None, use_fts: bool = True) -> list[Leg]:
+    """Each full-text leg a compiled query runs: the word table for a query made only of words of
+    spaced alphabets (decision 0014), else the trigram table for the seeds' phrases; the bigram
+    table for its CJK runs."""
+    plan: list[Leg] = []
+    if use_fts and cq.trigram_expr is not None:
+        plan.append(("trigram", "fts_chunks", cq.trigram_expr, list(cq.trigram_phrases)))
+    if use_fts and cq.word_expr is not None:
+        plan.append(("words", retrievers.WORD_TABLE, cq.word_expr, list(cq.words)))
+    if cjk_expr:
+        plan.append(("bigram", "fts_cjk", cjk_expr, query_terms(cq.vector_text)))
+    return plan
+
+
+def excludes_by_id(table: str) -> bool:
+    """Whether a leg drops the excluded chunks by id (the trigram leg excludes with NOT)."""
+    return table != "fts_chunks"
+
+
+async def leg_evidence(reads_: SearchReads, table: str, terms: list[str], scored: Sequence[tuple[int, float]]) -> float | None:
+    """How much of the query a leg's best hits contain (decision 0007); None without hits.
+    A term is found as a case-folded substring, in every leg: the word leg too, whose stems
+    match more than the text holds literally (decision 0014 measured both)."""
+    if not scored:
+        return None
+    df, n_chunks = await reads_.term_doc_freq(table, terms)
+    top = await reads_.fetch_texts([cid for cid, _ in scored[:EVIDENCE_DEPTH]])
+    return round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
+
+
+def complete_legs(legs: dict[str, Sequence[tuple[int, float]]], n: int) -> dict[str, float]:
+    """The full-text legs that returned fewer than the `n` asked for, so every chunk they match,
+    each with the score of a chunk it does not match (0: no bm25), for z-fusion."""
+    return {name: 0.0 for name, scored in legs.items() if name in FULL_TEXT_LEGS and len(scored) < n}
+
+
 def pool_size(limit: int) -> int:
     """Per-retriever candidates: limit x 5, at least 50."""
     return max(limit * 5, 50)
@@ -187,8 +229,8 @@ class Searcher:
             async with reading() as store:
                 allowed_docs = await store.allowed_documents(req.compiled_filters)
                 exclude: set[int] = set()
-                if cq.negative_expr and (use_vector or cjk_expr):
-                    # The trigram leg excludes with NOT; the bigram and vector legs drop these ids.
+                if cq.negative_expr and (use_vector or cjk_expr or (use_fts and cq.word_expr)):
+                    # The trigram leg excludes with NOT; the other legs drop these ids.
                     exclude = await store.matching_ids(cq.negative_expr)
                 await self._full_text_legs(store, cq, use_fts, cjk_expr, n, weights, allowed_docs, exclude,
                                            legs, evidence, timings, spare, sent)
@@ -198,7 +240,7 @@ class Searcher:
         async with reading() as store:
             if degraded and req.retriever == "vector":
                 cjk_expr = cjk_query(cq.vector_text)
-                if cq.negative_expr and cjk_expr and not exclude:
+                if cq.negative_expr and (cjk_expr or cq.word_expr) and not exclude:
                     exclude = await store.matching_ids(cq.negative_expr)
                 await self._full_text_legs(store, cq, cq.match_expr is not None, cjk_expr, n, weights,
                                            allowed_docs, exclude, legs, evidence, timings, spare, sent)
@@ -215,37 +257,33 @@ class Searcher:
                               exclude: set[int], legs: dict, evidence: dict, timings: dict,
                               spare: Callable[[], AsyncContextManager[Any]] | None = None,
                               sent: dict[str, str] | None = None) -> None:
-        full_text = []
-        if use_fts:
-            full_text.append(("trigram", "fts_chunks", cq.match_expr, list(cq.positives) or [cq.vector_text]))
-        if cjk_expr:
-            full_text.append(("bigram", "fts_cjk", cjk_expr, query_terms(cq.vector_text)))
+        full_text = full_text_plan(cq, cjk_expr, use_fts)
         done: dict[str, tuple[list[tuple[int, float]], float | None]] = {}
 
         async def leg(reads_: SearchReads, name: str, table: str, expr: str, terms: list[str]) -> None:
             t = time.perf_counter()
-            scored = await reads_.fts_scored(expr, n, weights, allowed_docs, table, exclude if table == "fts_cjk" else None)
-            ev = None
-            if scored:
-                df, n_chunks = await reads_.term_doc_freq(table, terms)
-                top = await reads_.fetch_texts([cid for cid, _ in scored[:EVIDENCE_DEPTH]])
-                ev = round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
-            done[name] = (scored, ev)
+            scored = await reads_.fts_scored(expr, n, weights, allowed_docs, table,
+                                             exclude if excludes_by_id(table) else None)
+            done[name] = (scored, await leg_evidence(reads_, table, terms, scored))
             timings[f"{name}_ms"] = _ms(t)
             if sent is not None:
                 sent[name] = await reads_.sent_expression(table, expr)
 
+        async def in_turn(reads_: SearchReads, plan: list[Leg]) -> None:
+            for args in plan:
+                await leg(reads_, *args)
+
         together = False
-        if len(full_text) == 2 and spare is not None:
+        if len(full_text) >= 2 and spare is not None:
             async with spare() as other:
                 if other is not None:
+                    # The first leg on this connection, the others on the spare one, at once.
                     together = True
                     async with anyio.create_task_group() as tg:
-                        tg.start_soon(leg, store, *full_text[0])
-                        tg.start_soon(leg, _wrap(other, self.vectors), *full_text[1])
+                        tg.start_soon(in_turn, store, full_text[:1])
+                        tg.start_soon(in_turn, _wrap(other, self.vectors), full_text[1:])
         if not together:
-            for args in full_text:
-                await leg(store, *args)
+            await in_turn(store, full_text)
         for name, *_ in full_text:  # in a fixed order, whichever leg finished first
             scored, ev = done[name]
             legs[name] = [(cid, -bm25) for cid, bm25 in scored]
@@ -261,12 +299,12 @@ class Searcher:
         if s.fusion.method == "rrf":
             fused = weighted_rrf({k: [c for c, _ in v] for k, v in legs.items()}, leg_weights, k=s.fusion.rrf_k)
         else:
-            fused = z_fusion(legs, leg_weights)
+            fused = z_fusion(legs, leg_weights, complete_legs(legs, n))
         ranks = {name: {cid: i for i, (cid, _) in enumerate(scored, 1)} for name, scored in legs.items()}
-        fts_ids = [cid for name in ("trigram", "bigram") for cid, _ in legs.get(name, [])]
+        fts_ids = [cid for name in FULL_TEXT_LEGS for cid, _ in legs.get(name, [])]
         vec_ids = [cid for cid, _ in legs.get("vector", [])]
         fts_rank = {}
-        for name in ("trigram", "bigram"):
+        for name in FULL_TEXT_LEGS:
             for cid, r in ranks.get(name, {}).items():
                 fts_rank[cid] = min(r, fts_rank.get(cid, r))
         vec_rank = ranks.get("vector", {})
@@ -347,11 +385,15 @@ class Searcher:
                 retriever=req.retriever,
                 candidates={"fts": len(set(fts_ids)), "vector": len(vec_ids), "fused": len(fused),
                             **{f"{name}": len(v) for name, v in legs.items()}},
+                trigram_expr=cq.trigram_expr,
+                word_expr=cq.word_expr,
+                words=list(cq.words),
                 bigram_expr=cjk_expr,
                 # What each full-text leg ran, and the common terms it left out (decision 0010).
                 sent_to_fts5=dict(sent or {}),
                 common_terms_left_out={name: left_out(expr, (sent or {}).get(name, expr))
-                                       for name, expr in (("trigram", cq.match_expr), ("bigram", cjk_expr))
+                                       for name, expr in (("trigram", cq.trigram_expr), ("words", cq.word_expr),
+                                                          ("bigram", cjk_expr))
                                        if expr and name in (sent or {})},
                 fusion={"method": s.fusion.method, "weights": leg_weights, "evidence": evidence,
                         "evidence_low": s.fusion.evidence_low, "evidence_high": s.fusion.evidence_high},

@@ -8,6 +8,10 @@ restriction, vectors through an exact distance scan of the allowed chunks
 (sqlite-vec's KNN is itself a brute-force scan, so this is never slower than
 an unfiltered query and always returns `limit` hits when that many exist).
 
+Three full-text tables, one leg each: trigram (the seed compiler's phrases), CJK
+bigrams, and words (stemmed; a query made only of words of alphabets written
+with spaces searches it instead of the trigram table: decision 0014).
+
 Common terms (decision 0010): from 5,000 chunks on, before a full-text leg runs,
 each OR-ed term of its expression is looked up in the table's vocabulary and
 the terms are kept rarest first, while a term's idf is at least a tenth of the
@@ -30,6 +34,7 @@ import numpy as np
 
 from groove.corpus.parsers.document import POSITIONS_KEY, position_of
 from groove.search import filters as filters_mod
+from groove.search.compiler import quote_phrase
 from groove.search.hits import Hit
 from groove.store import reads
 from groove.store.interface import VECTOR_TABLE
@@ -44,7 +49,9 @@ def _allowed_clause(column: str, allowed_docs: Sequence[int] | None) -> tuple[st
     return f" AND {column} IN (SELECT value FROM json_each(?))", (json.dumps(list(allowed_docs)),)
 
 
-FTS_TABLES = ("fts_chunks", "fts_cjk")  # trigram (the seed compiler's phrases), CJK bigrams
+# trigram (the seed compiler's phrases), CJK bigrams, words (stemmed; decision 0014)
+FTS_TABLES = ("fts_chunks", "fts_cjk", "fts_words")
+WORD_TABLE = "fts_words"
 
 
 async def fts_search(conn: aiosqlite.Connection, match_expr: str, limit: int, **kw: Any) -> list[int]:
@@ -201,9 +208,17 @@ async def _vocab_cache(conn: aiosqlite.Connection) -> _VocabCache:
 
 
 async def _vocab_doc(conn: aiosqlite.Connection, cache: _VocabCache, table: str, terms: Sequence[str]) -> dict[str, int]:
-    """Chunks holding each vocabulary term (0 when absent), through the cache."""
+    """Chunks holding each vocabulary term (0 when absent), through the cache.
+
+    The word table's vocabulary holds stems, which only FTS5's tokenizer computes, so a word
+    is counted by matching it (one doclist walk, as fts5vocab's count is)."""
     missing = sorted({t for t in terms if (table, t) not in cache.doc})
-    if missing:
+    if missing and table == WORD_TABLE:
+        union = " UNION ALL ".join(f"SELECT ?, count(*) FROM {table} WHERE {table} MATCH ?" for _ in missing)
+        cur = await conn.execute(union, [x for t in missing for x in (t, quote_phrase(t))])
+        for t, count in await cur.fetchall():
+            cache.doc[(table, t)] = int(count)
+    elif missing:
         cur = await conn.execute(
             f"SELECT term, doc FROM {table}_vocab WHERE term IN (SELECT value FROM json_each(?))", (json.dumps(missing),)
         )
@@ -219,6 +234,7 @@ async def term_doc_freq(conn: aiosqlite.Connection, table: str, terms: Sequence[
     Trigram table: a phrase's count is bounded by its rarest trigram (fts5vocab counts
     trigrams), which is exact for a phrase of 3 characters and close above. Bigram table: a
     term of one character counts the chunks of its most frequent bigram (it matches as a prefix).
+    Word table: exact (the chunks the word's stem is in).
     """
     if table not in FTS_TABLES:
         raise ValueError(f"unknown full-text table {table!r}")

@@ -1,11 +1,13 @@
 """SQLite: the driver rule, extension loading, the schema and its migrations.
 
-One file holds everything: documents, chunks, the FTS5 trigram index over
-(heading, context, content) and the sqlite-vec vectors. WAL mode lets readers
-run beside the single writer.
+One file holds everything: documents, chunks, the three FTS5 tables over
+(heading, context, content): trigram, CJK bigrams and words (decisions 0006,
+0014), and the sqlite-vec vectors. WAL mode lets readers run beside the single
+writer.
 
 Driver rule (ENVIRONMENT.md): the standard library `sqlite3` when it can load
-extensions and its SQLite is 3.41 or newer; otherwise `sqlean` (a drop-in
+extensions and its SQLite is 3.43 or newer (the word table is contentless with
+deletes, `contentless_delete`, new in 3.43); otherwise `sqlean` (a drop-in
 `sqlite3` with extension loading and FTS5 trigram).
 """
 
@@ -22,8 +24,9 @@ import sqlite_vec
 
 from groove.errors import GrooveError
 from groove.corpus.cjk import cjk_terms
+from groove.corpus.words import WORD_TOKENIZER, word_text
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class IndexError_(GrooveError):
@@ -39,7 +42,7 @@ def pick_driver() -> ModuleType:
     # else sqlean, which is then the only driver this process imports.
     import sqlite3
 
-    if hasattr(sqlite3.Connection, "enable_load_extension") and sqlite3.sqlite_version_info >= (3, 41, 0):
+    if hasattr(sqlite3.Connection, "enable_load_extension") and sqlite3.sqlite_version_info >= (3, 43, 0):
         return sqlite3
     import sqlean
 
@@ -61,6 +64,8 @@ def connect_sync(path: Path | str, *, readonly: bool = False) -> Any:
     con.enable_load_extension(False)
     # The bigram table's triggers segment text with this function (groove/corpus/cjk.py).
     con.create_function("groove_cjk_terms", 1, cjk_terms, deterministic=True)
+    # The word table's triggers cut the CJK runs out with this one (groove/corpus/words.py).
+    con.create_function("groove_word_text", 1, word_text, deterministic=True)
     con.execute("PRAGMA busy_timeout = 10000")
     if not readonly:
         con.execute("PRAGMA journal_mode = WAL")
@@ -104,6 +109,26 @@ CREATE TRIGGER IF NOT EXISTS chunks_cjk_au AFTER UPDATE OF heading, context, con
     DELETE FROM fts_cjk WHERE rowid = old.id;
     INSERT INTO fts_cjk(rowid, heading, context, content)
     VALUES (new.id, groove_cjk_terms(new.heading), groove_cjk_terms(new.context), groove_cjk_terms(new.content));
+END;
+"""
+
+# Words of the alphabets written with spaces, stemmed (groove/corpus/words.py, decision 0014).
+# Contentless: the text is the chunks'; a row is deleted by rowid (contentless_delete).
+_WORD_TABLES = f"""
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_words USING fts5(
+    heading, context, content, content='', contentless_delete=1, tokenize='{WORD_TOKENIZER}'
+);
+CREATE TRIGGER IF NOT EXISTS chunks_words_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO fts_words(rowid, heading, context, content)
+    VALUES (new.id, groove_word_text(new.heading), groove_word_text(new.context), groove_word_text(new.content));
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_words_ad AFTER DELETE ON chunks BEGIN
+    DELETE FROM fts_words WHERE rowid = old.id;
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_words_au AFTER UPDATE OF heading, context, content ON chunks BEGIN
+    DELETE FROM fts_words WHERE rowid = old.id;
+    INSERT INTO fts_words(rowid, heading, context, content)
+    VALUES (new.id, groove_word_text(new.heading), groove_word_text(new.context), groove_word_text(new.content));
 END;
 """
 
@@ -170,7 +195,7 @@ CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE OF heading, context, content
     INSERT INTO fts_chunks(rowid, heading, context, content)
     VALUES (new.id, new.heading, new.context, new.content);
 END;
-""" + _CJK_TABLES + _EMBEDDINGS_TABLE + """CREATE TRIGGER IF NOT EXISTS embeddings_ad AFTER DELETE ON embeddings BEGIN
+""" + _CJK_TABLES + _WORD_TABLES + _EMBEDDINGS_TABLE + """CREATE TRIGGER IF NOT EXISTS embeddings_ad AFTER DELETE ON embeddings BEGIN
     INSERT INTO meta(key, value) VALUES ('vectors_removed', '1')
     ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT);
 END;
@@ -181,10 +206,17 @@ CREATE TABLE IF NOT EXISTS skipped (
 );
 """
 
-_CJK_SQL = _CJK_TABLES + """
+# The two tables that index a function of the chunks' text, filled again from the chunks
+# (their migrations, and `groove doctor --fix`).
+REFILL_CJK = """
 DELETE FROM fts_cjk;
 INSERT INTO fts_cjk(rowid, heading, context, content)
     SELECT id, groove_cjk_terms(heading), groove_cjk_terms(context), groove_cjk_terms(content) FROM chunks;
+"""
+REFILL_WORDS = """
+INSERT INTO fts_words(fts_words) VALUES ('delete-all');
+INSERT INTO fts_words(rowid, heading, context, content)
+    SELECT id, groove_word_text(heading), groove_word_text(context), groove_word_text(content) FROM chunks;
 """
 
 # Explicit migrations: MIGRATIONS[n] takes a database at version n to n + 1.
@@ -200,7 +232,7 @@ INSERT OR IGNORE INTO doc_tags(doc_id, tag)
 UPDATE documents SET mtime_ns = -1, hash = '';
 """,
     # 2 -> 3: the CJK bigram table, filled from the chunks already indexed (nothing is re-embedded).
-    2: _CJK_SQL,
+    2: _CJK_TABLES + REFILL_CJK,
     # 3 -> 4: vector ids are never reused (AUTOINCREMENT; the table is rebuilt with the same
     # rows and ids, so nothing is re-embedded). The delete trigger comes with the schema.
     3: _EMBEDDINGS_TABLE.replace("embeddings (", "embeddings_v4 (", 1) + """
@@ -208,6 +240,9 @@ INSERT INTO embeddings_v4(id, hash, created_at) SELECT id, hash, created_at FROM
 DROP TABLE embeddings;
 ALTER TABLE embeddings_v4 RENAME TO embeddings;
 """,
+    # 4 -> 5: the word table, filled from the chunks already indexed (nothing is re-embedded;
+    # about 1 s per 2,000 chunks), then merged like any large write (decision 0013).
+    4: _WORD_TABLES + REFILL_WORDS + "INSERT INTO fts_words(fts_words) VALUES ('optimize');\n",
 }
 
 
@@ -257,14 +292,14 @@ def init_sync(con: Any, *, model: str, dimension: int, kb_path: str, settings_js
         while version < SCHEMA_VERSION:
             # One explicit step per version; each runs in its own transaction.
             con.execute("BEGIN IMMEDIATE")
-            for statement in _split_sql(MIGRATIONS.get(version, "")):
+            for statement in split_sql(MIGRATIONS.get(version, "")):
                 con.execute(statement)
             set_meta_sync(con, "schema_version", str(version + 1))
             con.execute("COMMIT")
             version += 1
     con.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _split_sql(_SCHEMA_V1):
+        for statement in split_sql(_SCHEMA_V1):
             con.execute(statement)
         con.execute(_vec_table_sql(dimension))
         if get_meta_sync(con, "schema_version") is None:
@@ -300,7 +335,7 @@ def read_identity_sync(con: Any) -> tuple[str | None, int | None]:
     return get_meta_sync(con, "model"), int(dim) if dim else None
 
 
-def _split_sql(script: str) -> list[str]:
+def split_sql(script: str) -> list[str]:
     """Split on ';' at statement ends, keeping trigger bodies whole."""
     out, buf, depth = [], [], 0
     for line in script.splitlines():

@@ -263,7 +263,7 @@ async def merge_full_text(conn: aiosqlite.Connection, written: int) -> bool:
     if not full_text_merge_due(written, int((await cur.fetchone())[0])):
         return False
     async with Tx(conn):
-        for table in ("fts_chunks", "fts_cjk"):
+        for table in ("fts_chunks", "fts_cjk", "fts_words"):
             await conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
     return True
 

@@ -56,7 +56,7 @@ class IndexReport(BaseModel):
     seconds: float = Field(description="how long the call took")
     finished_at: str = Field(description="when it finished, ISO-8601 UTC")
     model_switch: dict | None = Field(None, description="the model switch this call finished (from, to, vectors), else null")
-    full_text_merged: bool = Field(False, description="both full-text tables were merged after a large write (groove index; faster full-text queries)")
+    full_text_merged: bool = Field(False, description="the full-text tables were merged after a large write (groove index; faster full-text queries)")
     skipped_files: list[dict] = Field(default_factory=list, description="each file skipped, with its reason")
     note_warnings: list[dict] = Field(default_factory=list, description="each note indexed with a warning (what was cut)")
     kept_unreadable: list[dict] = Field(default_factory=list, description="notes kept under a folder that cannot be read now")
