@@ -253,8 +253,8 @@ def format_results_text(resp: dict) -> str:
         out.append(f"  MATCH expression: {e['match_expr'] if e['match_expr'] else '(none: vector-only)'}")
         if e["excluded_terms"]:
             out.append(f"  excluded terms:   {e['excluded_terms']} ({e['excluded_chunks']} chunk(s) match them)")
-        out.append(f"  trigram table:    {e['trigram_expr'] or '(none: every phrase is a word)'}")
-        out.append(f"  word table:       {e['word_expr'] or '(none: no word of a spaced alphabet)'}")
+        out.append(f"  trigram table:    {e['trigram_expr'] or '(none: a query of words only searches the word table)'}")
+        out.append(f"  word table:       {e['word_expr'] or '(none: the trigram table searches this query)'}")
         out.append(f"  bigram expression: {e['bigram_expr'] or '(none: no Japanese / Chinese text)'}")
         out.append(f"  embedded text:    {e['vector_text']!r}")
         f = e["fusion"]
