@@ -345,6 +345,9 @@ def test_the_search_cli_prints_text_and_explain(examples):
     )
     assert "reference/sqlite-wal.md" in proc.stdout
     assert 'MATCH expression: ("WAL" OR "checkpoint") NOT ("rust")' in proc.stdout
+    # English words only: the word table searches the query (decision 0014).
+    assert 'word table:       "wal" OR "checkpoint"' in proc.stdout
+    assert "trigram table:    (none: a query of words only searches the word table)" in proc.stdout
     assert "fts rank" in proc.stdout
     bad = subprocess.run(
         [sys.executable, "-m", "groove.cli", "search", "-only -exclusions", "--kb", str(EXAMPLES),
