@@ -146,7 +146,7 @@ def fingerprint(index: Path) -> dict[str, Any]:
     con = db.connect_sync(index, readonly=True)
     try:
         integrity = {}
-        for table in ("fts_chunks", "fts_cjk", "fts_words"):
+        for table in db.FTS_TABLES:
             try:
                 con.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
                 integrity[table] = "ok"

@@ -74,7 +74,7 @@ All lengths are in characters (code points), not bytes.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -146,9 +146,6 @@ class CompiledQuery:
     """True when no phrase survived and the whole positive query became one phrase."""
     truncated: int
     """Number of phrases dropped by the caps (positives + negatives)."""
-    trigram_phrases: tuple[str, ...] = ()
-    """The positives the trigram table searches (stage 6): all of them, or none when the word
-    table searches the query instead."""
     words: tuple[str, ...] = ()
     """The query's words, folded, deduped, capped, when it is made only of words of spaced
     alphabets (stage 6); else ()."""
@@ -414,32 +411,29 @@ def build_match_expr(
 # --------------------------------------------------------------------------
 
 
-def spaced_only(groups: Sequence[Group]) -> bool:
-    """Whether the positive query is made only of unquoted words of alphabets written with
-    spaces: no Japanese, no script written without spaces, no quoted region."""
+def _unquoted_runs(groups: Sequence[Group]) -> Iterator[str | None]:
+    """The script runs of the positive groups' unquoted pieces, in order; None for each quoted piece."""
     for group in groups:
         if group.negative:
             continue
         for piece in group.pieces:
             if piece.quoted:
-                return False
+                yield None
+                continue
             for word in split_separators(piece.text):
-                for run in split_scripts(word):
-                    if script_of(run[0]) != OTHER or not is_spaced(run):
-                        return False
-    return True
+                yield from split_scripts(word)
+
+
+def spaced_only(groups: Sequence[Group]) -> bool:
+    """Whether the positive query is made only of unquoted words of alphabets written with
+    spaces: no Japanese, no script written without spaces, no quoted region."""
+    return all(run is not None and script_of(run[0]) == OTHER and is_spaced(run) for run in _unquoted_runs(groups))
 
 
 def query_words(groups: Sequence[Group], max_words: int = MAX_PHRASES) -> tuple[str, ...]:
     """The folded words (two characters or more) of the positive groups, in query order,
     deduped, capped: what the word table searches."""
-    runs = [
-        run
-        for group in groups if not group.negative
-        for piece in group.pieces if not piece.quoted
-        for word in split_separators(piece.text)
-        for run in split_scripts(word) if script_of(run[0]) == OTHER and is_spaced_word(run)
-    ]
+    runs = [r for r in _unquoted_runs(groups) if r is not None and script_of(r[0]) == OTHER and is_spaced_word(r)]
     return tuple(dict.fromkeys(fold_word(r) for r in runs))[:max_words]
 
 
@@ -509,8 +503,7 @@ def compile_query(query: str, max_phrases: int = MAX_PHRASES) -> CompiledQuery:
 
     match_expr, negative_expr = build_match_expr(positives, negatives)
     words = route(groups, vector_only, max_phrases)
-    trigram_phrases = () if words else positives
-    trigram_expr, _ = build_match_expr(trigram_phrases, negatives)
+    trigram_expr = None if words else match_expr
     return CompiledQuery(
         text=text,
         vector_text=" ".join(positive_text.split()),
@@ -521,7 +514,6 @@ def compile_query(query: str, max_phrases: int = MAX_PHRASES) -> CompiledQuery:
         vector_only=vector_only,
         fallback=fallback,
         truncated=dropped_positive + dropped_negative,
-        trigram_phrases=trigram_phrases,
         words=words,
         trigram_expr=trigram_expr,
         word_expr=" OR ".join(quote_phrase(w) for w in words) or None,

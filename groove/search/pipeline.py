@@ -139,7 +139,7 @@ def full_text_plan(cq: Any, cjk_expr: str | None, use_fts: bool = True) -> list[
     table for its CJK runs."""
     plan: list[Leg] = []
     if use_fts and cq.trigram_expr is not None:
-        plan.append(("trigram", "fts_chunks", cq.trigram_expr, list(cq.trigram_phrases)))
+        plan.append(("trigram", "fts_chunks", cq.trigram_expr, list(cq.positives)))
     if use_fts and cq.word_expr is not None:
         plan.append(("words", retrievers.WORD_TABLE, cq.word_expr, list(cq.words)))
     if cjk_expr:

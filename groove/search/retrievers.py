@@ -37,6 +37,7 @@ from groove.search import filters as filters_mod
 from groove.search.compiler import quote_phrase
 from groove.search.hits import Hit
 from groove.store import reads
+from groove.store.db import FTS_TABLES
 from groove.store.interface import VECTOR_TABLE
 from groove.store.vectors import VectorMatrix
 
@@ -49,8 +50,6 @@ def _allowed_clause(column: str, allowed_docs: Sequence[int] | None) -> tuple[st
     return f" AND {column} IN (SELECT value FROM json_each(?))", (json.dumps(list(allowed_docs)),)
 
 
-# trigram (the seed compiler's phrases), CJK bigrams, words (stemmed; decision 0014)
-FTS_TABLES = ("fts_chunks", "fts_cjk", "fts_words")
 WORD_TABLE = "fts_words"
 
 

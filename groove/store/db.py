@@ -27,6 +27,9 @@ from groove.corpus.cjk import cjk_terms
 from groove.corpus.words import WORD_TOKENIZER, word_text
 
 SCHEMA_VERSION = 5
+# The FTS5 tables over (heading, context, content): trigram (the seed compiler's phrases), CJK
+# bigrams (decision 0006), stemmed words of spaced alphabets (decision 0014).
+FTS_TABLES = ("fts_chunks", "fts_cjk", "fts_words")
 
 
 class IndexError_(GrooveError):

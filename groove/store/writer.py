@@ -19,7 +19,7 @@ import numpy as np
 
 from groove.corpus.markdown import ParsedNote
 from groove.corpus.tags import fold_tag
-from groove.store.db import DBError
+from groove.store.db import FTS_TABLES, DBError
 
 
 @dataclass
@@ -263,7 +263,7 @@ async def merge_full_text(conn: aiosqlite.Connection, written: int) -> bool:
     if not full_text_merge_due(written, int((await cur.fetchone())[0])):
         return False
     async with Tx(conn):
-        for table in ("fts_chunks", "fts_cjk", "fts_words"):
+        for table in FTS_TABLES:
             await conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
     return True
 
