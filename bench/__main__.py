@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="bench", metavar="BENCH")
     for name in BENCHES:
         mod = _module(name)
-        p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0])
+        # argparse %-formats help strings: a percent sign in a docstring ("a 1% tag filter") must be doubled.
+        p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0].replace("%", "%%"))
         p.add_argument("--json", type=Path, metavar="PATH", default=argparse.SUPPRESS, help="also write the results as JSON to PATH")
         p.add_argument("--data", type=Path, metavar="DIR", default=argparse.SUPPRESS, help="the folder holding scifact/")
         mod.add_arguments(p)

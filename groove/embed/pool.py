@@ -62,7 +62,8 @@ class QueryBatcher:
         except Exception as exc:  # noqa: BLE001 - the first search will say what is wrong
             log.warning("model_warm_up_failed", error=repr(exc))
             return False
-        log.info("model_loaded", seconds=round(time.perf_counter() - t, 2))
+        engine = getattr(self.embedder, "engine_note", None)  # the default model: which engine, and why
+        log.info("model_loaded", seconds=round(time.perf_counter() - t, 2), **({"engine": engine} if engine else {}))
         return True
 
     async def _run(self, batch: list[tuple[str, anyio.Event, dict]]) -> None:

@@ -16,11 +16,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import pathspec
-
 from groove.config import ConfigError, Settings, read_config_text
 from groove.corpus.cjk import cjk_share
-from groove.corpus.scan import IGNORE_FILE, Ignore, scan
+from groove.corpus.globs import MAX_GLOB_CHARS, MAX_GLOB_STARS
+from groove.corpus.scan import IGNORE_FILE, Ignore, refused_lines, scan
 from groove.embed.embedder import make_embedder, model_fit_warning
 from groove.errors import GrooveError
 from groove.store import db, shadow
@@ -68,15 +67,13 @@ def check_ignore_file(kb: Path) -> list[Finding]:
         return []
     except ConfigError as exc:
         return [Finding("error", "ignore_file", str(exc), f"replace {path} with a plain text file of gitignore patterns")]
-    bad = []
-    for no, line in enumerate(text.splitlines(), 1):
-        try:
-            pathspec.PathSpec.from_lines("gitignore", [line])
-        except Exception as exc:  # noqa: BLE001 - pathspec raises several types for a bad pattern
-            bad.append(f"line {no}: {line.strip()!r} ({exc})")
+    _, bad = refused_lines(text)  # the same reading as indexing's (corpus/scan.py)
     if not bad:
         return []
-    return [Finding("error", "ignore_file", f"{path} has {len(bad)} pattern(s) that do not parse, so indexing stops at it",
+    return [Finding("error", "ignore_file",
+                    f"{path} has {len(bad)} line(s) that groove refuses (a bad pattern, or over a limit: "
+                    f"{MAX_GLOB_CHARS} characters, {MAX_GLOB_STARS} '*'); they ignore nothing, "
+                    "so what they name is indexed; the other lines apply",
                     f"edit {path}: fix or delete {bad[0].split(':')[0]}", len(bad), bad[:EXAMPLES])]
 
 

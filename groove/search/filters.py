@@ -9,6 +9,13 @@ The read does in SQL what SQL can: tags through `doc_tags` (stored folded by
 `documents.date`. Python sees only the rows SQL let through, and only for what
 SQL cannot do: gitignore-style path globs (paths only) and frontmatter fields
 (the JSON is decoded only when a field filter is given).
+
+Path globs are a client's input, so they are bounded (MAX_PATH_GLOBS globs, each
+at most MAX_GLOB_CHARS characters and MAX_GLOB_STARS `*`) and matched by
+groove/corpus/globs.py, whose cost is linear in the path and the glob (a regex
+translation backtracked for hours on `*?*?*?...`). The matching of the rows
+runs in a worker thread all the same, so that many notes times many globs
+never hold the event loop.
 """
 
 from __future__ import annotations
@@ -16,13 +23,33 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 import aiosqlite
-import pathspec
+import anyio
 
+from groove.corpus import globs as globs_mod
+from groove.corpus.globs import GlobError, GlobSet
 from groove.corpus.tags import fold_tag
 from groove.search.compiler import QueryError
+
+
+#: Most path globs in one search (each glob is bounded in groove/corpus/globs.py).
+MAX_PATH_GLOBS = 32
+
+
+def check_globs(path_globs: Sequence[str]) -> None:
+    """QueryError, in one line naming the limit, for too many globs or a glob that is refused."""
+    if len(path_globs) > MAX_PATH_GLOBS:
+        raise QueryError(f"path_globs has {len(path_globs)} items; at most {MAX_PATH_GLOBS} are allowed")
+    for g in path_globs:
+        if g == "!":
+            raise QueryError("a path glob '!' excludes nothing; write !pattern")
+        try:
+            globs_mod.parse(g[1:] if g.startswith("!") else g)
+        except GlobError as exc:
+            raise QueryError(f"path glob {globs_mod.shown(g)} {exc}") from None
 
 
 def _norm_date(value: str, name: str) -> str:
@@ -53,9 +80,7 @@ class Filters:
     ) -> "Filters":
         """Validate user input into a Filters (QueryError with a clear message on bad input)."""
         globs = tuple(g.strip() for g in (path_globs or ()) if g and g.strip())
-        for g in globs:
-            if g in ("!",):
-                raise QueryError("a path glob '!' excludes nothing; write !pattern")
+        check_globs(globs)
         if fields is not None and not isinstance(fields, Mapping):
             raise QueryError("fields must be an object of frontmatter key -> value")
         dfrom = _norm_date(date_from, "date_from") if date_from else None
@@ -91,20 +116,27 @@ class Filters:
             out["fields"] = dict(self.fields)
         return out
 
-    def _specs(self) -> tuple[pathspec.PathSpec | None, pathspec.PathSpec | None]:
+    @cached_property
+    def _specs(self) -> tuple[GlobSet | None, GlobSet | None]:
+        """(globs a path must match, `!` globs it must not), each as gitignore lines; compiled once per filter."""
+        check_globs(self.path_globs)  # a Filters built directly, not through build()
         pos = [g for g in self.path_globs if not g.startswith("!")]
         neg = [g[1:] for g in self.path_globs if g.startswith("!")]
         return (
-            pathspec.PathSpec.from_lines("gitignore", pos) if pos else None,
-            pathspec.PathSpec.from_lines("gitignore", neg) if neg else None,
+            _glob_set(pos) if pos else None,
+            _glob_set(neg) if neg else None,
         )
 
-    def matches(self, path: str, tags: Sequence[str], date: str | None, frontmatter: Mapping[str, Any],
-                _specs: tuple | None = None) -> bool:
-        pos, neg = _specs or self._specs()
-        if pos is not None and not pos.match_file(path):
+    def path_matches(self, path: str) -> bool:
+        pos, neg = self._specs
+        if pos is not None and not pos.match(path):
             return False
-        if neg is not None and neg.match_file(path):
+        if neg is not None and neg.match(path):
+            return False
+        return True
+
+    def matches(self, path: str, tags: Sequence[str], date: str | None, frontmatter: Mapping[str, Any]) -> bool:
+        if not self.path_matches(path):
             return False
         folded = {_tag(t) for t in tags}
         if self.tags_any and not folded.intersection(self.tags_any):
@@ -126,6 +158,13 @@ class Filters:
 
 
 _tag = fold_tag
+
+
+def _glob_set(lines: Sequence[str]) -> GlobSet:
+    globs, refused = globs_mod.parse_lines(lines)
+    if refused:  # check_globs ran first, so this is only a guard
+        raise QueryError(f"path glob {globs_mod.shown(refused[0][1])} {refused[0][2]}")
+    return globs
 
 
 def _field_equal(have: Any, want: Any) -> bool:
@@ -180,13 +219,15 @@ async def allowed_documents(conn: aiosqlite.Connection, filters: Filters) -> lis
     rows = await cur.fetchall()
     if not (filters.path_globs or filters.fields):
         return [r[0] for r in rows]
-    pos, neg = filters._specs()
+    # Linear per row (groove/corpus/globs.py), but rows x globs can still add up: off the event loop.
+    return await anyio.to_thread.run_sync(_select_rows, filters, rows)
+
+
+def _select_rows(filters: Filters, rows: Sequence[Any]) -> list[int]:
+    """The ids of the rows (id, path[, frontmatter]) whose path and frontmatter fields the filter allows."""
     out = []
     for row in rows:
-        path = row[1]
-        if pos is not None and not pos.match_file(path):
-            continue
-        if neg is not None and neg.match_file(path):
+        if filters.path_globs and not filters.path_matches(row[1]):
             continue
         if filters.fields:
             front = json.loads(row[2])

@@ -17,8 +17,9 @@ from typing import Any, Literal, Mapping
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from groove.corpus.globs import MAX_GLOB_CHARS, MAX_GLOB_STARS
 from groove.search.compiler import QueryError
-from groove.search.filters import Filters
+from groove.search.filters import MAX_PATH_GLOBS, Filters
 
 MAX_QUERY_BYTES = 1024
 MAX_LIMIT = 100
@@ -32,8 +33,11 @@ class FilterArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path_globs: list[str] | None = Field(
-        None, max_length=MAX_FILTER_ITEMS,
-        description="Only notes whose path matches (gitignore-style globs; a leading ! excludes).")
+        None, max_length=MAX_PATH_GLOBS,
+        description=(
+            "Only notes whose path matches (gitignore-style globs; a leading ! excludes). "
+            f"At most {MAX_PATH_GLOBS} globs, each at most {MAX_GLOB_CHARS} characters with at most "
+            f"{MAX_GLOB_STARS} '*'."))
     tags_any: list[str] | None = Field(
         None, max_length=MAX_FILTER_ITEMS, description="Only notes with at least one of these tags.")
     tags_all: list[str] | None = Field(
@@ -208,5 +212,5 @@ def _clean(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k != "title"}
 
 
-__all__ = ["FILTER_KEYS", "MAX_FILTER_ITEMS", "MAX_LIMIT", "MAX_QUERY_BYTES", "FilterArgs", "Retriever",
-           "SearchRequest", "describe", "tool_fields"]
+__all__ = ["FILTER_KEYS", "MAX_FILTER_ITEMS", "MAX_LIMIT", "MAX_PATH_GLOBS", "MAX_QUERY_BYTES", "FilterArgs",
+           "Retriever", "SearchRequest", "describe", "tool_fields"]

