@@ -321,10 +321,6 @@ async def run(args: argparse.Namespace) -> Report:
             base_index = tmp / "baseline.sqlite"
             shutil.copy2(index, base_index)  # its own copy: each server opens its index as the writer
             servers.insert(0, ("baseline", _baseline_python(args.baseline), args.baseline.resolve()))
-        # The clients send back to back to measure the server's CPU: the per-client rate limit (20 calls a
-        # second) would refuse them once a search takes under 50 ms, as it does with the int8 engine.
-        os.environ.setdefault("GROOVE_SERVE__HTTP__TOOL_CALLS_PER_S", "100000")
-        os.environ.setdefault("GROOVE_SERVE__HTTP__TOOL_CALL_BURST", "100000")
         if USER_OMP_WAIT_POLICY is None:
             os.environ.pop("OMP_WAIT_POLICY", None)  # this process's OpenMP has read it already
         else:
