@@ -32,13 +32,17 @@ def run_index(kb: Path, index: Path, backend: str, workdir: Path) -> dict[str, A
     cmd = [sys.executable, "-m", "groove.cli", "index", "--kb", str(kb), "--index", str(index), "--format", "json",
            "--log-level", "warning"]
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise BenchError(f"groove index ({backend}) exited {proc.returncode}: {err.decode()[-2000:]}")
+    # stderr (progress lines for the whole run) goes to a file: two pipes read one after the other
+    # would stall the child once the unread one filled up.
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=errors)
+        out = proc.stdout.read()  # type: ignore[union-attr]
+        _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU and peak RSS
+        wall = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            errors.seek(0)
+            raise BenchError(f"groove index ({backend}) exited {proc.returncode}: {errors.read().decode()[-2000:]}")
     stats = json.loads(out)
     cpu = usage.ru_utime + usage.ru_stime
     embedded = int(stats.get("chunks_embedded") or 0)

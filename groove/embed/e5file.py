@@ -90,9 +90,8 @@ class E5File:
 
     def vector(self, name: str) -> np.ndarray:
         """A float32 tensor (biases, layer norms, position and type tables) as a flat array."""
-        entry = self.tensors[name] if name in self.tensors else None
-        raw = self._raw(name)
-        if entry is None or entry.dtype != F32:
+        raw = self._raw(name)  # says so when the tensor is missing
+        if self.tensors[name].dtype != F32:
             raise E5FileError(f"{self.path}: the tensor {name!r} is not float32")
         return np.frombuffer(raw, dtype="<f4").astype(np.float32)
 

@@ -168,8 +168,3 @@ def build_int8(weights: E5File, out: Path) -> None:
     finally:
         root.removeFilter(quiet)
 
-
-def save_float32(weights: E5File, out: Path) -> None:
-    import onnx
-
-    onnx.save(build_float32(weights), str(out))

@@ -135,8 +135,6 @@ def _build(source: Path, digest: str, directory: Path) -> None:
         except OSError:
             if not _manifest_ok(directory, digest):  # not another process's good build either
                 raise
-    except E5FileError:
-        raise
     except Exception as exc:  # noqa: BLE001 - any build failure becomes one clear error
         raise EngineError(f"could not build the e5 engine in {root}: {exc}") from exc
     finally:

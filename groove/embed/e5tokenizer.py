@@ -40,7 +40,7 @@ _SPACES = re.compile(" {2,}")
 class E5Tokenizer:
     def __init__(self, tokenizer: object, normalization: dict[int, str], unk: int):
         self._tok = tokenizer
-        self._table = {cp: out for cp, out in normalization.items()}
+        self._table = normalization  # str.translate takes the codepoint -> text map as it is
         self.unk = unk
         self._space = tokenizer.token_to_id("\u2581")  # type: ignore[attr-defined]
 
