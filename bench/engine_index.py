@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     work = Path(args.keep or tempfile.mkdtemp(prefix="groove-engine-index-"))
     work.mkdir(parents=True, exist_ok=True)
     if args.kb:
-        kb = args.kb
+        kb = args.kb.resolve()  # the child runs in the work folder
     else:
         try:
             data = data_dir(args.data)
