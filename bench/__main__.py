@@ -1,7 +1,9 @@
-"""python -m bench [index|stages|freshness|http|throughput|phrases|switch|killnine|load|cli|scale|answers|report] [options] [--json PATH]
+"""python -m bench [index|stages|freshness|http|throughput|phrases|switch|killnine|load|cli|scale|answers|report|ab|hostile] [options] [--json PATH]
 
-With no name, runs every benchmark but `scale` and `report` with its default sizes, one after the other.
+With no name, runs every benchmark but `scale`, `report`, `ab` and `hostile` with its default sizes, one after the other.
+`hostile` runs bad files through `groove index`, or with `--http` hostile clients against `groove serve`.
 `report` (what `make bench` runs) measures a pass and writes docs/benchmarks.md and its charts from it.
+`ab VARIANT` runs one of the A/Bs behind the decision records (bench/ab/; `python -m bench ab --help` lists them).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from bench.common import BenchError, emit, write_json
+from bench.common import BenchError, Report, emit, write_json
 
 BENCHES = {
     "index": "bench.index",
@@ -28,9 +30,12 @@ BENCHES = {
     "scale": "bench.scale",
     "answers": "bench.answers",
     "report": "bench.run_report",
+    "ab": "bench.ab",
+    "hostile": "bench.hostile",
 }
-# scale builds 100k-chunk indexes, report runs the others itself and rewrites docs/benchmarks.md: by name only.
-ON_DEMAND = {"scale", "report"}
+# scale builds 100k-chunk indexes, report runs the others itself and rewrites docs/benchmarks.md, an A/B needs
+# its index or another checkout, hostile builds a corpus of bad files or floods a server: by name only.
+ON_DEMAND = {"scale", "report", "ab", "hostile"}
 
 
 def _module(name: str):
@@ -76,8 +81,11 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = {"bench": name, "error": traceback.format_exc(limit=3)}
             failed += 1
             continue
-        emit(report)
-        results[name] = report.to_dict()
+        if isinstance(report, Report):
+            emit(report)
+            results[name] = report.to_dict()
+        else:  # an A/B's figures, which it printed itself
+            results[name] = report
     if args.json:
         write_json(args.json, results[names[0]] if args.bench else results)
         sys.stderr.write(f"results written to {args.json}\n")

@@ -10,7 +10,7 @@ by its model, text content + structuredContent):
   conversion of a `dict` return value) **and** the same dict again as
   structuredContent, internal ids included. Computed here from the old shape;
   no old server runs.
-- after: `groove.serve.answers` (the tool's answer now): the compact text
+- after: `groove.search.answers` (the tool's answer now): the compact text
   rendering and the typed structuredContent with a `uri` per hit and no ids.
 
 Corpora: the shipped example notes (indexed first, in a temporary folder),
@@ -61,10 +61,11 @@ def _old_result(response: dict[str, Any]):
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=response)
 
 
-def _new_result(response: dict[str, Any]):
-    from groove.serve import answers
+def _new_result(answer: Any):
+    from groove.search.answers import search_text
+    from groove.serve.mcp_app import tool_result
 
-    return answers.tool_result(answers.search_answer(response), answers.search_text)
+    return tool_result(answer.for_client(), search_text)
 
 
 def _wire_bytes(result: Any) -> int:
@@ -80,9 +81,10 @@ async def _measure(settings: Any, queries: list[str], limit: int) -> dict[str, A
     rows = []
     try:
         for q in queries:
-            response = await index.search(SearchRequest(query=q, limit=limit))
+            answer = await index.search(SearchRequest(query=q, limit=limit))
+            response = answer.script_json()  # the pipeline's dict, as the old tool sent it
             response["startup_reconcile_done"] = True  # the tool adds it
-            old, new = _old_result(response), _new_result(response)
+            old, new = _old_result(response), _new_result(answer)
             rows.append({
                 "query": q,
                 "hits": len(response["results"]),

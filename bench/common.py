@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads, ever
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -247,13 +247,16 @@ def _json_default(o: Any) -> Any:
     raise TypeError(type(o).__name__)
 
 
-def show_ab(out: dict[str, Any], out_path: Path | None, width: int = 30) -> dict[str, Any]:
-    """An A/B bench's figures: one `key value` line each on stdout, and as JSON to `out_path`."""
+def show_ab(out: dict[str, Any], width: int = 30) -> dict[str, Any]:
+    """An A/B's figures, one `key value` line each on stdout (`python -m bench --json PATH ab ...` writes the JSON)."""
     for k, v in out.items():
         print(f"{k:{width}} {v}")
-    if out_path:
-        out_path.write_text(json.dumps(out, indent=1))
     return out
+
+
+def alternate(sides: Sequence[str], i: int) -> list[str]:
+    """The order an A/B runs its sides in for the i-th query: flipped every other query, so neither always goes first."""
+    return list(sides) if i % 2 == 0 else list(reversed(sides))
 
 
 def write_json(path: Path, payload: Any) -> None:

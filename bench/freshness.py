@@ -107,25 +107,25 @@ async def _one_edit(daemon, path: Path, rel: str, text: str, word: str, query: s
     path.write_text(text, encoding="utf-8")
     deadline = t0 + TIMEOUT_S
 
-    def new_hit(r: dict) -> bool:  # the edited note, with its new content (an overwrite keeps the path)
-        return r["path"] == rel and word in r["content"]
+    def new_hit(r) -> bool:  # the edited note, with its new content (an overwrite keeps the path)
+        return r.path == rel and word in r.content
 
     while time.perf_counter() < deadline:
         tick = time.perf_counter()
         if "text" not in found:
-            resp = await daemon.search(SearchRequest(query=word, limit=10, retriever="fts"))
-            if any(new_hit(r) for r in resp["results"]):
+            resp = await daemon.service.search(SearchRequest(query=word, limit=10, retriever="fts"))
+            if any(new_hit(r) for r in resp.results):
                 found["text"] = (time.perf_counter() - t0) * 1000
         if not meaning_done:
-            resp = await daemon.search(SearchRequest(query=query, limit=3, retriever="vector"))
+            resp = await daemon.service.search(SearchRequest(query=query, limit=3, retriever="vector"))
             now = (time.perf_counter() - t0) * 1000
-            hits = [new_hit(r) for r in resp["results"]]
+            hits = [new_hit(r) for r in resp.results]
             if any(hits):
                 found.setdefault("meaning_top3", now)
             if hits[:1] == [True]:
                 found["meaning_top1"] = now
                 meaning_done = True
-            elif "meaning_top3" in found and resp["pending_chunks"] == 0 and not daemon._inflight:
+            elif "meaning_top3" in found and resp.pending_chunks == 0 and not daemon._inflight:
                 meaning_done = True  # embedded and in the top 3 but not first: it will not move up
         polls += 1
         if "text" in found and meaning_done:
@@ -140,8 +140,8 @@ async def _wait_reverted(daemon, word: str) -> None:
     with anyio.move_on_after(TIMEOUT_S):
         while True:
             await anyio.sleep(0.05)
-            resp = await daemon.search(SearchRequest(query=word, limit=1, retriever="fts"))
-            if not resp["results"] and resp["pending_chunks"] == 0 and not daemon._inflight:
+            resp = await daemon.service.search(SearchRequest(query=word, limit=1, retriever="fts"))
+            if not resp.results and resp.pending_chunks == 0 and not daemon._inflight:
                 break
     await anyio.sleep(0.1)
 

@@ -387,7 +387,7 @@ def _engine(f: dict[str, Any]) -> list[str]:
     t, q = en["throughput"], en["query"]
     ls, le = en.get("load_start") or [None], en.get("load_end") or [None]
     lines += [
-        f"`python -m bench.engine_ab`: the default model's two engines in one process, alternating; "
+        f"`python -m bench ab engine`: the default model's two engines in one process, alternating; "
         f"{num(en['passages'])} SciFact abstracts of 250-355 tokens x {num(en['rounds'])} rounds in batches of 8,",
         f"then real queries one at a time. CPU seconds are the process's own, so other load cancels out "
         f"(load average {num(ls[0], 2)} -> {num(le[0], 2)}). Why this engine: docs/decisions/0015.",
@@ -417,7 +417,7 @@ def _engine(f: dict[str, Any]) -> list[str]:
     if ix and ix.get("runs"):
         runs = ix["runs"]
         lines += [
-            "A first `groove index` of the same notes with each engine (`python -m bench.engine_index`, a process "
+            "A first `groove index` of the same notes with each engine (`python -m bench ab engine-index`, a process "
             f"each, load average {num((ix.get('load_start') or [None])[0], 2)} -> {num((ix.get('load_end') or [None])[0], 2)}; "
             "peak RSS is the whole `groove index` process):",
             "",

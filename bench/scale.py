@@ -295,7 +295,7 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
 
 # --- measuring ---------------------------------------------------------------------------------
 
-def _queries(data: Path, n: int) -> list[str]:
+def scale_queries(data: Path, n: int) -> list[str]:
     sci = [r["text"] for r in _rows(data / "scifact" / "queries.jsonl")][: n // 2]
     ja = [r["text"] for r in _rows(data / "jaquad" / "queries.jsonl")][: n - n // 2]
     return [q for pair in zip(sci, ja) for q in pair]
@@ -416,12 +416,14 @@ async def run(args: argparse.Namespace) -> Report:
     report.params = {"sizes": sizes, "variants": args.variants, "queries": args.queries,
                      "baseline": str(args.baseline) if args.baseline else None}
     args.workdir.mkdir(parents=True, exist_ok=True)
-    queries = _queries(data, args.queries)
+    queries = scale_queries(data, args.queries)
     results: dict[str, Any] = {}
     built: dict[int, dict] = {}
     for size in sizes:
-        smaller = [b for b in sorted(built) if b < size and size > args.build_max]
-        if smaller:  # the cheap pass: copies of the largest index groove built
+        # The cheap pass: copies of the largest index groove itself built (never of a copy: a copy's
+        # paths r<k>/... would collide with the copies made of it).
+        smaller = [b for b in sorted(built) if b < size and size > args.build_max and not built[b].get("built_from")]
+        if smaller:
             info = await anyio.to_thread.run_sync(replicate, args.workdir, built[smaller[-1]], size, args.rebuild)
         else:
             info = await anyio.to_thread.run_sync(build, args.workdir, data, size, args.variants, args.rebuild)

@@ -32,17 +32,18 @@ import numpy as np
 
 from groove.config import Settings, relative_note_path
 from groove.corpus.cjk import cjk_share
-from groove.embed.embedder import (Embedder, EmbedderError, embedder_for_index, make_embedder, model_fit_warning,
-                                   settings_json)
+from groove.embed.embedder import Embedder, embedder_for_index, make_embedder, model_fit_warning, settings_json
 from groove.embed.pool import BulkLimiter, QueryBatcher
 from groove.embed.reranker import CrossEncoderReranker
-from groove.errors import NotFoundError, UsageError
+from groove.errors import EmbedderError, NotFoundError, UsageError
 from groove.evaluate import history, tune
 from groove.evaluate.golden import GoldenError, JudgedQuery, load as load_golden
 from groove.evaluate.leaks import quoted_queries
 from groove.evaluate.metrics import KS
 from groove.evaluate.runner import run_eval
 from groove.logs import get_logger
+from groove.search.answers import (DocumentAnswer, DocumentPage, IndexStatus, RelatedAnswer, SearchAnswer, TopicsAnswer,
+                                   document_answer, document_page, related_answer, search_answer, topics_answer)
 from groove.search.compiler import QueryError, compile_query
 from groove.search.pipeline import Reranker, Searcher
 from groove.search.related import related_notes
@@ -166,6 +167,8 @@ class Index:
         switch = reads.prepare_index(self.path, model=self.embedder.identity, dimension=self.embedder.dimension,
                                      kb_path=str(self.kb), settings_json=settings_json(self.settings.embedding),
                                      switch=True)
+        if self.lock is not None:
+            self.lock.hold_identity()  # a new index file exists now: lock its identity (device + inode) too
         self.wconn = await db.connect(self.path)
         # Chunks are cut for the configured model: it is the one that stays.
         try:
@@ -377,6 +380,20 @@ class Index:
             )
         return await switch.queries.embed(text)
 
+    async def full_reconcile(self, progress: Progress | None = None, *,
+                             embed: bool = False) -> tuple[ReconcileStats, int, bool]:
+        """The whole folder against the index (`groove index`, the daemon's startup and periodic reconcile,
+        `reindex`): the reconcile, then (`embed`: `groove index`, which has no workers) every pending chunk
+        embedded, then the vectors no chunk uses any more collected (a model switch that just finished
+        leaves the old ones), then the full-text tables merged after a large write. Returns the stats,
+        the vectors collected and whether it merged."""
+        stats = await self.reconcile(progress=progress)
+        if embed:
+            stats.chunks_embedded = await self.embed_pending(progress=progress)
+        collected = await self.collect_garbage()
+        merged = await self.merge_full_text(stats.chunks_written)
+        return stats, collected, merged
+
     async def merge_full_text(self, written: int) -> bool:
         """`groove index`, after a large write: the full-text tables merged into one segment each."""
         assert self.wconn is not None
@@ -393,24 +410,26 @@ class Index:
                             model_switch=self.last_switch, full_text_merged=full_text_merged)
 
     # -- reading ------------------------------------------------------------------------
-    async def search(self, req: SearchRequest, *, searcher: Searcher | None = None) -> dict[str, Any]:
+    async def search(self, req: SearchRequest, *, searcher: Searcher | None = None) -> SearchAnswer:
         # The searcher takes a reader for the full-text half and another for the rest, and none
         # while it waits for the query vector (decision 0008).
         # With a pool, the two full-text legs run at once when a second reader is free.
-        return await (searcher or self.searcher).search(self.reading, req, spare=self.spare_reading)
+        response = await (searcher or self.searcher).search(self.reading, req, spare=self.spare_reading)
+        return search_answer(response, include_ids=True)
 
-    async def related(self, path: str, **kw: Any) -> dict[str, Any]:
+    async def related(self, path: str, **kw: Any) -> RelatedAnswer:
         async with self.reading() as conn:
-            return await related_notes(conn, path, matrix=self.searcher.vectors, **kw)
+            return related_answer(await related_notes(conn, path, matrix=self.searcher.vectors, **kw))
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> IndexStatus:
+        """What the index file holds (the service adds its own fields when one runs)."""
         async with self.reading() as conn:
             st = await reads.status(conn, index_path=self.path)
         switch = self.switching
         if switch is not None and st.get("model_switch"):
             st["model_switch"].update(failures=switch.shadow.failures(),
                                       queries_use=switch.old_identity if switch.queries else "full text only")
-        return st
+        return IndexStatus.of(st)
 
     def embedding_failures(self) -> dict[str, object] | None:
         """The active set's set-aside texts (`index_status`; a switch's own are under model_switch)."""
@@ -421,15 +440,15 @@ class Index:
         due = [t for q in self._queues() if (t := q.next_retry_in()) is not None]
         return min(due) if due else None
 
-    async def topics(self, *, depth: int = 2, limit: int = 100) -> dict[str, Any]:
+    async def topics(self, *, depth: int = 2, limit: int = 100) -> TopicsAnswer:
         async with self.reading() as conn:
-            return await reads.topics(conn, depth=depth, limit=limit)
+            return topics_answer(await reads.topics(conn, depth=depth, limit=limit))
 
     async def pending(self) -> int:
         async with self.reading() as conn:
             return await reads.pending_count(conn)
 
-    async def get_document(self, path: str) -> dict[str, Any]:
+    async def get_document(self, path: str) -> DocumentAnswer:
         if not isinstance(path, str) or not path.strip():
             raise NotFoundError("path is empty; pass a path exactly as a search result returned it")
         async with self.reading() as conn:
@@ -439,7 +458,7 @@ class Index:
                 f"no indexed note at {path!r}; paths are relative to the notes folder, as search and "
                 "list_documents return them"
             )
-        return doc
+        return document_answer(doc)
 
     async def complete(self, kind: str, prefix: str, limit: int = 100) -> tuple[list[str], int]:
         """Note paths (`kind="path"`) or tags (`kind="tag"`) starting with `prefix`, and how many match in all."""
@@ -448,7 +467,7 @@ class Index:
             return await fn(conn, prefix, limit)
 
     async def list_documents(self, *, cursor: str | None = None, limit: int = 50, folder: str | None = None,
-                             tags: list[str] | None = None) -> dict[str, Any]:
+                             tags: list[str] | None = None) -> DocumentPage:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise QueryError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
         after = ""
@@ -459,7 +478,7 @@ class Index:
                 raise QueryError("invalid cursor; pass next_cursor from the previous page unchanged") from exc
         async with self.reading() as conn:
             docs, more = await reads.list_documents(conn, after=after, limit=limit, folder=folder, tags=tags)
-        return {"documents": docs, "next_cursor": docs[-1]["path"].encode().hex() if more and docs else None}
+        return document_page({"documents": docs, "next_cursor": docs[-1]["path"].encode().hex() if more and docs else None})
 
     def note_path(self, given: str) -> str:
         """A note as the user named it (relative path, or a file path inside the notes folder) -> relative path."""
@@ -491,23 +510,20 @@ async def index_once(settings: Settings, *, rebuild: bool = False, progress: Pro
     """`groove index`: one full reconcile, then embed everything pending."""
     started = time.perf_counter()
     async with Index.open(settings, rebuild=rebuild, embedder=embedder) as index:
-        stats = await index.reconcile(progress=progress)
-        stats.chunks_embedded = await index.embed_pending(progress=progress)
-        collected = await index.collect_garbage()
-        merged = await index.merge_full_text(stats.chunks_written)
+        stats, collected, merged = await index.full_reconcile(progress=progress, embed=True)
         report = await index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
                                     full_text_merged=merged)
     log.debug("index_done", **report.model_dump(exclude={"kb_path", "index_path"}))
     return report.model_dump()
 
 
-async def read_status(settings: Settings, *, embedder: Embedder | None = None) -> dict[str, Any]:
+async def read_status(settings: Settings, *, embedder: Embedder | None = None) -> IndexStatus:
     async with Index.open(settings, readonly=True, embedder=embedder, any_model=True) as index:
         return await index.status()
 
 
 async def search_once(settings: Settings, req: SearchRequest, *, reranker_model: str | None = None,
-                      embedder: Embedder | None = None) -> dict[str, Any]:
+                      embedder: Embedder | None = None) -> SearchAnswer:
     """`groove search`: one query against the index, read-only."""
     if reranker_model and req.rerank is None:
         req = req.model_copy(update={"rerank": True})  # a model named on the command line applies unconditionally
@@ -515,7 +531,7 @@ async def search_once(settings: Settings, req: SearchRequest, *, reranker_model:
         return await index.search(req)
 
 
-async def related_once(settings: Settings, path: str, *, embedder: Embedder | None = None, **kw: Any) -> dict[str, Any]:
+async def related_once(settings: Settings, path: str, *, embedder: Embedder | None = None, **kw: Any) -> RelatedAnswer:
     """`groove related PATH`: notes nearest in meaning, read-only."""
     async with Index.open(settings, readonly=True, embedder=embedder) as index:
         return await index.related(index.note_path(path), **kw)

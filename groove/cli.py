@@ -1,7 +1,7 @@
-"""The `groove` command line: serve, index, search, related, status, eval, tune, doctor, validate, service.
+"""The `groove` command line: serve, index, search, related, status, eval, tune, doctor, validate, service, trust.
 
 Results go to stdout; progress, logs and errors to stderr. Every subcommand
-accepts `--config PATH`, `--kb PATH` and `--index PATH`.
+but `trust` accepts `--config PATH`, `--kb PATH` and `--index PATH`.
 """
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ import argparse
 import json
 import os
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
 import anyio
 
-from groove import __version__, service
-from groove.config import ConfigError, FusionSettings, Settings, load_settings, relative_note_path, user_config_file
+from groove import __version__, service, trust
+from groove.config import (ConfigError, FusionSettings, Settings, load_settings, read_config_file, read_config_text,
+                           relative_note_path, user_config_file)
 from groove.evaluate.tune import METRICS as TUNE_METRICS
 from groove.errors import GrooveError, UsageError
 from groove.logs import configure as configure_logs
@@ -24,7 +26,6 @@ from groove.logs import get_logger
 from groove.progress import ProgressBar, say
 from groove.search.request import SearchRequest
 from groove.store import db
-from groove.sync.report import iso_times as _iso_times
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -52,7 +53,7 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     }
     overrides.update(extra)
     settings = load_settings(args.config, **overrides)
-    configure_logs(settings.log.level, settings.log.format)
+    configure_logs(settings.log.level, settings.log.format, settings.log.debug_modules)
     return settings
 
 
@@ -135,7 +136,10 @@ def cmd_index(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     settings = _settings(args)
     answer = _ask_daemon(args, settings, "status", {})
-    st = _iso_times(answer.result if answer is not None else anyio.run(lambda: _app().read_status(settings)))
+    if answer is not None:
+        st = answer.result  # the running service's StatusAnswer, as JSON
+    else:
+        st = anyio.run(lambda: _app().read_status(settings)).model_dump(mode="json")
 
     def text(s: dict) -> str:
         when = s["last_indexed_at"] or "never"
@@ -215,101 +219,44 @@ def _request_from_args(args: argparse.Namespace, settings: Settings, query: str)
     )
 
 
-def _position_text(position: dict | None) -> str:
-    """' (page 3)', ' (slide 2)', ' (sheet Budget, rows 2-40)' for a document hit; '' for a note."""
-    if not position:
-        return ""
-    if "sheet" in position:
-        rows = position.get("rows") or []
-        span = f", rows {rows[0]}-{rows[1]}" if len(rows) == 2 else ""
-        return f" (sheet {position['sheet']}{span})"
-    return "".join(f" ({k} {v})" for k, v in position.items())
-
-
-def format_results_text(resp: dict) -> str:
-    out = []
-    for i, r in enumerate(resp["results"], 1):
-        where = f"{r['path']}:{r['start_line']}-{r['end_line']}{_position_text(r.get('position'))}"
-        out.append(f"{i:>2}. {r['score']:.4f}  {where}  {r['context'] or r['title']}")
-        snippet = " ".join(r["content"].split())
-        out.append(f"    {snippet[:200]}{'…' if len(snippet) > 200 else ''}")
-    if not resp["results"]:
-        out.append("no results")
-    notes = []
-    if resp.get("low_confidence"):
-        notes.append("low confidence: no result stands out")
-    if resp.get("pending_chunks"):
-        notes.append(f"{resp['pending_chunks']} chunk(s) still waiting for vectors")
-    if resp.get("vectors_degraded"):
-        notes.append("vectors degraded: the query could not be embedded, so these results come from full text alone")
-    for w in resp.get("warnings", []):
-        notes.append(f"warning: {w}")
-    if resp.get("filter_applied"):
-        notes.append(f"filter: {json.dumps(resp['filter_applied'], ensure_ascii=False)}")
-    out += [f"({n})" for n in notes]
-    if "explain" in resp:
-        e = resp["explain"]
-        out.append("explain:")
-        out.append(f"  MATCH expression: {e['match_expr'] if e['match_expr'] else '(none: vector-only)'}")
-        if e["excluded_terms"]:
-            out.append(f"  excluded terms:   {e['excluded_terms']} ({e['excluded_chunks']} chunk(s) match them)")
-        out.append(f"  trigram table:    {e['trigram_expr'] or '(none: a query of words only searches the word table)'}")
-        out.append(f"  word table:       {e['word_expr'] or '(none: the trigram table searches this query)'}")
-        out.append(f"  bigram expression: {e['bigram_expr'] or '(none: no Japanese / Chinese text)'}")
-        out.append(f"  embedded text:    {e['vector_text']!r}")
-        f = e["fusion"]
-        legs = ", ".join(
-            f"{name} {w:g}" + (f" (evidence {f['evidence'][name]:.2f})" if name in f["evidence"] else "")
-            for name, w in f["weights"].items()
-        )
-        out.append(f"  fusion:           {f['method']}; leg weights: {legs or '(no leg returned anything)'}")
-        out.append(f"  candidates:       fts {e['candidates']['fts']}, vector {e['candidates']['vector']}, fused {e['candidates']['fused']} (pool {e['pool_per_retriever']} per retriever)")
-        out.append(f"  vector-only:      {e['vector_only']}   whole-query fallback: {e['fallback']}")
-        out.append(f"  stages:           {e['stages']}")
-        out.append(f"  timings (ms):     {e['timings_ms']}")
-        for i, r in enumerate(resp["results"], 1):
-            out.append(f"  #{i}: fts rank {r['fts_rank'] or '-'}, vector rank {r['vec_rank'] or '-'}  {r['path']}")
-    return "\n".join(out) + "\n"
-
-
 def cmd_search(args: argparse.Namespace) -> int:
+    from groove.search.answers import search_answer, search_text
+
     settings = _settings(args)
     req = _request_from_args(args, settings, args.query)
     # A reranker named on the command line is loaded here: the daemon reranks with its own settings only.
     answer = None if args.reranker else _ask_daemon(args, settings, "search", {"request": req.model_dump(mode="json")})
     if answer is not None:
-        resp = answer.result
+        result = search_answer(answer.result, include_ids=True)
     else:
         _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
-        resp = anyio.run(lambda: _app().search_once(settings, req, reranker_model=args.reranker))
-    _emit(_iso_times(resp), args.format, format_results_text)
+        result = anyio.run(lambda: _app().search_once(settings, req, reranker_model=args.reranker))
+    if args.format == "json":
+        _emit(result.script_json(), "json", str)
+    else:
+        _emit(result, "text", lambda r: search_text(r, passage_chars=SNIPPET_CHARS) + "\n")
     return 0
 
 
+SNIPPET_CHARS = 200  # a hit's passage on a terminal, whitespace folded
+
+
 def cmd_related(args: argparse.Namespace) -> int:
+    from groove.search.answers import RelatedAnswer, related_text
+
     settings = _settings(args)
     options = {"limit": args.limit, "depth": args.depth, "fan_out": args.fan_out, "max_nodes": args.max_nodes}
     answer = _ask_daemon(args, settings, "related",
                          {"path": relative_note_path(settings.require_kb(), args.path), **options})
     if answer is not None:
-        result = answer.result
+        result = RelatedAnswer.model_validate(answer.result)
     else:
         _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
         result = anyio.run(lambda: _app().related_once(settings, args.path, **options))
-
-    def text(r: dict) -> str:
-        lines = [f"notes related to {r['source']['path']} ({r['source']['title']}):"]
-        for i, n in enumerate(r["related"], 1):
-            via = " -> ".join(n["via"][1:-1])
-            hop = f"  via {via}" if via else ""
-            lines.append(f"{i:>2}. {n['score']:.3f}  {n['path']}  [{n['chunk'].get('heading', '')}] depth {n['depth']}{hop}")
-        if not r["related"]:
-            lines.append("  (none)")
-        if r["bounded_by"]:
-            lines.append(f"(stopped early: {', '.join(r['bounded_by'])})")
-        return "\n".join(lines) + "\n"
-
-    _emit(_iso_times(result), args.format, text)
+    if args.format == "json":
+        _emit(result.script_json(), "json", str)
+    else:
+        _emit(result, "text", lambda r: related_text(r) + "\n")
     return 0
 
 
@@ -587,6 +534,72 @@ def cmd_service_status(args: argparse.Namespace) -> int:
     return _emit_report(service.status(_platform(args)), args.format)
 
 
+# --- trust ----------------------------------------------------------------------------
+
+def _config_path(given: Path | None) -> Path:
+    """The groove.toml a `trust` command means: PATH, PATH/groove.toml for a folder, else ./groove.toml (absolute)."""
+    path = Path(os.path.abspath((given or Path("groove.toml")).expanduser()))
+    if path.is_dir():
+        path = path / "groove.toml"
+    return path.resolve() if path.exists() else path
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    store = trust.TrustStore()
+    if args.path is not None and (args.list or args.revoke is not None):
+        raise UsageError("give a PATH to trust, or --list, or --revoke PATH: one of them")
+    if args.list:
+        return _trust_list(store)
+    if args.revoke is not None:
+        path = _config_path(args.revoke)
+        if not store.revoke(path):
+            raise UsageError(f"{path} is not trusted (`groove trust --list` shows what is)")
+        sys.stdout.write(f"no longer trusted: {path}\n")
+        return 0
+    path = _config_path(args.path)
+    try:
+        text = read_config_text(path)
+    except FileNotFoundError:
+        raise ConfigError(f"there is no {path} to trust; name the file: groove trust PATH") from None
+    read_config_file(path, text)  # a file groove could not load is not worth approving
+    data = tomllib.loads(text)
+    found = trust.risks(data)
+    approval = store.approve(path, trust.digest(text.encode("utf-8")))
+    lines = [f"trusted {path} (sha256 {approval.sha256[:16]}); run `groove trust` again if the file changes"]
+    lines += [f"  it sets {r}" for r in found]
+    if data.get("kb_path") and not found:
+        lines.append(f"  it sets kb_path = {json.dumps(str(data['kb_path']))}: where your own settings send note text, "
+                     "its files may go too")
+    elif not found:
+        lines.append("  it sets nothing that needs trust")
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _trust_list(store: trust.TrustStore) -> int:
+    approvals = store.approvals()
+    if not approvals:
+        sys.stdout.write("no groove.toml is trusted\n")
+    for name, approval in sorted(approvals.items()):
+        try:
+            state = "ok" if trust.digest(read_config_text(Path(name)).encode("utf-8")) == approval.sha256 else "changed"
+        except FileNotFoundError:
+            state = "gone"
+        except GrooveError:  # not a regular file any more, too large, not UTF-8
+            state = "changed"
+        sys.stdout.write(f"{state:<8} {name}  (trusted {approval.trusted_at})\n")
+    return 0
+
+
+def _add_trust_parser(sub: Any) -> None:
+    p = sub.add_parser("trust", help="allow a groove.toml in a folder to set where note text goes (endpoint, bind, token)")
+    p.add_argument("path", nargs="?", type=Path, metavar="PATH",
+                   help="the groove.toml (or its folder) to trust, as it is now (default: ./groove.toml)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--list", action="store_true", help="list the trusted files and whether each is unchanged")
+    g.add_argument("--revoke", type=Path, metavar="PATH", help="stop trusting this groove.toml")
+    p.set_defaults(func=cmd_trust)
+
 
 # --- parser ---------------------------------------------------------------------------
 
@@ -657,6 +670,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_eval_tools_parsers(sub)
     _add_service_parser(sub)
+    _add_trust_parser(sub)
     return parser
 
 

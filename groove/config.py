@@ -3,6 +3,8 @@
 Precedence is flag > environment > file > default. The file is found via
 `--config PATH`, else `./groove.toml`, else `<user config dir>/groove/groove.toml`.
 Unknown keys in the file are an error that names the key and the file.
+A `./groove.toml` that sets where note text goes (a remote embedding endpoint, a
+bind off loopback, a token) is refused until `groove trust` approves it (groove/trust.py).
 
 The file layer is pydantic-settings' own TOML source, built for the one file
 found (`GrooveTomlSource`, reading through groove's checks and messages).
@@ -12,16 +14,18 @@ Loaded settings are frozen; `replace_settings` makes a validated copy.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
+from groove import trust
 from groove.errors import GrooveError, UsageError
 
 APP = "groove"
@@ -221,6 +225,10 @@ class HTTPSettings(_Section):
     keep_alive_s: int = Field(5, ge=1, le=600, description="seconds an idle keep-alive connection stays open")
     tool_calls_per_s: float = Field(20.0, gt=0, le=100_000, description="sustained tool calls per second per client")
     tool_call_burst: int = Field(40, ge=1, le=100_000, description="tool calls a client may make at once")
+    max_streams: int = Field(128, ge=1, le=100_000, description="event streams (GET /mcp, listen) open at once, all clients; at most half of max_connections and of max_sessions")
+    max_streams_per_client: int = Field(32, ge=1, le=100_000, description="event streams one client address may hold; one more ends its oldest")
+    stream_idle_s: float = Field(300.0, gt=0, le=86_400, description="an event stream that sent no event for this long is ended (the client reconnects)")
+    max_bodies_per_client: int = Field(16, ge=1, le=100_000, description="request bodies one client address may be sending at once; one more cuts its oldest (408)")
 
 
 class ServeSettings(_Section):
@@ -232,6 +240,24 @@ class ServeSettings(_Section):
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["console", "json"] = "console"
+    # NoDecode: GROOVE_LOG__DEBUG_MODULES=mcp,httpx is a comma list (a JSON list works too).
+    debug_modules: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, max_length=64,
+        description='other libraries whose debug lines are shown, by logger name (e.g. ["mcp", "httpx"]; "*" for all); '
+        "the rest stay at info under level debug, since theirs can hold note text",
+    )
+
+    @field_validator("debug_modules", mode="before")
+    @classmethod
+    def _names(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            text = v.strip()
+            v = json.loads(text) if text.startswith("[") else [p.strip() for p in text.split(",") if p.strip()]
+        if isinstance(v, list):
+            for name in v:
+                if not (isinstance(name, str) and name and (name == "*" or all(ch.isalnum() or ch in "._-" for ch in name))):
+                    raise ValueError(f"must be logger names such as \"mcp\" or \"httpx\" (or \"*\"), not {name!r}")
+        return v
 
 
 class Settings(BaseSettings):
@@ -386,10 +412,11 @@ def find_config_file(explicit: Path | None) -> Path | None:
     return None
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """The checked contents of one groove.toml: groove's own messages for every problem."""
+def read_config_file(path: Path, text: str | None = None) -> dict[str, Any]:
+    """The checked contents of one groove.toml: groove's own messages for every problem.
+    `text`: the file's text already read (the bytes the trust check saw), else it is read here."""
     try:
-        data = tomllib.loads(read_config_text(path))
+        data = tomllib.loads(read_config_text(path) if text is None else text)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist (was it just moved?)") from None
     except tomllib.TOMLDecodeError as exc:
@@ -406,6 +433,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
 class GrooveTomlSource(TomlConfigSettingsSource):
     """pydantic-settings' TOML source, reading through `read_config_file` (groove's checks and messages)."""
 
+    def __init__(self, settings_cls: type[BaseSettings], toml_file: Path, text: str | None = None):
+        self._text = text  # set before the base class reads the file
+        super().__init__(settings_cls, toml_file=toml_file)
+
     @staticmethod
     def _existing_files(files: Any) -> list[Path]:
         # The file was found by find_config_file: read it even when it is not a regular file
@@ -413,11 +444,11 @@ class GrooveTomlSource(TomlConfigSettingsSource):
         return [] if files is None else [Path(files)]
 
     def _read_file(self, file_path: Any) -> dict[str, Any]:
-        return read_config_file(Path(file_path))
+        return read_config_file(Path(file_path), self._text)
 
 
-def _settings_from(path: Path | None) -> type[Settings]:
-    """Settings whose file layer is the TOML file at `path` (none when path is None)."""
+def _settings_from(path: Path | None, text: str | None = None) -> type[Settings]:
+    """Settings whose file layer is the TOML file at `path` (none when path is None); `text`: its text, already read."""
     if path is None:
         return Settings
 
@@ -431,7 +462,7 @@ def _settings_from(path: Path | None) -> type[Settings]:
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (init_settings, env_settings, GrooveTomlSource(settings_cls, toml_file=path))
+            return (init_settings, env_settings, GrooveTomlSource(settings_cls, toml_file=path, text=text))
 
     _FromFile.__name__ = _FromFile.__qualname__ = "Settings"
     return _FromFile
@@ -462,12 +493,45 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     """Build the settings (frozen). `overrides` are command-line flags (None means not given);
     nested keys use dots: load_settings(**{"search.mmr.enabled": True})."""
     path = find_config_file(config)
+    # A ./groove.toml may be anyone's (groove/trust.py): its bytes are read once, checked and loaded.
+    text = _read_found_here(path) if path is not None and _found_here(config, path) else None
     flags = _nest({dotted: value for dotted, value in overrides.items() if value is not None})
     try:
         # pydantic-settings deep-merges flags over env over file.
-        return _settings_from(path)(config_file=path, **flags)
+        settings = _settings_from(path, text)(config_file=path, **flags)
     except ValidationError as exc:
         raise ConfigError(_format_validation(exc, path, flags)) from exc
+    if path is not None and text is not None:
+        _check_trust(path, text, settings)
+    return settings
+
+
+def _found_here(config: Path | None, path: Path) -> bool:
+    """The file is ./groove.toml, found by looking (not named by --config or GROOVE_CONFIG, not the user's own)."""
+    if config is not None or os.environ.get("GROOVE_CONFIG"):
+        return False
+    return path == (Path.cwd() / "groove.toml").resolve() and path != user_config_file().resolve()
+
+
+def _read_found_here(path: Path) -> str:
+    try:
+        return read_config_text(path)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist (was it just moved?)") from None
+
+
+def _check_trust(path: Path, text: str, settings: Settings) -> None:
+    """Refuse a ./groove.toml that sets where note text goes, unless `groove trust` approved these bytes."""
+    found = trust.risks(tomllib.loads(text), settings.model_dump(by_alias=True))
+    if not found:
+        return
+    try:
+        approved = trust.TrustStore().digest_for(path)
+    except trust.TrustStoreError as exc:
+        raise ConfigError(str(exc)) from exc
+    message = trust.refusal(path, found, approved, trust.digest(text.encode("utf-8")))
+    if message is not None:
+        raise ConfigError(message)
 
 
 def _nest(dotted: dict[str, Any]) -> dict[str, Any]:

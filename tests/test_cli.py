@@ -233,6 +233,51 @@ def test_search_asks_the_running_daemon_and_loads_no_model(daemon):
     assert alone.returncode == 1 and "all-MiniLM-L6-v2" in alone.stderr and "loading model" in alone.stderr
 
 
+# `groove search --format json` and `groove related --format json` are script interfaces: their keys are
+# pinned here, asked of the running service and answered in process alike (docs/search.md).
+SEARCH_KEYS = {"results", "low_confidence", "filter_applied", "pending_chunks", "vectors_degraded"}
+HIT_KEYS = {"chunk_id", "doc_id", "path", "title", "heading", "level", "context", "content", "tags", "date",
+            "start_line", "end_line", "ordinal", "token_count", "score", "position", "fts_rank", "vec_rank",
+            "expanded_from", "match_spans"}
+RELATED_KEYS = {"source", "related", "bounded_by", "elapsed_ms", "params"}
+RELATED_NOTE_KEYS = {"path", "title", "score", "depth", "via", "chunk"}
+PASSAGE_KEYS = {"chunk_id", "heading", "start_line", "end_line", "similarity"}
+
+
+def test_the_json_of_search_and_related_keeps_its_keys_from_the_service_and_in_process(daemon):
+    server, kb, index, root = daemon
+    for how in ((), ("--no-daemon",)):
+        done = groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format", "json",
+                      *how, cwd=root)
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        assert set(answer) == SEARCH_KEYS, (how, set(answer) ^ SEARCH_KEYS)
+        assert answer["results"] and all(set(hit) == HIT_KEYS for hit in answer["results"]), how
+        assert isinstance(answer["results"][0]["chunk_id"], int) and isinstance(answer["results"][0]["match_spans"], list)
+        explained = json.loads(groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format",
+                                      "json", "--explain", *how, cwd=root).stdout)
+        assert set(explained) == SEARCH_KEYS | {"explain"} and "timings_ms" in explained["explain"], how
+
+        found = groove("related", str(kb / "work/retrieval.md"), "--kb", str(kb), "--index", str(index), "--format",
+                       "json", *how, cwd=root)
+        assert found.returncode == 0, found.stderr
+        related = json.loads(found.stdout)
+        assert set(related) == RELATED_KEYS and set(related["source"]) == {"path", "title"}, how
+        assert related["related"] and all(set(n) == RELATED_NOTE_KEYS and set(n["chunk"]) == PASSAGE_KEYS
+                                          for n in related["related"]), how
+
+
+def test_the_text_of_a_search_is_the_one_rendering_mcp_shows_with_passages_cut_for_a_terminal(daemon):
+    from groove.search.answers import search_answer, search_text
+
+    server, kb, index, root = daemon
+    as_json = json.loads(groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format", "json",
+                                cwd=root).stdout)
+    text = groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), cwd=root).stdout
+    assert text == search_text(search_answer(as_json, include_ids=True), passage_chars=200) + "\n"
+    assert text.startswith(f"{len(as_json['results'])} passage(s) from ") and "[1] cooking/teriyaki.md" in text
+
+
 def test_status_from_the_daemon_has_its_live_fields_and_iso_times(daemon):
     server, kb, index, root = daemon
     done = groove("status", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=root)

@@ -18,9 +18,11 @@ import anyio
 
 from conftest import ROOT, eventually, section_text, write
 from fakes import BagOfWordsEmbedder
+from groove.api import ListRequest
 from groove.search.pipeline import SearchRequest
 from groove.serve.daemon import BusyError, Daemon
 from groove.store import db
+from groove.sync.report import IndexReport
 
 TIMEOUT = 60.0
 
@@ -39,17 +41,17 @@ async def running(settings, embedder=None, **index_options) -> AsyncIterator[Dae
 
 
 async def paths_for(daemon: Daemon, query: str, retriever: str = "hybrid") -> list[str]:
-    resp = await daemon.search(SearchRequest(query=query, limit=10, retriever=retriever))
-    return [r["path"] for r in resp["results"]]
+    resp = await daemon.service.search(SearchRequest(query=query, limit=10, retriever=retriever))
+    return [r.path for r in resp.results]
 
 
 async def counter(daemon: Daemon) -> int:
-    return (await daemon.index_status())["embeddings_computed"]
+    return (await daemon.service.status()).embeddings_computed
 
 
 async def idle(daemon: Daemon, timeout: float = 60.0) -> None:
     async def done() -> bool:
-        return await daemon.pending() == 0 and not daemon._inflight
+        return await daemon.index.pending() == 0 and not daemon._inflight
 
     await eventually(done, "the embedding queue to drain", timeout=timeout)
 
@@ -102,7 +104,7 @@ async def test_a_deleted_note_disappears(kb, make_settings):
             return "doomed.md" not in await paths_for(daemon, "quasicrystal")
 
         await eventually(gone, "the deleted note to disappear")
-        assert (await daemon.index_status())["documents"] == 1
+        assert (await daemon.service.status()).documents == 1
 
 
 async def test_a_renamed_directory_s_notes_follow_it_without_reembedding(kb, make_settings):
@@ -114,8 +116,8 @@ async def test_a_renamed_directory_s_notes_follow_it_without_reembedding(kb, mak
         os.rename(kb / "trips", kb / "travel")
 
         async def moved() -> bool:
-            docs = await daemon.list_documents()
-            return sorted(d["path"] for d in docs["documents"]) == ["travel/alps.md", "travel/kyoto.md"]
+            docs = await daemon.service.list_documents(ListRequest())
+            return sorted(d.path for d in docs.documents) == ["travel/alps.md", "travel/kyoto.md"]
 
         await eventually(moved, "the notes to follow their renamed folder")
         assert await paths_for(daemon, "Zermatt", retriever="fts") == ["travel/alps.md"]
@@ -170,7 +172,7 @@ async def test_a_second_reindex_while_one_runs_gets_a_clear_error(kb, make_setti
 
         async def call() -> None:
             try:
-                results.append(await daemon.reindex())
+                results.append(await daemon.service.reindex())
             except BusyError as exc:
                 results.append(exc)
 
@@ -179,18 +181,18 @@ async def test_a_second_reindex_while_one_runs_gets_a_clear_error(kb, make_setti
             tg.start_soon(call)
         errors = [r for r in results if isinstance(r, BusyError)]
         assert len(errors) == 1 and "already running" in str(errors[0])
-        assert [r for r in results if isinstance(r, dict)][0]["unchanged"] == 5
+        assert [r for r in results if isinstance(r, IndexReport)][0].unchanged == 5
 
 
 async def test_concurrent_queries_are_embedded_together(kb, make_settings):
     write(kb / "a.md", "# A\n\nSomething to search.\n")
     async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
-        calls_before = daemon.queries.calls
+        calls_before = daemon.index.queries.calls
         queries = [f"question number {i} about fermentation" for i in range(8)]
         async with anyio.create_task_group() as tg:
             for q in queries:
-                tg.start_soon(daemon.queries.embed, q)
-        calls = daemon.queries.calls - calls_before
+                tg.start_soon(daemon.index.queries.embed, q)
+        calls = daemon.index.queries.calls - calls_before
         assert 1 <= calls < len(queries)
 
 
@@ -261,7 +263,7 @@ async def test_a_burst_of_files_like_a_git_checkout_is_all_indexed(kb, make_sett
             write(kb / f"checkout/d{i % 7}/f{i:04d}.md", f"# File {i}\n\nBurst note number {i} about checkout{i:04d}.\n")
 
         async def all_there() -> bool:
-            return (await daemon.index_status())["documents"] == 400
+            return (await daemon.service.status()).documents == 400
 
         await eventually(all_there, "all 400 notes of the burst to be indexed", timeout=120)
         assert await paths_for(daemon, "checkout0399", retriever="fts") == ["checkout/d0/f0399.md"]

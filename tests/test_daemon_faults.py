@@ -112,9 +112,9 @@ async def test_a_failed_startup_reconcile_is_not_reported_done_and_is_retried_un
         try:
             with anyio.fail_after(30):
                 await daemon.reconciled.wait()  # the first attempt is over
-            status = await daemon.index_status()
-            assert status["startup_reconcile_done"] is False and status["documents"] == 0
-            assert "injected" in status["tasks"]["reconcile"]["last_error"]
+            status = await daemon.service.status()
+            assert status.startup_reconcile_done is False and status.documents == 0
+            assert "injected" in status.tasks["reconcile"].last_error
 
             async def retried() -> bool:
                 return fault.raised >= 2
@@ -123,8 +123,8 @@ async def test_a_failed_startup_reconcile_is_not_reported_done_and_is_retried_un
             fault.failing = False
 
             async def done() -> bool:
-                st = await daemon.index_status()
-                return st["startup_reconcile_done"] and st["documents"] == 3
+                st = await daemon.service.status()
+                return st.startup_reconcile_done and st.documents == 3
 
             await eventually(done, "a retried startup reconcile to index the folder", timeout=20)
         finally:
@@ -152,9 +152,9 @@ async def test_a_crashed_watcher_is_visible_while_dead_and_restarted_with_backof
             return daemon.watcher_state.startswith("failed")
 
         await eventually(seen_dead, "the watcher's death to show")
-        status = await daemon.index_status()
-        assert status["watcher"].startswith("failed, restarting in")
-        assert "injected: the watcher died" in status["tasks"]["watcher"]["last_error"]
+        status = await daemon.service.status()
+        assert status.watcher.startswith("failed, restarting in")
+        assert "injected: the watcher died" in status.tasks["watcher"].last_error
         r = await http.get("/healthz")
         assert r.status_code == 503 and "watcher failed" in r.json()["error"]
         # A note written while nobody watches is picked up by the full reconcile after the restart.
@@ -166,8 +166,8 @@ async def test_a_crashed_watcher_is_visible_while_dead_and_restarted_with_backof
         await eventually(watching_again, "the watcher to be restarted", timeout=30)
         assert crashes["calls"] == 4
         # Backoff: three failures in a row waited 0.5 s, 1 s and 2 s, not one retry per loop turn.
-        watcher = (await daemon.index_status())["tasks"]["watcher"]
-        assert watcher["state"] == "watching" and watcher["failures_in_a_row"] == 3 and watcher["retry_at"] is None
+        watcher = (await daemon.service.status()).tasks["watcher"]
+        assert watcher.state == "watching" and watcher.failures_in_a_row == 3 and watcher.retry_at is None
 
         async def found() -> bool:
             return await paths_for(daemon, "periwinkle", retriever="fts") == ["while-dead.md"]
@@ -240,8 +240,8 @@ async def test_an_index_that_cannot_be_written_is_reported_searches_go_on_and_wr
         await eventually(refused, "the write to fail on the read-only index")
         error = daemon.tasks["writer"].last_error or ""
         assert "the index file cannot be written" in error and "writable" in error
-        status = await daemon.index_status()
-        assert status["healthy"] is False and status["tasks"]["writer"]["retry_at"] is not None
+        status = await daemon.service.status()
+        assert status.healthy is False and status.tasks["writer"].retry_at is not None
         assert await paths_for(daemon, "lanterns0", retriever="fts") == ["n0.md"]  # the old text, still served
 
         await conn.execute("PRAGMA query_only = OFF")
@@ -274,13 +274,13 @@ async def test_embedding_workers_back_off_while_the_database_refuses_their_vecto
 
         await eventually(failing, "the embedding worker to report the refused store")
         assert "disk holding the index is full" in (daemon.tasks["embedding"].last_error or "")
-        assert await daemon.pending() >= 1
+        assert await daemon.index.pending() >= 1
         assert await paths_for(daemon, "pelicans", retriever="fts") == ["b.md"]  # findable by its words
         await conn.execute("DROP TRIGGER refuse_vectors")
         await idle(daemon)
         assert daemon.tasks["embedding"].state == "running"
-        resp = await daemon.search(SearchRequest(query="pelicans", limit=3, retriever="vector"))
-        assert resp["results"][0]["path"] == "b.md"
+        resp = await daemon.service.search(SearchRequest(query="pelicans", limit=3, retriever="vector"))
+        assert resp.results[0].path == "b.md"
 
 
 async def test_a_watcher_that_dies_soon_after_every_start_keeps_backing_off(kb, make_settings, monkeypatch):

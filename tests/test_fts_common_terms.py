@@ -112,7 +112,7 @@ async def test_explain_shows_the_expression_fts5_ran_and_the_common_terms_left_o
     seeds, _ = await _leg_statements(common, "the zymurgy with quasar")
     words, ran = await _leg_statements(common, "the zymurgy with quasar", table="fts_words")
     req = SearchRequest(query="the zymurgy with quasar", retriever="fts", explain=True)
-    got = (await search_once(common, req, embedder=BagOfWordsEmbedder()))["explain"]
+    got = (await search_once(common, req, embedder=BagOfWordsEmbedder())).explain
     assert got["match_expr"] == seeds  # the compiler's phrases, unchanged
     assert got["word_expr"] == words and got["trigram_expr"] is None  # English words: the word table alone
     assert f"'{got['sent_to_fts5']['words']}'" in ran[0]  # what the statement itself was handed
@@ -122,7 +122,7 @@ async def test_explain_shows_the_expression_fts5_ran_and_the_common_terms_left_o
 async def test_a_rare_word_beside_very_common_words_finds_the_rare_words_notes_first(common):
     req = SearchRequest(query="the zymurgy with", retriever="fts", limit=20)
     got = await search_once(common, req, embedder=BagOfWordsEmbedder())
-    paths = [r["path"] for r in got["results"]]
+    paths = [r.path for r in got.results]
     assert set(paths) == {f"n{i:03d}.md" for i in range(10)} | {"n077.md"}
     assert paths[0] == "n009.md"  # the note that says it ten times
 
@@ -146,7 +146,7 @@ async def test_leaving_out_a_term_in_more_than_half_the_chunks_keeps_fts5s_own_o
 async def test_a_query_made_only_of_common_words_still_returns_the_notes_of_its_rarest_word(common):
     req = SearchRequest(query="the with between", retriever="fts", limit=50)
     got = await search_once(common, req, embedder=BagOfWordsEmbedder())
-    paths = {r["path"] for r in got["results"]}
+    paths = {r.path for r in got.results}
     assert paths == {f"n{i:03d}.md" for i in range(NOTES) if i % 10 < 3}  # "between": 30%, the rarest
 
 
@@ -167,7 +167,7 @@ async def test_a_filtered_leg_with_common_terms_returns_the_unfiltered_ids_restr
 async def test_an_excluded_term_still_excludes_when_common_terms_are_left_out(common):
     req = SearchRequest(query="the zymurgy with -brewing", retriever="fts", limit=50)
     got = await search_once(common, req, embedder=BagOfWordsEmbedder())
-    paths = {r["path"] for r in got["results"]}
+    paths = {r.path for r in got.results}
     assert paths == {f"n{i:03d}.md" for i in range(10)}  # n077 says brewing
 
 

@@ -185,7 +185,7 @@ def test_matching_is_linear_so_a_star_question_glob_search_returns_through_the_r
         settings = load_settings(None, kb_path=sys.argv[1], index_path=sys.argv[2])
         req = SearchRequest.from_arguments({"query": "marmalade", "retriever": "fts", "path_globs": [sys.argv[3]]})
         found = anyio.run(lambda: search_once(settings, req, embedder=BagOfWordsEmbedder()))
-        print(json.dumps(sorted(r["path"] for r in found["results"])))
+        print(json.dumps(sorted(r.path for r in found.results)))
     """, str(kb), str(settings.resolved_index_path()), HOSTILE)
     assert json.loads(out) == ["x" * 40 + "Q/inside.md"]
 
@@ -216,7 +216,7 @@ def test_path_glob_matching_runs_off_the_event_loop(kb, make_settings, monkeypat
             return await search_once(settings, req, embedder=BagOfWordsEmbedder())
 
     found = anyio.run(main)
-    assert seen == [True] and [r["path"] for r in found["results"]] == ["a.md"]
+    assert seen == [True] and [r.path for r in found.results] == ["a.md"]
 
 
 @pytest.mark.parametrize("glob, message", [

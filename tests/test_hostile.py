@@ -251,10 +251,10 @@ def test_an_unreadable_folder_keeps_its_indexed_notes_with_a_warning_until_reada
     kept = {x["path"]: x["reason"] for x in summary["kept_unreadable"]}
     assert kept == {"locked/": "folder cannot be read: Permission denied; kept its 1 indexed note(s) "
                                "until it is readable again or gone"}
-    assert {x["path"] for x in status(settings)["skipped"]} == {"locked/"}
+    assert {x.path for x in status(settings).skipped} == {"locked/"}
 
     summary = index(settings)  # readable again: the warning goes, the note is still there
-    assert summary["kept_unreadable"] == [] and status(settings)["skipped"] == []
+    assert summary["kept_unreadable"] == [] and status(settings).skipped == []
     assert documents(settings) == {"top.md", "locked/inside.md", "new.md"}
 
     (kb / "locked" / "inside.md").unlink()
@@ -289,7 +289,7 @@ async def test_a_file_name_that_is_not_utf8_never_stops_the_watcher_and_is_repor
         write(kb / "same-batch.md", "# Same batch\n\nsamebatchword\n")
 
         async def reported() -> bool:
-            return ("bad\\xff.md",) in db_rows(daemon.index_path, "SELECT path FROM skipped")
+            return ("bad\\xff.md",) in db_rows(daemon.index.path, "SELECT path FROM skipped")
 
         await eventually(reported, "the undecodable name to be reported as skipped")
 

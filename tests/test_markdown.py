@@ -922,3 +922,66 @@ def test_chunking_counts_tokens_in_proportion_to_the_input_not_its_square():
     assert big_chars <= small_chars * 1.25
     assert big_calls <= small_calls * 1.25
     assert big_calls < 10  # a handful of counts per chunk, not a search over every prefix
+
+
+def _long_words(size: int, seed: int = 7) -> str:
+    """Random words of 20-99 letters (under the long-word length), a paragraph per 40 words (issue 22 point 8)."""
+    import random
+
+    rng = random.Random(seed)
+    parts, total, n = ["# Long words\n\n"], 14, 0
+    while total < size:
+        word = "".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(20, 99)))
+        n += 1
+        sep = "\n\n" if n % 40 == 0 else " "
+        parts.append(word + sep)
+        total += len(word) + len(sep)
+    return "".join(parts)[: size - 1] + "\n"
+
+
+def _uneven_subwords(text: str) -> int:
+    """A counter whose tokens per letter vary from word to word, as a SentencePiece model's do on random
+    letters: a guess from the average rate misses for each cut, which is what made a cut cost a search."""
+    return sum(1 + (len(w) + sum(map(ord, w[:8]))) % 5 + len(w) // 2 for w in text.split())
+
+
+def test_a_note_of_long_words_is_counted_about_twice_per_character_whatever_its_size():
+    """Issue 22 point 8: each hard cut is guessed from the measured rate and corrected from the size it
+    turned out to have, so the characters handed to count_tokens grow with the note, at about two per
+    character (a search from one character up made it seven)."""
+
+    def counted(text: str) -> tuple[int, ParsedNote]:
+        seen = {"chars": 0}
+
+        def counting(t: str) -> int:
+            seen["chars"] += len(t)
+            return _uneven_subwords(t)
+
+        note = parse_note(text, stem="long", max_tokens=512, count_tokens=counting, max_chunks=100_000)
+        return seen["chars"], note
+
+    small_text, big_text = _long_words(100_000), _long_words(200_000)
+    small, _ = counted(small_text)
+    big, note = counted(big_text)
+    assert big / small < 2.5  # doubling the note at most doubles the work (and a little)
+    assert big / len(big_text) < 3.5
+    assert_well_formed(big_text, note, max_tokens=512, count=_uneven_subwords)
+
+
+def test_finding_long_words_costs_the_same_per_character_for_long_and_short_words():
+    """The long-word pattern starts a match only where a run of letters starts: a 90-letter word is not
+    scanned again from each of its letters (which made words of 20-99 letters cost L x L / 2)."""
+    import time
+
+    from groove.corpus.chunking import size_of
+
+    def cpu(word_len: int) -> float:
+        text = " ".join(["q" * word_len] * (600_000 // (word_len + 1)))
+        best = float("inf")
+        for _ in range(3):
+            started = time.process_time()
+            size_of(text, lambda t: 1)
+            best = min(best, time.process_time() - started)
+        return best
+
+    assert cpu(90) < cpu(18) * 2.5  # before: about 5 x (the square of the word length)

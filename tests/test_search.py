@@ -14,6 +14,7 @@ from conftest import EXAMPLES, ROOT, write
 from groove.config import load_settings, replace_settings
 from groove.app import eval_once, index_once, search_once
 from groove.search import retrievers
+from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError, compile_query
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest
@@ -26,7 +27,7 @@ def build(kb: Path, index: Path, **overrides):
     return settings
 
 
-def search(settings, query: str, **kw) -> dict:
+def search(settings, query: str, **kw) -> SearchAnswer:
     req = SearchRequest(query=query, limit=kw.pop("limit", 10), **kw)
     return anyio.run(lambda: search_once(settings, req))
 
@@ -56,12 +57,12 @@ def test_with_plain_rrf_fts_decides_the_top_rank_when_the_vector_leg_prefers_ano
     fts_only = search(rrf, query, retriever="fts")
     hybrid = search(rrf, query)
 
-    assert vector_only["results"][0]["path"] == "rice.md"
-    assert [r["path"] for r in fts_only["results"]] == ["invoice.md"]
+    assert vector_only.results[0].path == "rice.md"
+    assert [r.path for r in fts_only.results] == ["invoice.md"]
     # The full-text leg moves its only match above the vector leg's favourite.
-    assert hybrid["results"][0]["path"] == "invoice.md"
-    top = hybrid["results"][0]
-    assert top["fts_rank"] == 1 and top["vec_rank"] > 1
+    assert hybrid.results[0].path == "invoice.md"
+    top = hybrid.results[0]
+    assert top.fts_rank == 1 and top.vec_rank > 1
 
 
 def test_a_keyword_match_on_a_sliver_of_the_query_does_not_outrank_the_meaning(corpus):
@@ -69,8 +70,8 @@ def test_a_keyword_match_on_a_sliver_of_the_query_does_not_outrank_the_meaning(c
     # invoice.md shares one word of eight with this paraphrase of rice.md.
     query = "steamed white grains under lid, washed beforehand zyxquartz"
     hybrid = search(corpus, query, explain=True)
-    assert hybrid["results"][0]["path"] == "rice.md"
-    fusion = hybrid["explain"]["fusion"]
+    assert hybrid.results[0].path == "rice.md"
+    fusion = hybrid.explain["fusion"]
     assert fusion["method"] == "evidence"
     assert fusion["evidence"]["words"] < fusion["evidence_low"]
     assert fusion["weights"] == {"words": 0.0, "vector": 1.0}
@@ -80,18 +81,18 @@ def test_fts_decides_the_top_rank_when_the_query_is_mostly_in_one_note(corpus):
     # Nearly all of the query is in invoice.md's words: full evidence, weight 1.
     query = "zyxquartz invoice paid late by accounting"
     hybrid = search(corpus, query, explain=True)
-    assert hybrid["explain"]["fusion"]["weights"]["words"] == 1.0
-    assert hybrid["results"][0]["path"] == "invoice.md"
-    assert hybrid["results"][0]["fts_rank"] == 1
+    assert hybrid.explain["fusion"]["weights"]["words"] == 1.0
+    assert hybrid.results[0].path == "invoice.md"
+    assert hybrid.results[0].fts_rank == 1
 
 
 def test_scores_are_rrf_with_k_60_under_plain_rrf(corpus):
     rrf = replace_settings(corpus, **{"search.fusion.method": "rrf"})
     resp = search(rrf, "Rust ownership lifetimes")
-    for r in resp["results"]:
-        expected = sum(1 / (60 + rank) for rank in (r["fts_rank"], r["vec_rank"]) if rank)
-        assert r["score"] == pytest.approx(expected)
-    scores = [r["score"] for r in resp["results"]]
+    for r in resp.results:
+        expected = sum(1 / (60 + rank) for rank in (r.fts_rank, r.vec_rank) if rank)
+        assert r.score == pytest.approx(expected)
+    scores = [r.score for r in resp.results]
     assert scores == sorted(scores, reverse=True)
 
 
@@ -99,53 +100,53 @@ def test_the_fusion_constant_and_weights_come_from_settings(corpus):
     settings = replace_settings(corpus, **{"search.fusion.rrf_k": 10.0, "search.fusion.method": "rrf"})
     assert corpus.search.fusion.rrf_k == 60.0  # the copy changed, not the shared settings
     resp = search(settings, "Rust ownership lifetimes")
-    r = resp["results"][0]
-    assert r["score"] == pytest.approx(sum(1 / (10 + rank) for rank in (r["fts_rank"], r["vec_rank"]) if rank))
+    r = resp.results[0]
+    assert r.score == pytest.approx(sum(1 / (10 + rank) for rank in (r.fts_rank, r.vec_rank) if rank))
 
 
 def test_evidence_fusion_scores_are_weighted_standardised_leg_scores(corpus):
     resp = search(corpus, "Rust ownership lifetimes", explain=True)
-    weights = resp["explain"]["fusion"]["weights"]
+    weights = resp.explain["fusion"]["weights"]
     assert weights["vector"] == 1.0 and set(weights) <= {"trigram", "words", "bigram", "vector"}
-    scores = [r["score"] for r in resp["results"]]
+    scores = [r.score for r in resp.results]
     assert scores == sorted(scores, reverse=True) and scores[0] > 0
-    assert resp["results"][0]["path"] == "rust.md"
+    assert resp.results[0].path == "rust.md"
 
 
 def test_a_one_kanji_query_is_found_by_the_bigram_table(corpus):
     # Trigrams cannot match one character; the bigram table's prefix term can.
     resp = search(corpus, "精", retriever="fts", explain=True)
-    assert resp["explain"]["match_expr"] is None
-    assert resp["explain"]["bigram_expr"] == '"精"*'
-    assert [r["path"] for r in resp["results"]] == ["ja.md"]
+    assert resp.explain["match_expr"] is None
+    assert resp.explain["bigram_expr"] == '"精"*'
+    assert [r.path for r in resp.results] == ["ja.md"]
 
 
 def test_a_japanese_sentence_reaches_the_full_text_leg(corpus):
     resp = search(corpus, "再ランキングの評価について", explain=True)
-    e = resp["explain"]
+    e = resp.explain
     assert e["match_expr"] == '"再ランキング" OR "ランキング" OR "の評価" OR "について"'
     assert e["candidates"]["trigram"] == 2  # ja.md via the compound, ja2.md via ランキング
     assert e["candidates"]["bigram"] >= 2
-    assert resp["results"][0]["path"] == "ja.md"
+    assert resp.results[0].path == "ja.md"
 
 
 def test_exclusions_agree_across_both_halves(corpus):
     resp = search(corpus, "rust -async", explain=True)
-    paths = [r["path"] for r in resp["results"]]
+    paths = [r.path for r in resp.results]
     assert "rust.md" in paths
     assert "rust-async.md" not in paths  # dropped by FTS (NOT) and by the vector leg (id set)
-    assert resp["explain"]["excluded_terms"] == ["async"]
-    assert resp["explain"]["excluded_chunks"] == 1
+    assert resp.explain["excluded_terms"] == ["async"]
+    assert resp.explain["excluded_chunks"] == 1
     vec = search(corpus, "rust -async", retriever="vector")
-    assert "rust-async.md" not in [r["path"] for r in vec["results"]]
+    assert "rust-async.md" not in [r.path for r in vec.results]
     # Without the exclusion the vector leg does return it.
-    assert "rust-async.md" in [r["path"] for r in search(corpus, "rust", retriever="vector")["results"]]
+    assert "rust-async.md" in [r.path for r in search(corpus, "rust", retriever="vector").results]
 
 
 def test_an_exclusion_is_judged_against_heading_and_context_too(corpus):
     # "tokenizers" appears only in a heading.
     resp = search(corpus, "body text -tokenizers")
-    assert "tags.md" not in [r["path"] for r in resp["results"]]
+    assert "tags.md" not in [r.path for r in resp.results]
 
 
 def test_a_query_of_only_exclusions_is_refused(corpus):
@@ -182,34 +183,34 @@ def test_nothing_a_user_types_makes_fts5_raise(corpus, query):
         resp = search(corpus, query, retriever="fts")
     except QueryError:
         return  # a clear refusal is fine; an FTS5 syntax error is not
-    assert isinstance(resp["results"], list)
+    assert isinstance(resp.results, list)
 
 
 def test_a_query_under_three_characters_searches_vectors_only(corpus):
     resp = search(corpus, "ab", explain=True)
-    assert resp["explain"]["match_expr"] is None
-    assert resp["explain"]["vector_only"] is True
-    assert resp["explain"]["candidates"]["fts"] == 0
-    assert resp["results"]
+    assert resp.explain["match_expr"] is None
+    assert resp.explain["vector_only"] is True
+    assert resp.explain["candidates"]["fts"] == 0
+    assert resp.results
 
 
 def test_the_response_carries_confidence_filters_and_pending_work(corpus):
     resp = search(corpus, "rice")
-    assert set(resp) >= {"results", "low_confidence", "filter_applied", "pending_chunks"}
-    assert resp["pending_chunks"] == 0 and resp["filter_applied"] is None
-    hit = resp["results"][0]
+    assert set(resp.model_dump()) >= {"results", "low_confidence", "filter_applied", "pending_chunks"}
+    assert resp.pending_chunks == 0 and resp.filter_applied is None
+    hit = resp.results[0]
     for key in ("score", "path", "title", "heading", "content", "tags", "date", "start_line", "end_line"):
-        assert key in hit
+        assert key in hit.model_dump()
 
 
 def test_explain_tells_a_person_everything_that_happened(corpus):
     resp = search(corpus, "rust ownership -async", explain=True)
-    e = resp["explain"]
+    e = resp.explain
     assert e["match_expr"] == '("rust" OR "ownership") NOT ("async")'
     assert e["excluded_terms"] == ["async"]
     assert e["candidates"]["fts"] >= 1 and e["candidates"]["vector"] >= 1
     assert e["vector_only"] is False
-    assert all("fts_rank" in r and "vec_rank" in r for r in resp["results"])
+    assert all("fts_rank" in r.model_dump() and "vec_rank" in r.model_dump() for r in resp.results)
 
 
 async def test_the_fts_half_runs_as_one_statement_over_the_union_of_its_phrases(corpus):
@@ -262,26 +263,26 @@ def haystack(tmp_path_factory) -> object:
 
 def test_a_filter_matching_one_note_in_a_thousand_still_finds_it(haystack):
     resp = search(haystack, "search notes", filters=Filters.build(tags_any=["needle"]), explain=True)
-    assert [r["path"] for r in resp["results"]] == ["rare/n0737.md"]
-    assert resp["filter_applied"] == {"tags_any": ["needle"]}
-    assert resp["explain"]["candidates"]["vector"] == 1 and resp["explain"]["candidates"]["fts"] == 1
+    assert [r.path for r in resp.results] == ["rare/n0737.md"]
+    assert resp.filter_applied == {"tags_any": ["needle"]}
+    assert resp.explain["candidates"]["vector"] == 1 and resp.explain["candidates"]["fts"] == 1
 
 
 def test_a_filtered_search_returns_limit_results_when_that_many_match(haystack):
     f = Filters.build(path_globs=["f3/**"], date_from="2025-04-01", date_to="2025-04-30")
     resp = search(haystack, "search notes", filters=f, limit=8)
-    assert len(resp["results"]) == 8
-    for r in resp["results"]:
-        assert r["path"].startswith("f3/") and r["date"] == "2025-04-01"
+    assert len(resp.results) == 8
+    for r in resp.results:
+        assert r.path.startswith("f3/") and r.date == "2025-04-01"
 
 
 def test_path_globs_can_exclude_and_fields_match_frontmatter(haystack):
     f = Filters.build(path_globs=["!f0/**", "!f1/**"], fields={"status": "draft"})
     resp = search(haystack, "common words", filters=f, limit=30)
-    assert len(resp["results"]) == 30
-    for r in resp["results"]:
-        assert not r["path"].startswith(("f0/", "f1/"))
-        assert int(r["path"][-7:-3]) % 2 == 0
+    assert len(resp.results) == 30
+    for r in resp.results:
+        assert not r.path.startswith(("f0/", "f1/"))
+        assert int(r.path[-7:-3]) % 2 == 0
 
 
 # --- eval -------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def test_offline_refusion_ranks_exactly_as_the_search_pipeline(indexed, changes)
 
     async def both():
         async with Index.open(settings, readonly=True, embedder=emb) as index:
-            online = [[r["chunk_id"] for r in (await index.search(SearchRequest(query=q.query, limit=5)))["results"]]
+            online = [[r.chunk_id for r in (await index.search(SearchRequest(query=q.query, limit=5))).results]
                       for q in queries]
             from groove.search.compiler import compile_query
             texts = [compile_query(q.query).vector_text for q in queries]

@@ -212,11 +212,11 @@ async def test_a_daemon_search_answers_from_memory_exactly_as_sqlite_vec_does(ta
         index.searcher.vectors = None
         from_sqlite_vec = [await index.search(SearchRequest(query=q, retriever="vector", limit=20, **filters)) for q in queries]
     for a, b in zip(from_memory, from_sqlite_vec):
-        assert [h["path"] + h["heading"] for h in a["results"]] == [h["path"] + h["heading"] for h in b["results"]]
-        assert [h["score"] for h in a["results"]] == pytest.approx([h["score"] for h in b["results"]], abs=1e-5)
-        assert a["results"], "each query finds something"
+        assert [h.path + h.heading for h in a.results] == [h.path + h.heading for h in b.results]
+        assert [h.score for h in a.results] == pytest.approx([h.score for h in b.results], abs=1e-5)
+        assert a.results, "each query finds something"
         if filters:
-            assert all("rare" in h["tags"] for h in a["results"])
+            assert all("rare" in h.tags for h in a.results)
 
 
 async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_the_first_search(tagged):
@@ -231,9 +231,9 @@ async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_th
             return daemon.index.searcher.vectors.snapshot is not None
 
         await eventually(loaded, "the vectors in memory")
-        assert daemon.queries.calls == 0  # no search has been made
+        assert daemon.index.queries.calls == 0  # no search has been made
         snap = daemon.index.searcher.vectors.snapshot
-        shown = (await daemon.index_status())["vectors_in_memory"]
+        shown = (await daemon.service.status()).vectors_in_memory
         daemon.stop()
     assert shown == {"vectors": len(snap.ids), "mib": round(len(snap.ids) * snap.matrix.shape[1] * 4 / 2**20, 1)}
     con = db.connect_sync(tagged.resolved_index_path(), readonly=True)
@@ -264,12 +264,12 @@ async def test_index_status_counts_the_vectors_embedded_since_the_copy_was_loade
         await tg.start(daemon.run_background)
 
         async def embedded() -> bool:
-            st = await daemon.index_status()
-            return st["startup_reconcile_done"] and st["pending_chunks"] == 0
+            st = await daemon.service.status()
+            return st.startup_reconcile_done and st.pending_chunks == 0
 
         await eventually(embedded, "every chunk embedded")
-        shown = (await daemon.index_status())["vectors_in_memory"]
-        vectors = (await daemon.index_status())["vectors"]
+        shown = (await daemon.service.status()).vectors_in_memory
+        vectors = (await daemon.service.status()).vectors
         daemon.stop()
     assert vectors > 0 and shown["vectors"] == vectors  # no search ran: the status brought the copy up to date
 
@@ -281,6 +281,6 @@ async def test_related_notes_from_memory_are_the_ones_sqlite_vec_finds(tagged):
         index.searcher.vectors = None
         from_sqlite_vec = [await index.related(f"n{i:03d}.md", depth=2, limit=15) for i in (0, 3, 50)]
     for a, b in zip(from_memory, from_sqlite_vec):
-        assert a["related"], "each note has neighbours"
-        assert [(r["path"], r["depth"]) for r in a["related"]] == [(r["path"], r["depth"]) for r in b["related"]]
-        assert [r["score"] for r in a["related"]] == pytest.approx([r["score"] for r in b["related"]], abs=1e-4)
+        assert a.related, "each note has neighbours"
+        assert [(r.path, r.depth) for r in a.related] == [(r.path, r.depth) for r in b.related]
+        assert [r.score for r in a.related] == pytest.approx([r.score for r in b.related], abs=1e-4)

@@ -1,7 +1,7 @@
 """The word table (decision 0014): what routes there, what it finds, and how it is kept current.
 
 Real SQLite files built from real notes; the full-text searches are FTS5's own. The speed the
-table buys is measured in `bench/words_ab.py`, never here.
+table buys is measured by `python -m bench ab words` (bench/ab/words.py), never here.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from groove.app import index_once, search_once
 from groove.config import load_settings
 from groove.corpus.words import word_text
 from groove.search import retrievers
+from groove.search.answers import SearchAnswer
 from groove.search.compiler import compile_query
 from groove.search.pipeline import SearchRequest
 from groove.store import db
@@ -94,20 +95,20 @@ def vault(tmp_path_factory) -> object:
     return settings
 
 
-def _fts(settings, query: str, **kw) -> dict:
+def _fts(settings, query: str, **kw) -> SearchAnswer:
     req = SearchRequest(query=query, retriever="fts", explain=True, **kw)
     return anyio.run(lambda: search_once(settings, req, embedder=BagOfWordsEmbedder()))
 
 
-def _paths(resp: dict) -> list[str]:
-    return [r["path"] for r in resp["results"]]
+def _paths(resp: SearchAnswer) -> list[str]:
+    return [r.path for r in resp.results]
 
 
 def test_an_english_word_finds_its_other_forms_through_the_stem(vault):
     got = _fts(vault, "properties biomaterials")
     assert _paths(got) == ["prop.md"]  # it says "property" and "biomaterial"
     # Evidence counts what the hit holds literally (decision 0014): neither spelling.
-    assert got["explain"]["fusion"]["evidence"]["words"] == 0.0
+    assert got.explain["fusion"]["evidence"]["words"] == 0.0
 
 
 def test_an_unquoted_word_matches_whole_words_and_a_quoted_one_any_substring(vault):
@@ -129,14 +130,14 @@ def test_english_words_inside_japanese_notes_are_found_and_japanese_never_reache
 
 def test_a_two_letter_word_is_found_though_the_trigram_floor_drops_it(vault):
     got = _fts(vault, "pg log")  # neither word reaches the trigram floor: the seeds search "pg log" verbatim
-    assert got["explain"]["words"] == ["pg", "log"]
+    assert got.explain["words"] == ["pg", "log"]
     assert _paths(got)[0] == "pg.md"
 
 
 def test_the_word_leg_keeps_exclusions_and_filters(vault):
     got = _fts(vault, "measured twice -biomaterial")
     assert "prop.md" not in _paths(got)
-    assert got["explain"]["excluded_chunks"] == 1
+    assert got.explain["excluded_chunks"] == 1
 
 
 async def test_a_words_chunk_count_is_what_fts5_matches_for_its_stem(vault):

@@ -116,7 +116,7 @@ async def test_two_writers_in_one_process_are_refused_too_and_the_lock_is_releas
             async with Index.open(settings, embedder=embedder):
                 pass
         async with Index.open(settings, readonly=True, embedder=embedder) as reader:
-            assert (await reader.status())["documents"] == 0
+            assert (await reader.status()).documents == 0
     async with Index.open(settings, embedder=embedder) as again:
         assert (await again.reconcile()).added == 2
 
@@ -142,3 +142,47 @@ def test_groove_index_on_a_full_disk_says_so_instead_of_a_traceback(kb, tmp_path
     assert code == 1
     assert "groove: error: could not write the index" in err and "the disk holding the index is full" in err
     assert "free some space; then run groove index again" in err and "Traceback" not in err
+
+
+def test_a_hard_link_to_the_index_under_another_name_is_refused_while_the_daemon_runs(kb, tmp_path):
+    """Issue 22 point 16: the lock is on the file's identity (device + inode) too, not only on its name."""
+    from mcp_support import FAKE_GROOVE
+
+    notes(kb)
+    index = tmp_path / "index.sqlite"
+    server = ServerProcess(kb, index, tmp_path, command=FAKE_GROOVE)
+    try:
+        server.wait_healthy()
+        server.wait_indexed(2)
+        hard = tmp_path / "elsewhere" / "hard.sqlite"
+        hard.parent.mkdir()
+        os.link(index, hard)
+        refused = groove(tmp_path, "index", "--kb", str(kb), "--index", str(hard))
+        assert refused.returncode != 0
+        assert REFUSED in refused.stderr and f"pid {server.proc.pid}" in refused.stderr
+        assert f"as {index}" in refused.stderr and "hard link" in refused.stderr
+        assert "Traceback" not in refused.stderr
+        server.wait_healthy(10)
+    finally:
+        code, _ = server.terminate()
+    assert code == 0
+    after = groove(tmp_path, "index", "--kb", str(kb), "--index", str(hard), "--format", "json")
+    assert after.returncode == 0, after.stderr  # once the daemon has stopped, the link is an index like any other
+
+
+async def test_a_writer_through_a_hard_link_is_refused_in_one_process_too_and_after_close_it_goes_ahead(
+        kb, make_settings, tmp_path):
+    notes(kb)
+    settings = make_settings(kb)
+    embedder = BagOfWordsEmbedder()
+    hard = tmp_path / "hard.sqlite"
+    async with Index.open(settings, embedder=embedder) as first:
+        await first.reconcile()
+        os.link(settings.resolved_index_path(), hard)
+        linked = make_settings(kb, index_path=hard)
+        with pytest.raises(IndexLockedError, match="the same file under another name"):
+            async with Index.open(linked, embedder=embedder):
+                pass
+        assert (await first.reconcile()).unchanged == 2  # the first writer is untouched
+    async with Index.open(make_settings(kb, index_path=hard), embedder=embedder) as again:
+        assert (await again.reconcile()).unchanged == 2

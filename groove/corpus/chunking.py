@@ -19,6 +19,9 @@ from groove.corpus.blocks import Structure
 
 TokenCounter = Callable[[str], int]
 
+HARD_SAMPLE_TOKENS = 16  # a hard split measures characters per token on this many windows' worth at most
+HARD_GUESSES = 4  # guesses per hard cut before it bisects between what fits and what does not
+
 
 @dataclass(frozen=True)
 class Chunk:
@@ -75,10 +78,14 @@ def embed_text(content: str) -> str:
 # every pass). One token per character is an upper bound for every tokenizer
 # groove uses on such text, so a piece that fits really fits.
 LONG_WORD_CHARS = 100
-_LONG_WORD = re.compile(
+_WORD_CHAR = (
     "[^\\s\u3000-\u303f\u3040-\u309f\u30a0-\u30ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]{%d,}" % LONG_WORD_CHARS
+    "\uac00-\ud7af\uf900-\ufaff\uff00-\uffef\U00020000-\U0003ffff]"
 )
+# A match may only start where a run starts (the lookbehind): without it, every position inside a
+# run shorter than LONG_WORD_CHARS was tried again, so a word of L letters cost L x L / 2 steps and
+# a note of 20-99-letter words spent most of its sizing time here.
+_LONG_WORD = re.compile("(?<!%s)%s{%d,}" % (_WORD_CHAR, _WORD_CHAR, LONG_WORD_CHARS))
 
 
 def size_of(text: str, count: TokenCounter) -> int:
@@ -203,7 +210,20 @@ class _Splitter:
         self.levels = (self._split_blocks, _split_at_lines, _split_sentences)
 
     def fits(self, text: str) -> bool:
+        head = self._head(text)
+        if head is not None and self.size(head) > self.max:
+            return False  # its start alone is too large: a long text is not counted whole to learn that
         return self.size(text) <= self.max
+
+    def _head(self, text: str) -> str | None:
+        """The start of a long text, cut at whitespace (token counts add up across whitespace, so the
+        start never counts more than the whole), at most HARD_SAMPLE_TOKENS x max_tokens characters;
+        None for a text shorter than that or with no whitespace to cut at."""
+        limit = HARD_SAMPLE_TOKENS * self.max
+        if len(text) <= limit:
+            return None
+        cut = max(text.rfind(" ", 0, limit), text.rfind("\n", 0, limit))
+        return text[:cut] if cut > 0 else None
 
     def pieces(self, section: _Section) -> list[_Piece]:
         text = section.text
@@ -300,24 +320,57 @@ class _Splitter:
     def _hard(self, offset: int, text: str) -> list[tuple[int, str]]:
         """Cut at the longest prefixes that fit (at least one character each).
 
-        The whole text is counted once, for characters per token; each cut then
-        guesses its length from that and counts only prefixes near the guess.
+        Characters per token are measured once on the start of the text (at most
+        HARD_SAMPLE_TOKENS x max_tokens characters, the start `fits` counted: never the whole of a 2 MB line)
+        and then kept up to date from every count; each cut's length is
+        guessed from that rate (aiming at 95 % of the window) and the guess corrected
+        from the size it turned out to have, so a piece costs one or two counts of
+        its own length and the whole text is counted about twice, whatever its length.
         """
-        per_token = len(text) / max(1, self.size(text))
-        guess = max(1, int(per_token * self.max))
+        sample = self._head(text) or text[: HARD_SAMPLE_TOKENS * self.max]
+        per_token = len(sample) / max(1, self.size(sample))
         out = []
         start = 0
         while start < len(text):
-            n = _longest_prefix(
-                len(text) - start,
-                lambda k: self.fits(text[start : start + k]),
-                guess=guess,
-                # a guess that fits and fills the window to 90 % is taken as it is: one count a piece
-                trust=lambda k: self.size(text[start : start + k]) * 10 >= self.max * 9,
-            )
+            n, per_token = self._fill(text, start, per_token)
             out.append((offset + start, text[start : start + n]))
             start += n
         return out
+
+    def _fill(self, text: str, start: int, per_token: float) -> tuple[int, float]:
+        """(length of the cut at `start`, characters per token as last measured).
+
+        A cut that fits and fills the window to 90 % is taken as it is. Otherwise the
+        next guess is the measured rate times the window; the known bounds (the
+        longest cut that fits, the shortest that does not) keep every guess between
+        them, and after a few guesses a bisection between them settles it."""
+        rest = len(text) - start
+        lo, hi = 0, rest + 1  # lo fits (0: none known yet); hi does not (rest + 1: none known)
+        k = min(rest, max(1, int(per_token * self.max)))
+        for _ in range(HARD_GUESSES):
+            size = self.size(text[start : start + k])
+            if size <= self.max:
+                lo = k
+                if k == rest or size * 10 >= self.max * 9:
+                    return k, per_token
+            else:
+                hi = k
+            if size:
+                per_token = k / size
+            k = int(per_token * self.max * 0.95)
+            if not lo < k < hi:
+                if hi - lo <= 1:
+                    break
+                k = (lo + hi) // 2 if hi <= rest else min(rest, max(lo + 1, lo * 2))
+        if lo == 0:
+            if hi <= 1 or not self.fits(text[start : start + 1]):
+                return 1, per_token
+            lo = 1
+        if hi > rest:
+            if self.fits(text[start:]):
+                return rest, per_token
+            hi = rest
+        return _bisect(lambda j: self.fits(text[start : start + j]), lo, hi), per_token
 
 
 def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1,

@@ -104,6 +104,7 @@ __all__ = [
     "embed_text",
     "estimate_tokens",
     "normalise_text",
+    "nul_warning",
     "parse_note",
 ]
 
@@ -126,13 +127,28 @@ _CHARS_PER_TOKEN_BOUND = 16
 
 
 def normalise_text(text: str) -> str:
-    """Drop a leading BOM and turn CRLF and lone CR into LF.
+    """Drop a leading BOM, turn CRLF and lone CR into LF, and a NUL into U+FFFD (as CommonMark does).
 
-    Line numbers are preserved: each original line ending becomes one LF.
+    Line numbers are preserved: each original line ending becomes one LF. A NUL
+    past the first 8 KB (a file with one there is binary: corpus/scan.py) would
+    otherwise end the text the word table sees, so the words after it could not be
+    found; `nul_warning` says the note had one.
     """
     if text.startswith("\ufeff"):
         text = text[1:]
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def nul_warning(text: str) -> str | None:
+    """The warning for a note with NUL bytes in its text (read as U+FFFD, the rest indexed), or None."""
+    count = text.count("\x00")
+    if not count:
+        return None
+    line = text.count("\n", 0, text.index("\x00")) + 1
+    return (f"{count} NUL byte(s) in the text (the first on line {line}) are read as U+FFFD; the text around "
+            "them is indexed. A NUL in a text file is usually damage: check the note")
 
 
 def parse_note(
@@ -155,7 +171,7 @@ def parse_note(
         raise ValueError(f"min_chunk_tokens must be 0 or more, got {min_chunk_tokens}")
 
     normalised = normalise_text(text)
-    warnings: list[str] = []
+    warnings: list[str] = [w] if (w := nul_warning(text)) else []
     front, body, body_first_line = split_frontmatter(normalised, warnings, max_bytes=max_frontmatter_bytes)
 
     title = title_from(front.get("title")) if front else ""

@@ -6,7 +6,8 @@ corpus/globs.py in time linear in the path and the line; a line it refuses, such
 as one with more than 16 `*`, is logged with its line number and ignores
 nothing, and the other lines still apply);
 never follows a symlink out of the folder (symlinked folders are not
-followed at all, which also rules out loops). Nothing that cannot be indexed
+followed at all, which also rules out loops; each is reported in
+``ScanResult.linked_dirs``, shown by ``status`` and ``doctor``). Nothing that cannot be indexed
 is dropped silently: every such file is reported as skipped with a reason:
 
 - a file name that is not valid UTF-8, or holds a control character such as a
@@ -14,7 +15,9 @@ is dropped silently: every such file is reported as skipped with a reason:
 - a symlink loop, a dangling symlink, a symlink out of the folder;
 - anything that is not a regular file (a FIFO, a device, a folder named ``x.md``);
 - a file larger than ``max_file_bytes``, binary bytes, text that is not UTF-8
-  (UTF-16 with a byte-order mark is decoded), a file that cannot be opened.
+  (UTF-16 and UTF-32 with a byte-order mark are decoded), a file that cannot be opened.
+  Only real control characters make a name unusable: a no-break space or an
+  emoji joined by a zero-width joiner is a name like any other.
 
 A folder that cannot be listed is reported in ``ScanResult.unreadable_dirs``:
 the indexer keeps the notes it already has under it, with a warning, until
@@ -32,6 +35,7 @@ import errno
 import hashlib
 import os
 import stat
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
@@ -65,13 +69,43 @@ class ScanResult:
     files: dict[str, FileInfo] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)   # rel -> reason
     unreadable_dirs: dict[str, str] = field(default_factory=dict)  # rel folder ('' = the top) -> reason
+    linked_dirs: dict[str, str] = field(default_factory=dict)  # "rel/" of a symlinked folder -> what it is (not followed)
+
+
+LINKED_DIR = "symlinked folder"  # how a symlinked folder's entry (in `skipped`) starts
+
+
+def linked_dir_reason(path: Path) -> str:
+    """What a symlinked folder is and why nothing under it is indexed (an info line, by design)."""
+    try:
+        target = printable(os.readlink(path))
+    except OSError:
+        target = "?"
+    return (f"{LINKED_DIR} (to {target}): not followed, by design (no loops, nothing outside the folder); "
+            "move the folder in, or link its notes one by one")
+
+
+def linked_dir(root: Path, rel: str) -> bool:
+    """Whether `rel` is a symlink to a folder (followed to see, never walked)."""
+    path = root / rel
+    return path.is_symlink() and path.is_dir()
+
+
+# Control characters (C0, DEL, C1) and the line and paragraph separators: what breaks a line of a log,
+# a listing or a terminal. Other characters Python calls unprintable are ordinary in names: a no-break
+# space, the zero-width joiner of an emoji sequence (👩‍💻), a variation selector.
+_CONTROL_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
+
+
+def _is_control(ch: str) -> bool:
+    return unicodedata.category(ch) in _CONTROL_CATEGORIES
 
 
 def printable(name: str) -> str:
     """A file name as text that can be stored and shown: undecodable bytes as \\xNN, control characters escaped."""
     raw = os.fsencode(name)
     text = raw.decode("utf-8", "backslashreplace")
-    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return "".join(ch.encode("unicode_escape").decode("ascii") if _is_control(ch) else ch for ch in text)
 
 
 def name_problem(name: str) -> str | None:
@@ -80,7 +114,7 @@ def name_problem(name: str) -> str | None:
         name.encode("utf-8")
     except UnicodeEncodeError:
         return "file name is not valid UTF-8; rename the file to index it"
-    if any(not ch.isprintable() and ch != " " for ch in name):
+    if any(_is_control(ch) for ch in name):
         return "file name contains a control character (such as a newline); rename the file to index it"
     return None
 
@@ -170,8 +204,10 @@ def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> S
         try:
             with os.scandir(base) as it:
                 entries = sorted(it, key=lambda e: e.name)
-        except FileNotFoundError:
-            continue
+        except (FileNotFoundError, NotADirectoryError):
+            if not rel_base:  # the notes folder itself is gone (moved, deleted, unmounted): keep what is indexed
+                result.unreadable_dirs[""] = "the notes folder is not there (moved, deleted or not mounted)"
+            continue  # a folder under it: gone, or replaced by a file
         except OSError as exc:
             result.unreadable_dirs[printable(rel_base)] = f"folder cannot be read: {exc.strerror}"
             continue
@@ -183,6 +219,10 @@ def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> S
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 is_dir = False
+            if not is_dir and entry.is_symlink() and name_problem(name) is None and os.path.isdir(entry.path):
+                if not ignore.dir_ignored(rel):
+                    result.linked_dirs[rel + "/"] = linked_dir_reason(Path(entry.path))
+                continue
             if is_dir:
                 if name_problem(name) is not None:
                     if not ignore.dir_ignored(printable(rel)):
@@ -218,8 +258,8 @@ def stat_note(root: Path, rel: str, max_file_bytes: int, setting: str = "max_fil
     path = root / rel
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
-        return None, None
+    except (FileNotFoundError, NotADirectoryError):
+        return None, None  # gone (NotADirectoryError: a folder on its way was replaced by a file)
     except OSError as exc:
         return None, f"cannot stat: {exc.strerror}"
     if stat.S_ISLNK(st.st_mode):
@@ -274,6 +314,8 @@ def read_bytes(path: Path, max_bytes: int) -> bytes:
         fd = open_fd(path, _OPEN_FLAGS)
     except FileNotFoundError:
         raise
+    except NotADirectoryError as exc:  # a folder on its way was replaced by a file: the note is gone
+        raise FileNotFoundError(exc.errno, exc.strerror, str(path)) from exc
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise NoteReadError("symlink loop (the link points back at itself)") from exc
@@ -303,15 +345,18 @@ def read_bytes(path: Path, max_bytes: int) -> bytes:
 
 
 def decode_note(data: bytes) -> str:
-    """Note bytes -> text: UTF-8 (a BOM is kept for normalise_text to drop), or UTF-16 with a BOM."""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) and not data.startswith(codecs.BOM_UTF32_LE):
-        try:
-            return data.decode("utf-16")
-        except UnicodeDecodeError as exc:
-            raise NoteReadError(
-                f"UTF-16 text (it starts with a UTF-16 byte-order mark) with an invalid sequence at offset {exc.start}; "
-                "save it as UTF-8"
-            ) from exc
+    """Note bytes -> text: UTF-8 (a BOM is kept for normalise_text to drop), or UTF-16 or UTF-32 with a BOM."""
+    # UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's.
+    for name, marks in (("UTF-32", (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)),
+                        ("UTF-16", (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))):
+        if data.startswith(marks):
+            try:
+                return data.decode(name.lower())
+            except UnicodeDecodeError as exc:
+                raise NoteReadError(
+                    f"{name} text (it starts with a {name} byte-order mark) with an invalid sequence at offset "
+                    f"{exc.start}; save it as UTF-8"
+                ) from exc
     if b"\x00" in data[:8192]:
         raise NoteReadError("binary file (NUL bytes)")
     try:

@@ -161,7 +161,7 @@ class OnnxE5Engine:
 
     def _session(self, query: bool) -> Any:
         """This thread's session for queries or for documents. A query (a few dozen tokens) runs on
-        one thread: two took as long (9.4 against 9.8 ms p50) for 40% more CPU (bench.engine_ab);
+        one thread: two took as long (9.4 against 9.8 ms p50) for 40% more CPU (`bench ab engine`);
         documents on `threads` (0: ONNX Runtime's default, every core)."""
         sessions = getattr(self._local, "sessions", None)
         if sessions is None:

@@ -44,7 +44,7 @@ from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from groove.errors import GrooveError
+from groove.errors import EmbedderError, GrooveError
 from groove.config import E5_MODEL, MINILM_MODEL, EmbeddingSettings
 from groove.logs import get_logger
 
@@ -52,10 +52,6 @@ log = get_logger(__name__)
 
 _ALIASES = {"all-MiniLM-L6-v2": MINILM_MODEL, "multilingual-e5-small": E5_MODEL, "e5-small": E5_MODEL}
 _KNOWN_DIMENSIONS = {MINILM_MODEL: 384, E5_MODEL: 384}
-
-
-class EmbedderError(GrooveError):
-    pass
 
 
 class Embedder(Protocol):

@@ -43,8 +43,9 @@ from typing import Any, Callable, Sequence
 import httpx
 import numpy as np
 
+from groove.backoff import doubling
 from groove.config import OpenAIEmbeddingSettings
-from groove.embed.embedder import EmbedderError
+from groove.errors import EmbedderError
 from groove.logs import get_logger
 
 log = get_logger(__name__)
@@ -258,7 +259,7 @@ class OpenAIEmbedder:
         s = self.settings
         if retry_after is not None:
             return min(s.backoff_max_s, retry_after)
-        base = min(s.backoff_max_s, s.backoff_initial_s * (2 ** (attempt - 1)))
+        base = doubling(attempt, s.backoff_initial_s, s.backoff_max_s)
         return base * self._random.uniform(0.5, 1.0)  # jitter: clients retrying together spread out
 
     def _post(self, payload: bytes, timeout: float) -> bytes:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Sequence
 
-from groove.embed.embedder import EmbedderError, quiet_openmp, resolve_model_location
+from groove.embed.embedder import quiet_openmp, resolve_model_location
+from groove.errors import EmbedderError
 
 _RERANKERS: dict[tuple[str, str], Any] = {}
 _LOCK = threading.Lock()

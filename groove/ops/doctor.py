@@ -6,7 +6,9 @@ that repairs it. Exit code: 0 clean (info only), 1 warnings, 2 errors.
 backs or rebuild what is derived from the chunks (gone notes, orphan chunks,
 dangling or unused vectors, the full-text tables), then checks again; the
 rest (re-embedding, a model change, a schema upgrade) needs the printed
-command. Imported by the CLI only.
+command. `fix=True` is a writer: it takes `db.WriterLock` and is refused,
+naming the holder, while another groove process (a running `groove serve`)
+writes the index; the checks alone take no lock. Imported by the CLI only.
 """
 
 from __future__ import annotations
@@ -98,6 +100,13 @@ def check_folder(con: Any, settings: Settings, kb: Path) -> tuple[list[Finding],
     if changed:
         out.append(Finding("warning", "notes_changed", f"{len(changed)} note(s) changed since they were indexed",
                            "groove index", len(changed), changed[:EXAMPLES]))
+    if result.linked_dirs:
+        linked = sorted(result.linked_dirs)
+        out.append(Finding("info", "symlinked_folders",
+                           f"{len(linked)} symlinked folder(s) are not followed (by design: no loops, nothing outside "
+                           "the folder); nothing under them is indexed",
+                           "move the folder into the notes folder, or link its notes one by one",
+                           len(linked), linked[:EXAMPLES]))
     return out, gone
 
 
@@ -212,7 +221,8 @@ def check_sqlite(con: Any) -> list[Finding]:
 # --- repairs ---------------------------------------------------------------------------------
 
 def repair(con: Any, findings: list[Finding], gone: list[str], vec_table: str) -> list[str]:
-    """The safe repairs for `findings`, in one transaction; what was done, one line each."""
+    """The safe repairs for `findings`, in one transaction; what was done, one line each. The caller holds the
+    index's `db.WriterLock` (`diagnose(fix=True)`): no other groove process writes meanwhile."""
     names = {f.check for f in findings if f.fixable}
     done = []
     con.execute("BEGIN IMMEDIATE")
@@ -267,6 +277,28 @@ def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
     if not path.exists():
         findings.append(Finding("error", "no_index", f"there is no index at {path}", "groove index"))
         return _finish(report, findings)
+    # --fix writes: it is a writer like `groove index` and `groove serve`, so it takes the one writer lock
+    # (refused at once, naming the holder, while another groove process writes); the checks alone take none.
+    lock = _writer_lock(path) if fix else None
+    try:
+        return _diagnose(settings, kb, path, report, findings, fix)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _writer_lock(path: Path) -> db.WriterLock:
+    lock = db.WriterLock(path)
+    try:
+        lock.acquire()
+    except db.IndexLockedError as exc:
+        raise db.IndexLockedError(f"{exc}; so does `groove doctor` without --fix, which lists what --fix "
+                                  "would repair") from None
+    return lock
+
+
+def _diagnose(settings: Settings, kb: Path, path: Path, report: dict[str, Any], findings: list[Finding],
+              fix: bool) -> dict[str, Any]:
     con = db.connect_sync(path)
     try:
         if not db._has_table(con, "meta") or db.read_identity_sync(con)[0] is None:

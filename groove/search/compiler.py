@@ -124,6 +124,8 @@ _KATAKANA_EXTRA = frozenset("ー")
 class QueryError(GrooveError, ValueError):
     """The query cannot be searched; ``str(err)`` is a message for the user."""
 
+    kind = "invalid"
+
 
 @dataclass(frozen=True)
 class CompiledQuery:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any, AsyncContextManager, AsyncIterator, Awaitable, Callable, Protocol, Sequence
 
 import aiosqlite
@@ -21,7 +22,7 @@ from groove.config import FusionSettings, SearchSettings
 from groove.corpus.cjk import cjk_query, query_terms
 from groove.logs import get_logger
 from groove.search import retrievers
-from groove.search.compiler import compile_query
+from groove.search.compiler import CompiledQuery, compile_query
 from groove.search.evidence import coverage, term_weights
 from groove.search.fusion import evidence_weight, low_confidence, weighted_rrf, z_fusion
 from groove.search.hits import Hit
@@ -133,7 +134,7 @@ FULL_TEXT_LEGS = ("trigram", "words", "bigram")  # the full-text legs, in the or
 Leg = tuple[str, str, str, list[str]]  # (leg, table, expression, evidence terms)
 
 
-def full_text_plan(cq: Any, cjk_expr: str | None, use_fts: bool = True) -> list[Leg]:
+def full_text_plan(cq: CompiledQuery, cjk_expr: str | None, use_fts: bool = True) -> list[Leg]:
     """Each full-text leg a compiled query runs: the word table for a query made only of words of
     spaced alphabets (decision 0014), else the trigram table for the seeds' phrases; the bigram
     table for its CJK runs."""
@@ -174,6 +175,28 @@ def pool_size(limit: int) -> int:
     return max(limit * 5, 50)
 
 
+@dataclass
+class Run:
+    """One search on its way through the pipeline: what it was asked, and what each stage adds.
+
+    The stages read and fill this one object instead of passing a dozen values (and the same dicts)
+    from one helper to the next; a `Run` lives for one search only."""
+
+    req: SearchRequest
+    cq: CompiledQuery
+    n: int                                    # candidates per leg (pool_size)
+    weights: tuple[float, float, float]       # bm25 column weights: heading, context, content
+    cjk_expr: str | None                      # the bigram leg's expression (None: no CJK text, or vector only)
+    started: float                            # perf_counter at the start, for explain's total
+    allowed_docs: Sequence[int] | None = None  # a filter's documents (None: no filter)
+    exclude: set[int] = field(default_factory=set)  # chunks an exclusion (-word) removes
+    legs: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # leg -> (chunk id, higher is better)
+    evidence: dict[str, float] = field(default_factory=dict)  # full-text leg -> coverage of the query
+    timings: dict[str, float] = field(default_factory=dict)
+    sent: dict[str, str] | None = None       # leg -> what FTS5 ran (with explain)
+    degraded: bool = False                    # the query could not be embedded
+
+
 class Searcher:
     def __init__(
         self,
@@ -194,22 +217,18 @@ class Searcher:
         connection is held while the embedding is awaited (decision 0009). `spare` (a pool's
         `spare`: a second connection if one is free now, else None) lets the trigram and the
         bigram leg run at once, each on its own connection."""
-        t0 = time.perf_counter()
         reading = _as_reading(source, self.vectors)
         cq = compile_query(req.query)
         s = self.settings
-        n = pool_size(req.limit)
-        explain: dict[str, Any] = {}
-        timings: dict[str, float] = {}
-
+        run = Run(
+            req=req, cq=cq, n=pool_size(req.limit),
+            weights=(s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight),
+            cjk_expr=cjk_query(cq.vector_text) if req.retriever in ("hybrid", "fts") else None,
+            started=time.perf_counter(), sent={} if req.explain else None,
+        )
         use_vector = req.retriever in ("hybrid", "vector") and bool(cq.vector_text.strip())
         use_fts = req.retriever in ("hybrid", "fts") and cq.match_expr is not None
-        cjk_expr = cjk_query(cq.vector_text) if req.retriever in ("hybrid", "fts") else None
-        weights = (s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight)
-        legs: dict[str, list[tuple[int, float]]] = {}   # name -> (chunk id, score: higher is better)
-        evidence: dict[str, float] = {}
         embedded: dict[str, Any] = {}
-        sent: dict[str, str] | None = {} if req.explain else None  # leg -> what the full-text engine ran
 
         async def embed() -> None:
             # If the model fails, the full-text legs answer alone (vectors_degraded).
@@ -219,7 +238,7 @@ class Searcher:
             except Exception as exc:  # noqa: BLE001 - the model failing must not take search down
                 log.warning("query_embedding_failed", error=repr(exc))
                 embedded["degraded"] = True
-            timings["embed_ms"] = _ms(t)
+            run.timings["embed_ms"] = _ms(t)
 
         # The query embedding and the full-text half at once; the reader is given back
         # before the embedding is awaited (the task group's exit).
@@ -227,47 +246,41 @@ class Searcher:
             if use_vector:
                 tg.start_soon(embed)
             async with reading() as store:
-                allowed_docs = await store.allowed_documents(req.compiled_filters)
-                exclude: set[int] = set()
-                if cq.negative_expr and (use_vector or cjk_expr or (use_fts and cq.word_expr)):
+                run.allowed_docs = await store.allowed_documents(req.compiled_filters)
+                if cq.negative_expr and (use_vector or run.cjk_expr or (use_fts and cq.word_expr)):
                     # The trigram leg excludes with NOT; the other legs drop these ids.
-                    exclude = await store.matching_ids(cq.negative_expr)
-                await self._full_text_legs(store, cq, use_fts, cjk_expr, n, weights, allowed_docs, exclude,
-                                           legs, evidence, timings, spare, sent)
+                    run.exclude = await store.matching_ids(cq.negative_expr)
+                await self._full_text_legs(store, run, use_fts, spare)
         qvec = embedded.get("vector")
-        degraded = bool(embedded.get("degraded"))
+        run.degraded = bool(embedded.get("degraded"))
 
         async with reading() as store:
-            if degraded and req.retriever == "vector":
-                cjk_expr = cjk_query(cq.vector_text)
-                if cq.negative_expr and (cjk_expr or cq.word_expr) and not exclude:
-                    exclude = await store.matching_ids(cq.negative_expr)
-                await self._full_text_legs(store, cq, cq.match_expr is not None, cjk_expr, n, weights,
-                                           allowed_docs, exclude, legs, evidence, timings, spare, sent)
+            if run.degraded and req.retriever == "vector":
+                run.cjk_expr = cjk_query(cq.vector_text)
+                if cq.negative_expr and (run.cjk_expr or cq.word_expr) and not run.exclude:
+                    run.exclude = await store.matching_ids(cq.negative_expr)
+                await self._full_text_legs(store, run, cq.match_expr is not None, spare)
             if qvec is not None:
                 t = time.perf_counter()
-                nearest = await store.vector_scored(qvec, n, exclude, allowed_docs)
-                legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
-                timings["vector_ms"] = _ms(t)
-            return await self._fuse_and_refine(store, req, cq, s, n, legs, evidence, exclude, allowed_docs,
-                                               degraded, cjk_expr, explain, timings, t0, sent)
+                nearest = await store.vector_scored(qvec, run.n, run.exclude, run.allowed_docs)
+                run.legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
+                run.timings["vector_ms"] = _ms(t)
+            return await self._fuse_and_refine(store, run)
 
-    async def _full_text_legs(self, store: SearchReads, cq: Any, use_fts: bool, cjk_expr: str | None, n: int,
-                              weights: tuple[float, float, float], allowed_docs: Sequence[int] | None,
-                              exclude: set[int], legs: dict, evidence: dict, timings: dict,
-                              spare: Callable[[], AsyncContextManager[Any]] | None = None,
-                              sent: dict[str, str] | None = None) -> None:
-        full_text = full_text_plan(cq, cjk_expr, use_fts)
+    async def _full_text_legs(self, store: SearchReads, run: Run, use_fts: bool,
+                              spare: Callable[[], AsyncContextManager[Any]] | None = None) -> None:
+        """Every full-text leg of the plan, into `run.legs` and `run.evidence`."""
+        full_text = full_text_plan(run.cq, run.cjk_expr, use_fts)
         done: dict[str, tuple[list[tuple[int, float]], float | None]] = {}
 
         async def leg(reads_: SearchReads, name: str, table: str, expr: str, terms: list[str]) -> None:
             t = time.perf_counter()
-            scored = await reads_.fts_scored(expr, n, weights, allowed_docs, table,
-                                             exclude if excludes_by_id(table) else None)
+            scored = await reads_.fts_scored(expr, run.n, run.weights, run.allowed_docs, table,
+                                             run.exclude if excludes_by_id(table) else None)
             done[name] = (scored, await leg_evidence(reads_, table, terms, scored))
-            timings[f"{name}_ms"] = _ms(t)
-            if sent is not None:
-                sent[name] = await reads_.sent_expression(table, expr)
+            run.timings[f"{name}_ms"] = _ms(t)
+            if run.sent is not None:
+                run.sent[name] = await reads_.sent_expression(table, expr)
 
         async def in_turn(reads_: SearchReads, plan: list[Leg]) -> None:
             for args in plan:
@@ -286,15 +299,15 @@ class Searcher:
             await in_turn(store, full_text)
         for name, *_ in full_text:  # in a fixed order, whichever leg finished first
             scored, ev = done[name]
-            legs[name] = [(cid, -bm25) for cid, bm25 in scored]
+            run.legs[name] = [(cid, -bm25) for cid, bm25 in scored]
             if ev is not None:
-                evidence[name] = ev
+                run.evidence[name] = ev
 
-    async def _fuse_and_refine(self, store: SearchReads, req: SearchRequest, cq: Any, s: SearchSettings, n: int,
-                               legs: dict, evidence: dict, exclude: set[int], allowed_docs: Sequence[int] | None,
-                               degraded: bool, cjk_expr: str | None, explain: dict, timings: dict,
-                               t0: float, sent: dict[str, str] | None = None) -> dict[str, Any]:
-        legs = {name: scored for name, scored in legs.items() if scored}
+    async def _fuse_and_refine(self, store: SearchReads, run: Run) -> dict[str, Any]:
+        """Fusion, the refine stages and match spans over `run`'s legs; the response."""
+        req, cq, s, n = run.req, run.cq, self.settings, run.n
+        evidence, timings, sent = run.evidence, run.timings, run.sent
+        legs = {name: scored for name, scored in run.legs.items() if scored}
         leg_weights = fusion_weights(s.fusion, legs, evidence)
         if s.fusion.method == "rrf":
             fused = weighted_rrf({k: [c for c, _ in v] for k, v in legs.items()}, leg_weights, k=s.fusion.rrf_k)
@@ -365,20 +378,20 @@ class Searcher:
             "low_confidence": conf,
             "filter_applied": req.compiled_filters.to_dict() if not req.compiled_filters.empty else None,
             "pending_chunks": pending,
-            "vectors_degraded": degraded,
+            "vectors_degraded": run.degraded,
         }
         if warnings:
             response["warnings"] = warnings
         if req.explain:
-            timings["total_ms"] = _ms(t0)
-            explain.update(
+            timings["total_ms"] = _ms(run.started)
+            response["explain"] = dict(
                 query=cq.text,
                 vector_text=cq.vector_text,
                 match_expr=cq.match_expr,
                 negative_expr=cq.negative_expr,
                 positives=list(cq.positives),
                 excluded_terms=list(cq.negatives),
-                excluded_chunks=len(exclude),
+                excluded_chunks=len(run.exclude),
                 vector_only=cq.vector_only or req.retriever == "vector",
                 fallback=cq.fallback,
                 phrases_truncated=cq.truncated,
@@ -388,25 +401,24 @@ class Searcher:
                 trigram_expr=cq.trigram_expr,
                 word_expr=cq.word_expr,
                 words=list(cq.words),
-                bigram_expr=cjk_expr,
+                bigram_expr=run.cjk_expr,
                 # What each full-text leg ran, and the common terms it left out (decision 0010).
                 sent_to_fts5=dict(sent or {}),
                 common_terms_left_out={name: left_out(expr, (sent or {}).get(name, expr))
                                        for name, expr in (("trigram", cq.trigram_expr), ("words", cq.word_expr),
-                                                          ("bigram", cjk_expr))
+                                                          ("bigram", run.cjk_expr))
                                        if expr and name in (sent or {})},
                 fusion={"method": s.fusion.method, "weights": leg_weights, "evidence": evidence,
                         "evidence_low": s.fusion.evidence_low, "evidence_high": s.fusion.evidence_high},
                 pool_per_retriever=n,
                 refine_pool=pool,
-                allowed_documents=None if allowed_docs is None else len(allowed_docs),
+                allowed_documents=None if run.allowed_docs is None else len(run.allowed_docs),
                 stages={"rerank": bool(rerank_on and reranker), "mmr": mmr_on, "parent_retriever": parent_on},
                 reranker=getattr(reranker, "identity", None) if rerank_on else None,
                 rrf_k=s.fusion.rrf_k,
                 weights={"heading": s.fusion.heading_weight, "context": s.fusion.context_weight, "content": s.fusion.content_weight},
                 timings_ms=timings,
             )
-            response["explain"] = explain
         return response
 
     def _reranker_for(self, req: SearchRequest) -> tuple[bool, Reranker | None]:

@@ -30,16 +30,17 @@ from typing import Any, Awaitable, Callable
 import anyio
 import anyio.abc
 
+from groove.api import Service
 from groove.app import Index
+from groove.backoff import doubling
 from groove.config import Settings
-from groove.corpus.parsers import Parsers
 from groove.embed.embedder import Embedder
 from groove.embed.pool import BulkLimiter
 from groove.errors import BusyError, GrooveError, NotFoundError
 from groove.logs import get_logger
-from groove.search.request import SearchRequest
 from groove.store.db import describe_write_error
 from groove.sync.indexer import ReconcileStats
+from groove.sync.report import IndexReport
 from groove.sync.watcher import watch
 
 log = get_logger(__name__)
@@ -57,7 +58,7 @@ class ReindexError(GrooveError):
 
 def backoff(failures: int) -> float:
     """Seconds to wait after `failures` failures in a row (1, 2, 4 ... RETRY_MAX_S)."""
-    return min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** max(0, failures - 1))
+    return doubling(failures, RETRY_FIRST_S, RETRY_MAX_S)
 
 
 @dataclass
@@ -122,10 +123,7 @@ class Daemon:
     def __init__(self, settings: Settings, embedder: Embedder | None = None, **index_options: Any):
         self.settings = settings
         self.index = Index(settings, embedder=embedder, bulk=BulkLimiter(settings.embedding.workers), **index_options)
-        self.kb = self.index.kb
-        self.index_path = self.index.path
-        self.embedder = self.index.embedder
-        self.queries = self.index.queries
+        self.service = Service(self.index, self)  # what every front end calls (groove.api)
         self.tasks: dict[str, TaskHealth] = {
             name: TaskHealth() for name in ("writer", "reconcile", "watcher", "embedding")
         }
@@ -191,7 +189,7 @@ class Daemon:
         try:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
-                tg.start_soon(self.queries.warm_up)  # the model loads now, not at the first search
+                tg.start_soon(self.index.queries.warm_up)  # the model loads now, not at the first search
                 tg.start_soon(self.index.warm_vectors)  # and the in-memory vectors
                 tg.start_soon(self._supervised, "writer", self._writer_loop)
                 for i in range(self.settings.embedding.workers):
@@ -253,9 +251,7 @@ class Daemon:
             error: str | None = None
             try:
                 if full:
-                    stats = await self.index.reconcile()
-                    gc = await self.index.collect_garbage()
-                    merged = await self.index.merge_full_text(stats.chunks_written)
+                    stats, gc, merged = await self.index.full_reconcile()
                     self.last_reconcile = {**stats.to_dict(), "at": time.time(), "vectors_collected": gc,
                                            "full_text_merged": merged}
                     self._last_full = (stats, gc, merged)
@@ -370,7 +366,7 @@ class Daemon:
         self._drained = True
         st = await self.index.status()
         log.info("embedding queue drained: every note is searchable by meaning",
-                 documents=st["documents"], chunks=st["chunks"])
+                 documents=st.documents, chunks=st.chunks)
 
     # -- watcher / periodic ---------------------------------------------------------
     def _set_watch_state(self, state: str) -> None:
@@ -384,11 +380,11 @@ class Daemon:
     async def _watch_once(self) -> None:
         """One life of the watcher; `_supervised` restarts it (with backoff) when it dies."""
         await watch(
-            self.kb,
+            self.index.kb,
             self.submit_paths,
             debounce_ms=self.settings.watch.debounce_ms,
-            extensions=Parsers(self.settings.index, self.settings.parsers).extensions,  # the registry decides
-            index_path=self.index_path,
+            extensions=self.index.indexer.parsers.extensions,  # the indexer's parser registry decides
+            index_path=self.index.path,
             stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
             on_state=self._set_watch_state,
             on_lost=lambda: self._changes_send.send(FULL),  # a batch watchfiles could not decode
@@ -409,34 +405,17 @@ class Daemon:
             await self._full_event.wait()
         return self._full_error
 
-    # -- the service API (MCP tools call these) -------------------------------------
-    async def search(self, req: SearchRequest) -> dict[str, Any]:
+    # -- what the service API asks of a running service (groove.api.Supervisor) -------------
+    async def wait_ready(self) -> None:
         await self.ready.wait()
-        return await self.index.search(req)
 
-    async def get_document(self, path: str) -> dict[str, Any]:
-        await self.ready.wait()
-        return await self.index.get_document(path)
+    def startup_scan_done(self) -> bool:
+        return self.reconciled.is_set()
 
-    async def list_documents(
-        self, *, cursor: str | None = None, limit: int = 50, folder: str | None = None, tags: list[str] | None = None
-    ) -> dict[str, Any]:
-        await self.ready.wait()
-        return await self.index.list_documents(cursor=cursor, limit=limit, folder=folder, tags=tags)
-
-    async def topics(self, *, depth: int = 2, limit: int = 100) -> dict[str, Any]:
-        await self.ready.wait()
-        return await self.index.topics(depth=depth, limit=limit)
-
-    async def complete(self, kind: str, prefix: str, limit: int = 100) -> tuple[list[str], int]:
-        await self.ready.wait()
-        return await self.index.complete(kind, prefix, limit)
-
-    async def index_status(self) -> dict[str, Any]:
-        await self.ready.wait()
-        st = await self.index.status()
-        st.update(
-            kb_path=str(self.kb),
+    async def service_status(self) -> dict[str, Any]:
+        """The daemon's own fields of `index_status`, beside the index's."""
+        return dict(
+            kb_path=str(self.index.kb),
             watcher=self.watcher_state,
             healthy=self.health()[0],
             tasks={name: t.to_dict() for name, t in self.tasks.items()},
@@ -448,11 +427,9 @@ class Daemon:
             embedding_failures=self.index.embedding_failures(),
             vectors_in_memory=await self.index.vectors_in_memory(),
         )
-        return st
 
-    async def reindex(self) -> dict[str, Any]:
+    async def full_reconcile(self) -> IndexReport:
         """A full reconcile now, through the writer. One at a time."""
-        await self.ready.wait()
         if self._reindexing:
             raise BusyError("a reindex is already running; wait for it to finish (index_status shows reindex_running)")
         self._reindexing = True
@@ -467,16 +444,7 @@ class Daemon:
                     f"wrote and searches keep working; groove tries again{when} (index_status shows tasks.reconcile)"
                 )
             stats, collected, merged = self._last_full or (ReconcileStats(), 0, False)
-            report = await self.index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
-                                             full_text_merged=merged)
-            return report.model_dump()  # the shape `groove index --format json` prints (groove.sync.report)
+            return await self.index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
+                                           full_text_merged=merged)
         finally:
             self._reindexing = False
-
-    async def related(self, *, path: str, limit: int = 10, depth: int = 1, fan_out: int = 10,
-                      max_nodes: int = 100) -> dict[str, Any]:
-        await self.ready.wait()
-        return await self.index.related(path, limit=limit, depth=depth, fan_out=fan_out, max_nodes=max_nodes)
-
-    async def pending(self) -> int:
-        return await self.index.pending()

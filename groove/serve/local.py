@@ -40,6 +40,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from groove.errors import GrooveError
 from groove.logs import get_logger
+from groove.serve.errors import local_error
 
 log = get_logger(__name__)
 
@@ -112,7 +113,7 @@ async def serve_local(daemon: Any, *, task_status: anyio.abc.TaskStatus[Path | N
         log.info("no local endpoint: this platform has no Unix-domain sockets; the command line loads the model")
         task_status.started(None)
         return
-    path = socket_path(daemon.index_path)
+    path = socket_path(daemon.index.path)
     try:
         if not _claim(path):
             log.warning("local_endpoint_taken", socket=str(path),
@@ -154,7 +155,7 @@ async def _handle(daemon: Any, stream: anyio.abc.SocketStream) -> None:
         except (anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.EndOfStream, anyio.BrokenResourceError):
             return
         answer = await _answer(daemon, line)
-        answer.update(index_path=str(daemon.index_path), pid=os.getpid())
+        answer.update(index_path=str(daemon.index.path), pid=os.getpid())
         try:
             await stream.send(json.dumps(answer, ensure_ascii=False).encode("utf-8") + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -162,8 +163,10 @@ async def _handle(daemon: Any, stream: anyio.abc.SocketStream) -> None:
 
 
 async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
+    from groove.api import RelatedRequest
     from groove.search.request import SearchRequest
 
+    service = daemon.service
     try:
         message = json.loads(line)
         op = message.get("op") if isinstance(message, dict) else None
@@ -171,14 +174,14 @@ async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
         if op not in OPS or not isinstance(args, dict):
             return {"ok": False, "error": f"unknown request {op!r}; this daemon answers {', '.join(OPS)}", "exit_code": 2}
         if op == "search":
-            result = await daemon.search(SearchRequest(**args.get("request", {})))
+            result = await service.search(SearchRequest(**args.get("request", {})))
         elif op == "related":
-            result = await daemon.related(**args)
+            result = await service.related(RelatedRequest(**args))
         else:
-            result = await daemon.index_status()
-        return {"ok": True, "result": result}
+            result = await service.status()
+        return {"ok": True, "result": result.model_dump(mode="json", exclude_unset=True)}
     except GrooveError as exc:
-        return {"ok": False, "error": str(exc), "exit_code": exc.exit_code}
+        return local_error(exc)
     except (ValueError, TypeError) as exc:
         return {"ok": False, "error": f"bad request: {exc}", "exit_code": 2}
     except Exception as exc:  # noqa: BLE001 - one bad request must not stop the endpoint

@@ -241,7 +241,7 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
     try:
         daemon = Daemon(settings)
         server = build_server(daemon, settings.serve.http)
-        log.info("serve_start", transport=transport, kb=str(daemon.kb), index=str(daemon.index_path))
+        log.info("serve_start", transport=transport, kb=str(daemon.index.kb), index=str(daemon.index.path))
         try:
             await _run(settings, daemon, server, transport, sock, host, wire)
         except BaseExceptionGroup as group:

@@ -8,7 +8,7 @@ The routes are registered on the MCP server as custom routes (`mount_ui`), so
 they live in the same Starlette app as /mcp and /healthz, behind the same
 guard (Host, Origin, token where configured) and request body limit that
 `groove.serve.http.build_app` wraps around it. A search goes through
-`Daemon.search(SearchRequest(...))`, the path the MCP `search` tool takes:
+the service API (`daemon.service.search(SearchRequest(...))`), as the MCP `search` tool does:
 the same validation, the same limits, the same one-line errors (here as
 `{"error": ...}` with status 400).
 
@@ -34,11 +34,12 @@ from mcp.server.mcpserver import MCPServer
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from groove.errors import BusyError, GrooveError, NotFoundError
+from groove.errors import GrooveError
 from groove.logs import get_logger
 from groove.search.compiler import QueryError
 from groove.search.request import SearchRequest
 from groove.serve.daemon import Daemon
+from groove.serve.errors import http_status
 
 log = get_logger(__name__)
 
@@ -88,16 +89,6 @@ def content_security_policy(html: str) -> str:
 
 # --- errors as JSON ---------------------------------------------------------------------------
 
-def _status_for(exc: GrooveError) -> int:
-    if isinstance(exc, QueryError):
-        return 400
-    if isinstance(exc, NotFoundError):
-        return 404
-    if isinstance(exc, BusyError):
-        return 409
-    return 500
-
-
 def error_response(message: str, status: int) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=COMMON_HEADERS)
 
@@ -114,9 +105,34 @@ async def read_json_object(request: Request) -> dict[str, Any]:
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise QueryError(f"the request body is not valid JSON ({exc}); send an object such as {{\"query\": \"words\"}}") from None
+    except RecursionError:  # the parser's own limit, far past MAX_JSON_DEPTH
+        raise QueryError(_too_deep()) from None
+    if _depth_over(data, MAX_JSON_DEPTH):
+        raise QueryError(_too_deep())
     if not isinstance(data, dict):
         raise QueryError(f"the request body must be a JSON object such as {{\"query\": \"words\"}}, got {type(data).__name__}")
     return data
+
+
+MAX_JSON_DEPTH = 16  # a search request nests 3 levels (filters -> fields -> a list); far more is not a search
+
+
+def _too_deep() -> str:
+    return f"the request body nests JSON more than {MAX_JSON_DEPTH} levels deep; send an object such as {{\"query\": \"words\"}}"
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """Whether `value` nests lists/objects more than `limit` levels (iterative: no recursion to exhaust)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 # --- the routes --------------------------------------------------------------------------------
@@ -137,23 +153,22 @@ def mount_ui(server: MCPServer, daemon: Daemon) -> None:
     @server.custom_route(STATUS_PATH, methods=["GET"], include_in_schema=False)
     async def ui_status(request: Request) -> Response:
         try:
-            status = await daemon.index_status()
+            status = await daemon.service.status()
         except GrooveError as exc:
-            return error_response(str(exc), _status_for(exc))
-        return JSONResponse(status, headers=COMMON_HEADERS)
+            return error_response(str(exc), http_status(exc))
+        return JSONResponse(status.model_dump(mode="json"), headers=COMMON_HEADERS)
 
     @server.custom_route(SEARCH_PATH, methods=["POST"], include_in_schema=False)
     async def ui_search(request: Request) -> Response:
         try:
             req = SearchRequest(**await read_json_object(request))
-            response = await daemon.search(req)
+            answer = await daemon.service.search(req)
         except GrooveError as exc:
-            return error_response(str(exc), _status_for(exc))
+            return error_response(str(exc), http_status(exc))
         except Exception as exc:  # noqa: BLE001 - the page gets a message, the log gets the details
             log.error("ui_search_failed", error=repr(exc))
             return error_response("the search failed inside the server; its log (stderr) says why", 500)
-        response["startup_reconcile_done"] = daemon.reconciled.is_set()
-        return JSONResponse(response, headers=COMMON_HEADERS)
+        return JSONResponse(answer.model_dump(mode="json", exclude_unset=True), headers=COMMON_HEADERS)
 
 
 __all__ = ["SEARCH_PATH", "STATUS_PATH", "UI_PATH", "content_security_policy", "mount_ui", "page"]

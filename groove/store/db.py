@@ -292,14 +292,7 @@ def init_sync(con: Any, *, model: str, dimension: int, kb_path: str, settings_js
                 answering_with = built_model
             else:
                 check_identity(built_model, built_dim, model=model, dimension=dimension)
-        while version < SCHEMA_VERSION:
-            # One explicit step per version; each runs in its own transaction.
-            con.execute("BEGIN IMMEDIATE")
-            for statement in split_sql(MIGRATIONS.get(version, "")):
-                con.execute(statement)
-            set_meta_sync(con, "schema_version", str(version + 1))
-            con.execute("COMMIT")
-            version += 1
+        migrate_sync(con, version)
     con.execute("BEGIN IMMEDIATE")
     try:
         for statement in split_sql(_SCHEMA_V1):
@@ -319,6 +312,72 @@ def init_sync(con: Any, *, model: str, dimension: int, kb_path: str, settings_js
         con.execute("ROLLBACK")
         raise
     return answering_with
+
+
+class MigrationError(IndexError_):
+    """A schema migration step failed and was rolled back: the index is at the version before it."""
+
+
+# A step runs inside one transaction (BEGIN IMMEDIATE ... COMMIT), so it holds none of these: each would end
+# that transaction or step outside it (VACUUM, ATTACH), or be silently ignored inside it (PRAGMA foreign_keys).
+_NOT_IN_A_STEP = ("BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE", "VACUUM", "ATTACH", "DETACH", "PRAGMA")
+
+
+def migrate_sync(con: Any, version: int) -> int:
+    """Take the index from schema `version` up to SCHEMA_VERSION, one MIGRATIONS step at a time.
+
+    Each step is one transaction, its statements run one by one (`split_sql`, never `executescript`,
+    which commits on its own) and its new schema_version written inside it: a step that fails is rolled
+    back whole, so the index is left at the version before it, its tables as they were, and the step is
+    tried again by the next writer that opens it. MigrationError (one line: which step, why, what to do).
+    """
+    while version < SCHEMA_VERSION:
+        _migrate_step(con, version)
+        version += 1
+    return version
+
+
+def _migrate_step(con: Any, version: int) -> None:
+    statements = split_sql(MIGRATIONS.get(version, ""))
+    for statement in statements:
+        first = statement.split(None, 1)[0].rstrip(";").upper()
+        if first in _NOT_IN_A_STEP:  # a bug in groove: refused before anything runs
+            raise MigrationError(_migration_failed(
+                con, version, f"the step holds `{first}`, which cannot run inside the step's one transaction",
+                "this is a bug in groove (please report it); `groove index --rebuild` builds a new index from the notes",
+                ran=False))
+    try:
+        con.execute("BEGIN IMMEDIATE")
+        for statement in statements:
+            con.execute(statement)  # one by one: executescript() would commit on its own
+        set_meta_sync(con, "schema_version", str(version + 1))
+        con.execute("COMMIT")
+    except BaseException as exc:
+        if con.in_transaction:
+            try:
+                con.execute("ROLLBACK")
+            except DBError:
+                pass  # closing the connection rolls back whatever is left
+        if not isinstance(exc, Exception):
+            raise
+        known = _write_failure(exc)
+        why = known[0] if known else f"{type(exc).__name__}: {exc}"
+        todo = ((f"{known[1]}, then run" if known else "run") + " `groove index` (or start `groove serve`) to upgrade "
+                "it again; if it fails the same way, `groove index --rebuild` builds a new index from the notes "
+                "(every note is embedded again)")
+        raise MigrationError(_migration_failed(con, version, why, todo)) from exc
+
+
+def _migration_failed(con: Any, version: int, why: str, todo: str, *, ran: bool = True) -> str:
+    """One line: which step failed, why, that the index is still at `version`, what to do."""
+    try:
+        path = next((row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main"), "")
+    except DBError:
+        path = ""
+    text = (f"could not upgrade the index {path or '(in memory)'} from schema version {version} to {version + 1} "
+            f"(migration step {version}): {why}; the index is unchanged at schema version {version} "
+            f"({'the step was rolled back whole' if ran else 'the step did not run'}); {todo}")
+    return " ".join(text.split())  # one line, whatever the exception said
 
 
 def check_identity(built_model: str, built_dim: int | None, *, model: str, dimension: int) -> None:
@@ -361,7 +420,41 @@ def split_sql(script: str) -> list[str]:
     return out
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _is_groove_index(path: Path) -> bool:
+    """Whether `path` is (or was) a groove index: an SQLite file with groove's `meta` table, or an SQLite
+    file too damaged to say (what `--rebuild` is for). An empty file counts; anything else does not."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError:
+        return True  # unreadable: the unlink below says why, or succeeds
+    if not head:
+        return True
+    if head != SQLITE_HEADER:
+        return False
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone() is not None
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        return "no such table" not in str(exc)  # damaged: groove's own, as far as anyone can tell
+
+
 def remove_index_files(path: Path) -> None:
+    """Delete an index and its WAL files (`--rebuild`). Refused when the file is not a groove index, so an
+    `index_path` pointed at another file (a config can set it) never deletes that file."""
+    if path.exists() and not _is_groove_index(path):
+        raise IndexError_(
+            f"{path} is not a groove index, so --rebuild will not delete it; point index_path at a groove index "
+            "or at a new file"
+        )
     for suffix in ("", "-wal", "-shm"):
         p = Path(str(path) + suffix)
         if p.exists():
@@ -374,17 +467,25 @@ def describe_write_error(exc: BaseException, *, resumes: bool = True) -> str:
     """One sentence for a failed write: what happened and what to do (disk full, read-only index),
     else the exception itself. The daemon (`resumes`) shows it in index_status and /healthz and retries;
     `groove index` says to run it again."""
-    text = str(exc)
-    lowered = text.lower()
     then = ("writing resumes by itself and searches keep working meanwhile" if resumes
             else "then run groove index again (what was written so far is kept)")
+    known = _write_failure(exc)
+    if known:
+        return f"{known[0]}: {known[1]}; {then}"
+    return repr(exc)
+
+
+def _write_failure(exc: BaseException) -> tuple[str, str] | None:
+    """(what happened, what to do) for a write that failed for a reason a person can fix (a full disk, a
+    read-only index), else None."""
+    text = str(exc)
+    lowered = text.lower()
     if isinstance(exc, DBError) or isinstance(exc, OSError):
         if "database or disk is full" in lowered or getattr(exc, "errno", None) == 28:
-            return f"the disk holding the index is full ({text}): free some space; {then}"
+            return f"the disk holding the index is full ({text})", "free some space"
         if "readonly database" in lowered or "read-only" in lowered:
-            return (f"the index file cannot be written ({text}): make it and its folder writable "
-                    f"(e.g. chmod u+w); {then}")
-    return repr(exc)
+            return f"the index file cannot be written ({text})", "make it and its folder writable (e.g. chmod u+w)"
+    return None
 
 
 # --- one writer per index: an advisory lock beside it ------------------------------------------
@@ -393,59 +494,138 @@ class IndexLockedError(IndexError_):
     """Another groove process writes this index."""
 
 
+class IndexFolderError(IndexError_):
+    """The folder of the index cannot be written (permissions, a read-only file system)."""
+
+
+def unwritable_folder(index: Path, exc: OSError) -> IndexFolderError:
+    """One line naming the index's folder and why it cannot be written, for a writer that must create files there
+    (the index, its lock, SQLite's -wal and -shm files)."""
+    import errno
+
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.EROFS:
+        why = "it is on a read-only file system"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        why = "permission denied"
+    return IndexFolderError(f"cannot write in the index folder {index.parent} ({why}): make it writable, or give "
+                            "--index (or index_path) a file in a folder you can write; read-only commands "
+                            "(search, status) still work on an index that is there")
+
+
 def lock_path(path: Path) -> Path:
     return Path(str(path) + ".lock")
 
 
+def _identity_lock_dir() -> Path:
+    """Where the locks on index files' identities live: one folder per user, in the runtime folder."""
+    import os
+    import tempfile
+
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return Path(base) / f"groove-locks-{os.getuid()}"
+
+
+def identity_lock_path(index: Path) -> Path | None:
+    """The lock of the index file's identity (device + inode), or None while there is no file."""
+    import os
+
+    try:
+        st = os.stat(index)
+    except OSError:
+        return None
+    return _identity_lock_dir() / f"{st.st_dev}-{st.st_ino}.lock"
+
+
 class WriterLock:
-    """`fcntl.flock` on `<index>.lock`, holding JSON {pid, command, started_at} of the process that writes.
+    """`fcntl.flock` on `<index>.lock`, holding JSON {pid, command, started_at, index} of the process that writes,
+    and on the index file's identity (device + inode: a lock file in a per-user folder of the runtime folder).
 
     Every writer (`groove index`, `groove serve`) takes it when it opens the index for writing and keeps
     it until it closes; a second writer is refused at once with a message naming the first. The OS
     drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone.
-    Read-only commands never take it.
+    Read-only commands never take it. The identity lock refuses a writer that reaches the same file
+    under another name (a hard link, a bind mount): `hold_identity` takes it as soon as the file
+    exists (at once for an existing index; after creating a new one).
     """
 
     def __init__(self, path: Path):
         self.index = Path(path)
         self.path = lock_path(self.index)
         self._fd: int | None = None
+        self._identity_fd: int | None = None
 
-    def acquire(self) -> None:
-        import fcntl  # POSIX only; lazy so that the module imports everywhere
+    def _info(self) -> bytes:
         import os
         import sys
 
+        return json.dumps({"pid": os.getpid(), "command": " ".join(["groove", *sys.argv[1:]]) if sys.argv else "groove",
+                           "started_at": time.time(), "index": str(self.index)}).encode("utf-8")
+
+    def acquire(self) -> None:
+        import os
+
         if self._fd is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise unwritable_folder(self.index, exc) from None
+        self._fd = self._take(fd)
+        try:
+            self.hold_identity()
+        except BaseException:
+            self.release()
+            raise
+
+    def hold_identity(self) -> None:
+        """Lock the index file's identity too; nothing to do while there is no file yet (call again once
+        it exists). IndexLockedError when another writer holds it through another name."""
+        import os
+
+        if self._identity_fd is not None:
+            return
+        path = identity_lock_path(self.index)
+        if path is None:
+            return
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._identity_fd = self._take(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), identity=True)
+
+    def _take(self, fd: int, *, identity: bool = False) -> int:
+        """Lock `fd` (closed when it cannot be), write who holds it, and return it. IndexLockedError names the
+        holder; for the identity lock, the other name the holder has the file under."""
+        import fcntl  # POSIX only; lazy so that the module imports everywhere
+        import os
+
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise IndexLockedError(_locked_message(self.index, holder)) from None
+            other = holder.get("index") if identity else None
+            through = f" as {other} (the same file under another name: a hard link?)" if other else ""
+            raise IndexLockedError(_locked_message(self.index, holder, through)) from None
         except BaseException:
             os.close(fd)
             raise
-        info = {"pid": os.getpid(), "command": " ".join(["groove", *sys.argv[1:]]) if sys.argv else "groove",
-                "started_at": time.time()}
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(info).encode("utf-8"), 0)
-        self._fd = fd
+        os.pwrite(fd, self._info(), 0)
+        return fd
 
     def release(self) -> None:
         import os
 
-        if self._fd is None:
-            return
-        try:
-            os.ftruncate(self._fd, 0)
-        except OSError:
-            pass
-        os.close(self._fd)  # closing the descriptor drops the flock
-        self._fd = None
+        for name in ("_identity_fd", "_fd"):
+            fd = getattr(self, name)
+            if fd is None:
+                continue
+            try:
+                os.ftruncate(fd, 0)
+            except OSError:
+                pass
+            os.close(fd)  # closing the descriptor drops the flock
+            setattr(self, name, None)
 
     @property
     def held(self) -> bool:
@@ -463,7 +643,7 @@ def _read_holder(fd: int) -> dict[str, Any]:
         return {}
 
 
-def _locked_message(index: Path, holder: dict[str, Any]) -> str:
+def _locked_message(index: Path, holder: dict[str, Any], through: str = "") -> str:
     who = []
     if holder.get("pid"):
         who.append(f"pid {holder['pid']}")
@@ -472,6 +652,6 @@ def _locked_message(index: Path, holder: dict[str, Any]) -> str:
     if isinstance(holder.get("started_at"), (int, float)):
         who.append("since " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["started_at"])))
     named = f" ({', '.join(who)})" if who else ""
-    return (f"the index {index} is being written by another groove process{named}; stop that process first "
+    return (f"the index {index} is being written by another groove process{named}{through}; stop that process first "
             "(or use its MCP tools, e.g. reindex), or give this command another --index. Read-only commands "
             "(search, status, related) work beside it")

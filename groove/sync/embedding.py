@@ -24,7 +24,9 @@ import aiosqlite
 import anyio
 import numpy as np
 
-from groove.embed.embedder import Embedder, EmbedderError
+from groove.backoff import doubling
+from groove.embed.embedder import Embedder
+from groove.errors import EmbedderError
 from groove.logs import get_logger
 from groove.store.interface import EmbeddingStore, SqliteEmbeddingStore
 
@@ -119,7 +121,7 @@ class EmbedQueue:
         error = repr(exc)
         previous = self.failing.get(h)
         attempts = (previous.attempts if previous else 0) + 1
-        delay = min(RETRY_MAX_S, RETRY_FIRST_S * 2 ** (attempts - 1))
+        delay = doubling(attempts, RETRY_FIRST_S, RETRY_MAX_S)
         self.failing[h] = Failure(attempts, error, self.clock() + delay, time.time() + delay)
         log.error("embed_failed", hash=h[:12], attempts=attempts, retry_in_s=delay, error=error, vectors=getattr(self.store, "name", "active"))
         return 0

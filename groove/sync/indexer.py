@@ -21,7 +21,19 @@ import anyio
 from groove.config import IndexSettings, ParserSettings
 from groove.corpus.markdown import parse_note
 from groove.corpus.parsers import ChunkOptions, Parsers
-from groove.corpus.scan import FileInfo, Ignore, NoteReadError, name_problem, printable, read_note, scan, stat_note
+from groove.corpus.scan import (
+    LINKED_DIR,
+    FileInfo,
+    Ignore,
+    NoteReadError,
+    linked_dir,
+    linked_dir_reason,
+    name_problem,
+    printable,
+    read_note,
+    scan,
+    stat_note,
+)
 from groove.embed.embedder import Embedder
 from groove.logs import get_logger
 from groove.store import writer
@@ -48,8 +60,9 @@ class ReconcileStats:
     skipped_files: dict[str, str] = field(default_factory=dict)  # rel -> reason, this pass
     note_warnings: dict[str, list[str]] = field(default_factory=dict)  # rel -> warnings of notes indexed this pass
     kept_unreadable: dict[str, str] = field(default_factory=dict)  # folder -> reason; its notes stay indexed
+    linked_dirs: dict[str, str] = field(default_factory=dict)  # symlinked folder/ -> what it is (not followed)
 
-    DETAILS = ("skipped_files", "note_warnings", "kept_unreadable")
+    DETAILS = ("skipped_files", "note_warnings", "kept_unreadable", "linked_dirs")
 
     def to_dict(self, details: bool = False) -> dict:
         """The counts; with `details`, also which files were skipped, warned about or kept, and why."""
@@ -64,6 +77,7 @@ class ReconcileStats:
         d["skipped_files"] = [{"path": p, "reason": r} for p, r in sorted(self.skipped_files.items())]
         d["note_warnings"] = [{"path": p, "warnings": w} for p, w in sorted(self.note_warnings.items())]
         d["kept_unreadable"] = [{"path": p, "reason": r} for p, r in sorted(self.kept_unreadable.items())]
+        d["linked_dirs"] = [{"path": p, "reason": r} for p, r in sorted(self.linked_dirs.items())]
         return d
 
 
@@ -110,13 +124,15 @@ class Indexer:
         gone = set(known) - set(result.files)
         kept = self._keep_unreadable(result.unreadable_dirs, gone)
         previous = await self._skipped_before()
-        await writer.record_skipped(self.conn, {**result.skipped, **kept}, replace_all=True)
+        # A symlinked folder is kept beside the skipped files (status and doctor show it), as an info line.
+        await writer.record_skipped(self.conn, {**result.skipped, **kept, **result.linked_dirs}, replace_all=True)
         gone -= set(result.skipped)  # record_skipped already removed their rows
         stats = await self._reconcile(result.files, gone, known, progress, previous)
         stats.skipped += len(result.skipped)
         stats.skipped_files.update(result.skipped)
         stats.kept_unreadable.update(kept)
-        self._log_skipped({**result.skipped, **kept}, previous)
+        stats.linked_dirs.update(result.linked_dirs)
+        self._log_skipped({**result.skipped, **kept, **result.linked_dirs}, previous)
         stats.seconds = time.perf_counter() - started
         return stats
 
@@ -142,10 +158,14 @@ class Indexer:
 
     @staticmethod
     def _log_skipped(skipped: dict[str, str], previous: dict[str, str]) -> None:
-        """One warning per skipped file whose reason is new (a reconcile every few minutes does not repeat it)."""
+        """One warning per skipped file whose reason is new (a reconcile every few minutes does not repeat it);
+        a symlinked folder, skipped by design, is an info line."""
         for rel, reason in sorted(skipped.items()):
             if previous.get(rel) != reason:
-                log.warning("folder_unreadable" if rel.endswith("/") else "note_skipped", path=rel, reason=reason)
+                if reason.startswith(LINKED_DIR):
+                    log.info("folder_symlink_not_followed", path=rel, reason=reason)
+                else:
+                    log.warning("folder_unreadable" if rel.endswith("/") else "note_skipped", path=rel, reason=reason)
 
     async def reconcile_paths(self, rels: Iterable[str]) -> ReconcileStats:
         """Reconcile only the given paths (files or folders, relative to the notes folder)."""
@@ -156,6 +176,7 @@ class Indexer:
         gone: set[str] = set()
         skipped: dict[str, str] = {}
         kept: dict[str, str] = {}
+        linked: dict[str, str] = {}
         for rel in sorted(set(rels)):
             path = self.kb / rel
             if name_problem(rel) is not None:
@@ -167,7 +188,13 @@ class Indexer:
             if rel == ".grooveignore" or rel.endswith("/.grooveignore"):
                 # Ignore rules changed: everything may be in or out now.
                 return await self.reconcile_all()
+            if linked_dir(self.kb, rel):
+                if not self.ignore.dir_ignored(rel):
+                    linked[rel + "/"] = linked_dir_reason(path)
+                continue
             if path.is_dir() and not path.is_symlink():
+                if rel in known:
+                    gone.add(rel)  # a note replaced by a folder of the same name
                 if self.ignore.dir_ignored(rel):
                     gone |= {p for p in known if p.startswith(rel + "/")}
                     continue
@@ -180,8 +207,8 @@ class Indexer:
                 gone |= under  # (a note skipped now loses its rows through record_skipped)
                 continue
             prefix_gone = {p for p in known if p.startswith(rel + "/")}
-            if prefix_gone and not path.exists():
-                gone |= prefix_gone  # a folder vanished (deleted or renamed away)
+            if prefix_gone and not path.is_dir():
+                gone |= prefix_gone  # a folder vanished (deleted, renamed away, or replaced by a file)
             if not self.ignore.file_wanted(rel):
                 if rel in known:
                     gone.add(rel)
@@ -194,12 +221,13 @@ class Indexer:
             elif rel in known:
                 gone.add(rel)
         stats = await self._reconcile(present, gone, known, None, previous)
-        if skipped or kept:
-            await writer.record_skipped(self.conn, {**skipped, **kept}, replace_all=False)
+        if skipped or kept or linked:
+            await writer.record_skipped(self.conn, {**skipped, **kept, **linked}, replace_all=False)
             stats.skipped += len(skipped)
             stats.skipped_files.update(skipped)
             stats.kept_unreadable.update(kept)
-            self._log_skipped({**skipped, **kept}, previous)
+            stats.linked_dirs.update(linked)
+            self._log_skipped({**skipped, **kept, **linked}, previous)
         stats.seconds = time.perf_counter() - started
         return stats
 

@@ -60,6 +60,7 @@ class IndexReport(BaseModel):
     skipped_files: list[dict] = Field(default_factory=list, description="each file skipped, with its reason")
     note_warnings: list[dict] = Field(default_factory=list, description="each note indexed with a warning (what was cut)")
     kept_unreadable: list[dict] = Field(default_factory=list, description="notes kept under a folder that cannot be read now")
+    linked_dirs: list[dict] = Field(default_factory=list, description="symlinked folders, not followed by design (groove status lists them)")
 
 
 def index_report(

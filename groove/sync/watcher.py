@@ -10,12 +10,24 @@ A file name that is not valid UTF-8 makes watchfiles fail the whole batch
 once, starts watching again at once and asks for a full reconcile
 (`on_lost`), which reports the file and picks up whatever else that batch
 held. Such a name never stops the watcher.
+
+inotify watches a folder, not a path: when the notes folder is renamed away,
+deleted, or replaced by another one (``mv kb kb.old && cp -r kb.old kb``), the
+old watch reports nothing more. The watcher checks the folder's identity
+(device + inode) every second and after each batch; when it changed, the state
+says the watch is not live (``FOLDER_MISSING``: `/healthz` fails and
+`index_status` says so) until there is a folder at the path again, the watch is
+attached to it, and `on_lost` asks for a full reconcile. While the folder is
+missing, a reconcile keeps the notes the index has (corpus/scan.py).
 """
 
 from __future__ import annotations
 
+import os
+import stat
+from contextlib import aclosing
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Literal
 
 import anyio
 import watchfiles
@@ -59,6 +71,40 @@ def _undecodable(exc: BaseException) -> bool:
     return isinstance(exc, WatchfilesRustInternalError)
 
 
+WATCH_CHECK_S = 1.0  # how often the watcher checks that the notes folder is still the one it watches
+
+#: The watcher's states besides "watching" and "stopped" (the daemon's health is ok only while "watching").
+FOLDER_MISSING = "waiting: the notes folder is not there"
+FOLDER_REPLACED = "re-attaching: the notes folder was replaced"
+
+
+def folder_identity(kb: Path) -> tuple[int, int] | None:
+    """(device, inode) of the notes folder, or None when there is no folder at that path."""
+    try:
+        st = os.stat(kb)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _stopped(stop_event: anyio.Event | None) -> bool:
+    return stop_event is not None and stop_event.is_set()
+
+
+async def _wait_for_folder(kb: Path, stop_event: anyio.Event | None) -> tuple[int, int] | None:
+    """Wait until there is a folder at `kb` again; its identity, or None when stopped first."""
+    while not _stopped(stop_event):
+        identity = folder_identity(kb)
+        if identity is not None:
+            return identity
+        with anyio.move_on_after(WATCH_CHECK_S):
+            if stop_event is not None:
+                await stop_event.wait()
+            else:
+                await anyio.sleep(WATCH_CHECK_S)
+    return None
+
+
 async def watch(
     kb: Path,
     on_batch: Callable[[set[str]], Awaitable[None]],
@@ -70,41 +116,93 @@ async def watch(
     on_state: Callable[[str], None] | None = None,
     on_lost: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """Hand batches of changed paths to `on_batch` until `stop_event`; `on_lost` when a batch was lost."""
-    if on_state:
-        on_state("watching")
-    log.info("watch_started", kb=str(kb), debounce_ms=debounce_ms)
-    lost = 0
+    """Hand batches of changed paths to `on_batch` until `stop_event`; `on_lost` when a batch was lost,
+    and when the notes folder came back or was replaced (the watch is attached to the new folder first)."""
+    def state(value: str) -> None:
+        if on_state:
+            on_state(value)
+
+    identity = folder_identity(kb)
+    attached_before = False
     try:
-        while stop_event is None or not stop_event.is_set():
-            try:
-                async for changes in watchfiles.awatch(
-                    kb,
-                    # A batch is handed on once the folder has been quiet for `debounce_ms` (watchfiles'
-                    # `step`); during non-stop activity at most every 10 x debounce_ms (its `debounce`).
-                    step=max(debounce_ms, 1),
-                    debounce=max(debounce_ms * 10, 1000),
-                    stop_event=stop_event,
-                    recursive=True,
-                    watch_filter=None,
-                    yield_on_timeout=False,
-                ):
+        while not _stopped(stop_event):
+            if identity is None:
+                state(FOLDER_MISSING)
+                log.warning("watch_folder_missing", kb=str(kb),
+                            action="waiting for it; the index keeps its notes, and a full reconcile follows its return")
+                identity = await _wait_for_folder(kb, stop_event)
+                if identity is None:
+                    return  # stopped
+            state("watching")
+            if attached_before:
+                log.warning("watch_reattached", kb=str(kb), action="a full reconcile picks up what changed meanwhile")
+                if on_lost is not None:
+                    await on_lost()
+            else:
+                log.info("watch_started", kb=str(kb), debounce_ms=debounce_ms)
+            attached_before = True
+            moved = await _watch_folder(kb, identity, on_batch, debounce_ms=debounce_ms, extensions=extensions,
+                                        index_path=index_path, stop_event=stop_event, on_lost=on_lost)
+            if moved is False:
+                return  # stopped
+            identity = moved
+            if identity is not None:
+                state(FOLDER_REPLACED)
+    finally:
+        state("stopped")
+
+
+async def _watch_folder(
+    kb: Path,
+    identity: tuple[int, int],
+    on_batch: Callable[[set[str]], Awaitable[None]],
+    *,
+    debounce_ms: int,
+    extensions: tuple[str, ...],
+    index_path: Path | None,
+    stop_event: anyio.Event | None,
+    on_lost: Callable[[], Awaitable[None]] | None,
+) -> tuple[int, int] | None | Literal[False]:
+    """Watch the folder that has `identity` until it is stopped (False) or the folder at `kb` is no longer
+    that folder: moved away or deleted (None), or replaced by another (the new one's identity).
+
+    inotify watches a folder, not a path: once the folder is renamed or deleted, watchfiles reports
+    nothing more, ever, so the path is checked every WATCH_CHECK_S (and after each batch)."""
+    lost = 0
+    while not _stopped(stop_event):
+        try:
+            async with aclosing(watchfiles.awatch(
+                kb,
+                # A batch is handed on once the folder has been quiet for `debounce_ms` (watchfiles'
+                # `step`); during non-stop activity at most every 10 x debounce_ms (its `debounce`).
+                step=max(debounce_ms, 1),
+                debounce=max(debounce_ms * 10, 1000),
+                stop_event=stop_event,
+                recursive=True,
+                watch_filter=None,
+                rust_timeout=int(WATCH_CHECK_S * 1000),
+                yield_on_timeout=True,  # an empty batch every WATCH_CHECK_S: the folder check below
+            )) as batches:
+                async for changes in batches:
+                    now = folder_identity(kb)
+                    if now != identity:
+                        log.warning("watch_folder_gone" if now is None else "watch_folder_replaced", kb=str(kb),
+                                    action="the watch is attached again when there is a folder there")
+                        return now
                     rels = {r for _, path in changes if (r := relevant(kb, path, extensions, index_path)) is not None}
                     if rels:
                         log.debug("watch_batch", paths=len(rels))
                         await on_batch(rels)
-                return  # stopped
-            except Exception as exc:  # noqa: BLE001 - only the undecodable-name error is handled
-                if not _undecodable(exc):
-                    raise
-                # A name watchfiles cannot decode (not UTF-8) failed the batch it was in.
-                lost += 1
-                if lost == 1:
-                    log.warning("watch_batch_lost", error=str(exc),
-                                action="watching again; a full reconcile reports the file and picks up the rest")
-                if on_lost is not None:
-                    await on_lost()
-                await anyio.sleep(min(0.05 * lost, 1.0))  # never a busy loop, whatever the folder holds
-    finally:
-        if on_state:
-            on_state("stopped")
+            return False  # stopped
+        except Exception as exc:  # noqa: BLE001 - only the undecodable-name error is handled
+            if not _undecodable(exc):
+                raise
+            # A name watchfiles cannot decode (not UTF-8) failed the batch it was in.
+            lost += 1
+            if lost == 1:
+                log.warning("watch_batch_lost", error=str(exc),
+                            action="watching again; a full reconcile reports the file and picks up the rest")
+            if on_lost is not None:
+                await on_lost()
+            await anyio.sleep(min(0.05 * lost, 1.0))  # never a busy loop, whatever the folder holds
+    return False

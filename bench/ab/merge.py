@@ -1,18 +1,17 @@
-"""`python -m bench.merge_ab INDEX`: full-text legs on an index as written against the same index merged.
+"""the full-text legs on an index as written against the same index merged (decision 0013)
 
-Copies INDEX (e.g. `/tmp/groove-scale/10000/index.sqlite`, built by `python -m bench scale`)
-to a scratch file, merges the copy's two full-text tables into one segment each (FTS5
-`optimize`, what `groove index` does after a large write: decision 0013; timed), then runs both
-full-text legs (`retrievers.fts_scored` over the trigram and the bigram table) of the scale
-bench's queries on the original and on the copy, alternating query by query (the order flips
-each query), three rounds, the first one a warm-up. Prints p50 / mean per side and
-original-over-merged ratios; `--json PATH` writes them. The ranked ids are compared: a merge
-moves postings, it must not change a result.
+`python -m bench ab merge INDEX`: copies INDEX (e.g. `/tmp/groove-scale/10000/index.sqlite`,
+built by `python -m bench scale`) to a scratch file, merges the copy's full-text tables into one
+segment each (FTS5 `optimize`, what `groove index` does after a large write: decision 0013;
+timed), then runs the trigram and bigram legs (`retrievers.fts_scored`) of the scale bench's
+queries on the original and on the copy, alternating query by query (the order flips each query),
+three rounds, the first one a warm-up. Prints p50 / mean per side and original-over-merged ratios.
+The ranked ids are compared: a merge moves postings, it must not change a result. Decision 0013
+was measured with it (as `python -m bench.merge_ab`).
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shutil
 import statistics
 import tempfile
@@ -20,16 +19,27 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import data_dir, show_ab
-from bench.scale import _queries
-from groove.corpus.cjk import cjk_query
-from groove.search import retrievers
-from groove.search.compiler import compile_query
-from groove.store import db
+import anyio
+
+from bench.common import alternate, data_dir, show_ab
+from bench.scale import scale_queries
 
 
-async def main(index: Path, out_path: Path | None, data: Path | None = None) -> dict[str, Any]:
-    queries = _queries(data_dir(data), 40)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("index", type=Path, help="the index file (e.g. /tmp/groove-scale/10000/index.sqlite)")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return show_ab(anyio.run(measure, args.index, args.data))
+
+
+async def measure(index: Path, data: Path | None = None) -> dict[str, Any]:
+    from groove.corpus.cjk import cjk_query
+    from groove.search import retrievers
+    from groove.search.compiler import compile_query
+    from groove.store import db
+
+    queries = scale_queries(data_dir(data), 40)
     with tempfile.TemporaryDirectory(prefix="groove-merge-ab-") as tmp:
         copy = Path(tmp) / "merged.sqlite"
         shutil.copyfile(index, copy)
@@ -49,7 +59,7 @@ async def main(index: Path, out_path: Path | None, data: Path | None = None) -> 
                     cq = compile_query(q)
                     legs = [(t, e) for t, e in (("fts_chunks", cq.match_expr), ("fts_cjk", cjk_query(cq.vector_text))) if e]
                     got = {}
-                    for name in (["as_written", "merged"] if (i + rnd) % 2 == 0 else ["merged", "as_written"]):
+                    for name in alternate(["as_written", "merged"], i + rnd):
                         t = time.perf_counter()
                         got[name] = [await retrievers.fts_scored(sides[name], e, 50, table=table) for table, e in legs]
                         if rnd:
@@ -63,13 +73,4 @@ async def main(index: Path, out_path: Path | None, data: Path | None = None) -> 
         out[name] = {"p50_ms": round(statistics.median(xs), 1), "mean_ms": round(statistics.mean(xs), 1)}
     out["as_written_over_merged_p50"] = round(out["as_written"]["p50_ms"] / out["merged"]["p50_ms"], 3)
     out["as_written_over_merged_mean"] = round(out["as_written"]["mean_ms"] / out["merged"]["mean_ms"], 3)
-    return show_ab(out, out_path)
-
-
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m bench.merge_ab", description=__doc__.splitlines()[0])
-    p.add_argument("index", type=Path, help="the index file (e.g. /tmp/groove-scale/10000/index.sqlite)")
-    p.add_argument("--data", type=Path, default=None, metavar="DIR", help="the folder holding scifact/ and jaquad/")
-    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures as JSON")
-    a = p.parse_args()
-    asyncio.run(main(a.index, a.json, a.data))
+    return out

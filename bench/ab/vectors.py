@@ -1,36 +1,46 @@
-"""`python -m bench.vectors_ab INDEX`: the vector leg from memory against sqlite-vec's scan, side by side.
+"""the vector leg from memory against sqlite-vec's scan (decision 0012)
 
-On one index (e.g. `/tmp/groove-scale/100000/index.sqlite`, built by `python -m bench scale`),
-one read-only connection: the vector leg of a search (`retrievers.vector_scored`: KNN, then the
-ids mapped to chunks) with the process's in-memory copy (groove/store/vectors.py) and without
-it, alternating query by query (the order flips each query), unfiltered and filtered to the
-`scale-rare` tag (1% of notes). Queries are seeded random unit vectors (the scale index's
-document vectors are hash-seeded, so what they rank is meaningless: this measures speed only;
-the rankings are compared query by query: the share that are identical, and the largest
-distance difference at one rank, so an order that differs is seen to differ only by a float tie). Also the first load's time and the copy's size.
-Prints p50 / p95 per side and sqlite-vec-over-memory ratios; `--json PATH` writes them.
-Decision 0012 was measured with it.
+`python -m bench ab vectors INDEX`: on one index (e.g. `/tmp/groove-scale/100000/index.sqlite`,
+built by `python -m bench scale`), one read-only connection: the vector leg of a search
+(`retrievers.vector_scored`: KNN, then the ids mapped to chunks) with the process's in-memory copy
+(groove/store/vectors.py) and without it, alternating query by query (the order flips each
+query), unfiltered and filtered to the `scale-rare` tag (1% of notes). Queries are seeded random
+unit vectors (the scale index's document vectors are hash-seeded, so what they rank is
+meaningless: this measures speed only; the rankings are compared query by query: the share that
+are identical, and the largest distance difference at one rank, so an order that differs is seen
+to differ only by a float tie). Also the first load's time and the copy's size. Prints p50 / p95
+per side and sqlite-vec-over-memory ratios. Decision 0012 was measured with it (as
+`python -m bench.vectors_ab`).
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 
-from bench.common import percentile, show_ab
+from bench.common import alternate, percentile, show_ab
 from bench.scale import RARE_TAG
-from groove.search import retrievers
-from groove.store import db
-from groove.store.interface import VECTOR_TABLE
-from groove.store.vectors import VectorMatrix
 
 
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("index", type=Path, help="the index file (e.g. /tmp/groove-scale/100000/index.sqlite)")
+    p.add_argument("--queries", type=int, default=40, help="random query vectors (default 40)")
 
-async def main(index: Path, queries: int, out_path: Path | None) -> dict[str, Any]:
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    return show_ab(anyio.run(measure, args.index, args.queries), 42)
+
+
+async def measure(index: Path, queries: int) -> dict[str, Any]:
+    from groove.search import retrievers
+    from groove.store import db
+    from groove.store.interface import VECTOR_TABLE
+    from groove.store.vectors import VectorMatrix
+
     conn = await db.connect(index, readonly=True)
     try:
         cur = await conn.execute("SELECT count(*), (SELECT value FROM meta WHERE key = 'dimension') FROM embeddings")
@@ -50,7 +60,7 @@ async def main(index: Path, queries: int, out_path: Path | None) -> dict[str, An
         for kind, allowed in (("unfiltered", None), ("filtered", rare or None)):
             for i, q in enumerate(qs):
                 got = {}
-                for side in (["sqlite-vec", "memory"] if i % 2 == 0 else ["memory", "sqlite-vec"]):
+                for side in alternate(["sqlite-vec", "memory"], i):
                     t = time.perf_counter()
                     got[side] = await retrievers.vector_scored(conn, q, 50, None, allowed,
                                                                matrix if side == "memory" else None)
@@ -68,13 +78,4 @@ async def main(index: Path, queries: int, out_path: Path | None) -> dict[str, An
         out[key] = {"p50_ms": round(percentile(xs, 50), 2), "p95_ms": round(percentile(xs, 95), 2)}
     for kind in ("unfiltered", "filtered"):
         out[f"{kind}.sqlite_vec_over_memory_p50"] = round(out[f"{kind}.sqlite-vec"]["p50_ms"] / out[f"{kind}.memory"]["p50_ms"], 2)
-    return show_ab(out, out_path, 42)
-
-
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(prog="python -m bench.vectors_ab", description=__doc__.splitlines()[0])
-    p.add_argument("index", type=Path, help="the index file (e.g. /tmp/groove-scale/100000/index.sqlite)")
-    p.add_argument("--queries", type=int, default=40, help="random query vectors (default 40)")
-    p.add_argument("--json", type=Path, default=None, metavar="PATH", help="also write the figures as JSON")
-    a = p.parse_args()
-    asyncio.run(main(a.index, a.queries, a.json))
+    return out

@@ -1,0 +1,146 @@
+"""Request bodies (`BodyDeadline`, the outermost ASGI layer): a deadline for the whole body, a bound on
+the bodies one peer may be sending at once, and a quiet end for a client that hangs up mid-body.
+
+- The whole body must arrive within `body_timeout_s` of the request's headers, or the request gets 408
+  and its connection is closed (a body trickled in a byte at a time would otherwise hold a connection
+  slot and a task forever).
+- At most `max_bodies_per_client` requests from one peer address may be receiving their body at once;
+  one more cuts that peer's oldest unfinished body (408, connection closed). Trickling connections from
+  one address therefore hold at most that many slots, and `/healthz` and other clients keep the rest.
+- A client that disconnects before its body arrived is counted (`client_gone`) and nothing is run for
+  it: no traceback, no half-read request handed to the app.
+
+Requests without a body (no Content-Length, or 0, and no Transfer-Encoding: GET, the event stream) pass
+through as they are; a long response is not a body. Everything is counted in the storm log.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import anyio
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from groove.serve.peers import peer_of
+from groove.serve.storm import StormLog
+
+
+class _BodyCut(Exception):
+    """Raised from `BodyDeadline`'s receive when the body missed its deadline or was cut; caught there."""
+
+
+class _ClientGone(Exception):
+    """Raised from `BodyDeadline`'s receive when the client disconnected before its body arrived."""
+
+
+class _Arriving:
+    """One request whose body is still arriving: its deadline's cancel scope, and why it was cut."""
+
+    def __init__(self) -> None:
+        self.scope: anyio.CancelScope | None = None
+        self.cut_reason: str | None = None
+
+    def cut(self, reason: str) -> None:
+        self.cut_reason = reason
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+class BodyDeadline:
+    """The whole request body within `timeout_s` of its headers, at most `per_client` bodies arriving per peer.
+
+    Wraps `receive` with a cancel scope whose deadline starts when uvicorn hands the request over (its
+    headers are complete) and ends once the last body chunk (`more_body` false) has arrived; after that
+    `receive` is untouched, so an SSE stream waiting for the disconnect is never cut. The SDK's body-limit
+    middleware inside reads the whole body before the app runs, so a cut always falls before a response
+    has started: the answer is a one-line 408 with `Connection: close`, which makes uvicorn's h11 protocol
+    close the connection (and free its slot under `max_connections`).
+    """
+
+    def __init__(self, app: ASGIApp, timeout_s: float, storm: StormLog, per_client: int = 16):
+        self.app = app
+        self.timeout_s = timeout_s
+        self.storm = storm
+        self.per_client = max(1, per_client)
+        self.arriving: dict[str, deque[_Arriving]] = {}  # peer -> its unfinished bodies, oldest first
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not _declares_body(scope):
+            await self.app(scope, receive, send)
+            return
+        deadline = anyio.current_time() + self.timeout_s
+        peer = peer_of(scope)
+        mine = _Arriving()
+        queue = self.arriving.setdefault(peer, deque())
+        queue.append(mine)
+        while len(queue) > self.per_client:  # the slowest of this peer's bodies makes room for the newest
+            queue.popleft().cut("body_cut_per_client")
+        body_done = False
+        started = False
+
+        def finished() -> None:
+            nonlocal body_done
+            body_done = True
+            with_peer = self.arriving.get(peer)
+            if with_peer is not None:
+                if mine in with_peer:
+                    with_peer.remove(mine)
+                if not with_peer:
+                    self.arriving.pop(peer, None)
+
+        async def timed_receive() -> Any:
+            if body_done:
+                return await receive()
+            if mine.cut_reason is not None:
+                raise _BodyCut
+            with anyio.CancelScope(deadline=deadline) as cancel:
+                mine.scope = cancel
+                message = await receive()
+            mine.scope = None
+            if cancel.cancelled_caught or message is None:
+                mine.cut_reason = mine.cut_reason or "body_timeout"
+                raise _BodyCut
+            if message["type"] == "http.disconnect":
+                raise _ClientGone
+            if not message.get("more_body", False):
+                finished()
+            return message
+
+        async def watched_send(message: Any) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, timed_receive, watched_send)
+        except _ClientGone:
+            self.storm.count("client_gone")  # nobody to answer
+        except _BodyCut:
+            if started:  # not reached behind the body-limit middleware; nothing sensible left to answer
+                raise
+            reason = mine.cut_reason or "body_timeout"
+            self.storm.count(reason)
+            await PlainTextResponse(self._message(reason), status_code=408, headers={"Connection": "close"})(
+                scope, receive, send)
+        finally:
+            finished()
+
+    def _message(self, reason: str) -> str:
+        if reason == "body_cut_per_client":
+            return (f"request body cut: more than [serve.http] max_bodies_per_client = {self.per_client} request "
+                    "bodies from this address were arriving at once; send each body whole, promptly\n")
+        return (f"request body not received within [serve.http] body_timeout_s = {self.timeout_s:g} s of its "
+                "headers; send the whole body at once, or raise body_timeout_s for very slow links\n")
+
+
+def _declares_body(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"0", b"")):
+            return True
+    return False
+
+
+__all__ = ["BodyDeadline"]

@@ -1,0 +1,92 @@
+"""The connection cap and the header timeout, in a uvicorn h11 protocol subclass (`GuardedH11Protocol`).
+
+At most `max_connections` connections are open; past it a new connection closes the oldest one that has
+not sent a request yet, taken from the peer address holding the most connections (or, when every
+connection is busy, is closed itself). A connection that has not
+sent its request headers within `header_timeout_s` is closed. Both are counted in the storm log, never
+logged once per connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from groove.config import HTTPSettings
+from groove.serve.storm import StormLog
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a cap on open connections and a timeout for the request headers.
+
+    Subclassed per server by `guarded_protocol` (class attributes carry the limits and the storm log).
+    A connection is idle while it has no request in progress: before its first request's headers are
+    complete, or between requests on a kept-alive connection.
+    """
+
+    max_connections = 256
+    header_timeout_s = 10.0
+    storm: StormLog = StormLog("http_connections_shed")
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._idle_since = time.monotonic()
+        self._arm_header_timer()
+        if len(self.connections) > self.max_connections:
+            victim = self._victim()
+            if victim is not None:
+                victim._close("idle_closed_at_cap")
+            else:
+                self._close("refused_at_cap")
+
+    def _peer(self) -> str:
+        return str(self.client[0]) if self.client else ""
+
+    def _victim(self) -> "GuardedH11Protocol | None":
+        """The oldest idle connection of the peer address holding the most connections (so one address
+        flooding the server sheds its own connections first, not another client's fresh one)."""
+        held: dict[str, int] = {}
+        idle: list[GuardedH11Protocol] = []
+        for c in self.connections:
+            if isinstance(c, GuardedH11Protocol):
+                held[c._peer()] = held.get(c._peer(), 0) + 1
+                if c is not self and c._idle():
+                    idle.append(c)
+        if not idle:
+            return None
+        return min(idle, key=lambda c: (-held[c._peer()], c._idle_since))
+
+    def _idle(self) -> bool:
+        return (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing()
+
+    def _arm_header_timer(self) -> None:
+        expected = self.cycle
+        self.loop.call_later(self.header_timeout_s, self._header_deadline, expected)
+
+    def _header_deadline(self, expected: Any) -> None:
+        # Still the same (finished or absent) request: nothing complete arrived in time.
+        if self.cycle is expected and self._idle():
+            self._close("header_timeout")
+
+    def _close(self, reason: str) -> None:
+        self.storm.count(reason)
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._idle_since = time.monotonic()
+        self._arm_header_timer()
+
+
+def guarded_protocol(http: HTTPSettings, storm: StormLog) -> type[GuardedH11Protocol]:
+    """A GuardedH11Protocol class carrying this server's limits."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {
+        "max_connections": http.max_connections, "header_timeout_s": http.header_timeout_s, "storm": storm,
+    })
+
+
+__all__ = ["GuardedH11Protocol", "guarded_protocol"]

@@ -1,0 +1,97 @@
+"""The session cap (`SessionGuard`): at `max_sessions` open handshake-era sessions, the one idle the
+longest is ended so a new handshake is never refused while some session sits unused."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from groove.serve import sdk
+from groove.serve.storm import StormLog
+
+MCP_PATH = "/mcp"  # where the SDK app serves MCP (groove.serve.http mounts it there)
+
+
+class SessionGuard:
+    """Keeps room for new handshakes: at `max_sessions` open sessions, the one idle the longest is ended.
+
+    Tracks, per `Mcp-Session-Id`, when it was last used and how many of its requests are in flight
+    (an open GET stream counts as in flight, so a listening client is never the one ended; the stream
+    limits of `groove.serve.streams` keep enough of them unheld). The SDK's own cap (set one above ours)
+    only answers 503 when every session is busy.
+    """
+
+    def __init__(self, app: ASGIApp, server: MCPServer, max_sessions: int, storm: StormLog | None = None):
+        self.app = app
+        self.server = server
+        self.max_sessions = max_sessions
+        self.storm = storm or StormLog("mcp_sessions_ended")
+        self.last_used: dict[str, float] = {}
+        self.in_flight: dict[str, int] = {}
+        self.ended = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") != MCP_PATH:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        sid = headers.get("mcp-session-id")
+        if sid is None:
+            if scope.get("method") == "POST" and headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS:
+                await self._make_room()
+            await self.app(scope, receive, self._watch(send))
+            return
+        if sid not in sdk.open_sessions(self.server):  # unknown or ended: the SDK answers 404; nothing to track
+            await self.app(scope, receive, send)
+            return
+        self.in_flight[sid] = self.in_flight.get(sid, 0) + 1
+        self.last_used[sid] = time.monotonic()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            left = self.in_flight.get(sid, 1) - 1
+            if left > 0:
+                self.in_flight[sid] = left
+            else:
+                self.in_flight.pop(sid, None)
+            if sid in sdk.open_sessions(self.server):
+                self.last_used[sid] = time.monotonic()
+            else:
+                self.last_used.pop(sid, None)
+
+    def _watch(self, send: Send) -> Send:
+        async def watching(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", []):
+                    if name.lower() == b"mcp-session-id":
+                        self.last_used[value.decode("latin-1")] = time.monotonic()
+            await send(message)
+        return watching
+
+    async def _make_room(self) -> None:
+        sessions = sdk.open_sessions(self.server)
+        if len(self.last_used) > 2 * self.max_sessions:  # forget sessions that ended on their own
+            for sid in [s for s in self.last_used if s not in sessions]:
+                self.last_used.pop(sid, None)
+        if len(sessions) < self.max_sessions:
+            return
+        idle = [sid for sid in sessions if not self.in_flight.get(sid)]
+        if not idle:
+            return  # every session is busy: the SDK answers 503
+        oldest = min(idle, key=lambda sid: self.last_used.get(sid, 0.0))
+        await sdk.end_session(self.server, oldest)
+        self.last_used.pop(oldest, None)
+        self.ended += 1
+        self.storm.count("idle_session_ended_at_cap")
+        with anyio.move_on_after(1.0):  # the SDK forgets it once its server task has wound down
+            while oldest in sessions:
+                await anyio.sleep(0.005)
+
+
+__all__ = ["SessionGuard"]
