@@ -231,14 +231,12 @@ def test_answers_carry_no_internal_ids_unless_a_search_asks_for_them(served):
 
 
 def test_include_ids_takes_only_a_boolean(served):
-    async def call(client: Client) -> MCPError:
-        with pytest.raises(MCPError) as refused:
-            await client.call_tool("search", {"query": "tomatoes", "include_ids": "yes"})
-        return refused.value
+    async def call(client: Client) -> types.CallToolResult:
+        return await client.call_tool("search", {"query": "tomatoes", "include_ids": "yes"})
 
-    refused = _run(served, call)
-    assert refused.error.code == types.INVALID_PARAMS
-    assert "include_ids must be true or false" in refused.error.message
+    refused = _run(served, call)  # a tool error the model reads (SEP-1303), not a JSON-RPC error
+    assert refused.is_error and refused.structured_content is None
+    assert "include_ids must be true or false" in _text(refused)
 
 
 def _utc(value: str) -> dt.datetime:

@@ -160,12 +160,11 @@ async def test_list_documents_pages_through_every_note_with_a_cursor(served):
             if cursor is None:
                 break
         folder = (await client.call_tool("list_documents", {"folder": "watched"})).structured_content
-        with pytest.raises(MCPError) as bad:  # MCP: an invalid cursor is invalid params
-            await client.call_tool("list_documents", {"cursor": "not-a-cursor"})
+        bad = await client.call_tool("list_documents", {"cursor": "not-a-cursor"})  # a tool error the model reads
     assert len(seen) == len(set(seen)) and set(seen) == _all_paths(served.kb)
     assert seen == sorted(seen) and pages == -(-len(seen) // 25)
     assert {d["path"] for d in folder["documents"]} >= {"watched/live-note.md", "watched/modern-note.md"}
-    assert bad.value.error.code == types.INVALID_PARAMS and "invalid cursor" in bad.value.error.message
+    assert bad.is_error and "invalid cursor" in _text(bad)
 
 
 async def test_index_status_reports_the_notes_and_the_watcher(served):
@@ -191,16 +190,16 @@ async def test_index_status_reports_the_notes_and_the_watcher(served):
     ({"query": 7}, "query must be a string, got 7"),
     ({"query": "zephyrine", "colour": "red"}, "unknown argument 'colour'"),
 ])
-async def test_a_bad_search_argument_is_a_json_rpc_invalid_params_error_in_one_line_and_the_server_keeps_answering(
+async def test_a_bad_search_argument_is_a_tool_error_in_one_line_the_model_reads_and_the_server_keeps_answering(
         served, arguments, message):
+    # MCP 2025-11-25 (SEP-1303): input validation errors are tool execution errors, so the model sees them.
     for mode in ("auto", "legacy"):
         async with Client(served.url, mode=mode) as client:
-            with pytest.raises(MCPError) as bad:
-                await client.call_tool("search", arguments)
+            bad = await client.call_tool("search", arguments)
             good = await client.call_tool("search", {"query": "sourdough levain", "limit": 1})
-        assert bad.value.error.code == types.INVALID_PARAMS, (mode, bad.value.error)
-        assert message in bad.value.error.message, (mode, bad.value.error.message)
-        assert "\n" not in bad.value.error.message and "pydantic" not in bad.value.error.message
+        assert bad.is_error and bad.structured_content is None, (mode, bad)
+        assert message in _text(bad), (mode, _text(bad))
+        assert "\n" not in _text(bad) and "pydantic" not in _text(bad)
         assert not good.is_error
         assert good.structured_content["results"][0]["path"] == "recipes/sourdough.md"
 
@@ -217,15 +216,21 @@ async def test_a_bad_search_argument_is_a_json_rpc_invalid_params_error_in_one_l
     ("related", {"path": "recipes/sourdough.md", "depth": 9}, "depth must be between 1 and 3, got 9"),
     ("related", {"path": "recipes/sourdough.md", "limit": True}, "limit must be a whole number"),
 ])
-async def test_an_unknown_tool_or_arguments_that_do_not_fit_the_schema_are_invalid_params_not_a_tool_result(
+async def test_an_unknown_tool_is_invalid_params_and_arguments_that_do_not_fit_are_a_tool_error(
         served, mode, name, arguments, message):
     async with Client(served.url, mode=mode) as client:
-        with pytest.raises(MCPError) as bad:
-            await client.call_tool(name, arguments)
+        if name == "no_such_tool":  # an unknown tool stays a JSON-RPC error
+            with pytest.raises(MCPError) as bad:
+                await client.call_tool(name, arguments)
+            text = bad.value.error.message
+            assert bad.value.error.code == types.INVALID_PARAMS
+        else:  # arguments that do not fit: a tool error the model reads (SEP-1303)
+            result = await client.call_tool(name, arguments)
+            assert result.is_error and result.structured_content is None
+            text = _text(result)
         assert not (await client.call_tool("index_status", {})).is_error  # the session is fine afterwards
-    assert bad.value.error.code == types.INVALID_PARAMS
-    assert message in bad.value.error.message
-    assert "\n" not in bad.value.error.message and "errors.pydantic.dev" not in bad.value.error.message
+    assert message in text
+    assert "\n" not in text and "errors.pydantic.dev" not in text
 
 
 TRAVERSALS = [
@@ -245,11 +250,10 @@ TRAVERSALS = [
 async def test_a_path_that_steps_out_of_the_folder_is_refused_by_get_document_and_related(served, path, reason):
     async with Client(served.url) as client:
         for tool in ("get_document", "related"):
-            with pytest.raises(MCPError) as refused:
-                await client.call_tool(tool, {"path": path})
-            assert refused.value.error.code == types.INVALID_PARAMS, tool
-            assert reason in refused.value.error.message, (tool, refused.value.error.message)
-            assert "OUTSIDE-SECRET" not in refused.value.error.message
+            refused = await client.call_tool(tool, {"path": path})
+            assert refused.is_error and refused.structured_content is None, tool
+            assert reason in _text(refused), (tool, _text(refused))
+            assert "OUTSIDE-SECRET" not in _text(refused)
 
 
 @pytest.mark.parametrize("uri", [
@@ -378,9 +382,8 @@ async def test_topics_lists_folders_and_tags_with_counts_and_a_filter_that_searc
         assert inside["results"] and {r["path"] for r in inside["results"]} == {JAPANESE}
         by_tag = (await client.call_tool("search", {"query": "starter", **tags["food"]["filter"]})).structured_content
         assert {r["path"] for r in by_tag["results"]} == {"recipes/sourdough.md"}
-        with pytest.raises(MCPError) as bad:
-            await client.call_tool("topics", {"depth": 0})
-    assert bad.value.error.code == types.INVALID_PARAMS and "depth" in bad.value.error.message
+        bad = await client.call_tool("topics", {"depth": 0})
+    assert bad.is_error and "depth" in _text(bad)
 
 
 async def test_related_finds_notes_near_a_note(served):

@@ -91,9 +91,8 @@ async def test_the_python_sdk_client_uses_every_tool_over_stdio(stdio_setup):
 
             for bad, message in (({"query": ""}, "the query is empty"), ({"query": "-foo"}, "only excludes terms"),
                                  ({"query": "zephyrine", "limit": 0}, "limit must be between 1 and 100")):
-                with pytest.raises(MCPError) as refused:  # invalid arguments: JSON-RPC -32602, one line
-                    await client.call_tool("search", bad)
-                assert refused.value.error.code == types.INVALID_PARAMS and message in refused.value.error.message
+                refused = await client.call_tool("search", bad)  # invalid arguments: a tool error, one line
+                assert refused.is_error and message in refused.content[0].text
             again = await client.call_tool("search", {"query": "小樽", "limit": 1})
             assert again.structured_content["results"][0]["path"] == JAPANESE
 
@@ -141,8 +140,8 @@ def test_stdout_carries_only_json_rpc_and_the_server_exits_when_stdin_closes(std
         found = _read_until(proc, lines, 2)
         assert found["result"]["structuredContent"]["results"][0]["path"] == "projects/zephyrine-plan.md"
         _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search", "arguments": {"query": ""}}})
-        bad = _read_until(proc, lines, 3)  # invalid arguments: a JSON-RPC error, one line
-        assert bad["error"]["code"] == -32602 and bad["error"]["message"].startswith("the query is empty")
+        bad = _read_until(proc, lines, 3)  # invalid arguments: a tool error the model reads (SEP-1303), one line
+        assert bad["result"]["isError"] is True and bad["result"]["content"][0]["text"].startswith("the query is empty")
         _rpc(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                     "params": {"name": "get_document", "arguments": {"path": "nowhere.md"}}})
         assert _read_until(proc, lines, 4)["result"]["isError"] is True  # a note that is not there: a tool error

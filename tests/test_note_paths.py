@@ -62,12 +62,11 @@ async def test_a_note_named_with_a_backslash_or_percent_signs_opens_as_search_re
     ("../outside/secret.md", "steps out of the notes folder"),
     ("/etc/passwd", "is absolute"),
 ])
-async def test_a_traversal_that_names_no_note_is_still_refused_as_invalid_params(kb: Path, make_settings, path, reason):
+async def test_a_traversal_that_names_no_note_is_still_refused(kb: Path, make_settings, path, reason):
     write(kb / "back\\slash.md", "# Odd\n\noddword\n")
     async with served(make_settings(kb)) as (_, client):
-        with pytest.raises(MCPError) as refused:
-            await client.call_tool("get_document", {"path": path})
-        with pytest.raises(MCPError) as unread:
+        refused = await client.call_tool("get_document", {"path": path})  # a tool error the model reads
+        with pytest.raises(MCPError) as unread:  # a resource read: JSON-RPC invalid params
             await client.read_resource("groove://note/" + path.replace("\\", "%5C").lstrip("/"))
-    assert refused.value.error.code == types.INVALID_PARAMS and reason in refused.value.error.message
+    assert refused.is_error and reason in refused.content[0].text
     assert unread.value.error.code == types.INVALID_PARAMS

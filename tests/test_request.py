@@ -79,11 +79,13 @@ async def test_the_mcp_search_tool_takes_its_schema_and_its_checks_from_the_requ
         assert props["query"]["description"] == fields["query"].description
         assert tools["search"].input_schema["required"] == ["query"]
 
-        with pytest.raises(MCPError) as as_string:  # invalid arguments: JSON-RPC -32602
-            await client.call_tool("search", {"query": "tea", "limit": "5"})
-        assert as_string.value.error.code == INVALID_PARAMS
-        assert as_string.value.error.message == "limit must be a whole number, got '5'"
+        # invalid arguments: a tool error with one line the model can act on (SEP-1303), before the tool runs
+        as_string = await client.call_tool("search", {"query": "tea", "limit": "5"})
+        assert as_string.is_error and as_string.content[0].text == "limit must be a whole number, got '5'"
         assert daemon.requests == []
+        with pytest.raises(MCPError) as unknown:  # an unknown tool stays a JSON-RPC error
+            await client.call_tool("find", {"query": "tea"})
+        assert unknown.value.error.code == INVALID_PARAMS and "unknown tool 'find'" in unknown.value.error.message
 
         ok = await client.call_tool("search", {"query": "tea", "limit": 5, "tags_all": ["A", "b"]})
         assert not ok.is_error

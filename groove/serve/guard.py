@@ -1,6 +1,6 @@
-"""The call guard: server middleware for tools/call. An unknown tool or arguments that do not fit the
-tool's schema are JSON-RPC error -32602 (one line each), and a client over its rate gets -32029 at once
-(a token bucket per client)."""
+"""The call guard: server middleware for tools/call. An unknown tool is JSON-RPC error -32602; arguments
+that do not fit the tool's schema are a tool error (`isError: true`) with one line the model can act on
+(MCP 2025-11-25, SEP-1303); a client over its rate gets -32029 at once (a token bucket per client)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from groove.config import HTTPSettings
 from groove.logs import get_logger
 from groove.search.request import describe
+from groove.serve.errors import tool_error
 
 log = get_logger(__name__)
 
@@ -72,9 +73,10 @@ class TokenBucket:
 
 
 class ToolCallGuard:
-    """Server middleware for tools/call: an unknown tool or arguments that do not fit the tool's schema are
-    JSON-RPC error -32602 (the MCP specification's protocol errors, with one-line messages), and each client
-    over its rate gets error -32029 at once (a token bucket per client, so other clients are not slowed).
+    """Server middleware for tools/call: an unknown tool is JSON-RPC error -32602; arguments that do not fit
+    the tool's schema are answered as a tool error (`isError: true`, one line the model reads: SEP-1303)
+    before the tool runs; each client over its rate gets error -32029 at once (a token bucket per client,
+    so other clients are not slowed).
 
     A client is its MCP session (`Mcp-Session-Id`) or, without one (2026-07-28 stateless requests), its TCP
     connection; the connection cap of the HTTP layer bounds how many there can be. stdio has one client and
@@ -86,17 +88,23 @@ class ToolCallGuard:
         self.limits = limits
         self.models: dict[str, type[BaseModel]] = {}
         self.buckets: dict[str, TokenBucket] = {}
-        self.refused = 0
+        self.refused = 0  # calls over the rate
+        self.invalid = 0  # calls whose arguments did not fit
 
     def add(self, name: str, fn: Callable[..., Any]) -> None:
         self.models[name] = arguments_model(name, fn)
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "tools/call":
-            self._check(ctx)
+            problem = self._check(ctx)
+            if problem is not None:
+                self.invalid += 1
+                return tool_error(problem)
         return await call_next(ctx)
 
-    def _check(self, ctx: ServerRequestContext[Any, Any]) -> None:
+    def _check(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        """None when the call may run; else what is wrong with its arguments, in one line. Raises for an
+        unknown tool (-32602) and a client over its rate (-32029)."""
         params = ctx.params or {}
         name = params.get("name")
         self._rate(ctx, name)
@@ -111,18 +119,19 @@ class ToolCallGuard:
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):
-            raise MCPError(code=INVALID_PARAMS, message=f"{name}: arguments must be an object, got {arguments!r}")
+            return f"{name}: arguments must be an object, got {arguments!r}"
         try:
             model.model_validate(arguments)
         except ValidationError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=describe_arguments(name, model, exc)) from None
+            return describe_arguments(name, model, exc)
         for field, info in model.model_fields.items():  # the bounds `_bounded` advertises in the schema
             extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
             value = arguments.get(field)
             low, high = extra.get("minimum"), extra.get("maximum")
             if isinstance(value, (int, float)) and not isinstance(value, bool) and (low is not None or high is not None):
                 if (low is not None and value < low) or (high is not None and value > high):
-                    raise MCPError(code=INVALID_PARAMS, message=f"{field} must be between {low} and {high}, got {value}")
+                    return f"{field} must be between {low} and {high}, got {value}"
+        return None
 
     def _rate(self, ctx: ServerRequestContext[Any, Any], tool: Any) -> None:
         request = ctx.request

@@ -12,13 +12,13 @@
 | `paths.py`     | note URIs and paths as clients give them, refused when they leave the folder   |
 | here           | completion (note paths, tags, topic kinds) and logging/setLevel                |
 
-Errors, as the MCP specification and the conformance suite expect: an unknown tool or arguments
-that do not fit the tool's schema (a missing or unknown argument, a wrong type, a value out of its
-advertised range, an empty query, a bad date or cursor, a path that steps out of the folder) are
-JSON-RPC error -32602 with one line saying what to change; a client over its tool-call rate gets
--32029 with `retry_after_s`; a failure the notes decide (a note that is not indexed, a reindex
-already running) is a tool error (`isError: true` with the message); an unknown prompt or a missing
-prompt argument is -32602. `groove.serve.errors` maps a `GrooveError` to these in one place. Never a
+Errors, as MCP 2025-11-25 (SEP-1303) and the conformance suite expect: arguments that do not fit a
+tool (a missing or unknown argument, a wrong type, a value out of its advertised range, an empty
+query, a bad date or cursor, a path that steps out of the folder) and a failure the notes decide (a
+note that is not indexed, a reindex already running) are tool errors (`isError: true`) with one line
+the model reads and can act on; an unknown tool is JSON-RPC error -32602; a client over its
+tool-call rate gets -32029 with `retry_after_s`; an unknown resource or prompt, or a missing prompt
+argument, is -32602. `groove.serve.errors` maps a `GrooveError` to these in one table. Never a
 crash, a traceback or pydantic's report with its URL.
 """
 

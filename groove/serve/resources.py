@@ -21,6 +21,7 @@ from groove.api import ListRequest, Service
 from groove.errors import GrooveError, NotFoundError
 from groove.search.answers import NOTE_URI_PREFIX, DocumentRef
 from groove.serve import sdk
+from groove.serve.errors import request_error
 from groove.serve.events import NoteEvents
 from groove.serve.paths import (JSON_MIME_TYPE, NOTE_MIME_TYPE, TOPIC_KINDS, TOPICS_URI_PREFIX, note_mime,
                                 parse_uri)
@@ -34,7 +35,7 @@ def register_resources(server: MCPServer, service: Service, events: NoteEvents) 
         try:
             page = await service.list_documents(ListRequest(cursor=params.cursor, limit=RESOURCE_PAGE_SIZE))
         except GrooveError as exc:
-            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
+            raise request_error(exc) from exc
         resources = [
             Resource(
                 uri=doc.uri,

@@ -1,7 +1,7 @@
 """The MCP tools: each a thin call into the service API (groove.api), answering a `CallToolResult`
 typed by a model of `groove.search.answers` (the SDK advertises its schema as `outputSchema` and
 validates the `structuredContent` against it; the text content is the model's text rendering).
-A `GrooveError` becomes the tool's MCP error in one place (`groove.serve.errors.mcp_error`)."""
+A failure becomes a tool error (`isError: true`, one line) in one place (`groove.serve.errors.tool_error`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import inspect
 from typing import Annotated, Any, Callable
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from groove.api import ListRequest, RelatedRequest, Service, TopicsRequest
@@ -20,7 +21,7 @@ from groove.search import answers
 from groove.search.answers import DocumentAnswer, DocumentPage, RelatedAnswer, SearchAnswer, StatusAnswer, TopicsAnswer
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
 from groove.search.request import MAX_FILTER_ITEMS, MAX_LIMIT, MAX_QUERY_BYTES, SearchRequest, tool_fields
-from groove.serve.errors import mcp_error
+from groove.serve.errors import tool_error
 from groove.serve.guard import ToolCallGuard, bounded
 from groove.serve.paths import check_note_path
 from groove.sync.report import IndexReport
@@ -37,7 +38,8 @@ def tool_result(answer: BaseModel, render: Callable[[Any], str]) -> CallToolResu
 
 
 def _groove_errors_as_tool_errors(fn):
-    """Every tool's GrooveError becomes its MCP error in one place (`groove.serve.errors.mcp_error`);
+    """Every failure a tool reports becomes a tool error in one place (`groove.serve.errors`): a GrooveError,
+    and a note path refused by `check_note_path` (a JSON-RPC -32602 where resources and prompts use it);
     anything else stays a crash the SDK reports without its details."""
 
     @functools.wraps(fn)
@@ -45,7 +47,11 @@ def _groove_errors_as_tool_errors(fn):
         try:
             return await fn(*args, **kwargs)
         except GrooveError as exc:
-            raise mcp_error(exc) from exc
+            return tool_error(str(exc))
+        except MCPError as exc:
+            if exc.error.code != INVALID_PARAMS:
+                raise
+            return tool_error(exc.error.message)
 
     return call
 
