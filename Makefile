@@ -3,7 +3,9 @@
 #   make test    run the whole test suite (it installs the pinned MCP test clients through scripts/install-node-tools)
 #   make bench   run a benchmark pass and write docs/benchmarks.md and its charts (docs/benchmarks/*.png) from it;
 #                SCALE=100000 adds a 100k-chunk step to the 1k / 10k ladder (not run by CI: it takes a while)
-# Both create .venv and install groove into it when needed.
+# Both create .venv and install groove into it when needed: `make serve` only what serving needs
+# (pip install -e .), `make test` and `make bench` that plus the [test] and [bench] extras (selenium, hypothesis,
+# pytest, the document parsers, matplotlib). One stamp file each, so either order works.
 
 PYTHON ?= python3
 VENV   ?= .venv
@@ -11,34 +13,44 @@ KB     ?=
 SCALE  ?=
 BIND   ?= 127.0.0.1:3100
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+STAMP_SERVE := $(VENV)/.installed-serve
+STAMP_TEST  := $(VENV)/.installed-test
 
 , := ,
-.PHONY: serve test install node-tools bench bench-each clean
+.PHONY: serve test install install-test node-tools bench bench-each clean
 
-$(STAMP): pyproject.toml constraints.txt
+# groove and what it needs at run time.
+$(STAMP_SERVE): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
+	touch $(STAMP_SERVE)
+
+# The same plus the test and bench extras (a superset: it stands for the serve stamp too).
+$(STAMP_TEST): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,bench]'
-	touch $(STAMP)
+	touch $(STAMP_SERVE) $(STAMP_TEST)
 
-install: $(STAMP)
+install: $(STAMP_SERVE)
+install-test: $(STAMP_TEST)
 
 # The MCP conformance suite, the Inspector CLI and Node 22, pinned (the tests call this script themselves).
 node-tools:
 	scripts/install-node-tools
 
-serve: $(STAMP)
+serve: $(STAMP_SERVE)
 	HF_HUB_OFFLINE=1 $(BIN)/groove serve $(if $(KB),--kb "$(KB)",--examples) --transport http --bind "$(BIND)"
 
-test: $(STAMP)
+test: $(STAMP_TEST)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP_TEST)
 	HF_HUB_OFFLINE=1 nice -n 10 $(BIN)/python -m bench report $(if $(SCALE),--sizes 1000$(,)10000$(,)$(SCALE)) --invoked-as "make bench$(if $(SCALE), SCALE=$(SCALE))"
 
 # Every bench once with its default sizes, printed (no report written).
-bench-each: $(STAMP)
+bench-each: $(STAMP_TEST)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m bench
 
 clean:

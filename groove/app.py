@@ -170,6 +170,7 @@ class Index:
         if self.lock is not None:
             self.lock.hold_identity()  # a new index file exists now: lock its identity (device + inode) too
         self.wconn = await db.connect(self.path)
+        await writer.track_freed_vectors(self.wconn)
         # Chunks are cut for the configured model: it is the one that stays.
         try:
             self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder, self.settings.parsers)
@@ -299,6 +300,11 @@ class Index:
         assert self.wconn is not None
         return await writer.collect_garbage(self.wconn)
 
+    async def collect_freed(self) -> int:
+        """The vectors the last path writes' deleted chunks held, when no chunk holds them now (the daemon)."""
+        assert self.wconn is not None
+        return await writer.collect_freed(self.wconn)
+
     async def embed_batch(self) -> tuple[int, int]:
         """One batch of work (the daemon's workers): (texts fetched, texts embedded).
 
@@ -409,6 +415,19 @@ class Index:
                             embeddings_computed=computed, vectors_collected=vectors_collected, seconds=seconds,
                             model_switch=self.last_switch, full_text_merged=full_text_merged)
 
+    async def store_off_topic_calibration(self) -> None:
+        """Measure the off_topic calibration now and keep it in meta, so a one-shot `groove search`
+        reads it instead of measuring it (search/offtopic.py); a failure only logs."""
+        if self.wconn is None or self.embedding is None:
+            return
+        try:
+            self.searcher.calibration = None
+            cal = await self.searcher.calibration_for(self.reading)
+            if cal is not None:
+                await writer.set_meta(self.wconn, "off_topic_calibration", json.dumps(cal.to_dict()))
+        except Exception as exc:  # noqa: BLE001 - the flag falls back to measuring at the first search
+            log.warning("off_topic_calibration_not_stored", error=repr(exc))
+
     # -- reading ------------------------------------------------------------------------
     async def search(self, req: SearchRequest, *, searcher: Searcher | None = None) -> SearchAnswer:
         # The searcher takes a reader for the full-text half and another for the rest, and none
@@ -511,6 +530,7 @@ async def index_once(settings: Settings, *, rebuild: bool = False, progress: Pro
     started = time.perf_counter()
     async with Index.open(settings, rebuild=rebuild, embedder=embedder) as index:
         stats, collected, merged = await index.full_reconcile(progress=progress, embed=True)
+        await index.store_off_topic_calibration()
         report = await index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
                                     full_text_merged=merged)
     log.debug("index_done", **report.model_dump(exclude={"kb_path", "index_path"}))

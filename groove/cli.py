@@ -32,10 +32,30 @@ __all__ = ["UsageError", "build_parser", "main"]
 
 # --- helpers ---------------------------------------------------------------------
 
-def _common(p: argparse.ArgumentParser) -> None:
+class _Once(argparse.Action):
+    """A flag given at most once: a second `--kb` is refused, not silently put in place of the first."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        before = getattr(namespace, self.dest, None)
+        if before is not None:
+            parser.error(f"{option_string} given twice ({before} and {values}): groove indexes one notes folder "
+                         f"at a time, so pass {option_string} once")
+        setattr(namespace, self.dest, values)
+
+
+# The example notes of a source checkout: groove.serve.main.EXAMPLE_NOTES, computed the same way here because
+# importing that module brings the MCP SDK (tests/test_cli.py holds the two equal).
+EXAMPLE_NOTES = Path(__file__).resolve().parent.parent / "examples" / "notes"
+
+
+def _common(p: argparse.ArgumentParser, *, examples: bool = False) -> None:
     g = p.add_argument_group("common options")
     g.add_argument("--config", type=Path, metavar="PATH", help="groove.toml to use (default: ./groove.toml, then the user config dir)")
-    g.add_argument("--kb", type=Path, metavar="PATH", help="the notes folder (kb_path)")
+    g.add_argument("--kb", type=Path, metavar="PATH", action=_Once, help="the notes folder (kb_path)")
+    if examples:
+        g.add_argument("--examples", action="store_true",
+                       help="the example notes shipped in examples/notes (a source checkout) instead of a folder of your own")
     g.add_argument("--index", type=Path, metavar="PATH", dest="index_path", help="the SQLite index file (index_path)")
     g.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="log level (stderr)")
 
@@ -46,8 +66,16 @@ def _format_option(p: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    kb = args.kb
+    if getattr(args, "examples", False):
+        if kb is not None:
+            raise UsageError("--examples means the shipped example notes, --kb your own folder: pass one of them")
+        if not EXAMPLE_NOTES.is_dir():
+            raise ConfigError("--examples means the example notes of a source checkout, and this installation "
+                              "ships none; pass --kb PATH with your notes folder instead")
+        kb = EXAMPLE_NOTES
     overrides: dict[str, Any] = {
-        "kb_path": args.kb,
+        "kb_path": kb,
         "index_path": args.index_path,
         "log.level": args.log_level,
     }
@@ -311,10 +339,18 @@ def format_eval_text(r: dict) -> str:
     def acc(v: float | None) -> str:
         return "-" if v is None else f"{v:.4f}"
 
-    lines = [f"{r['count']} queries from {r['source']} ({r['retriever']})"]
+    lines = [f"{r['count']} queries from {r['source']} ({r['retriever']})"
+             + (f": {r['answerable']} answerable, {r['unanswerable']} unanswerable" if r.get("unanswerable") else "")]
     for k, v in m.items():
+        if k.startswith("off_topic_"):
+            continue
         delta = h["deltas"].get(k)
         lines.append(f"  {k:<10} {v:.4f}" + (f"  ({delta:+.4f})" if delta is not None else ""))
+    for k, what in (("off_topic_answerable", "of answerable queries flagged off_topic (lower is better)"),
+                    ("off_topic_unanswerable", "of unanswerable queries flagged off_topic (higher is better)")):
+        if k in m:
+            delta = h["deltas"].get(k)
+            lines.append(f"  {m[k]:.1%} {what}" + (f"  ({delta:+.4f})" if delta is not None else ""))
     lines.append(f"  low_confidence on {c['flagged_share']:.0%} of queries; top-1 right {acc(c['top1_flagged'])} "
                  f"when flagged, {acc(c['top1_unflagged'])} when not")
     if h["status"] == "no-history":
@@ -390,7 +426,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def _add_eval_tools_parsers(sub: Any) -> None:
     """`groove eval`, `tune`, `doctor`, `validate` (their own block: one call each)."""
     p = sub.add_parser("eval", help="measure retrieval quality on judged queries")
-    _common(p)
+    _common(p, examples=True)
     p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
     p.add_argument("--retriever", choices=["hybrid", "fts", "vector"], default="hybrid", help="score one half alone")
     p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")
@@ -412,7 +448,7 @@ def _add_eval_tools_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("tune", help="sweep the fusion knobs on judged queries (cross-validated); prints, never writes")
-    _common(p)
+    _common(p, examples=True)
     p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
     p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")
     p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
@@ -422,13 +458,13 @@ def _add_eval_tools_parsers(sub: Any) -> None:
     p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("doctor", help="check the index against the notes folder and itself (exit 0 clean, 1 warnings, 2 errors)")
-    _common(p)
+    _common(p, examples=True)
     p.add_argument("--fix", action="store_true", help="apply the safe repairs (gone notes, orphan rows, full-text rebuild), then check again")
     _format_option(p)
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("validate", help="check every note's frontmatter against the [validate] schema (exit 1 on findings)")
-    _common(p)
+    _common(p, examples=True)
     p.add_argument("--fail-fast", action="store_true", help="stop at the first finding")
     p.add_argument("--format", choices=["text", "json", "github"], default="text", help="text for people, json for programs, github: CI annotations")
     p.set_defaults(func=cmd_validate)
@@ -442,9 +478,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from groove.serve.http import parse_bind
     from groove.serve.main import serve, with_example_notes
 
-    if args.examples and args.kb is not None:
-        raise UsageError("--examples serves the shipped example notes, --kb your own folder: pass one of them")
-    settings = _settings(args)
+    settings = _settings(args)  # --examples: the shipped example notes (refused together with --kb)
     transport = args.transport or settings.serve.transport
     bind = args.bind or settings.serve.bind
     if transport == "http" or args.bind:
@@ -468,6 +502,66 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os._exit(0)
 
 
+# --- client-config --------------------------------------------------------------------
+
+def _groove_executable() -> str | None:
+    """The absolute path of the groove command in use: argv[0] when it is groove itself, else the groove
+    beside this Python (`python -m groove.cli`, tests), else the one on PATH; None when there is none."""
+    name = "groove.exe" if os.name == "nt" else "groove"
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if argv0 is not None and argv0.name == name and argv0.is_file():
+        return os.path.abspath(argv0)
+    beside = Path(sys.executable).with_name(name)
+    if beside.is_file():
+        return os.path.abspath(beside)
+    import shutil
+
+    found = shutil.which("groove")
+    return os.path.abspath(found) if found else None
+
+
+def _this_platform() -> str:
+    return {"darwin": "macos", "win32": "windows"}.get(sys.platform, "linux")
+
+
+def cmd_client_config(args: argparse.Namespace) -> int:
+    from groove import clients
+
+    client = clients.client(args.client)  # UnknownClient: a UsageError naming the known clients
+    transport = args.transport or "stdio"
+    if transport == "stdio" and (args.url or args.token_env):
+        raise UsageError("--url and --token-env describe an HTTP connection: add --transport http")
+    settings = _settings(args)
+    if transport == "stdio":
+        exe = _groove_executable()
+        if exe is None:
+            raise UsageError("cannot find the groove command (not beside this Python, not on PATH): "
+                             "install groove, or run this from its venv's bin folder")
+        kb = settings.require_kb()  # the client's groove needs the notes folder, like `groove serve`
+        target = clients.Target("stdio", command=(exe, *clients.stdio_args(
+            config=str(settings.config_file) if settings.config_file else None, kb=str(kb),
+            index=str(settings.index_path) if settings.index_path else None)))
+    else:
+        http = settings.serve.http
+        # A token is set here, or the service binds an address other machines reach (it refuses to run without one).
+        has_token = bool(http.token or (http.token_env and os.environ.get(http.token_env, "").strip())
+                         or not clients.bind_is_loopback(settings.serve.bind))
+        token_env = args.token_env or ((http.token_env or clients.DEFAULT_TOKEN_ENV) if has_token else None)
+        target = clients.Target("http", url=args.url or clients.url_for_bind(settings.serve.bind), token_env=token_env)
+    sys.stdout.write(clients.render(client.name, target))
+    sys.stdout.flush()
+    say(f"{client.title}: {clients.where(client.name, _this_platform())} (docs/clients.md)")
+    if target.token_env and client.name == "claude-desktop":
+        say(f"replace {clients.TOKEN_PLACEHOLDER} with the token: Claude Desktop passes no shell variables to mcp-remote")
+    elif target.token_env and client.name == "claude-code":
+        say(f"export {target.token_env} first: the shell puts the token into the header when the command runs")
+    elif target.token_env and client.name == "vscode":
+        say(f"VS Code asks for the token once (the value of {target.token_env}) and keeps it in its secret storage")
+    elif target.token_env:
+        say(f"the client reads the token from {target.token_env}: set it where the client starts")
+    return 0
+
+
 # --- service --------------------------------------------------------------------------
 
 def _add_service_parser(subparsers: Any) -> None:
@@ -476,7 +570,7 @@ def _add_service_parser(subparsers: Any) -> None:
     actions = p.add_subparsers(dest="service_action", required=True, metavar="ACTION")
     platform_help = "linux (systemd) or macos (launchd); default: this machine"
 
-    a = actions.add_parser("install", help="write the unit or plist for the config file and start it")
+    a = actions.add_parser("install", help="write the unit or plist for the config file (or --kb PATH) and start it")
     _common(a)
     a.add_argument("--dry-run", action="store_true", help="print the file and where it would go; change nothing")
     a.add_argument("--no-start", action="store_true", help="write and enable it, start at next login")
@@ -511,18 +605,21 @@ def _platform(args: argparse.Namespace) -> service.Platform:
 
 
 def cmd_service_install(args: argparse.Namespace) -> int:
-    given = [flag for flag, value in (("--kb", args.kb), ("--index", args.index_path)) if value is not None]
-    if given:
-        raise service.ServiceError(
-            f"the service reads its config file only, so {' and '.join(given)} would be forgotten; "
-            "set kb_path / index_path in the config file instead"
-        )
+    # --kb and --index go into the unit's own `groove serve` command, as absolute paths (the service starts
+    # elsewhere); with --kb the config file is optional.
+    kb = Path(os.path.abspath(args.kb.expanduser())) if args.kb is not None else None
+    flags: list[str] = []
+    if kb is not None:
+        flags += ["--kb", str(kb)]
+    if args.index_path is not None:
+        flags += ["--index", os.path.abspath(args.index_path.expanduser())]
     platform = _platform(args)
     settings = _settings(args)
-    config = service.check_config(settings.config_file, user_config_file())
+    config = service.check_config(settings.config_file, user_config_file(), kb=kb)
     if not args.dry_run:
-        sys.stderr.write(f"config: {config} (groove will listen on {settings.serve.bind})\n")
-    report = service.install(platform, args.dry_run, config=config, start=not args.no_start)
+        sys.stderr.write(f"config: {config or 'none (defaults)'}" + (f"; notes: {kb}" if kb else "")
+                         + f" (groove will listen on {settings.serve.bind})\n")
+    report = service.install(platform, args.dry_run, config=config, start=not args.no_start, flags=flags)
     return _emit_report(report)
 
 
@@ -612,7 +709,33 @@ class ArgumentError(UsageError):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse whose errors are GrooveErrors, so that `--format json` gets them as JSON too (exit 2)."""
+    """argparse whose errors are GrooveErrors, so that `--format json` gets them as JSON too (exit 2).
+
+    Flags are spelled out (no abbreviations, which a new flag could make ambiguous), and a flag a command
+    does not know is an error naming the closest one it does (`--limt` -> "did you mean --limit?") instead
+    of leaving what follows it to be read as the query."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        namespace, extras = super().parse_known_args(args, namespace)
+        for arg in extras:
+            if arg.startswith("-") and arg != "-" and not self._negative_number_matcher.match(arg):
+                self.error(self._unknown_flag(arg))
+        return namespace, extras
+
+    def _unknown_flag(self, arg: str) -> str:
+        import difflib
+
+        flag = arg.split("=", 1)[0]
+        known = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        if close:
+            return f"unknown option {flag}: did you mean {close[0]}?"
+        return f"unknown option {flag} (a query that starts with - goes after --: {self.prog} -- {arg})" \
+            if not arg.startswith("--") and any(a.dest == "query" for a in self._actions) else f"unknown option {flag}"
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         raise ArgumentError(f"{message} (see {self.prog} --help)", self.format_usage())
@@ -624,30 +747,28 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("serve", help="keep the index live and serve it over MCP (stdio or Streamable HTTP)")
-    _common(p)
+    _common(p, examples=True)
     p.add_argument("--transport", choices=["stdio", "http"], default=None,
                    help="stdio: one client that starts groove itself; http: Streamable HTTP at /mcp (default: [serve] transport, stdio)")
     p.add_argument("--bind", metavar="HOST:PORT", default=None,
                    help="where the HTTP server listens (default: [serve] bind, 127.0.0.1:3100)")
-    p.add_argument("--examples", action="store_true",
-                   help="serve the example notes shipped in examples/notes (a source checkout) instead of a folder of your own")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("index", help="index the notes folder (incremental)")
-    _common(p)
+    _common(p, examples=True)
     p.add_argument("--rebuild", action="store_true", help="delete the index and start over")
     _format_option(p)
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("status", help="what is in the index")
-    _common(p)
+    _common(p, examples=True)
     _format_option(p)
     p.add_argument("--no-daemon", action="store_true",
                    help="do not ask a running groove serve of this index; open the index in this process")
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("search", help="hybrid search over the index")
-    _common(p)
+    _common(p, examples=True)
     p.add_argument("query", metavar="QUERY", help="words, \"a quoted phrase\", -word to exclude (docs/search.md)")
     _add_search_options(p)
     _format_option(p)
@@ -657,7 +778,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("related", help="notes nearest in meaning to a note")
-    _common(p)
+    _common(p, examples=True)
     p.add_argument("path", metavar="PATH", help="a note: its path relative to the notes folder, or a file path")
     p.add_argument("--limit", type=int, default=10, help="how many notes (1..100)")
     p.add_argument("--depth", type=int, default=1, help="hops to walk (1..3)")
@@ -671,6 +792,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_tools_parsers(sub)
     _add_service_parser(sub)
     _add_trust_parser(sub)
+
+    p = sub.add_parser("client-config", help="print an MCP client's configuration for groove, with this machine's paths")
+    _common(p)
+    p.add_argument("client", metavar="CLIENT",
+                   help="claude-desktop, claude-code, cursor, vscode, codex or gemini (docs/clients.md)")
+    p.add_argument("--transport", choices=["stdio", "http"], default=None,
+                   help="stdio: the client starts groove itself (default); http: it connects to a running groove")
+    p.add_argument("--url", metavar="URL", help="the MCP endpoint for --transport http (default: from [serve] bind)")
+    p.add_argument("--token-env", metavar="NAME",
+                   help="the environment variable holding the bearer token (default: [serve.http] token_env when a token is set)")
+    p.set_defaults(func=cmd_client_config)
     return parser
 
 

@@ -5,6 +5,9 @@ a launchd agent (~/Library/LaunchAgents/com.groove.agent.plist). Both run
 
     <groove> serve --transport http --config <absolute groove.toml>
 
+(`groove service install --kb PATH` adds `--kb <absolute PATH>`, and `--index` likewise: then the
+config file is optional, and the notes folder is the one named.)
+
 This module is the single source of both files. `systemd/groove.service` and
 `launchd/com.groove.agent.plist` at the top of the repository are the same
 renderings with placeholders (@GROOVE_BIN@, @GROOVE_CONFIG@, @GROOVE_LOG_DIR@)
@@ -209,19 +212,21 @@ def systemd_quote(arg: str, *, program: bool = False) -> str:
     return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def serve_argv(command: Sequence[str], config: str) -> list[str]:
-    return [*command, *SERVE_ARGS, "--config", config]
+def serve_argv(command: Sequence[str], config: str | None, flags: Sequence[str] = ()) -> list[str]:
+    """`groove serve` for the service: the config file when there is one, then `flags` (`--kb`, `--index`)."""
+    return [*command, *SERVE_ARGS, *(("--config", config) if config else ()), *flags]
 
 
-def render_systemd_unit(command: Sequence[str], config: str) -> str:
-    """The unit file for `command` (the groove executable, as argv) and `config`."""
-    exec_start = " ".join(systemd_quote(a, program=i == 0) for i, a in enumerate(serve_argv(command, config)))
+def render_systemd_unit(command: Sequence[str], config: str | None, flags: Sequence[str] = ()) -> str:
+    """The unit file for `command` (the groove executable, as argv), `config` and `flags`."""
+    argv = serve_argv(command, config, flags)
+    exec_start = " ".join(systemd_quote(a, program=i == 0) for i, a in enumerate(argv))
     return SYSTEMD_TEMPLATE.format(exec_start=exec_start)
 
 
-def render_launchd_plist(command: Sequence[str], config: str, logs: str) -> str:
+def render_launchd_plist(command: Sequence[str], config: str | None, logs: str, flags: Sequence[str] = ()) -> str:
     """The LaunchAgent plist. KeepAlive restarts groove when it exits with an error."""
-    argv = serve_argv(command, config)
+    argv = serve_argv(command, config, flags)
     for arg in (*argv, logs):
         _check_arg(arg)
     agent: dict[str, Any] = {
@@ -245,16 +250,16 @@ class Rendered:
     text: str
 
 
-def render(platform: Platform, config: Path, *, command: Sequence[str] | None = None,
-           env: Mapping[str, str] | None = None) -> Rendered:
+def render(platform: Platform, config: Path | None, *, command: Sequence[str] | None = None,
+           env: Mapping[str, str] | None = None, flags: Sequence[str] = ()) -> Rendered:
     """The file to install on this machine and where it goes."""
     env = os.environ if env is None else env
     command = groove_command() if command is None else list(command)
-    config_str = str(Path(os.path.abspath(config)))
+    config_str = str(Path(os.path.abspath(config))) if config is not None else None
     if platform == "macos":
-        text = render_launchd_plist(command, config_str, str(log_dir(env)))
+        text = render_launchd_plist(command, config_str, str(log_dir(env)), flags)
     else:
-        text = render_systemd_unit(command, config_str)
+        text = render_systemd_unit(command, config_str, flags)
     return Rendered(platform, unit_path(platform, env), text)
 
 
@@ -266,8 +271,17 @@ def example_files() -> dict[str, str]:
     }
 
 
-def check_config(config_file: Path | None, suggested: Path) -> Path:
-    """The config file a service will read; refuse when it would have no notes folder."""
+def check_config(config_file: Path | None, suggested: Path, kb: Path | None = None) -> Path | None:
+    """The config file a service will read (None: none, when `kb` names the notes folder on the command
+    line); refuse when the service would have no notes folder."""
+    if kb is not None:  # `groove service install --kb PATH`: the unit passes --kb itself
+        if not kb.is_dir():
+            raise ServiceError(f"the notes folder {kb} (--kb) does not exist or is not a folder")
+        if config_file is None:
+            return None
+        config = Path(os.path.abspath(config_file))
+        read_config_file(config)  # a file the service could not load fails here, not at every start
+        return config
     if config_file is None:
         raise ServiceError(
             "no config file found, and a service needs one: it starts without command-line flags, "
@@ -275,7 +289,7 @@ def check_config(config_file: Path | None, suggested: Path) -> Path:
             "and set kb_path in it:\n"
             f"  mkdir -p {_shell([str(suggested.parent)])} && cp groove.toml.example {_shell([str(suggested)])}\n"
             "(groove.toml.example is at the top of the groove repository), then run "
-            "`groove service install` again, or pass --config PATH"
+            "`groove service install` again, or pass --config PATH (or --kb PATH: the unit then names the folder)"
         )
     config = Path(os.path.abspath(config_file))
     kb = read_config_file(config).get("kb_path")
@@ -334,11 +348,12 @@ def _start_hint(platform: Platform, path: Path) -> str:
     return "systemctl --user daemon-reload && systemctl --user enable --now groove"
 
 
-def install(platform: Platform, dry_run: bool = False, *, config: Path,
+def install(platform: Platform, dry_run: bool = False, *, config: Path | None,
             command: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
-            runner: Runner = run_command, start: bool = True) -> Report:
-    """Write the unit (or plist) for `config` and, unless `start` is False, start it now."""
-    rendered = render(platform, config, command=command, env=env)
+            runner: Runner = run_command, start: bool = True, flags: Sequence[str] = ()) -> Report:
+    """Write the unit (or plist) for `config` and `flags` (`--kb`, `--index`) and, unless `start` is False,
+    start it now."""
+    rendered = render(platform, config, command=command, env=env, flags=flags)
     path, text = rendered.path, rendered.text
     report = Report(data={"platform": platform, "path": str(path)})
     if dry_run:

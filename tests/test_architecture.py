@@ -16,7 +16,7 @@ PACKAGE = ROOT / "groove"
 
 # Rooms, top first. A module may import from its own room or any room below it; `beside` from anywhere.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("shells", ("groove.cli", "groove.progress", "groove.service", "groove.serve", "groove.ops")),
+    ("shells", ("groove.cli", "groove.clients", "groove.progress", "groove.service", "groove.serve", "groove.ops")),
     ("wiring", ("groove.app", "groove.api")),
     ("middle", ("groove.sync", "groove.search", "groove.evaluate")),
     ("bottom", ("groove.embed", "groove.store", "groove.corpus")),

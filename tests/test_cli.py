@@ -83,6 +83,28 @@ def test_make_serve_passes_examples_when_no_folder_is_given_and_the_folder_when_
     assert ' serve --kb "/somewhere/notes" --transport http' in own and "--examples" not in own
 
 
+def test_make_serve_installs_only_what_serving_needs_and_make_test_adds_the_extras_in_either_order(tmp_path):
+    from conftest import ROOT
+
+    venv = tmp_path / "venv"
+
+    def dry(target: str) -> str:
+        return subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout
+
+    serve = dry("serve")
+    assert "pip install --quiet -c constraints.txt -e .\n" in serve and "[test" not in serve
+    for target in ("test", "bench"):
+        assert "pip install --quiet -c constraints.txt -e '.[test,bench]'" in dry(target)
+    assert f"touch {venv / '.installed-serve'} {venv / '.installed-test'}" in dry("test")  # a superset: both stamps
+    venv.mkdir()
+    (venv / ".installed-serve").touch()  # after `make serve`: make test still installs the extras
+    assert "pip install" not in dry("serve") and "[test,bench]" in dry("test")
+    (venv / ".installed-serve").unlink()
+    (venv / ".installed-test").touch()  # after `make test` alone: make serve installs what it needs (a no-op)
+    assert "-e .\n" in dry("serve") and "pip install" not in dry("test")
+
+
 # --- consistent output (item 9) -------------------------------------------------------------------
 
 def test_every_flag_of_every_command_has_help_text():
@@ -235,7 +257,8 @@ def test_search_asks_the_running_daemon_and_loads_no_model(daemon):
 
 # `groove search --format json` and `groove related --format json` are script interfaces: their keys are
 # pinned here, asked of the running service and answered in process alike (docs/search.md).
-SEARCH_KEYS = {"results", "low_confidence", "filter_applied", "pending_chunks", "vectors_degraded"}
+# off_topic joined in issue 21 (a deliberate addition, docs/search.md).
+SEARCH_KEYS = {"results", "low_confidence", "off_topic", "filter_applied", "pending_chunks", "vectors_degraded"}
 HIT_KEYS = {"chunk_id", "doc_id", "path", "title", "heading", "level", "context", "content", "tags", "date",
             "start_line", "end_line", "ordinal", "token_count", "score", "position", "fts_rank", "vec_rank",
             "expanded_from", "match_spans"}
@@ -375,3 +398,95 @@ def test_a_socket_path_too_long_for_the_platform_moves_to_a_private_temp_folder(
     path = socket_path(deep)
     assert len(os.fsencode(path)) <= 100 and path.parent.name == f"groove-{os.getuid()}"
     assert socket_path(deep) == path and socket_path(deep.with_name("other.sqlite")) != path
+
+
+# --- a new user's first hour (issue 23, item 6) ---------------------------------------------------
+
+def test_examples_means_the_shipped_example_notes_for_every_read_command(tmp_path):
+    from conftest import EXAMPLES
+    from groove.cli import EXAMPLE_NOTES
+    from groove.serve.main import EXAMPLE_NOTES as SERVED
+
+    assert EXAMPLE_NOTES == SERVED == EXAMPLES.resolve()  # the same folder `groove serve --examples` serves
+    index = str(tmp_path / "i.sqlite")
+    built = groove("index", "--examples", "--index", index, "--format", "json", cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["kb_path"] == str(EXAMPLES.resolve())
+    found = groove("search", "--examples", "WAL", "--index", index, "--format", "json", "--no-daemon", cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["path"] == "reference/sqlite-wal.md"
+    status = groove("status", "--examples", "--index", index, "--format", "json", "--no-daemon", cwd=tmp_path)
+    assert status.returncode == 0 and json.loads(status.stdout)["documents"] == 13, status.stderr
+    for command in ("search", "status", "doctor"):
+        argv = [command, "--examples", "--kb", str(tmp_path)] + (["WAL"] if command == "search" else [])
+        both = groove(*argv, cwd=tmp_path, timeout=60)
+        assert both.returncode == 2 and "--examples means the shipped example notes" in both.stderr, (command, both.stderr)
+
+
+@pytest.mark.parametrize("argv,wrong,right", [
+    (["search", "--limt", "3", "WAL"], "--limt", "--limit"),
+    (["search", "WAL", "--lim", "3"], "--lim", "--limit"),  # no abbreviations: a new flag cannot change their meaning
+    (["related", "--depht=2", "a.md"], "--depht", "--depth"),
+    (["index", "--rebuidl"], "--rebuidl", "--rebuild"),
+    (["eval", "g.yaml", "--max-querys", "3"], "--max-querys", "--max-queries"),
+    (["doctor", "--fxi"], "--fxi", "--fix"),
+    (["serve", "--transprot", "http"], "--transprot", "--transport"),
+    (["service", "install", "--dryrun"], "--dryrun", "--dry-run"),
+])
+def test_an_unknown_flag_is_refused_with_exit_2_naming_the_closest_known_flag(tmp_path, argv, wrong, right):
+    done = groove(*argv, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert f"groove: error: unknown option {wrong}: did you mean {right}?" in done.stderr
+    assert "loading model" not in done.stderr and done.stdout == ""
+    as_json = groove(*argv, "--format", "json", cwd=tmp_path, timeout=60)
+    assert as_json.returncode == 2 and json.loads(as_json.stdout)["exit_code"] == 2
+
+
+def test_kb_given_twice_is_refused_instead_of_keeping_the_last(tmp_path):
+    kb = make_notes(tmp_path)
+    for argv in (["search", "tea"], ["index"], ["serve", "--transport", "stdio"]):
+        done = groove(*argv, "--kb", str(kb), "--kb", str(tmp_path), cwd=tmp_path, timeout=60)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert f"--kb given twice ({kb} and {tmp_path})" in done.stderr and "pass --kb once" in done.stderr
+    assert not (tmp_path / "data").exists()  # nothing indexed
+
+
+def test_service_install_with_kb_writes_a_unit_that_serves_that_folder(tmp_path):
+    kb = make_notes(tmp_path)
+    env = {**server_env(tmp_path), "HOME": str(tmp_path / "home")}
+    done = groove("service", "install", "--platform", "linux", "--dry-run", "--kb", "notes",
+                  "--index", "i.sqlite", cwd=tmp_path, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    [exec_start] = [line for line in done.stdout.splitlines() if line.startswith("ExecStart=")]
+    assert exec_start.endswith(f" serve --transport http --kb {kb} --index {tmp_path / 'i.sqlite'}")
+    assert "--config" not in exec_start  # no config file here, and none needed with --kb
+
+    missing = groove("service", "install", "--platform", "linux", "--dry-run", "--kb", "gone", cwd=tmp_path,
+                     env=env, timeout=60)
+    assert missing.returncode == 2 and "the notes folder" in missing.stderr and "(--kb) does not exist" in missing.stderr
+
+
+def test_after_a_note_is_added_and_deleted_under_the_daemon_doctor_finds_no_unused_vector(tmp_path):
+    import time
+
+    kb = make_notes(tmp_path)
+    index = tmp_path / "index.sqlite"
+    server = ServerProcess(kb, index, tmp_path)
+    try:
+        server.wait_healthy()
+        server.wait_indexed(len(NOTES))
+        write(kb / "drafts" / "tea.md", note("Green tea", "Steep sencha at seventy degrees for a minute, no longer."))
+        assert server.wait_indexed(len(NOTES) + 1)["pending_chunks"] == 0  # its vector is stored
+        (kb / "drafts" / "tea.md").unlink()
+        server.wait_indexed(len(NOTES))
+        deadline = time.monotonic() + 20  # the write and what follows it, with no full reconcile in between
+        while True:
+            done = groove("doctor", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=tmp_path)
+            found = {f["check"]: f for f in json.loads(done.stdout)["findings"]}
+            if "vectors_unused" not in found or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert "vectors_unused" not in found, found["vectors_unused"]
+        assert done.returncode == 0, done.stdout
+    finally:
+        server.terminate()

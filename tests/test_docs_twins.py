@@ -31,6 +31,7 @@ USER_PAGES = (
     "docs/indexing.md",
     "docs/embedding.md",
     "docs/mcp.md",
+    "docs/clients.md",
     "docs/configuration.md",
     "docs/service.md",
     "docs/evaluation.md",

@@ -133,7 +133,7 @@ def test_a_note_that_quotes_a_golden_query_verbatim_is_reported(vault, kb, tmp_p
 def test_the_cut_offs_follow_k_and_must_fit_the_limit(vault):
     settings, golden = vault
     m = run(settings, golden, ks=(1, 3), record=False)["metrics"]
-    assert list(m) == ["recall@1", "recall@3", "mrr", "ndcg@10"]
+    assert list(m) == ["recall@1", "recall@3", "mrr", "ndcg@10", "off_topic_answerable"]
     with pytest.raises(UsageError, match="--limit 20"):
         run(settings, golden, ks=(1, 20))
 

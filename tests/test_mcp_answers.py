@@ -94,7 +94,8 @@ CALLS = {
     "reindex": {},
 }
 FIELDS = {
-    "search": {"results", "low_confidence", "filter_applied", "pending_chunks", "vectors_degraded", "startup_reconcile_done"},
+    "search": {"results", "low_confidence", "off_topic", "filter_applied", "pending_chunks", "vectors_degraded",
+               "startup_reconcile_done"},
     "get_document": {"uri", "path", "title", "tags", "date", "frontmatter", "warnings", "indexed_at", "size", "content"},
     "list_documents": {"documents", "next_cursor"},
     "topics": {"notes", "notes_at_top_level", "folders", "folders_total", "tags"},
@@ -164,9 +165,10 @@ def test_the_search_text_ends_with_the_flags_that_matter_and_only_those():
     text = search_text(search_answer(calm))
     assert text.splitlines()[-1] == "alpha beta"
     assert "score 0.5 · lines 1-3 · page 4" in text and "chunk_id" not in text
-    worried = {**calm, "low_confidence": True, "pending_chunks": 12, "vectors_degraded": True}
+    worried = {**calm, "low_confidence": True, "off_topic": True, "pending_chunks": 12, "vectors_degraded": True}
     last = search_text(search_answer(worried)).splitlines()[-1]
     assert "low_confidence: true" in last and "pending_chunks: 12" in last and "vectors_degraded: true" in last
+    assert "off_topic: true" in last and "off_topic" not in search_text(search_answer(calm))
 
 
 def test_get_document_text_is_the_note_itself_under_a_one_line_header(served):

@@ -304,7 +304,8 @@ def test_eval_scores_a_golden_file_on_path_and_heading(examples, tmp_path):
     )
     result = anyio.run(lambda: eval_once(examples, golden))
     m = result["metrics"]
-    assert set(m) == {"recall@1", "recall@5", "recall@10", "mrr", "ndcg@10"}
+    # off_topic_answerable: the false-alarm rate of off_topic (issue 21); no unanswerable query, no other rate
+    assert set(m) == {"recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "off_topic_answerable"}
     per = {q["id"]: q for q in result["queries"]}
     assert per["wal"]["ranks"] == [1] and per["foundry"]["ranks"] == [1]
     assert per["nothing"]["ranks"] == [None]
@@ -333,7 +334,7 @@ def test_eval_reads_a_beir_folder_and_the_cli_prints_json_metrics(tmp_path):
     assert out["hybrid"]["count"] == 2
     assert out["vector"]["metrics"]["recall@1"] == 1.0
     assert out["hybrid"]["metrics"]["ndcg@10"] == 1.0
-    assert set(out["fts"]["metrics"]) == {"recall@1", "recall@5", "recall@10", "mrr", "ndcg@10"}
+    assert set(out["fts"]["metrics"]) == {"recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "off_topic_answerable"}
     assert out["fts"]["queries"][0]["ranks"] in ([None], [1])
 
 

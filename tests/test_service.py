@@ -425,9 +425,12 @@ def test_cli_install_without_any_config_refuses_and_writes_nothing(home, monkeyp
     assert not (Path(os.environ["XDG_CONFIG_HOME"]) / "systemd").exists()
 
 
-def test_cli_install_refuses_a_kb_flag_the_service_would_forget(config, kb, capsys, fake_systemctl):
-    assert main(["service", "install", "--platform", "linux", "--config", str(config), "--kb", str(kb)]) == 2
-    assert "--kb would be forgotten" in capsys.readouterr().err
+def test_cli_install_with_a_kb_flag_puts_it_in_the_unit_beside_the_config(config, kb, home, monkeypatch, capsys, fake_systemctl):
+    monkeypatch.setenv("HOME", str(home))
+    assert main(["service", "install", "--dry-run", "--platform", "linux", "--config", str(config), "--kb", str(kb)]) == 0
+    [exec_start] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ExecStart=")]
+    assert exec_start.endswith(f"serve --transport http --config {config} --kb {kb}")
+    assert not fake_systemctl.exists()
 
 
 def test_cli_status_as_json(config, home, monkeypatch, capsys, fake_systemctl):

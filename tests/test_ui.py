@@ -332,6 +332,7 @@ def test_the_web_view_shows_status_finds_a_note_highlights_its_span_and_explains
     facts = {row.find_element(By.TAG_NAME, "th").text: row.find_element(By.TAG_NAME, "td").text
              for row in explain.find_elements(By.CSS_SELECTOR, "#explain-facts tr")}
     assert facts["low_confidence"] in ("true", "false")
+    assert facts["off_topic"].split()[0] in ("true", "false") and "position" in facts["off_topic"]
     assert facts["fusion"]
     assert "sourdough" in facts["match_expr"]
 

@@ -19,6 +19,7 @@ VARIANTS = {
     "engine": "bench.ab.engine",
     "engine-index": "bench.ab.engine_index",
     "fts": "bench.ab.fts",
+    "knn-scale": "bench.ab.knn_scale",
     "merge": "bench.ab.merge",
     "serve": "bench.ab.serve",
     "sessions": "bench.ab.sessions",

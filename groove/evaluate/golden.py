@@ -1,9 +1,13 @@
 """Judged query sets: a YAML golden file or a BEIR folder.
 
 Golden YAML: `queries: [{id, query, expected: [{path, heading?}]}]`; a hit
-matches on path, and on heading too when one is given.
+matches on path, and on heading too when one is given. `expected: []` makes
+the query unanswerable: the notes do not answer it, and `groove eval` counts
+whether the search flags it `off_topic` (it has no recall or nDCG).
 BEIR: `queries.jsonl` + `qrels/*.tsv` (`query-id corpus-id score`); corpus id
-`X` is the note `X.md` anywhere in the notes folder.
+`X` is the note `X.md` anywhere in the notes folder. A query without a qrels
+row is left out, as BEIR does, unless its row says `"unanswerable": true`
+(at the top level or in its `metadata`): then it is unanswerable.
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ class JudgedQuery:
     query: str
     expected: tuple[Expected, ...]
 
+    @property
+    def unanswerable(self) -> bool:
+        """No note answers it (`expected: []`): scored by whether it is flagged off_topic."""
+        return not self.expected
+
 
 def load(source: Path, split: str | None = None) -> list[JudgedQuery]:
     if not source.exists():
@@ -70,8 +79,9 @@ def load_golden(path: Path) -> list[JudgedQuery]:
         if not isinstance(q, dict) or not isinstance(q.get("query"), str) or not q["query"].strip():
             raise GoldenError(f"{where} needs a non-empty `query` string")
         exp = q.get("expected")
-        if not isinstance(exp, list) or not exp:
-            raise GoldenError(f"{where} needs a non-empty `expected` list of {{path, heading?}}")
+        if not isinstance(exp, list):
+            raise GoldenError(f"{where} needs an `expected` list of {{path, heading?}} ([] for a query the notes "
+                              "do not answer)")
         items = []
         for e in exp:
             if isinstance(e, str):
@@ -113,6 +123,9 @@ def load_beir(folder: Path, split: str | None = None) -> list[JudgedQuery]:
                 continue
             q = json.loads(line)
             qid = str(q["_id"])
+            meta = q.get("metadata") if isinstance(q.get("metadata"), dict) else {}
             if qid in rel:
                 out.append(JudgedQuery(id=qid, query=q["text"], expected=tuple(Expected(stem=c) for c in dict.fromkeys(rel[qid]))))
+            elif q.get("unanswerable") is True or meta.get("unanswerable") is True:
+                out.append(JudgedQuery(id=qid, query=q["text"], expected=()))
     return out

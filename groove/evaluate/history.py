@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from groove.config import SearchSettings
 from groove.evaluate.golden import JudgedQuery
-from groove.evaluate.metrics import METRIC_VERSION
+from groove.evaluate.metrics import LOWER_IS_BETTER, METRIC_VERSION
 from groove.search.compiler import COMPILER_VERSION
 
 SUFFIX = ".eval.jsonl"
@@ -131,7 +131,8 @@ def compare(
       "changed"      no earlier run has this fingerprint: `differs` names the fields that
                      differ from the latest run, and nothing is compared;
       "ok"           compared with the latest run of the same fingerprint (that did not
-                     regress): no metric fell by more than `threshold`;
+                     regress): no metric fell by more than `threshold` (and
+                     `off_topic_answerable`, the false alarms, rose by no more);
       "regression"   some did: `regressions` names them.
     `exit_code` is what `--fail-on-regression` exits with: 0, 2 (cannot compare), 0, 1.
     """
@@ -145,7 +146,8 @@ def compare(
         }
     base = same[-1]
     d = deltas(metrics, base["metrics"])
-    bad = sorted(k for k, v in d.items() if v < -threshold - 1e-9)
+    bad = sorted(k for k, v in d.items()
+                 if (v > threshold + 1e-9 if k in LOWER_IS_BETTER else v < -threshold - 1e-9))
     return {
         "status": "regression" if bad else "ok", "exit_code": 1 if bad else 0,
         "baseline": {"at": base.get("at"), "metrics": base["metrics"]}, "deltas": d, "regressions": bad,

@@ -3,7 +3,9 @@
 A query's expected items are matched against the ranked result list; each
 expected item counts once, at the first rank where a hit matches it.
 recall@k = found in top k / expected (for each cut-off k, `--k`); MRR = 1 /
-first matching rank; nDCG@10 with binary gains.
+first matching rank; nDCG@10 with binary gains. Abstention: the share of
+answerable queries flagged `off_topic` (lower is better) and the share of
+unanswerable ones flagged (higher is better).
 
 METRIC_VERSION changes whenever a number computed here would change for the
 same ranked lists: eval history never compares runs of two versions.
@@ -20,6 +22,8 @@ E = TypeVar("E")
 
 KS = (1, 5, 10)
 METRIC_VERSION = 1
+# Metrics where a rise is the regression (the history's gate reads it); every other one falls.
+LOWER_IS_BETTER = frozenset({"off_topic_answerable"})
 
 
 def first_ranks(hits: Sequence[H], expected: Sequence[E], matches: Callable[[H, E], bool]) -> list[int | None]:
@@ -74,3 +78,29 @@ def aggregate(scores: Sequence[QueryScore], ks: Sequence[int] = KS) -> dict[str,
     out["mrr"] = sum(s.rr for s in scores) / n
     out["ndcg@10"] = sum(s.ndcg10 for s in scores) / n
     return {k: round(v, 4) for k, v in out.items()}
+
+
+def abstention(flags: Sequence[tuple[bool, bool]]) -> dict[str, float]:
+    """(unanswerable, flagged off_topic) per query -> `off_topic_answerable`, the share of answerable
+    queries flagged (false alarms), and `off_topic_unanswerable`, the share of unanswerable ones
+    flagged; each only when the set has queries of that kind."""
+    out = {}
+    answerable = [f for u, f in flags if not u]
+    unanswerable = [f for u, f in flags if u]
+    if answerable:
+        out["off_topic_answerable"] = round(sum(answerable) / len(answerable), 4)
+    if unanswerable:
+        out["off_topic_unanswerable"] = round(sum(unanswerable) / len(unanswerable), 4)
+    return out
+
+
+def auroc(positive: Sequence[float], negative: Sequence[float]) -> float | None:
+    """The probability that a positive scores above a negative (ties count half): how well a score
+    separates two sets whatever the threshold; None when a set is empty."""
+    if not positive or not negative:
+        return None
+    wins = 0.0
+    for p in positive:
+        for n in negative:
+            wins += 1.0 if p > n else 0.5 if p == n else 0.0
+    return round(wins / (len(positive) * len(negative)), 4)

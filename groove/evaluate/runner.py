@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import aiosqlite
 
 from groove.evaluate.golden import JudgedQuery
-from groove.evaluate.metrics import KS, aggregate, first_ranks, score_query
+from groove.evaluate.metrics import KS, abstention, aggregate, first_ranks, score_query
 from groove.search.pipeline import Searcher
 from groove.search.request import SearchRequest
 
@@ -22,25 +22,36 @@ async def run_eval(
     request_options: dict[str, Any] | None = None,
     ks: Sequence[int] = KS,
 ) -> dict[str, Any]:
+    """Recall, MRR and nDCG over the answerable queries; the abstention rates (metrics.abstention)
+    over both kinds: an unanswerable query (`expected: []`) is scored only by its off_topic flag."""
     scores = []
     per_query = []
     for q in queries:
         req = SearchRequest(query=q.query, limit=limit, retriever=retriever, **(request_options or {}))
         resp = await searcher.search(conn, req)
         hits = resp["results"]
-        ranks = first_ranks(hits, q.expected, lambda h, e: e.matches(h))
-        s = score_query(ranks, len(q.expected), (*ks, 10) if 10 not in ks else ks)
-        scores.append(s)
-        per_query.append({
-            "id": q.id, "query": q.query, "ranks": ranks,
-            "recall@10": round(s.recall[10], 4), "rr": round(s.rr, 4), "ndcg@10": round(s.ndcg10, 4),
+        row: dict[str, Any] = {"id": q.id, "query": q.query, "unanswerable": q.unanswerable}
+        if not q.unanswerable:
+            ranks = first_ranks(hits, q.expected, lambda h, e: e.matches(h))
+            s = score_query(ranks, len(q.expected), (*ks, 10) if 10 not in ks else ks)
+            scores.append(s)
+            row.update({"ranks": ranks, "recall@10": round(s.recall[10], 4), "rr": round(s.rr, 4),
+                        "ndcg@10": round(s.ndcg10, 4)})
+        row.update({
             "top": [h["path"] for h in hits[:3]],
             "low_confidence": bool(resp["low_confidence"]),
+            "off_topic": bool(resp.get("off_topic")),
+            "off_topic_evidence": resp.get("off_topic_evidence"),
         })
+        per_query.append(row)
+    metrics = aggregate(scores, ks)
+    metrics.update(abstention([(r["unanswerable"], r["off_topic"]) for r in per_query]))
     return {
-        "metrics": aggregate(scores, ks),
+        "metrics": metrics,
         "ks": list(ks),
-        "confidence": confidence_split(per_query),
+        "confidence": confidence_split([r for r in per_query if not r["unanswerable"]]),
+        "answerable": len(scores),
+        "unanswerable": len(per_query) - len(scores),
         "queries": per_query,
         "count": len(queries),
         "retriever": retriever,

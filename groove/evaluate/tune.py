@@ -73,6 +73,9 @@ async def collect_legs(
     reads_ = retrievers.SqliteSearchReads(conn)
     out, skipped = [], []
     for q in queries:
+        if q.unanswerable:  # tune weighs rankings; an unanswerable query has none to judge
+            skipped.append(q.id)
+            continue
         try:
             cq = compile_query(q.query)
         except QueryError:

@@ -67,7 +67,15 @@ class SearchHit(Answer):
 
 class SearchAnswer(Answer):
     results: list[SearchHit]
-    low_confidence: bool = Field(description="true when no result stands out: the notes may not answer the query")
+    low_confidence: bool = Field(
+        description="true when no note stands out from the next: the top result leads the best result of another "
+                    "note by a small margin, so another note may as well be the one meant (ambiguous; says nothing "
+                    "about whether the notes answer the query: see off_topic)")
+    off_topic: bool = Field(
+        False, description="true when the notes most likely do not answer the query: the best results are no closer "
+                           "in meaning than this index's notes are to questions they do not answer, and full text "
+                           "finds little of the query in them. The results are still returned (the flag informs, "
+                           "it does not hide); do not present them as the answer")
     filter_applied: dict[str, Any] | None = Field(description="the filters as applied (normalised), null without")
     pending_chunks: int = Field(description="passages still waiting for their embedding (findable by words only)")
     vectors_degraded: bool = Field(description="true when the query could not be embedded: full text alone")
@@ -163,6 +171,14 @@ def explain_text(answer: SearchAnswer) -> str:
         for name, w in (f.get("weights") or {}).items()
     )
     out.append(f"  fusion:           {f.get('method')}; leg weights: {legs or '(no leg returned anything)'}")
+    o = e.get("off_topic")
+    if o:
+        cal = o.get("calibration")
+        scale = (f"calibrated answered {cal['answered']:.3f} / unanswered {cal['unanswered']:.3f}"
+                 f" ({cal['queries']} synthetic queries, {cal['vectors']} vectors)") if cal else "not calibrated (full-text evidence alone)"
+        out.append(f"  off_topic:        {answer.off_topic}; vector top {o.get('vector_top')}, position {o.get('vector_position')},"
+                   f" evidence {o.get('evidence')}, agreement {o.get('agreement')}; score {o.get('score')}"
+                   f" (threshold {o.get('threshold')}; without vectors evidence < {o.get('fts_only_threshold')}); {scale}")
     c = e.get("candidates") or {}
     out.append(f"  candidates:       fts {c.get('fts')}, vector {c.get('vector')}, fused {c.get('fused')}"
                f" (pool {e.get('pool_per_retriever')} per retriever)")
@@ -177,8 +193,10 @@ def explain_text(answer: SearchAnswer) -> str:
 def search_flags(answer: SearchAnswer) -> list[str]:
     """The state a reader must weigh, only when it matters."""
     flags = []
+    if answer.off_topic:
+        flags.append("off_topic: true (the notes most likely do not answer this; the results are only the nearest passages)")
     if answer.low_confidence:
-        flags.append("low_confidence: true (no result stands out; the notes may not answer this)")
+        flags.append("low_confidence: true (no note stands out from the next; several may be meant)")
     if answer.pending_chunks:
         flags.append(f"pending_chunks: {answer.pending_chunks} (not yet searchable by meaning)")
     if answer.vectors_degraded:

@@ -9,6 +9,7 @@ configuration with every stage off returns exactly the fused list.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ import numpy as np
 from groove.config import FusionSettings, SearchSettings
 from groove.corpus.cjk import cjk_query, query_terms
 from groove.logs import get_logger
-from groove.search import retrievers
+from groove.search import offtopic, retrievers
 from groove.search.compiler import CompiledQuery, compile_query
 from groove.search.evidence import coverage, term_weights
 from groove.search.fusion import evidence_weight, low_confidence, weighted_rrf, z_fusion
@@ -195,6 +196,7 @@ class Run:
     timings: dict[str, float] = field(default_factory=dict)
     sent: dict[str, str] | None = None       # leg -> what FTS5 ran (with explain)
     degraded: bool = False                    # the query could not be embedded
+    calibration: offtopic.Calibration | None = None  # the index's similarity scale (off_topic)
 
 
 class Searcher:
@@ -209,6 +211,66 @@ class Searcher:
         self.embed_query = embed_query
         self.reranker = reranker
         self.vectors = vectors  # a long-running process's in-memory vectors (store/vectors.py), or None
+        self.calibration: offtopic.Calibration | None = None  # off_topic's scale, for the index as last seen
+        self._calibrating = anyio.Lock()
+        self._uncalibrated: tuple[str, int] | None = None
+
+    async def calibration_for(self, source: "aiosqlite.Connection | Reading") -> offtopic.Calibration | None:
+        """The index's off_topic calibration (search/offtopic.py): this process's, while it serves
+        the index's vectors; else the one stored with the index (`groove index` writes it); else
+        measured now, once, with CALIBRATION_QUERIES synthetic queries (no reader is held while
+        they are embedded). None when the index has too few vectors or the model fails."""
+        reading = _as_reading(source, self.vectors)
+        async with reading() as store:
+            model, size, stored = await store.calibration_state()
+        cal = self.calibration
+        if cal is not None and cal.serves(model, size):
+            return cal
+        if size == 0 or self._uncalibrated == (model, size):
+            return None
+        async with self._calibrating:
+            cal = self.calibration
+            if cal is not None and cal.serves(model, size):
+                return cal
+            try:
+                cal = offtopic.Calibration.from_dict(json.loads(stored)) if stored else None
+            except (ValueError, KeyError, TypeError):
+                cal = None
+            if cal is None or not cal.serves(model, size):
+                cal = await self._measure_calibration(reading, model, size)
+            if cal is None:
+                self._uncalibrated = (model, size)  # measured, and too few passages: not again until it moves
+            else:
+                self.calibration = cal
+            return cal
+
+    async def _measure_calibration(self, reading: Callable[[], AsyncContextManager[SearchReads]],
+                                   model: str, size: int) -> offtopic.Calibration | None:
+        t = time.perf_counter()
+        async with reading() as store:
+            passages = await store.calibration_passages(offtopic.CALIBRATION_QUERIES)
+        vectors = []
+        try:
+            for cid, _, text in passages:
+                vectors.append(await self.embed_query(offtopic.synthetic_query(text, cid)))
+        except Exception as exc:  # noqa: BLE001 - no calibration: off_topic falls back to the evidence
+            log.warning("off_topic_calibration_failed", error=repr(exc))
+            return None
+        answered, unanswered = [], []
+        async with reading() as store:
+            for (_, doc, _), vec in zip(passages, vectors):
+                near = await store.vector_scored(vec, offtopic.CALIBRATION_DEPTH, None, None)
+                if not near:
+                    continue
+                docs = await store.chunk_docs([c for c, _ in near])
+                answered.append(1.0 - near[0][1] ** 2 / 2.0)
+                other = next((d for c, d in near if docs.get(c) != doc), None)
+                if other is not None:
+                    unanswered.append(1.0 - other ** 2 / 2.0)
+        cal = offtopic.calibrate(answered, unanswered, model=model, vectors=size)
+        log.debug("off_topic_calibrated", measured=len(answered), ms=_ms(t),
+                 **(cal.to_dict() if cal else {"calibration": None}))
+        return cal
 
     async def search(self, source: "aiosqlite.Connection | Reading", req: SearchRequest,
                      spare: Callable[[], AsyncContextManager[Any]] | None = None) -> dict[str, Any]:
@@ -253,6 +315,8 @@ class Searcher:
                 await self._full_text_legs(store, run, use_fts, spare)
         qvec = embedded.get("vector")
         run.degraded = bool(embedded.get("degraded"))
+        if qvec is not None:
+            run.calibration = await self.calibration_for(source)
 
         async with reading() as store:
             if run.degraded and req.retriever == "vector":
@@ -373,9 +437,12 @@ class Searcher:
         hits = apply_match_spans(hits, phrases)
 
         pending = await store.pending_count()
+        signal = offtopic.features(legs, evidence, run.calibration)
         response: dict[str, Any] = {
             "results": [h.to_dict() for h in hits],
             "low_confidence": conf,
+            "off_topic": offtopic.is_off_topic(signal, has_results=bool(hits)),
+            "off_topic_evidence": signal,  # for groove eval and explain; not a field of the answer
             "filter_applied": req.compiled_filters.to_dict() if not req.compiled_filters.empty else None,
             "pending_chunks": pending,
             "vectors_degraded": run.degraded,
@@ -410,6 +477,8 @@ class Searcher:
                                        if expr and name in (sent or {})},
                 fusion={"method": s.fusion.method, "weights": leg_weights, "evidence": evidence,
                         "evidence_low": s.fusion.evidence_low, "evidence_high": s.fusion.evidence_high},
+                off_topic={**signal, "score": offtopic.score(signal), **offtopic.thresholds(),
+                           "calibration": run.calibration.to_dict() if run.calibration else None},
                 pool_per_retriever=n,
                 refine_pool=pool,
                 allowed_documents=None if run.allowed_docs is None else len(run.allowed_docs),

@@ -425,6 +425,36 @@ async def fetch_doc_chunks(conn: aiosqlite.Connection, doc_ids: Sequence[int]) -
     return out
 
 
+async def calibration_state(conn: aiosqlite.Connection) -> tuple[str, int, str | None]:
+    """The vector set's model, its size (vectors ever added minus those removed) and the off_topic
+    calibration stored in meta (JSON, or None): one O(1) statement, read by every search that has a
+    query vector to know whether its calibration still serves (search/offtopic.py)."""
+    cur = await conn.execute(
+        "SELECT (SELECT value FROM meta WHERE key = 'model'), (SELECT max(id) FROM embeddings),"
+        " (SELECT value FROM meta WHERE key = 'vectors_removed'),"
+        " (SELECT value FROM meta WHERE key = 'off_topic_calibration')")
+    model, max_id, removed, stored = await cur.fetchone()
+    return str(model or ""), max(0, int(max_id or 0) - int(removed or 0)), stored
+
+
+async def calibration_passages(conn: aiosqlite.Connection, k: int) -> list[tuple[int, int, str]]:
+    """(chunk id, doc id, content) of up to `k` embedded chunks, a fixed pseudo-random sample
+    (ordered by a multiplicative hash of the id), for the off_topic calibration."""
+    cur = await conn.execute(
+        "SELECT id, doc_id, content FROM chunks WHERE embedding_id IS NOT NULL AND length(content) >= 20"
+        " ORDER BY (id * 2654435761) % 4294967291, id LIMIT ?", (k,))
+    return [(int(a), int(b), str(c)) for a, b, c in await cur.fetchall()]
+
+
+async def chunk_docs(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int, int]:
+    """The note (doc id) of each chunk id."""
+    if not ids:
+        return {}
+    cur = await conn.execute("SELECT id, doc_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                             (json.dumps(list(ids)),))
+    return {int(a): int(b) for a, b in await cur.fetchall()}
+
+
 class SqliteSearchReads:
     """`groove.store.interface.SearchReads` on one SQLite connection: the functions above; with
     `matrix`, KNN on the process's in-memory copy of the vectors (store/vectors.py)."""
@@ -468,3 +498,12 @@ class SqliteSearchReads:
 
     async def pending_count(self) -> int:
         return await reads.pending_count(self.conn)
+
+    async def calibration_state(self) -> tuple[str, int, str | None]:
+        return await calibration_state(self.conn)
+
+    async def calibration_passages(self, k: int) -> list[tuple[int, int, str]]:
+        return await calibration_passages(self.conn, k)
+
+    async def chunk_docs(self, ids: Sequence[int]) -> dict[int, int]:
+        return await chunk_docs(self.conn, ids)

@@ -124,6 +124,8 @@ class Daemon:
         self.settings = settings
         self.index = Index(settings, embedder=embedder, bulk=BulkLimiter(settings.embedding.workers), **index_options)
         self.service = Service(self.index, self)  # what every front end calls (groove.api)
+        self.http_url: str | None = None    # the Streamable HTTP endpoint once it listens (a stdio client attaches there)
+        self.http_token: str | None = None  # its bearer token, told only over the local socket (serve/attach.py)
         self.tasks: dict[str, TaskHealth] = {
             name: TaskHealth() for name in ("writer", "reconcile", "watcher", "embedding")
         }
@@ -259,6 +261,10 @@ class Daemon:
                 else:
                     stats = await self.index.reconcile(paths)
                     log.info("changes_indexed", **stats.to_dict())
+                    if stats.deleted or stats.changed:  # the vectors of deleted or rewritten sections: now, not
+                        collected = await self.index.collect_freed()  # at the next full reconcile (doctor clean)
+                        if collected:
+                            log.debug("vectors_collected", vectors=collected)
             except Exception as exc:  # noqa: BLE001 - one bad batch must not stop the daemon
                 error = describe_write_error(exc)
                 self._write_failed(error, full=full, paths=paths)

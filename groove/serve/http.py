@@ -240,7 +240,10 @@ class HTTPService:
 
 
 def client_snippets(url: str, stdio_command: list[str], *, token: bool = False) -> str:
-    """What to paste into an MCP client's configuration (printed on stderr at startup; never the token)."""
+    """What to paste into an MCP client's configuration (printed on stderr at startup; never the token).
+
+    The HTTP entry is Cursor's shape (a bare `url`): Claude Desktop's config file refuses it, and the other
+    clients have shapes of their own, which `groove client-config` prints (groove/clients.py)."""
     entry: dict[str, Any] = {"url": url}
     if token:
         entry["headers"] = {"Authorization": "Bearer <your token>"}
@@ -250,10 +253,12 @@ def client_snippets(url: str, stdio_command: list[str], *, token: bool = False) 
         f"groove is serving MCP at {url}\n"
         f"  health: {url.rsplit('/', 1)[0]}{HEALTH_PATH}\n"
         f"  web view: {url.rsplit('/', 1)[0]}{UI_PATH}\n"
-        "MCP client configuration (Streamable HTTP):\n"
+        "MCP client configuration for Cursor (~/.cursor/mcp.json; Streamable HTTP):\n"
         f"{json.dumps(http, indent=2, ensure_ascii=False)}\n"
-        "or let the client start groove itself (stdio):\n"
+        "or let the client start groove itself (stdio; Claude Desktop, Cursor and Gemini CLI read this shape):\n"
         f"{json.dumps(stdio, indent=2, ensure_ascii=False)}\n"
+        "for Claude Desktop over HTTP (through mcp-remote), Claude Code, VS Code, Codex CLI and Gemini CLI:\n"
+        "  groove client-config CLIENT [--transport http] prints that client's own entry (docs/clients.md)\n"
     )
 
 

@@ -50,7 +50,7 @@ MAX_REQUEST_BYTES = 1 << 20   # a search request is at most a few KiB
 MAX_RESPONSE_BYTES = 64 << 20
 CONNECT_TIMEOUT_S = 2.0
 ANSWER_TIMEOUT_S = 120.0      # a daemon's first query may wait for its model to load
-OPS = ("search", "related", "status")
+OPS = ("search", "related", "status", "endpoint")
 
 
 def supported() -> bool:
@@ -173,6 +173,8 @@ async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
         args = message.get("args") or {} if isinstance(message, dict) else {}
         if op not in OPS or not isinstance(args, dict):
             return {"ok": False, "error": f"unknown request {op!r}; this daemon answers {', '.join(OPS)}", "exit_code": 2}
+        if op == "endpoint":  # where a stdio client of this user can attach (serve/attach.py); 0600 socket, same uid
+            return {"ok": True, "result": {"url": daemon.http_url, "token": daemon.http_token}}
         if op == "search":
             result = await service.search(SearchRequest(**args.get("request", {})))
         elif op == "related":

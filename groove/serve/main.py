@@ -34,6 +34,7 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
+import httpx2
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
@@ -53,7 +54,8 @@ from groove.serve.http import (
     resolve_token,
 )
 from groove.serve import sdk
-from groove.serve.local import serve_local
+from groove.serve.attach import run_bridge
+from groove.serve.local import DaemonError, ask, serve_local
 from groove.serve.mcp_app import build_server
 from groove.serve.sdnotify import notify
 
@@ -224,6 +226,55 @@ async def run_stdio(server: MCPServer, wire: StdioWire) -> None:
         await sdk.run_streams(server, read_stream, write_stream)
 
 
+# --- attaching to a running service ----------------------------------------------------------
+
+def running_service(settings: Settings) -> tuple[str, str | None, int] | None:
+    """(url, token, pid) of the groove serve that writes this index and serves HTTP, when one answers on the
+    local endpoint; None when none runs (then this process serves the index itself). A service that serves no
+    HTTP endpoint is an error: this process could neither attach to it nor open the index beside it."""
+    if settings.index_path is None:
+        return None
+    try:
+        answer = ask(settings.index_path, "endpoint")
+    except DaemonError as exc:  # an older groove serve that has no endpoint to give: open the index as before
+        log.info("stdio_cannot_attach", error=str(exc))
+        return None
+    if answer is None:
+        return None
+    result = answer.result or {}
+    if not result.get("url"):
+        raise ConfigError(
+            f"a groove serve (pid {answer.pid}) writes the index {settings.index_path} and serves no HTTP endpoint "
+            "a stdio client could attach to; run the service with --transport http (the service unit does), "
+            "or stop it and let this client serve the index"
+        )
+    return str(result["url"]), result.get("token"), answer.pid
+
+
+async def _attach(wire: "StdioWire", url: str, token: str | None, pid: int) -> None:
+    """Bridge this process's stdio client to the running service until stdin closes or a signal arrives."""
+    log.info("stdio_attached", url=url, pid=pid, note="no index or model opened here; the service answers")
+    stdin = _StdinLines(wire.stdin_fd)
+    stdout = anyio.wrap_file(io.TextIOWrapper(wire.stdout, encoding="utf-8", newline="\n", write_through=True))
+    async with anyio.create_task_group() as tg:
+
+        async def watch_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    log.info("shutting_down", signal=signal.Signals(signum).name)
+                    tg.cancel_scope.cancel()
+
+        tg.start_soon(watch_signals)
+        try:
+            async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+                forwarded = await run_bridge(url, token, read_stream, write_stream)
+            log.info("stdin_closed", forwarded=forwarded)
+        except httpx2.HTTPError as exc:
+            log.error("service_unreachable", url=url, error=str(exc))
+        tg.cancel_scope.cancel()
+    log.info("serve_stopped")
+
+
 # --- serve --------------------------------------------------------------------------------
 
 async def serve(settings: Settings, transport: str, bind: str) -> None:
@@ -239,6 +290,13 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
         sock = open_listener(host, port)  # before loading anything: a busy port fails fast
     wire = StdioWire() if transport == "stdio" else None
     try:
+        if wire is not None:
+            running = await anyio.to_thread.run_sync(running_service, settings)
+            if running is not None:
+                await _attach(wire, *running)
+                return
+            log.info("stdio_serves_the_index", index=str(settings.index_path),
+                     reason="no groove serve answers for this index")
         daemon = Daemon(settings)
         server = build_server(daemon, settings.serve.http)
         log.info("serve_start", transport=transport, kb=str(daemon.index.kb), index=str(daemon.index.path))
@@ -304,7 +362,7 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
         tg.start_soon(watch_signals)
         with front:
             if service is not None:
-                await _serve_http(settings, service, host)
+                await _serve_http(settings, service, host, daemon)
             else:
                 assert wire is not None
                 await run_stdio(server, wire)
@@ -316,12 +374,16 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
     log.info("serve_stopped")
 
 
-async def _serve_http(settings: Settings, service: HTTPService, host: str) -> None:
+async def _serve_http(settings: Settings, service: HTTPService, host: str, daemon: Daemon) -> None:
     async with anyio.create_task_group() as tg:
         await tg.start(service.run)
         bound = str(service.sock.getsockname()[0])  # the address actually bound (0.0.0.0 stays 0.0.0.0)
         url = f"http://{format_host(bound)}:{service.port}{MCP_PATH}"
         token = bool(resolve_token(settings.serve.http))
+        # Where a stdio client of this user attaches instead of opening the index (serve/attach.py).
+        local_host = "127.0.0.1" if bound in ("0.0.0.0", "::") else format_host(bound)
+        daemon.http_url = f"http://{local_host}:{service.port}{MCP_PATH}"
+        daemon.http_token = resolve_token(settings.serve.http)
         log.info("http_listening", url=url, token_required=token)
         sys.stderr.write(client_snippets(url, stdio_command(settings), token=token))
         if bound in ("0.0.0.0", "::"):

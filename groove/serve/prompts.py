@@ -59,14 +59,15 @@ PROMPTS = [
     Prompt(
         name="where_silent",
         title="Where are my notes silent?",
-        description="Split a topic into questions and report which ones the notes do not answer (no hit, or low_confidence).",
+        description="Split a topic into questions and report which ones the notes do not answer (no hit, or off_topic).",
         arguments=[PromptArgument(name="topic", description="The topic to check the notes' coverage of.", required=True)],
     ),
 ]
 
 CITE = ("Cite every passage you use by its path and line range (path:start_line-end_line). When a search "
-        "answers with low_confidence: true, say that the notes may not cover it instead of guessing; when "
-        "pending_chunks > 0, say the index is still embedding.")
+        "answers with off_topic: true, the notes most likely do not cover the question: say so instead of "
+        "answering from the passages it returned; with low_confidence: true, several notes score alike, so "
+        "compare them before relying on one; when pending_chunks > 0, say the index is still embedding.")
 
 
 def workflow_prompt(name: str, args: dict[str, str]) -> str | None:
@@ -100,7 +101,8 @@ def workflow_prompt(name: str, args: dict[str, str]) -> str | None:
                 "1. Split the topic into five to ten concrete questions a reader would ask.\n"
                 "2. Call `search` for each question.\n"
                 "3. Report, as a list, which questions the notes answer (with the path) and which they do not: "
-                "no result, or low_confidence: true with passages that do not answer it. Do not fill the "
+                "no result, off_topic: true, or passages that do not answer it when you read them "
+                "(low_confidence: true alone only means several notes score alike). Do not fill the "
                 "gaps from your own knowledge; name them.\n\n" + CITE)
     return None
 

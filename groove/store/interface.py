@@ -59,6 +59,15 @@ class SearchReads(Protocol):
     async def fetch_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors of the given chunks."""
 
+    async def calibration_state(self) -> tuple[str, int, str | None]:
+        """The vector set's model and size, and the off_topic calibration stored with the index (JSON)."""
+
+    async def calibration_passages(self, k: int) -> list[tuple[int, int, str]]:
+        """(chunk id, doc id, content) of a fixed sample of up to `k` embedded chunks."""
+
+    async def chunk_docs(self, ids: Sequence[int]) -> dict[int, int]:
+        """The doc id of each chunk id."""
+
     async def fetch_doc_chunks(self, doc_ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
         """(ordinal, level, heading, content, start_line, end_line, token_count) per document, in order."""
 

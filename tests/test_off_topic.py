@@ -1,0 +1,222 @@
+"""off_topic (issue 21, decision 0017): the pure calibration and decision, the abstention rates
+`groove eval` reports, the regression gate over them, unanswerable golden queries, and the flag
+on a real index (a deterministic fake embedder: these tests are not about the model; the flag's
+quality is tests/test_quality_bilingual.py's, with the real one)."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+
+from conftest import write
+from fakes import BagOfWordsEmbedder
+from groove.app import eval_once, index_once, search_once
+from groove.evaluate import golden
+from groove.evaluate.history import compare
+from groove.evaluate.metrics import abstention, auroc
+from groove.search import offtopic
+from groove.search.answers import search_answer, search_text
+from groove.search.offtopic import Calibration, calibrate, features, is_off_topic, score, synthetic_query
+from groove.search.pipeline import SearchRequest
+
+CAL = Calibration(answered=0.90, unanswered=0.86, queries=64, vectors=1000, model="m")
+
+
+def vector_leg(top: float, tenth: float) -> list[tuple[int, float]]:
+    step = (top - tenth) / 9
+    return [(i + 1, top - i * step) for i in range(20)]
+
+
+# --- the calibration ---------------------------------------------------------------------------
+
+def test_a_synthetic_query_is_a_window_of_words_of_spaced_text_and_of_characters_of_japanese():
+    english = " ".join(f"word{i}" for i in range(40))
+    q = synthetic_query(english, seed=5)
+    assert q.split() == [f"word{i}" for i in range(5, 5 + offtopic.WINDOW_WORDS)]
+    japanese = "東大寺は奈良県にある寺院で、八世紀に聖武天皇の発願で建てられた。大仏殿は世界最大級の木造建築である。"
+    q = synthetic_query(japanese, seed=3)
+    assert len(q) == offtopic.WINDOW_CHARS and q in japanese
+    assert synthetic_query("## Heading\n\n**bold** text", seed=0) == "Heading bold text"
+
+
+def test_the_calibration_is_the_median_top_cosine_with_and_without_the_querys_note():
+    cal = calibrate([0.9] * 5 + [0.8] * 4, [0.85] * 5 + [0.7] * 4, model="m", vectors=50)
+    assert cal == Calibration(answered=0.9, unanswered=0.85, queries=9, vectors=50, model="m")
+
+
+def test_no_calibration_from_too_few_synthetic_queries_or_references_that_do_not_separate():
+    assert calibrate([0.9] * 7, [0.8] * 7, model="m", vectors=7) is None
+    assert calibrate([0.8] * 20, [0.8] * 20, model="m", vectors=20) is None
+
+
+def test_a_calibration_serves_the_same_model_while_the_collection_moves_by_five_percent_or_64_vectors():
+    big = Calibration(answered=0.9, unanswered=0.8, queries=64, vectors=10_000, model="m")
+    assert big.serves("m", 10_500) and big.serves("m", 9_500) and not big.serves("m", 10_501)
+    assert not big.serves("other model", 10_000)
+    small = Calibration(answered=0.9, unanswered=0.8, queries=20, vectors=40, model="m")
+    assert small.serves("m", 104) and not small.serves("m", 105)
+    assert Calibration.from_dict(json.loads(json.dumps(CAL.to_dict()))) == CAL
+
+
+# --- the decision ------------------------------------------------------------------------------
+
+def test_the_top_cosine_is_placed_between_the_indexs_own_references():
+    f = features({"vector": vector_leg(0.88, 0.86)}, {}, CAL)
+    assert f["vector_position"] == pytest.approx(0.5) and f["vector_gap"] == pytest.approx(0.5)
+    assert f["evidence"] == 0.0 and f["agreement"] is False
+
+
+def test_a_query_as_close_as_the_notes_own_passages_is_not_off_topic():
+    f = features({"vector": vector_leg(0.90, 0.87)}, {}, CAL)
+    assert not is_off_topic(f, has_results=True)
+
+
+def test_a_query_below_the_in_domain_unanswered_reference_with_no_words_in_the_notes_is_off_topic():
+    f = features({"vector": vector_leg(0.84, 0.83), "words": [(50, 3.0)]}, {"words": 0.1}, CAL)
+    assert f["vector_position"] < 0 and is_off_topic(f, has_results=True)
+
+
+def test_full_text_evidence_and_agreement_raise_the_score_and_can_clear_the_flag():
+    legs = {"vector": vector_leg(0.855, 0.85), "words": [(1, 9.0), (7, 3.0)]}
+    weak = features(legs, {"words": 0.0}, CAL)
+    strong = features(legs, {"words": 0.9}, CAL)
+    assert strong["agreement"] and not weak["agreement"]  # a leg without evidence does not agree
+    assert score(strong) == pytest.approx(score(weak) + offtopic.EVIDENCE_WEIGHT * 0.9 + offtopic.AGREEMENT_WEIGHT)
+    assert is_off_topic(weak, has_results=True) and not is_off_topic(strong, has_results=True)
+
+
+def test_without_a_calibrated_vector_leg_the_full_text_evidence_alone_decides():
+    assert is_off_topic(features({"words": [(1, 2.0)]}, {"words": 0.1}, None), has_results=True)
+    assert not is_off_topic(features({"words": [(1, 2.0)]}, {"words": 0.8}, None), has_results=True)
+    assert score(features({"vector": vector_leg(0.9, 0.8)}, {}, None)) is None
+
+
+def test_a_search_that_found_nothing_is_off_topic():
+    assert is_off_topic(features({}, {}, CAL), has_results=False)
+
+
+def test_the_text_rendering_says_what_each_flag_means():
+    answer = search_answer({"results": [], "low_confidence": True, "off_topic": True, "filter_applied": None,
+                            "pending_chunks": 0, "vectors_degraded": False})
+    text = search_text(answer)
+    assert "off_topic: true (the notes most likely do not answer this" in text
+    assert "low_confidence: true (no note stands out from the next" in text
+
+
+# --- groove eval: unanswerable queries and the two rates -----------------------------------------
+
+def test_the_abstention_rates_are_the_shares_of_each_kind_flagged():
+    flags = [(False, False), (False, True), (False, False), (False, False), (True, True), (True, False)]
+    assert abstention(flags) == {"off_topic_answerable": 0.25, "off_topic_unanswerable": 0.5}
+    assert abstention([(False, False)]) == {"off_topic_answerable": 0.0}
+
+
+def test_auroc_is_the_chance_a_positive_outscores_a_negative():
+    assert auroc([3, 4], [1, 2]) == 1.0 and auroc([1], [2]) == 0.0 and auroc([1, 2], [2]) == 0.25
+    assert auroc([], [1]) is None
+
+
+def test_a_rise_in_answerable_flagged_or_a_fall_in_unanswerable_flagged_is_a_regression():
+    fp = {"golden": "x"}
+    base = [{"fingerprint": fp, "metrics": {"ndcg@10": 0.8, "off_topic_answerable": 0.05, "off_topic_unanswerable": 0.8}}]
+    ok = compare(base, fp, {"ndcg@10": 0.8, "off_topic_answerable": 0.02, "off_topic_unanswerable": 0.9}, 0.02)
+    assert ok["status"] == "ok"
+    more_alarms = compare(base, fp, {"ndcg@10": 0.8, "off_topic_answerable": 0.10, "off_topic_unanswerable": 0.8}, 0.02)
+    assert more_alarms["regressions"] == ["off_topic_answerable"]
+    fewer_caught = compare(base, fp, {"ndcg@10": 0.8, "off_topic_answerable": 0.05, "off_topic_unanswerable": 0.7}, 0.02)
+    assert fewer_caught["regressions"] == ["off_topic_unanswerable"]
+
+
+def test_a_golden_query_with_an_empty_expected_list_is_unanswerable(tmp_path):
+    path = tmp_path / "golden.yaml"
+    path.write_text("queries:\n  - {id: a, query: rice, expected: [rice.md]}\n  - {id: b, query: helm chart, expected: []}\n")
+    loaded = golden.load(path)
+    assert [q.unanswerable for q in loaded] == [False, True]
+    path.write_text("queries:\n  - {id: a, query: rice}\n")
+    with pytest.raises(golden.GoldenError, match=r"\[\] for a query the notes do not answer"):
+        golden.load(path)
+
+
+def test_a_beir_query_without_qrels_is_unanswerable_only_when_its_row_says_so(tmp_path):
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    rows = [{"_id": "q1", "text": "answered"}, {"_id": "q2", "text": "no qrels, left out"},
+            {"_id": "q3", "text": "flagged", "unanswerable": True},
+            {"_id": "q4", "text": "flagged in metadata", "metadata": {"unanswerable": True}}]
+    (tmp_path / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = {q.id: q.unanswerable for q in golden.load(tmp_path)}
+    assert loaded == {"q1": False, "q3": True, "q4": True}
+
+
+# --- on a real index (fake embedder) -----------------------------------------------------------
+
+TOPICS = {
+    "rice": ["rinse the rice and soak it", "simmer the rice covered", "rest the cooked rice before serving"],
+    "bread": ["knead the bread dough", "let the dough rise overnight", "bake the loaf in a hot oven"],
+    "garden": ["water the tomato plants", "tomatoes want full sun", "stake the tomato vines"],
+    "rust": ["rust borrows are checked at compile time", "lifetimes name scopes in rust", "rust moves ownership"],
+    "invoices": ["the invoice was paid late", "accounting closes the quarter", "payment terms are thirty days"],
+    "running": ["marathon pace is steady", "running shoes wear out", "long runs build endurance"],
+    "guitar": ["practise chords slowly", "tune the guitar strings", "a metronome keeps time"],
+    "camera": ["film cameras need light meters", "develop the negatives", "scan the prints"],
+    "moving": ["pack the boxes by room", "cancel the utilities", "register the new address"],
+    "cat": ["the old cat drinks more water", "the vet checks the kidneys", "feed the cat renal food"],
+}
+
+
+@pytest.fixture
+def vault(kb, make_settings):
+    for name, parts in TOPICS.items():
+        body = "\n\n".join(f"## {p.split()[-1].title()}\n\n{p.capitalize()}. {p.capitalize()} again." for p in parts)
+        write(kb / f"{name}.md", f"# {name.title()}\n\n{body}\n")
+    settings = make_settings(kb)
+    anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
+    return settings
+
+
+def test_every_search_answer_carries_off_topic_and_explain_shows_its_evidence(vault):
+    embedder = BagOfWordsEmbedder()
+    req = SearchRequest(query="quantum chromodynamics lattice", limit=5, explain=True)
+    answer = anyio.run(lambda: search_once(vault, req, embedder=embedder))
+    assert answer.off_topic is True and answer.results  # flagged, and the results are still there
+    o = answer.explain["off_topic"]
+    assert {"vector_top", "vector_position", "vector_gap", "evidence", "agreement", "score", "threshold"} <= set(o)
+    assert o["calibration"]["queries"] >= 8 and o["calibration"]["answered"] > o["calibration"]["unanswered"]
+    assert "off_topic:" in search_text(answer)
+    on_topic = anyio.run(lambda: search_once(vault, SearchRequest(query="knead the bread dough", limit=5),
+                                             embedder=embedder))
+    assert on_topic.off_topic is False and on_topic.results[0].path == "bread.md"
+    assert "off_topic" in on_topic.script_json()
+
+
+def test_the_flag_does_not_change_the_results_or_their_order(vault):
+    embedder = BagOfWordsEmbedder()
+    req = SearchRequest(query="quantum chromodynamics lattice", limit=10)
+    flagged = anyio.run(lambda: search_once(vault, req, embedder=embedder))
+    plain = anyio.run(lambda: search_once(vault, req.model_copy(update={"retriever": "vector"}), embedder=embedder))
+    assert flagged.off_topic and [h.path for h in flagged.results]  # the nearest passages stay
+    assert len(flagged.results) == len(plain.results)
+
+
+def test_groove_index_stores_the_calibration_with_the_index(vault):
+    from groove.store import db
+    con = db.connect_sync(vault.resolved_index_path(), readonly=True)
+    try:
+        stored = con.execute("SELECT value FROM meta WHERE key = 'off_topic_calibration'").fetchone()
+    finally:
+        con.close()
+    cal = Calibration.from_dict(json.loads(stored[0]))
+    assert cal.model == BagOfWordsEmbedder().identity and cal.queries >= 8
+
+
+def test_eval_reports_both_rates_beside_recall(vault, tmp_path):
+    path = tmp_path / "golden.yaml"
+    path.write_text("queries:\n"
+                    "  - {id: a, query: knead the bread dough, expected: [bread.md]}\n"
+                    "  - {id: b, query: quantum chromodynamics lattice, expected: []}\n")
+    result = anyio.run(lambda: eval_once(vault, path, embedder=BagOfWordsEmbedder(), record=False))
+    m = result["metrics"]
+    assert m["recall@1"] == 1.0 and m["off_topic_answerable"] == 0.0 and m["off_topic_unanswerable"] == 1.0
+    assert result["answerable"] == 1 and result["unanswerable"] == 1
