@@ -1,4 +1,4 @@
-"""The `groove` command line: serve, index, search, related, status, eval, tune, doctor, validate, service, trust.
+"""The `groove` command line: serve, index, search, related, status, eval, tune, doctor, validate, service, trust, client-config.
 
 Results go to stdout; progress, logs and errors to stderr. Every subcommand
 but `trust` accepts `--config PATH`, `--kb PATH` and `--index PATH`.
