@@ -21,7 +21,6 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from groove.search.hits import Hit
 from groove.sync.report import IndexReport, iso_time, iso_times
 
 NOTE_URI_PREFIX = "groove://note/"
@@ -83,11 +82,6 @@ class SearchAnswer(Answer):
         True, description="false while the folder is still being scanned after a start (a one-shot command: true)")
     warnings: list[str] | None = Field(None, description="present when an argument was ignored or adjusted")
     explain: dict[str, Any] | None = Field(None, description="present with explain: how the query was compiled, timings")
-
-    @classmethod
-    def of(cls, hits: list[Hit], **fields: Any) -> "SearchAnswer":
-        """The answer of the search pipeline: its hits (ids included) and flags."""
-        return cls(results=[SearchHit(uri=note_uri(h.path), **h.to_dict()) for h in hits], **fields)
 
     def for_client(self, *, include_ids: bool = False) -> "SearchAnswer":
         """What a client sees: the hits without their internal ids unless it asks for them (fields left
@@ -436,10 +430,6 @@ class StatusAnswer(IndexStatus):
         None, description="the daemon's in-memory copy of the vectors for exact KNN (vectors, mib); null: sqlite-vec's scan answers")
 
 
-def status_answer(status: dict[str, Any]) -> StatusAnswer:
-    return StatusAnswer(**iso_times(status))
-
-
 def status_text(st: StatusAnswer) -> str:
     out = [f"{st.documents} note(s), {st.chunks} chunk(s), {st.pending_chunks} pending (not yet searchable by meaning),"
            f" {st.vectors} vector(s); model {st.model} ({st.dimension} dims)",
@@ -481,6 +471,6 @@ def reindex_text(report: IndexReport) -> str:
 __all__ = [
     "DocumentAnswer", "DocumentPage", "RelatedAnswer", "SearchAnswer", "StatusAnswer", "TopicsAnswer",
     "IndexStatus", "document_answer", "document_page", "document_page_text", "document_text", "explain_text",
-    "note_uri", "related_answer", "related_text", "reindex_text", "search_answer", "search_text", "status_answer",
+    "note_uri", "related_answer", "related_text", "reindex_text", "search_answer", "search_text",
     "status_text", "topics_answer", "topics_text",
 ]

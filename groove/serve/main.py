@@ -220,10 +220,15 @@ class StdioWire:
 
 async def run_stdio(server: MCPServer, wire: StdioWire) -> None:
     """MCPServer.run_stdio_async, on groove's own stdin reader and the claimed stdout."""
+    async with stdio_streams(wire) as (read_stream, write_stream):
+        await sdk.run_streams(server, read_stream, write_stream)
+
+
+def stdio_streams(wire: StdioWire) -> Any:
+    """The SDK's stdio streams over groove's own stdin reader and the claimed stdout (serving, or bridging)."""
     stdin = _StdinLines(wire.stdin_fd)
     stdout = anyio.wrap_file(io.TextIOWrapper(wire.stdout, encoding="utf-8", newline="\n", write_through=True))
-    async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
-        await sdk.run_streams(server, read_stream, write_stream)
+    return stdio_server(stdin=stdin, stdout=stdout)  # type: ignore[arg-type]
 
 
 # --- attaching to a running service ----------------------------------------------------------
@@ -254,8 +259,6 @@ def running_service(settings: Settings) -> tuple[str, str | None, int] | None:
 async def _attach(wire: "StdioWire", url: str, token: str | None, pid: int) -> None:
     """Bridge this process's stdio client to the running service until stdin closes or a signal arrives."""
     log.info("stdio_attached", url=url, pid=pid, note="no index or model opened here; the service answers")
-    stdin = _StdinLines(wire.stdin_fd)
-    stdout = anyio.wrap_file(io.TextIOWrapper(wire.stdout, encoding="utf-8", newline="\n", write_through=True))
     async with anyio.create_task_group() as tg:
 
         async def watch_signals() -> None:
@@ -266,7 +269,7 @@ async def _attach(wire: "StdioWire", url: str, token: str | None, pid: int) -> N
 
         tg.start_soon(watch_signals)
         try:
-            async with stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream):  # type: ignore[arg-type]
+            async with stdio_streams(wire) as (read_stream, write_stream):
                 forwarded = await run_bridge(url, token, read_stream, write_stream)
             log.info("stdin_closed", forwarded=forwarded)
         except httpx2.HTTPError as exc:
