@@ -117,10 +117,11 @@ def build(data: Path, name: str, out: Path, *, answerable: int = 200, held_out: 
 
 async def _rows(root: Path, part: str, retriever: str = "hybrid") -> dict:
     from groove.app import eval_once
+    from groove.evaluate.report import to_json
     from groove.config import load_settings
 
     settings = load_settings(None, kb_path=root / "notes", index_path=root / "index.sqlite")
-    return await eval_once(settings, root / part, retriever=retriever, record=False)
+    return to_json(await eval_once(settings, root / part, retriever=retriever, record=False))  # rows as the JSON has them
 
 
 def report(rows: list[dict]) -> dict:

@@ -3,7 +3,8 @@
     python -m bench.hostile              # every case, the bag-of-words fake embedder
     python -m bench.hostile --real       # the configured (real) model instead: slower, adds its memory
     python -m bench.hostile --case "a 50 MB note" --case "one 10 MB line"
-    python -m bench.hostile --http       # the HTTP front end instead (issue 22 points 1-3, 5, 6)
+    python -m bench.hostile --http       # the HTTP front end instead (issue 22 points 1-6)
+    python -m bench.hostile --folder     # only the notes folder replaced or deleted under the server (point 4)
     python -m bench hostile --http       # the same, through the registry (--json PATH before the name)
 
 Each case is built by tests/hostile.py in a temp folder beside the good notes
@@ -33,7 +34,7 @@ import hostile  # noqa: E402  (tests/hostile.py: the one definition of the corpu
 
 FAKE_GROOVE = [sys.executable, str(ROOT / "tests" / "fake_groove.py")]
 HTTP_DOC = """`--http`: hostile clients against one `groove serve --transport http` (default [serve.http]
-settings, the fake embedder, loopback), three probes in turn:
+settings, the fake embedder, loopback), these probes in turn:
 
 1. event streams: `--streams` sessions from one address each open their `GET /mcp` stream and keep it;
    reported: how many the server still holds, whether /healthz answers and a new client (initialize, then
@@ -44,7 +45,12 @@ settings, the fake embedder, loopback), three probes in turn:
 3. refusals in the log: 200 requests with an 8 KB Host header (421): log bytes per refused request;
 4. a catastrophic glob (points 1-2): a search with `path_globs: ["*?*?*?*?*?*?*?*?*?*?Q"]` against a note with
    a 200-character name, /healthz asked while it runs (its latency), and `groove index` of a folder whose
-   .grooveignore holds the same pattern and one with 20 pairs (seconds, and the refused line's report).
+   .grooveignore holds the same pattern and one with 20 pairs (seconds, and the refused line's report);
+5. the notes folder replaced (point 4; also alone: `--folder`), on a server of its own with `--folder-notes` notes and
+   the periodic reconcile off: `mv kb kb.old && cp -r kb.old kb && write kb/new.md`, seconds until a search finds
+   new.md (then an edit in the copy); `rm -rf kb`, seconds until /healthz fails, then kb recreated with
+   `--recreate` other notes, seconds until all of them are indexed; /healthz asked every 0.1 s throughout (its
+   answers as they changed). Side by side: the same writes inside the watched folder, untouched.
 """
 REAL_GROOVE = [sys.executable, "-m", "groove.cli"]
 
@@ -130,6 +136,54 @@ def _stream_ended(sock, data: bytes) -> tuple[bool, bytes]:
     return data.endswith(b"\n0\r\n\r\n"), data
 
 
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}}}
+
+
+def healthz(base: str) -> tuple[bool, float, str]:
+    """GET /healthz once: (ok, milliseconds, "ok" or the reason it gave / the error)."""
+    import httpx
+
+    t0 = time.perf_counter()
+    try:
+        r = httpx.get(base + "/healthz", timeout=10)
+        ok = r.status_code == 200
+        said = "ok" if ok else f"{r.status_code} " + str(r.json().get("error", "") if "json" in r.headers.get("content-type", "") else r.text)
+    except (httpx.HTTPError, ValueError) as exc:
+        ok, said = False, type(exc).__name__
+    return ok, (time.perf_counter() - t0) * 1000, said
+
+
+def healthz_ms(base: str) -> float | None:
+    """/healthz's latency in milliseconds, or None when it did not answer 200."""
+    ok, ms, _ = healthz(base)
+    return ms if ok else None
+
+
+def open_session(http, url: str) -> dict[str, str]:
+    """initialize + notifications/initialized on an httpx.Client sending MCP_HEADERS: the session's headers."""
+    sid = http.post(url, json=INITIALIZE).headers["mcp-session-id"]
+    session = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+    http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    return session
+
+
+def call_tool(http, url: str, session: dict[str, str], name: str, arguments: dict, call_id: int = 2):
+    """tools/call on an open session: the httpx response (JSON, or one SSE message)."""
+    return http.post(url, headers=session, json={"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
+                                                 "params": {"name": name, "arguments": arguments}})
+
+
+def tool_answer(response) -> dict:
+    """A tools/call response's structuredContent ({} for an error), from a JSON body or an SSE `data:` line."""
+    text = response.text
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        text = next((line[5:] for line in text.splitlines() if line.startswith("data:")), "{}")
+    result = json.loads(text).get("result") or {}
+    return {} if result.get("isError") else result.get("structuredContent") or {}
+
+
 def run_http(work: Path, streams: int, tricklers: int) -> dict:
     import select
     import socket
@@ -148,27 +202,13 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
     out: dict = {}
     try:
         server.wait_healthy()
-        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}}}
-        mcp = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-
-        def healthz_ms() -> float | None:
-            t0 = time.perf_counter()
-            try:
-                ok = httpx.get(server.base + "/healthz", timeout=10).status_code == 200
-            except httpx.HTTPError:
-                ok = False
-            return (time.perf_counter() - t0) * 1000 if ok else None
-
         # 1. event streams
         socks: list[tuple[socket.socket, bytes]] = []
         refused = 0
-        with httpx.Client(headers=mcp, timeout=30) as http:
+        with httpx.Client(headers=MCP_HEADERS, timeout=30) as http:
             for _ in range(streams):
                 try:
-                    sid = http.post(server.url, json=init).headers["mcp-session-id"]
-                    session = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
-                    http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+                    sid = open_session(http, server.url)["Mcp-Session-Id"]
                     s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
                     s.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAccept: text/event-stream\r\n"
                               f"Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n".encode())
@@ -177,16 +217,11 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
                     refused += 1  # the server could not take one more session or connection
         time.sleep(1.0)
         held = sum(not _stream_ended(s, d)[0] for s, d in socks)
-        health = [healthz_ms() for _ in range(5)]
+        health = [healthz_ms(server.base) for _ in range(5)]
         try:
-            with httpx.Client(headers=mcp, timeout=30) as http:
-                r = http.post(server.url, json=init)
-                sid = r.headers["mcp-session-id"]
-                session = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
-                http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
-                found = http.post(server.url, headers=session, json={
-                    "jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                    "params": {"name": "search", "arguments": {"query": "quokka", "retriever": "fts"}}})
+            with httpx.Client(headers=MCP_HEADERS, timeout=30) as http:
+                session = open_session(http, server.url)
+                found = call_tool(http, server.url, session, "search", {"query": "quokka", "retriever": "fts"})
                 new_client = "connects and searches" if found.status_code == 200 and "a.md" in found.text else f"HTTP {found.status_code}"
         except (httpx.HTTPError, KeyError) as exc:
             new_client = f"refused ({type(exc).__name__})"
@@ -219,7 +254,7 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
                         s.sendall(b"x")
                     except OSError:
                         closed.add(s)
-            latencies.append(healthz_ms())
+            latencies.append(healthz_ms(server.base))
             time.sleep(0.5)
         ok = [x for x in latencies if x is not None]
         out["slow_bodies"] = {"trickling": tricklers, "held_by_server": tricklers - len(closed),
@@ -248,13 +283,9 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
 
         def search() -> None:
             t0 = time.perf_counter()
-            with httpx.Client(headers=mcp, timeout=120) as http:
-                sid = http.post(server.url, json=init).headers["mcp-session-id"]
-                session = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
-                http.post(server.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
-                r = http.post(server.url, headers=session, json={
-                    "jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                    "params": {"name": "search", "arguments": {"query": "quokka", "path_globs": [glob]}}})
+            with httpx.Client(headers=MCP_HEADERS, timeout=120) as http:
+                session = open_session(http, server.url)
+                r = call_tool(http, server.url, session, "search", {"query": "quokka", "path_globs": [glob]}, call_id=3)
             searched.update(ms=(time.perf_counter() - t0) * 1000, status=r.status_code,
                             answer=("error: " + r.text.split('"message":"')[1].split('"')[0][:120]) if '"message"' in r.text
                             else "answered")
@@ -263,7 +294,7 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
         worker.start()
         during = []
         while worker.is_alive():
-            during.append(healthz_ms())
+            during.append(healthz_ms(server.base))
             time.sleep(0.05)
         worker.join()
         ok = [x for x in during if x is not None]
@@ -298,6 +329,177 @@ def run_grooveignore(work: Path, pattern: str) -> dict:
             "notes_indexed": report.get("added"), "refused_line": refused[0][:200] if refused else None}
 
 
+class HealthLog:
+    """/healthz asked every `every` seconds on a thread: its answers as they changed, seconds from `mark()`."""
+
+    def __init__(self, base: str, every: float = 0.1):
+        import threading
+
+        self.base, self.every = base, every
+        self.t0 = time.perf_counter()
+        self.changes: list[tuple[float, str]] = []
+        self.asked = self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "HealthLog":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def mark(self) -> None:
+        """Start a new phase: the changes so far are dropped, times count from now, the last answer is kept."""
+        last = self.changes[-1][1] if self.changes else None
+        self.t0 = time.perf_counter()
+        self.changes = [(0.0, last)] if last else []
+        self.asked = self.failed = 0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            ok, _, said = healthz(self.base)
+            self.asked += 1
+            self.failed += not ok
+            said = said if len(said) <= 90 else said[:87] + "..."
+            if not self.changes or self.changes[-1][1] != said:
+                self.changes.append((round(time.perf_counter() - self.t0, 2), said))
+            self._stop.wait(self.every)
+
+    def summary(self) -> dict:
+        return {"asked": self.asked, "failed": self.failed, "changes": [f"{t:.1f} s: {said}" for t, said in self.changes]}
+
+
+def write_notes(folder: Path, n: int, word: str) -> None:
+    """`n` notes, each holding its own `{word}{i}` (the fake embedder's words are the notes' words)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (folder / f"{word}-{i:04d}.md").write_text(f"# Note {i}\n\n{word}{i} in a note of the probe.\n", encoding="utf-8")
+
+
+def run_folder(work: Path, notes: int, recreate: int, timeout: float) -> dict:
+    """Issue 22 point 4: the notes folder itself replaced or deleted under a real `groove serve --transport http`
+    (the fake embedder, the periodic reconcile off so only the watcher can notice). Side by side with the same
+    change made inside the watched folder: a note written, and `recreate` notes written at once."""
+    import subprocess
+
+    import httpx
+    from mcp_support import ServerProcess  # the tests' real `groove serve` subprocess (tests/ is on sys.path)
+
+    kb = work / "kb"
+    write_notes(kb, notes, "startword")
+    config = work / "groove.toml"
+    config.write_text("[watch]\nreconcile_interval_s = 0  # no periodic safety net: what is measured is the watcher\n",
+                      encoding="utf-8")
+    server = ServerProcess(kb, work / "index.sqlite", work, extra=("--config", str(config)), command=FAKE_GROOVE)
+    out: dict = {"notes": notes, "recreated_notes": recreate, "timeout_s": timeout}
+    try:
+        server.wait_healthy()
+        with httpx.Client(headers=MCP_HEADERS, timeout=30) as http, HealthLog(server.base) as health:
+            session = open_session(http, server.url)
+
+            def status() -> dict:
+                return tool_answer(call_tool(http, server.url, session, "index_status", {}))
+
+            def found(word: str) -> list[str]:
+                answer = tool_answer(call_tool(http, server.url, session, "search", {"query": word, "retriever": "fts"}))
+                return [r["path"] for r in answer.get("results", [])]
+
+            def until(done) -> float | None:
+                """Seconds from now until `done()`, or None when `timeout` passed first."""
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < timeout:
+                    if done():
+                        return round(time.perf_counter() - t0, 2)
+                    time.sleep(0.1)
+                return None
+
+            def indexed(documents: int, word: str) -> bool:
+                st = status()
+                return st.get("documents") == documents and not st.get("pending_chunks") and found(word) != []
+
+            out["startup_s"] = until(lambda: status().get("startup_reconcile_done") and indexed(notes, f"startword{notes - 1}"))
+
+            # Baseline: one note written into the watched folder.
+            health.mark()
+            (kb / "plain.md").write_text("# Plain\n\nplainwriteword in the watched folder.\n", encoding="utf-8")
+            out["plain_write"] = {"seconds": until(lambda: found("plainwriteword") == ["plain.md"]), "healthz": health.summary()}
+
+            # (a) mv kb kb.old && cp -r kb.old kb && write kb/new.md
+            health.mark()
+            subprocess.run(["sh", "-c", "mv kb kb.old && cp -r kb.old kb && "
+                                        "printf '# New\\n\\nreplacedfolderword after the copy.\\n' > kb/new.md"],
+                           cwd=work, check=True)
+            seconds = until(lambda: found("replacedfolderword") == ["new.md"])
+            health_a = health.summary()
+            (kb / "startword-0000.md").write_text("# Note 0\n\neditedinthecopy now.\n", encoding="utf-8")
+            edit = until(lambda: found("editedinthecopy") == ["startword-0000.md"])
+            st = status()
+            out["replaced"] = {"seconds": seconds, "healthz": health_a, "edit_after_seconds": edit,
+                               "documents": st.get("documents"), "watcher": st.get("watcher")}
+
+            # Baseline: `recreate` notes written at once into the watched folder.
+            health.mark()
+            before = status().get("documents", 0)
+            write_notes(kb / "bulk", recreate, "bulkword")
+            out["bulk_write"] = {"seconds": until(lambda: indexed(before + recreate, f"bulkword{recreate - 1}")),
+                                 "healthz": health.summary()}
+
+            # (b) rm -rf kb, then recreate it with `recreate` other notes.
+            health.mark()
+            subprocess.run(["rm", "-rf", "kb"], cwd=work, check=True)
+            unhealthy = until(lambda: health.changes and health.changes[-1][1] != "ok")
+            st = status()
+            gone = {"healthz_failed_after_s": unhealthy, "documents_kept": st.get("documents"),
+                    "watcher": st.get("watcher"), "healthy": st.get("healthy"), "search_still_answers": found("startword1") != []}
+            health.mark()
+            write_notes(kb, recreate, "recreatedword")
+            seconds = until(lambda: indexed(recreate, f"recreatedword{recreate - 1}"))
+            st = status()
+            out["deleted_and_recreated"] = {**gone, "seconds": seconds, "healthz": health.summary(),
+                                            "documents": st.get("documents"), "watcher_after": st.get("watcher"),
+                                            "old_notes_found": found("startword1")}
+        out["log_events"] = {e: server.log().count(e) for e in
+                             ("watch_folder_gone", "watch_folder_replaced", "watch_reattached", "Traceback")}
+    finally:
+        server.terminate()
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 1) if a is not None and b else None
+
+    out["ratios"] = {"replaced_vs_plain_write": ratio(out["replaced"]["seconds"], out["plain_write"]["seconds"]),
+                     "recreated_vs_bulk_write": ratio(out["deleted_and_recreated"]["seconds"], out["bulk_write"]["seconds"])}
+    return out
+
+
+def folder_table(out: dict) -> str:
+    pw, rp, bw, dr, r = out["plain_write"], out["replaced"], out["bulk_write"], out["deleted_and_recreated"], out["ratios"]
+
+    def s(x: float | None) -> str:
+        return f"{x} s" if x is not None else f"not within {out['timeout_s']:.0f} s"
+
+    def changes(h: dict) -> str:
+        if h["failed"] == 0:
+            return f"ok, {h['asked']}/{h['asked']} answers"
+        return " → ".join(h["changes"]) + f" ({h['failed']}/{h['asked']} answers failed)"
+
+    return "\n".join([
+        f"| change ({out['notes']} notes, periodic reconcile off) | until indexed | /healthz meanwhile |", "|---|---|---|",
+        f"| one note written into the watched folder (baseline) | {s(pw['seconds'])} | {changes(pw['healthz'])} |",
+        f"| `mv kb kb.old && cp -r kb.old kb && write kb/new.md` | {s(rp['seconds'])} until new.md is found "
+        f"({r['replaced_vs_plain_write']}x the baseline); then an edit in the copy: {s(rp['edit_after_seconds'])}; "
+        f"{rp['documents']} notes, watcher `{rp['watcher']}` | {changes(rp['healthz'])} |",
+        f"| {out['recreated_notes']} notes written into the watched folder (baseline) | {s(bw['seconds'])} | {changes(bw['healthz'])} |",
+        f"| `rm -rf kb` | /healthz fails after {s(dr['healthz_failed_after_s'])}; the index keeps {dr['documents_kept']} notes "
+        f"(search answers: {dr['search_still_answers']}); watcher `{dr['watcher']}` | |",
+        f"| then kb recreated with {out['recreated_notes']} other notes | {s(dr['seconds'])} until all are indexed "
+        f"({r['recreated_vs_bulk_write']}x the baseline); {dr['documents']} notes, old ones found: {len(dr['old_notes_found'])}; "
+        f"watcher `{dr['watcher_after']}` | {changes(dr['healthz'])} |",
+        "| log | " + ", ".join(f"{k} {v}" for k, v in out["log_events"].items()) + " | |",
+    ])
+
+
 def http_table(out: dict) -> str:
     st, sb, rf = out["streams"], out["slow_bodies"], out["refusals"]
     return "\n".join([
@@ -321,18 +523,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real", action="store_true", help="index with the configured model instead of the fake")
     parser.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable); see tests/hostile.py")
     parser.add_argument("--config", type=Path, metavar="PATH", help="a groove.toml for every run (e.g. a larger max_file_bytes)")
-    parser.add_argument("--http", action="store_true", help="probe the HTTP front end instead (streams, slow bodies, refusals, globs)")
+    parser.add_argument("--http", action="store_true", help="probe the HTTP front end instead (streams, slow bodies, refusals, globs, the notes folder replaced)")
     parser.add_argument("--streams", type=int, default=300, help="event streams opened from one address (--http; default 300)")
     parser.add_argument("--tricklers", type=int, default=260, help="trickling bodies from one address (--http; default 260)")
+    parser.add_argument("--folder", action="store_true", help="only the notes folder replaced and deleted under the server")
+    parser.add_argument("--folder-notes", type=int, default=40, help="notes in the folder that is replaced (default 40)")
+    parser.add_argument("--recreate", type=int, default=200, help="notes in the folder recreated after rm -rf (default 200)")
+    parser.add_argument("--folder-timeout", type=float, default=120.0, help="seconds each wait may take (default 120)")
 
 
 def main_async(args: argparse.Namespace) -> dict:
-    """`python -m bench hostile [--http]`: prints its table and answers its figures (the registry writes --json)."""
-    if args.http:
+    """`python -m bench hostile [--http | --folder]`: prints its table and answers its figures (the registry writes --json)."""
+    if args.http or args.folder:
+        out = {}
         with tempfile.TemporaryDirectory(prefix="groove-hostile-http-") as tmp:
-            out = run_http(Path(tmp), args.streams, args.tricklers)
+            if args.http:
+                out = run_http(Path(tmp) / "http", args.streams, args.tricklers)
+            out["folder"] = run_folder(Path(tmp) / "folder", args.folder_notes, args.recreate, args.folder_timeout)
         print("groove serve --transport http, default [serve.http] settings, the fake embedder\n")
-        print(http_table(out))
+        if args.http:
+            print(http_table(out) + "\n")
+        print(folder_table(out["folder"]))
         return out
     cases = [hostile.BY_NAME[n] for n in args.case] if args.case else list(hostile.CASES + hostile.REFUSING)
     rows = []

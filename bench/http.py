@@ -271,7 +271,7 @@ async def run(args: argparse.Namespace) -> Report:
         machine_start=m0,
         title=f"MCP search over Streamable HTTP: idle vs during reindex; 1 vs {args.clients} clients",
         params={
-            "base_docs": base, "base_chunks": built["chunks_written"], "added_docs": added, "queries": len(queries),
+            "base_docs": base, "base_chunks": built.chunks_written, "added_docs": added, "queries": len(queries),
             "window_s": args.seconds, "clients": args.clients, "server_threads": args.server_threads or "default", **settings_summary(settings),
         },
     )

@@ -141,8 +141,8 @@ async def run(args: argparse.Namespace) -> Report:
     }
     report.raw = {
         "docs": docs,
-        "chunks": summary["chunks_written"],
-        "texts_embedded": summary["chunks_embedded"],
+        "chunks": summary.chunks_written,
+        "texts_embedded": summary.chunks_embedded,
         "same_texts": same,
         "text_pass_chunks": text_stats["chunks_written"],
         "index_s": round(t_index.seconds, 2),
@@ -155,11 +155,11 @@ async def run(args: argparse.Namespace) -> Report:
         "text_pass_cpu_s": round(t_text.cpu, 2),
         "model_load_s": round(t_load.seconds, 2),
         "warmup_batch_s": round(t_warm.seconds, 2),
-        "index_chunks_per_s": round(summary["chunks_embedded"] / t_index.seconds, 1),
+        "index_chunks_per_s": round(summary.chunks_embedded / t_index.seconds, 1),
         "raw_chunks_per_s": round(n / raw_mean, 1),
     }
     report.notes.append("text_pass = scan + parse + chunk + FTS rows with no vectors (the part of indexing that is not the model)")
-    if not same or summary["chunks_embedded"] != n:
+    if not same or summary.chunks_embedded != n:
         report.notes.append(
             f"WARNING: the index embedded {summary['chunks_embedded']} texts but the raw side encoded {n}; the ratio compares different work"
         )
@@ -208,8 +208,8 @@ async def edit_cost(data: Path, docs: int, *, embedder=None) -> dict:
         with Timer() as t_edit:
             edit = await index_once(settings, embedder=embedder)
     return {
-        "docs": n, "chunks": full["chunks_written"], "note": path, "note_chunks": note_chunks,
-        "chunks_embedded": edit["chunks_embedded"], "notes_changed": edit["changed"],
+        "docs": n, "chunks": full.chunks_written, "note": path, "note_chunks": note_chunks,
+        "chunks_embedded": edit.chunks_embedded, "notes_changed": edit.changed,
         "edit_s": round(t_edit.seconds, 3), "full_index_s": round(t_full.seconds, 2),
         "edit_over_full": ratio(t_edit.seconds, t_full.seconds),
     }

@@ -112,18 +112,18 @@ async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[s
                 subcorpus.build(data, name, root, queries=opts.sub_queries or n_queries, docs=opts.sub_docs or n_docs)
             index = root / "index.sqlite"
             built = await index_once(make_settings(root, root / "notes", index), embedder=embedder)
-            was_cached = built["added"] == 0 and built["chunks_embedded"] == 0
+            was_cached = built.added == 0 and built.chunks_embedded == 0
         if was_cached:
             cached.append(f"quality on {label}: the index {index}")
         settings = make_settings(opts.workdir, root / "notes", index)
         notes = sum(1 for _ in (root / "notes").glob("*.md"))
         for retriever in ("fts", "vector", "hybrid"):
             res = await eval_once(settings, root, retriever=retriever, embedder=embedder, record=False)
-            m = res["metrics"]
+            m = res.metrics
             rows.append({
-                "set": label, "notes": notes, "queries": res["count"], "retriever": retriever,
+                "set": label, "notes": notes, "queries": res.count, "retriever": retriever,
                 "recall@1": m["recall@1"], "recall@10": m["recall@10"], "mrr": m["mrr"], "ndcg@10": m["ndcg@10"],
-                "low_confidence_share": res["confidence"]["flagged_share"] if retriever == "hybrid" else None,
+                "low_confidence_share": res.confidence.flagged_share if retriever == "hybrid" else None,
                 "cached": was_cached, "index": str(index),
             })
     return rows

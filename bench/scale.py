@@ -190,7 +190,7 @@ def build(work: Path, data: Path, chunks: int, variants: int, rebuild: bool) -> 
     t = time.perf_counter()
     summary_ = anyio.run(lambda: index_once(settings, embedder=embedder))
     info = {
-        "notes": notes, "chunks": summary_.get("chunks_written") or summary_.get("chunks"), "write_s": round(write_s, 1),
+        "notes": notes, "chunks": summary_.chunks_written or summary_.chunks, "write_s": round(write_s, 1),
         "index_s": round(time.perf_counter() - t, 1), "kb": str(kb), "index": str(index),
         "index_mb": round(index.stat().st_size / 2**20, 1), "summary": summary_,
     }

@@ -102,7 +102,7 @@ async def run(args: argparse.Namespace) -> Report:
         bench="stages",
         machine_start=m0,
         title=f"refine-stage latency over plain hybrid, {len(queries)} queries x {len(names)} variants interleaved",
-        params={"examples": args.examples, "docs": docs, "chunks": built["chunks_written"], "queries": len(queries), "limit": args.limit, **settings_summary(settings)},
+        params={"examples": args.examples, "docs": docs, "chunks": built.chunks_written, "queries": len(queries), "limit": args.limit, **settings_summary(settings)},
     )
     for n in names[1:]:
         report.ratios[f"{n}_p50_over_plain"] = ratio(stats[n]["p50_ms"], plain50)

@@ -131,10 +131,10 @@ def main_async(args: argparse.Namespace) -> Report:
         chunks_after = _count(path, "SELECT count(*) FROM chunks")
         size_mb = path.stat().st_size / 1e6
     rec = out["record"]
-    texts = rec["vectors"]
+    texts = rec.vectors
     report = Report(
         bench="switch",
-        title=f"switch {rec['from']} -> {rec['to']} in place (re-chunk, shadow set, one-transaction swap)",
+        title=f"switch {rec.from_model} -> {rec.to} in place (re-chunk, shadow set, one-transaction swap)",
         params={"notes": str(args.notes), "index": str(args.index), "donor": str(args.donor) if args.donor else None},
         ratios={
             "moved_share": round(out["moved_texts"] / max(1, texts), 4),

@@ -20,19 +20,23 @@ The answers are the models of `groove.search.answers`; their errors are `GrooveE
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from groove.app import MAX_PAGE, Index
+from groove.app import MAX_LINKS, MAX_PAGE, Index
+from groove.corpus.best_practice import BestPracticeAnswer, BestPractices
 from groove.errors import UsageError
-from groove.search.answers import (DocumentAnswer, DocumentPage, IndexStatus, RelatedAnswer, SearchAnswer,
-                                   StatusAnswer, TopicsAnswer)
+from groove.search.answers import (DocumentAnswer, DocumentPage, IndexStatus, LinksAnswer, RelatedAnswer,
+                                   SearchAnswer, StatusAnswer, TopicsAnswer)
+from groove.search.filters import MAX_PATH_GLOBS
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT, MAX_NODES
-from groove.search.request import MAX_FILTER_ITEMS, MAX_LIMIT, SearchRequest
+from groove.search.request import MAX_FILTER_ITEMS, MAX_LIMIT, DocumentRequest, FilterArgs, LineRange, SearchRequest
 from groove.sync.report import IndexReport, iso_times
 
-__all__ = ["ListRequest", "RelatedRequest", "SearchRequest", "Service", "Supervisor", "TopicsRequest"]
+__all__ = ["DocumentRequest", "LineRange", "LinksRequest", "ListRequest", "RelatedRequest", "SearchRequest", "Service", "Supervisor",
+           "TopicsRequest"]
 
 
 class _Request(BaseModel):
@@ -40,13 +44,24 @@ class _Request(BaseModel):
 
 
 class RelatedRequest(_Request):
-    """The notes nearest in meaning to one note (`related`)."""
+    """The notes nearest in meaning to one note, or linked to it (`related`; search/related.py)."""
 
     path: str = Field(description="the note, relative to the notes folder")
     limit: int = Field(10, ge=1, le=MAX_LIMIT)
     depth: int = Field(1, ge=1, le=MAX_DEPTH)
     fan_out: int = Field(10, ge=1, le=MAX_FAN_OUT)
     max_nodes: int = Field(100, ge=1, le=MAX_NODES)
+    by: Literal["meaning", "links", "both"] = "meaning"
+    min_similarity: float | None = Field(None, ge=-1.0, le=1.0)
+    exclude_paths: list[str] | None = Field(None, max_length=MAX_PATH_GLOBS)
+    filters: FilterArgs | None = None
+
+
+class LinksRequest(_Request):
+    """A note's outgoing links, backlinks and unresolved links (`links`)."""
+
+    path: str = Field(description="the note, relative to the notes folder")
+    limit: int = Field(100, ge=1, le=MAX_LINKS)
 
 
 class ListRequest(_Request):
@@ -102,11 +117,22 @@ class Service:
     async def related(self, req: RelatedRequest) -> RelatedAnswer:
         await self._ready()
         return await self.index.related(req.path, limit=req.limit, depth=req.depth, fan_out=req.fan_out,
-                                        max_nodes=req.max_nodes)
+                                        max_nodes=req.max_nodes, by=req.by, min_similarity=req.min_similarity,
+                                        exclude_paths=tuple(req.exclude_paths or ()),
+                                        filters=req.filters.compile() if req.filters is not None else None)
 
-    async def get_document(self, path: str) -> DocumentAnswer:
+    async def links(self, req: LinksRequest) -> LinksAnswer:
+        """A note's links to other notes, the links of other notes to it, and its links that name no note."""
         await self._ready()
-        return await self.index.get_document(path)
+        return await self.index.links(req.path, limit=req.limit)
+
+    async def get_document(self, req: DocumentRequest | str) -> DocumentAnswer:
+        """One note (a path: the whole of it), or the part of it a `DocumentRequest` asks for: a section by its
+        heading, a range of lines, at most max_chars characters; its `part` then says what was left out."""
+        await self._ready()
+        if isinstance(req, str):
+            return await self.index.get_document(req)
+        return await self.index.get_document(req.path, heading=req.heading, lines=req.lines, max_chars=req.max_chars)
 
     async def list_documents(self, req: ListRequest) -> DocumentPage:
         await self._ready()
@@ -128,6 +154,20 @@ class Service:
         if self.supervisor is None:
             return status
         return StatusAnswer(**{**status.model_dump(), **iso_times(await self.supervisor.service_status())})
+
+    def best_practices(self) -> BestPractices | None:
+        """The best-practice documents (`[best_practice] path_templates`), or None when none are configured:
+        then no front end offers them (the MCP tool is not listed)."""
+        if not hasattr(self, "_best_practices"):
+            self._best_practices = BestPractices.from_settings(self.index.settings, self.index.kb)
+        return self._best_practices
+
+    async def best_practice(self, target: str, section: str | None = None) -> BestPracticeAnswer:
+        """The document for `target`, or its `##` section `section`; read from the files now (not the index)."""
+        practices = self.best_practices()
+        if practices is None:
+            raise UsageError("no best-practice documents are configured: set [best_practice] path_templates")
+        return await anyio.to_thread.run_sync(practices.answer, target, section)
 
     async def reindex(self) -> IndexReport:
         """Reconcile the whole folder now, through the running service's writer."""

@@ -32,6 +32,7 @@ import numpy as np
 
 from groove.config import Settings, relative_note_path
 from groove.corpus.cjk import cjk_share
+from groove.corpus.parsers import Parsers
 from groove.embed.embedder import Embedder, embedder_for_index, make_embedder, model_fit_warning, settings_json
 from groove.embed.pool import BulkLimiter, QueryBatcher
 from groove.embed.reranker import CrossEncoderReranker
@@ -40,25 +41,29 @@ from groove.evaluate import history, tune
 from groove.evaluate.golden import GoldenError, JudgedQuery, load as load_golden
 from groove.evaluate.leaks import quoted_queries
 from groove.evaluate.metrics import KS
+from groove.evaluate.report import EvalReport, EvalRun, HistoryComparison, Leak, TuneReport
 from groove.evaluate.runner import run_eval
 from groove.logs import get_logger
-from groove.search.answers import (DocumentAnswer, DocumentPage, IndexStatus, RelatedAnswer, SearchAnswer, TopicsAnswer,
-                                   document_answer, document_page, related_answer, search_answer, topics_answer)
+from groove.search.answers import (DocumentAnswer, DocumentPage, IndexStatus, LinksAnswer, RelatedAnswer, SearchAnswer,
+                                   TopicsAnswer, VectorsInMemory, document_answer, document_page, links_answer,
+                                   related_answer, search_answer, topics_answer)
 from groove.search.compiler import QueryError, compile_query
 from groove.search.pipeline import Reranker, Searcher
 from groove.search.related import related_notes
-from groove.search.request import SearchRequest
+from groove.search import parts
+from groove.search.request import DocumentRequest, LineRange, SearchRequest
 from groove.store import db, reads, shadow, writer
 from groove.store.interface import VECTOR_TABLE, SqliteShadowStore
 from groove.store.pool import ReaderPool
 from groove.store.vectors import VectorMatrix
 from groove.sync.embedding import EmbedQueue, Progress
 from groove.sync.indexer import Indexer, ReconcileStats
-from groove.sync.report import IndexReport, index_report
+from groove.sync.report import FinishedSwitch, IndexReport, index_report
 
 log = get_logger(__name__)
 
 MAX_PAGE = 500  # list_documents page size
+MAX_LINKS = 500  # links of each kind in one links answer
 
 
 def reranker_factory(settings: Settings, cli_model: str | None = None) -> Callable[[], Reranker | None] | None:
@@ -113,7 +118,7 @@ class Index:
         self.bulk = bulk
         self.previous_embedder = previous_embedder
         self.searcher = Searcher(settings.search, embed_query=self.embed_query,
-                                 reranker=reranker_factory(settings, reranker_model))
+                                 reranker=reranker_factory(settings, reranker_model), quality=settings.quality_filter)
         self.wconn: aiosqlite.Connection | None = None
         self.rconn: aiosqlite.Connection | None = None
         self.readers: ReaderPool | None = None
@@ -121,7 +126,7 @@ class Index:
         self.embedding: EmbedQueue | None = None   # the active set's queue (None: nothing can embed for it)
         self.switching: ModelSwitch | None = None  # a model switch in progress
         self._full_reconciled = False              # the chunks reflect the folder (a switch may swap)
-        self.last_switch: dict[str, Any] | None = None
+        self.last_switch: FinishedSwitch | None = None
         self._swapping = False
         self.lock: db.WriterLock | None = None   # held while open for writing: one writer per index
 
@@ -199,7 +204,7 @@ class Index:
         """The in-memory copy of the vectors a long-running reader keeps (store/vectors.py)."""
         return VectorMatrix(self.path, VECTOR_TABLE, self.settings.search.vector_memory_mb * 2**20)
 
-    async def vectors_in_memory(self) -> dict[str, Any] | None:
+    async def vectors_in_memory(self) -> VectorsInMemory | None:
         """What the in-memory copy holds (`index_status`), brought up to date first, as a search
         would; None when sqlite-vec's scan answers."""
         if self.searcher.vectors is None:
@@ -208,7 +213,7 @@ class Index:
             snap = await self.searcher.vectors.usable(conn)
         if snap is None:
             return None
-        return {"vectors": len(snap.ids), "mib": round(snap.matrix.nbytes / 2**20, 1)}
+        return VectorsInMemory(vectors=len(snap.ids), mib=round(snap.matrix.nbytes / 2**20, 1))
 
     async def warm_vectors(self) -> None:
         """Load the in-memory vectors now (the daemon's start), not at the first search."""
@@ -340,7 +345,7 @@ class Index:
     def _queues(self) -> list[EmbedQueue]:
         return [q for q in (self.embedding, self.switching.shadow if self.switching else None) if q is not None]
 
-    async def finish_switch_if_done(self) -> dict[str, Any] | None:
+    async def finish_switch_if_done(self) -> FinishedSwitch | None:
         """Swap in the new model's vectors when the shadow set is complete; None while it is not.
 
         Complete: the folder has been reconciled in this process, and every text has its new
@@ -363,15 +368,15 @@ class Index:
             # No batch of either set may be half done: wait for the ones in flight.
             while any(q.inflight for q in self._queues()):
                 await anyio.sleep(0.05)
-            record = await shadow.swap(self.wconn)
+            record = FinishedSwitch(**await shadow.swap(self.wconn))
             failing = switch.shadow.failing
             self.embedding = self._queue(self.embedder)
             self.embedding.failing.update(failing)  # the new model's failures keep their backoff
             self.switching = None
         finally:
             self._swapping = False
-        log.info("model_switched", **{k: v for k, v in record.items() if k not in ("started_at", "swapped_at")},
-                 seconds=round(record["swapped_at"] - record["started_at"], 1))
+        log.info("model_switched", **record.model_dump(exclude={"started_at", "swapped_at"}),
+                 seconds=round(record.swapped_at - record.started_at, 1))
         return record
 
     async def embed_query(self, text: str) -> np.ndarray:
@@ -434,11 +439,34 @@ class Index:
         # while it waits for the query vector (decision 0008).
         # With a pool, the two full-text legs run at once when a second reader is free.
         response = await (searcher or self.searcher).search(self.reading, req, spare=self.spare_reading)
-        return search_answer(response, include_ids=True)
+        answer = search_answer(response, include_ids=True)
+        return answer if req.max_chars is None else parts.fill_budget(answer, req.max_chars)  # best first, at sentence ends
 
     async def related(self, path: str, **kw: Any) -> RelatedAnswer:
         async with self.reading() as conn:
-            return related_answer(await related_notes(conn, path, matrix=self.searcher.vectors, **kw))
+            return related_answer(await related_notes(conn, path, matrix=self.searcher.vectors,
+                                                      min_quality=self.quality_floor(), **kw))
+
+    def quality_floor(self) -> float | None:
+        """The score under which the graph and `groove tune` leave chunks out, as a search without min_quality or
+        include_low_quality does: `[quality_filter] threshold` while the filter is on (decision 0020)."""
+        q = self.settings.quality_filter
+        return (q.threshold or None) if q.enabled else None
+
+    async def links(self, path: str, *, limit: int = 100) -> LinksAnswer:
+        """A note's outgoing links, backlinks and unresolved links (corpus/links.py)."""
+        if not isinstance(path, str) or not path.strip():
+            raise NotFoundError("path is empty; pass a note's path as search or list_documents returned it")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LINKS:
+            raise QueryError(f"limit must be between 1 and {MAX_LINKS}, got {limit}")
+        async with self.reading() as conn:
+            found = await reads.note_links(conn, path, limit=limit)
+        if found is None:
+            raise NotFoundError(
+                f"no indexed note at {path!r}; paths are relative to the notes folder, as search and "
+                "list_documents return them"
+            )
+        return links_answer(found)
 
     async def status(self) -> IndexStatus:
         """What the index file holds (the service adds its own fields when one runs)."""
@@ -467,17 +495,36 @@ class Index:
         async with self.reading() as conn:
             return await reads.pending_count(conn)
 
-    async def get_document(self, path: str) -> DocumentAnswer:
+    async def get_document(self, path: str, *, heading: str | None = None, lines: LineRange | None = None,
+                           max_chars: int | None = None) -> DocumentAnswer:
+        """One note; with `heading` one section of it, with `lines` a range of its lines, with `max_chars` at most
+        that many characters cut at a sentence end; then the answer's `part` says what was left out."""
         if not isinstance(path, str) or not path.strip():
             raise NotFoundError("path is empty; pass a path exactly as a search result returned it")
+        whole = heading is None and lines is None and max_chars is None
         async with self.reading() as conn:
-            doc = await reads.get_document(conn, path)
+            doc = await reads.get_document(conn, path, with_chunks=not whole)
         if doc is None:
             raise NotFoundError(
                 f"no indexed note at {path!r}; paths are relative to the notes folder, as search and "
                 "list_documents return them"
             )
-        return document_answer(doc)
+        if whole:
+            return document_answer(doc)
+        chunks = doc.pop("chunks")  # (heading, context, start_line, characters) each
+        first = parts.text_first_line([(chunks[0][2], doc.pop("first_chunk"))] if chunks else [])
+        markdown = self.parsers.kind(path) == "markdown"
+
+        def read() -> parts.Part:  # linear in the note, in a worker thread: a 2 MB note never holds the loop
+            text = parts.NoteText(doc["content"], first)
+            # A Markdown note's every heading from its block structure; a PDF's pages, a presentation's slides,
+            # a Word file's headings as its chunks carry them.
+            sections = (parts.markdown_sections(text, doc["title"]) if markdown
+                        else parts.chunk_sections([(c[0], c[1], c[3]) for c in chunks]))
+            return parts.read_part(text, sections, path=path, heading=heading, lines=lines, max_chars=max_chars)
+
+        part = await anyio.to_thread.run_sync(read)
+        return document_answer({**doc, "content": part.content, "part": part.info})
 
     async def complete(self, kind: str, prefix: str, limit: int = 100) -> tuple[list[str], int]:
         """Note paths (`kind="path"`) or tags (`kind="tag"`) starting with `prefix`, and how many match in all."""
@@ -499,12 +546,19 @@ class Index:
             docs, more = await reads.list_documents(conn, after=after, limit=limit, folder=folder, tags=tags)
         return document_page({"documents": docs, "next_cursor": docs[-1]["path"].encode().hex() if more and docs else None})
 
+    @property
+    def parsers(self) -> Parsers:
+        """The parser registry (which files are Markdown), as the indexer has it."""
+        if self.indexer is not None:
+            return self.indexer.parsers
+        return Parsers(self.settings.index, self.settings.parsers)
+
     def note_path(self, given: str) -> str:
         """A note as the user named it (relative path, or a file path inside the notes folder) -> relative path."""
         return relative_note_path(self.kb, given)
 
     async def evaluate(self, queries: Sequence[JudgedQuery], *, retriever: str, limit: int,
-                       request_options: dict[str, Any], ks: Sequence[int] = KS) -> dict[str, Any]:
+                       request_options: dict[str, Any], ks: Sequence[int] = KS) -> EvalRun:
         """Judged queries through the search pipeline; query vectors computed in batches up front."""
         cache: dict[str, np.ndarray] = {}
         if retriever != "fts":
@@ -516,7 +570,8 @@ class Index:
             return cache[text] if text in cache else await self.queries.embed(text)
 
         searcher = Searcher(self.settings.search, embed_query=embed_query, reranker=self.searcher.reranker,
-                            vectors=self._vector_matrix() if retriever != "fts" else None)
+                            vectors=self._vector_matrix() if retriever != "fts" else None,
+                            quality=self.settings.quality_filter)
         async with self.reading() as conn:
             return await run_eval(searcher, conn, queries, retriever=retriever, limit=limit,
                                   request_options=request_options, ks=ks)
@@ -525,7 +580,7 @@ class Index:
 # --- the commands, one call each (the CLI's and the tests' entry points) -------------------------
 
 async def index_once(settings: Settings, *, rebuild: bool = False, progress: Progress | None = None,
-                     embedder: Embedder | None = None) -> dict[str, Any]:
+                     embedder: Embedder | None = None) -> IndexReport:
     """`groove index`: one full reconcile, then embed everything pending."""
     started = time.perf_counter()
     async with Index.open(settings, rebuild=rebuild, embedder=embedder) as index:
@@ -534,7 +589,7 @@ async def index_once(settings: Settings, *, rebuild: bool = False, progress: Pro
         report = await index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
                                     full_text_merged=merged)
     log.debug("index_done", **report.model_dump(exclude={"kb_path", "index_path"}))
-    return report.model_dump()
+    return report
 
 
 async def read_status(settings: Settings, *, embedder: Embedder | None = None) -> IndexStatus:
@@ -551,10 +606,24 @@ async def search_once(settings: Settings, req: SearchRequest, *, reranker_model:
         return await index.search(req)
 
 
+async def links_once(settings: Settings, path: str, *, limit: int = 100,
+                     embedder: Embedder | None = None) -> LinksAnswer:
+    """`groove links PATH`: a note's links and backlinks, read-only (no vectors read: any model's index)."""
+    async with Index.open(settings, readonly=True, embedder=embedder, any_model=True) as index:
+        return await index.links(index.note_path(path), limit=limit)
+
+
 async def related_once(settings: Settings, path: str, *, embedder: Embedder | None = None, **kw: Any) -> RelatedAnswer:
     """`groove related PATH`: notes nearest in meaning, read-only."""
     async with Index.open(settings, readonly=True, embedder=embedder) as index:
         return await index.related(index.note_path(path), **kw)
+
+
+async def get_once(settings: Settings, req: DocumentRequest, *, embedder: Embedder | None = None) -> DocumentAnswer:
+    """`groove get PATH`: one note, or its part, read-only (no model is loaded: nothing is embedded)."""
+    async with Index.open(settings, readonly=True, embedder=embedder, any_model=True) as index:
+        return await index.get_document(index.note_path(req.path), heading=req.heading, lines=req.lines,
+                                        max_chars=req.max_chars)
 
 
 async def eval_once(
@@ -570,13 +639,13 @@ async def eval_once(
     embedder: Embedder | None = None,
     ks: Sequence[int] = KS,
     record: bool = True,
-) -> dict[str, Any]:
+) -> EvalReport:
     """`groove eval`: judged queries through the search pipeline, compared with the run history.
 
-    `result["history"]` says how this run compares with the last one of the same
-    configuration fingerprint (groove/evaluate/history.py); the run is then recorded
-    in `<index>.eval.jsonl` unless `[eval] history = 0` or `record` is False.
-    `result["leaks"]` lists golden queries a note quotes verbatim.
+    `.history` says how this run compares with the last one of the same configuration
+    fingerprint (groove/evaluate/history.py); the run is then recorded in
+    `<index>.eval.jsonl` unless `[eval] history = 0` or `record` is False.
+    `.leaks` lists golden queries a note quotes verbatim.
     """
     ks = tuple(ks)
     if max(ks) > limit:
@@ -590,35 +659,32 @@ async def eval_once(
     if reranker_model and options.get("rerank") is None:
         options["rerank"] = True
     async with Index.open(settings, readonly=True, embedder=embedder, reranker_model=reranker_model) as index:
-        result = await index.evaluate(queries, retriever=retriever, limit=limit, request_options=options, ks=ks)
-        result["index_path"] = str(index.path)
+        run = await index.evaluate(queries, retriever=retriever, limit=limit, request_options=options, ks=ks)
         async with index.reading() as conn:
-            result["leaks"] = await quoted_queries(conn, queries)
+            leaks = [Leak(**leak) for leak in await quoted_queries(conn, queries)]
         rerank_on = settings.search.rerank_by_default if options.get("rerank") is None else options["rerank"]
         reranker = (reranker_model or settings.search.reranker or None) if rerank_on else None
         fp = history.fingerprint(
             model=index.embedder.identity, reranker=reranker, retriever=retriever, limit=limit, ks=ks,
-            queries=queries, search=settings.search, request_options=options,
+            queries=queries, search=settings.search, request_options=options, quality=settings.quality_filter,
         )
         path = history.history_path(index.path)
-    result["source"] = str(source)
-    cmp = history.compare(history.load(path), fp, result["metrics"], settings.eval.regression_threshold)
-    cmp["path"] = str(path)
-    cmp["recorded"] = False
+        index_path = str(index.path)
+    cmp = HistoryComparison(**history.compare(history.load(path), fp, run.metrics, settings.eval.regression_threshold),
+                            path=str(path))
     if record and settings.eval.history > 0:
-        run = history.record(fp, result["metrics"], count=result["count"], source=str(source),
-                             regressed=cmp["status"] == "regression")
+        entry = history.record(fp, run.metrics, count=run.count, source=str(source),
+                               regressed=cmp.status == "regression")
         try:
-            history.append(path, run, settings.eval.history)
-            cmp["recorded"] = True
+            history.append(path, entry, settings.eval.history)
+            cmp.recorded = True
         except OSError as exc:
             log.warning("eval_history_not_written", path=str(path), error=exc.strerror or str(exc))
-    result["history"] = cmp
-    result["fingerprint"] = fp
-    for leak in result["leaks"]:
-        log.warning("golden_query_quoted_in_note", query_id=leak["id"], notes=leak["paths"][:5],
+    for leak in leaks:
+        log.warning("golden_query_quoted_in_note", query_id=leak.id, notes=leak.paths[:5],
                     message="a note contains this judged query verbatim, so it may hold the answer key")
-    return result
+    return EvalReport(**dict(run), index_path=index_path, source=str(source), leaks=leaks, history=cmp,
+                      fingerprint=fp)
 
 
 async def tune_once(
@@ -631,7 +697,7 @@ async def tune_once(
     metric: str = "ndcg@10",
     embedder: Embedder | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-) -> dict[str, Any]:
+) -> TuneReport:
     """`groove tune`: legs retrieved once per bm25 weighting, every fusion setting re-fused offline,
     leave-one-query-out cross-validation (groove/evaluate/tune.py). Writes nothing."""
     queries = load_golden(source, split)
@@ -654,7 +720,7 @@ async def tune_once(
             if progress:
                 progress("retrieving legs", 0, len(weightings))
             for i, w in enumerate(weightings):
-                legs[w], skipped = await tune.collect_legs(conn, queries, vectors, w, limit)
+                legs[w], skipped = await tune.collect_legs(conn, queries, vectors, w, limit, index.quality_floor())
                 if progress:
                     progress("retrieving legs", i + 1, len(weightings))
             cur = await conn.execute("SELECT c.id, d.path, c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id")
@@ -670,10 +736,9 @@ async def tune_once(
         raise UsageError(str(exc)) from None
     refine_on = [name for name, on in (("mmr", settings.search.mmr.enabled), ("rerank", settings.search.rerank_by_default),
                                        ("parent_retriever", settings.search.parent_retriever.enabled)) if on]
-    result.update(source=str(source), index_path=index_path, count=len(queries) - len(skipped), skipped=skipped,
-                  limit=limit, refine_stages_ignored=refine_on)
-    return result
+    return TuneReport(**result, source=str(source), index_path=index_path, count=len(queries) - len(skipped),
+                      skipped=skipped, limit=limit, refine_stages_ignored=refine_on)
 
 
-__all__ = ["Index", "eval_once", "index_once", "read_status", "related_once", "relative_note_path", "reranker_factory",
+__all__ = ["Index", "eval_once", "index_once", "links_once", "read_status", "related_once", "relative_note_path", "reranker_factory",
            "search_once", "tune_once"]

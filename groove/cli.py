@@ -1,4 +1,4 @@
-"""The `groove` command line: serve, index, search, related, status, eval, tune, doctor, validate, service, trust, client-config.
+"""The `groove` command line: serve, index, search, related, links, get, status, eval, tune, doctor, validate, service, trust, client-config.
 
 Results go to stdout; progress, logs and errors to stderr. Every subcommand
 but `trust` accepts `--config PATH`, `--kb PATH` and `--index PATH`.
@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import anyio
+from pydantic import BaseModel
 
-from groove import __version__, service, trust
+from groove import EXAMPLE_NOTES, __version__, service, trust  # EXAMPLE_NOTES: `--examples`
 from groove.config import (ConfigError, FusionSettings, Settings, load_settings, read_config_file, read_config_text,
                            relative_note_path, user_config_file)
+from groove.evaluate.report import EvalReport, TuneReport
 from groove.evaluate.tune import METRICS as TUNE_METRICS
 from groove.errors import GrooveError, UsageError
 from groove.logs import configure as configure_logs
@@ -44,18 +46,13 @@ class _Once(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-# The example notes of a source checkout: groove.serve.main.EXAMPLE_NOTES, computed the same way here because
-# importing that module brings the MCP SDK (tests/test_cli.py holds the two equal).
-EXAMPLE_NOTES = Path(__file__).resolve().parent.parent / "examples" / "notes"
-
-
 def _common(p: argparse.ArgumentParser, *, examples: bool = False) -> None:
     g = p.add_argument_group("common options")
     g.add_argument("--config", type=Path, metavar="PATH", help="groove.toml to use (default: ./groove.toml, then the user config dir)")
     g.add_argument("--kb", type=Path, metavar="PATH", action=_Once, help="the notes folder (kb_path)")
     if examples:
         g.add_argument("--examples", action="store_true",
-                       help="the example notes shipped in examples/notes (a source checkout) instead of a folder of your own")
+                       help="the example notes shipped with groove (examples/notes) instead of a folder of your own")
     g.add_argument("--index", type=Path, metavar="PATH", dest="index_path", help="the SQLite index file (index_path)")
     g.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="log level (stderr)")
 
@@ -71,8 +68,8 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
         if kb is not None:
             raise UsageError("--examples means the shipped example notes, --kb your own folder: pass one of them")
         if not EXAMPLE_NOTES.is_dir():
-            raise ConfigError("--examples means the example notes of a source checkout, and this installation "
-                              "ships none; pass --kb PATH with your notes folder instead")
+            raise ConfigError("--examples means the example notes shipped with groove, and this installation "
+                              "has none; pass --kb PATH with your notes folder instead")
         kb = EXAMPLE_NOTES
     overrides: dict[str, Any] = {
         "kb_path": kb,
@@ -86,8 +83,10 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
 
 def _emit(obj: Any, fmt: str, text: Callable[[Any], str]) -> None:
+    """`obj` as JSON (a typed report as its model_dump by alias) or as `text(obj)` renders it."""
     if fmt == "json":
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+        data = obj.model_dump(mode="json", by_alias=True) if isinstance(obj, BaseModel) else obj
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
     else:
         sys.stdout.write(text(obj))
     sys.stdout.flush()
@@ -138,8 +137,8 @@ def cmd_index(args: argparse.Namespace) -> int:
                              f"{db.describe_write_error(exc, resumes=False)}") from exc
     finally:
         bar.close()
-    if summary["pending_chunks"]:
-        say(f"{summary['pending_chunks']} chunk(s) still wait for a vector (searchable by text only); "
+    if summary.pending_chunks:
+        say(f"{summary.pending_chunks} chunk(s) still wait for a vector (searchable by text only); "
             "`groove index` again, or `groove serve`, embeds them")
     else:
         say("embedding queue drained: every note is searchable by meaning")
@@ -157,7 +156,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             + "".join(f"warning {x['path']}: {w}\n" for x in s.get("note_warnings", []) for w in x["warnings"])
         )
 
-    _emit(summary, args.format, text)
+    _emit(summary.model_dump(mode="json"), args.format, text)
     return 0
 
 
@@ -221,6 +220,11 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
     f.add_argument("--date-from", metavar="YYYY-MM-DD", help="frontmatter date on or after")
     f.add_argument("--date-to", metavar="YYYY-MM-DD", help="frontmatter date on or before")
     f.add_argument("--field", action="append", dest="fields", metavar="KEY=VALUE", help="frontmatter KEY equals VALUE; repeatable")
+    q = p.add_argument_group("quality filter (docs/search.md)")
+    q.add_argument("--min-quality", type=float, default=None, metavar="Q",
+                   help="hide passages scoring under Q, 0..1 (default [quality_filter] threshold, 0.3)")
+    q.add_argument("--include-low-quality", action="store_true",
+                   help="show low-quality passages too (stubs, headings or links only, templates)")
 
 
 def _request_from_args(args: argparse.Namespace, settings: Settings, query: str) -> SearchRequest:
@@ -244,6 +248,9 @@ def _request_from_args(args: argparse.Namespace, settings: Settings, query: str)
         mmr_same_doc_penalty=args.mmr_same_doc_penalty,
         parent_retriever=args.parent_retriever,
         explain=getattr(args, "explain", False),
+        max_chars=getattr(args, "max_chars", None),
+        min_quality=args.min_quality,
+        include_low_quality=args.include_low_quality,
     )
 
 
@@ -262,18 +269,60 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.format == "json":
         _emit(result.script_json(), "json", str)
     else:
-        _emit(result, "text", lambda r: search_text(r, passage_chars=SNIPPET_CHARS) + "\n")
+        # With --max-chars the budget decides how much of each passage shows; without, a snippet each.
+        chars = None if req.max_chars is not None else SNIPPET_CHARS
+        _emit(result, "text", lambda r: search_text(r, passage_chars=chars) + "\n")
     return 0
 
 
 SNIPPET_CHARS = 200  # a hit's passage on a terminal, whitespace folded
 
 
+def _line_range(text: str) -> dict[str, int]:
+    """`--lines 12-40` (first-last, as search prints a hit's lines), `12+20` (from, count) or `12` (to the end)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+)\s*(?:([-+])\s*(\d+)\s*)?", text)
+    if m is None:
+        raise UsageError(f"--lines takes FIRST-LAST (e.g. 12-40, as search prints a hit's lines), FIRST+COUNT "
+                         f"or FIRST (to the end), got {text!r}")
+    first = int(m.group(1))
+    if m.group(2) is None:
+        return {"from": first}
+    other = int(m.group(3))
+    if m.group(2) == "+":
+        return {"from": first, "count": other}
+    if other < first:
+        raise UsageError(f"--lines {text}: the last line {other} is before the first {first}")
+    return {"from": first, "count": other - first + 1}
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from groove.search.answers import DocumentAnswer, document_text
+    from groove.search.request import DocumentRequest
+
+    settings = _settings(args)
+    req = DocumentRequest(path=relative_note_path(settings.require_kb(), args.path), heading=args.heading,
+                          lines=_line_range(args.lines) if args.lines is not None else None, max_chars=args.max_chars)
+    answer = _ask_daemon(args, settings, "get_document", {"request": req.model_dump(mode="json", exclude_none=True)})
+    if answer is not None:
+        result = DocumentAnswer.model_validate(answer.result)
+    else:  # no model loads: nothing is embedded to read a note
+        result = anyio.run(lambda: _app().get_once(settings, req))
+    if args.format == "json":
+        _emit(result.model_dump(mode="json", exclude_unset=True), "json", str)
+    else:
+        _emit(result, "text", lambda r: document_text(r) + ("" if r.content.endswith("\n") else "\n"))
+    return 0
+
+
 def cmd_related(args: argparse.Namespace) -> int:
     from groove.search.answers import RelatedAnswer, related_text
 
     settings = _settings(args)
-    options = {"limit": args.limit, "depth": args.depth, "fan_out": args.fan_out, "max_nodes": args.max_nodes}
+    options: dict[str, Any] = {"limit": args.limit, "depth": args.depth, "fan_out": args.fan_out,
+                               "max_nodes": args.max_nodes, "by": args.by, "min_similarity": args.min_similarity,
+                               "exclude_paths": args.exclude_paths or []}
     answer = _ask_daemon(args, settings, "related",
                          {"path": relative_note_path(settings.require_kb(), args.path), **options})
     if answer is not None:
@@ -285,6 +334,20 @@ def cmd_related(args: argparse.Namespace) -> int:
         _emit(result.script_json(), "json", str)
     else:
         _emit(result, "text", lambda r: related_text(r) + "\n")
+    return 0
+
+
+def cmd_links(args: argparse.Namespace) -> int:
+    from groove.search.answers import LinksAnswer, links_text
+
+    settings = _settings(args)
+    path = relative_note_path(settings.require_kb(), args.path)
+    answer = _ask_daemon(args, settings, "links", {"path": path, "limit": args.limit})
+    if answer is not None:
+        result = LinksAnswer.model_validate(answer.result)
+    else:  # no model to load: links are read from the index alone
+        result = anyio.run(lambda: _app().links_once(settings, args.path, limit=args.limit))
+    _emit(result, args.format, lambda r: links_text(r) + "\n")
     return 0
 
 
@@ -312,57 +375,57 @@ def cmd_eval(args: argparse.Namespace) -> int:
         record=not args.no_record,
     ))
     _emit(result, args.format, format_eval_text)
-    h = result["history"]
-    for leak in result["leaks"]:
-        sys.stderr.write(f"groove: warning: golden query {leak['id']} is quoted verbatim in {', '.join(leak['paths'][:3])}"
+    h = result.history
+    for leak in result.leaks:
+        sys.stderr.write(f"groove: warning: golden query {leak.id} is quoted verbatim in {', '.join(leak.paths[:3])}"
                          " (a leaked answer: the score overstates quality)\n")
     if not args.fail_on_regression:
         return 0
-    if h["status"] == "changed":
+    if h.status == "changed":
         sys.stderr.write(
             "groove: error: not comparing: no earlier run has this configuration; the latest run differs in "
-            f"{', '.join(h['differs'])}. Run eval once with the new configuration to make it the baseline\n"
+            f"{', '.join(h.differs)}. Run eval once with the new configuration to make it the baseline\n"
         )
-    elif h["status"] == "regression":
+    elif h.status == "regression":
         sys.stderr.write(
-            "groove: error: regression: " + ", ".join(f"{k} {h['deltas'][k]:+.4f}" for k in h["regressions"])
-            + f" (threshold {h['threshold']}, against the run of {h['baseline']['at']})\n"
+            "groove: error: regression: " + ", ".join(f"{k} {h.deltas[k]:+.4f}" for k in h.regressions)
+            + f" (threshold {h.threshold}, against the run of {h.baseline.at if h.baseline else '-'})\n"
         )
-    return int(h["exit_code"])
+    return int(h.exit_code)
 
 
-def format_eval_text(r: dict) -> str:
-    m = r["metrics"]
-    c = r["confidence"]
-    h = r["history"]
+def format_eval_text(r: EvalReport) -> str:
+    m = r.metrics
+    c = r.confidence
+    h = r.history
 
     def acc(v: float | None) -> str:
         return "-" if v is None else f"{v:.4f}"
 
-    lines = [f"{r['count']} queries from {r['source']} ({r['retriever']})"
-             + (f": {r['answerable']} answerable, {r['unanswerable']} unanswerable" if r.get("unanswerable") else "")]
+    lines = [f"{r.count} queries from {r.source} ({r.retriever})"
+             + (f": {r.answerable} answerable, {r.unanswerable} unanswerable" if r.unanswerable else "")]
     for k, v in m.items():
         if k.startswith("off_topic_"):
             continue
-        delta = h["deltas"].get(k)
+        delta = h.deltas.get(k)
         lines.append(f"  {k:<10} {v:.4f}" + (f"  ({delta:+.4f})" if delta is not None else ""))
     for k, what in (("off_topic_answerable", "of answerable queries flagged off_topic (lower is better)"),
                     ("off_topic_unanswerable", "of unanswerable queries flagged off_topic (higher is better)")):
         if k in m:
-            delta = h["deltas"].get(k)
+            delta = h.deltas.get(k)
             lines.append(f"  {m[k]:.1%} {what}" + (f"  ({delta:+.4f})" if delta is not None else ""))
-    lines.append(f"  low_confidence on {c['flagged_share']:.0%} of queries; top-1 right {acc(c['top1_flagged'])} "
-                 f"when flagged, {acc(c['top1_unflagged'])} when not")
-    if h["status"] == "no-history":
-        lines.append("history: first run with this index; it is the baseline" if h["recorded"]
+    lines.append(f"  low_confidence on {c.flagged_share:.0%} of queries; top-1 right {acc(c.top1_flagged)} "
+                 f"when flagged, {acc(c.top1_unflagged)} when not")
+    if h.status == "no-history":
+        lines.append("history: first run with this index; it is the baseline" if h.recorded
                      else "history: none yet, and this run was not recorded")
-    elif h["status"] == "changed":
-        lines.append(f"history: no earlier run with this configuration (changed: {', '.join(h['differs'])}); nothing compared")
+    elif h.status == "changed":
+        lines.append(f"history: no earlier run with this configuration (changed: {', '.join(h.differs)}); nothing compared")
     else:
-        lines.append(f"history: (+/-) against the run of {h['baseline']['at']} with the same configuration"
-                     + (f"; REGRESSION in {', '.join(h['regressions'])}" if h["regressions"] else ""))
-    if r["leaks"]:
-        lines.append(f"warning: {len(r['leaks'])} judged quer{'y is' if len(r['leaks']) == 1 else 'ies are'} quoted verbatim in a note")
+        lines.append(f"history: (+/-) against the run of {h.baseline.at if h.baseline else '-'} with the same configuration"
+                     + (f"; REGRESSION in {', '.join(h.regressions)}" if h.regressions else ""))
+    if r.leaks:
+        lines.append(f"warning: {len(r.leaks)} judged quer{'y is' if len(r.leaks) == 1 else 'ies are'} quoted verbatim in a note")
     return "\n".join(lines) + "\n"
 
 
@@ -376,30 +439,30 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_tune_text(r: dict) -> str:
-    cv = r["cv"]
-    low, high = cv["interval"]
+def format_tune_text(r: TuneReport) -> str:
+    cv = r.cv
+    low, high = cv.interval
     lines = [
-        f"{r['count']} queries from {r['source']}; {r['settings_tried']} fusion settings; metric {r['metric']}",
-        f"  current settings:            {cv['current']:.4f}",
-        f"  best on all queries:         {cv['best_in_sample']:.4f} (in-sample, optimistic)",
-        f"  held out (leave-one-out):    {cv['heldout']:.4f}  gain {cv['gain']:+.4f}, 95% bootstrap interval "
+        f"{r.count} queries from {r.source}; {r.settings_tried} fusion settings; metric {r.metric}",
+        f"  current settings:            {cv.current:.4f}",
+        f"  best on all queries:         {cv.best_in_sample:.4f} (in-sample, optimistic)",
+        f"  held out (leave-one-out):    {cv.heldout:.4f}  gain {cv.gain:+.4f}, 95% bootstrap interval "
         f"[{low:+.4f}, {high:+.4f}]",
-        f"  queries better / worse:      {cv['wins']} / {cv['losses']} (sign test p = {cv['sign_p']:.3g}); "
-        f"{cv['folds_choosing_best']} of {cv['queries']} folds chose the best setting",
+        f"  queries better / worse:      {cv.wins} / {cv.losses} (sign test p = {cv.sign_p:.3g}); "
+        f"{cv.folds_choosing_best} of {cv.queries} folds chose the best setting",
     ]
-    if r["skipped"]:
-        lines.append(f"  skipped {len(r['skipped'])} queries that do not compile: {', '.join(r['skipped'][:5])}")
-    if r["refine_stages_ignored"]:
-        lines.append(f"  note: tuned on the fused list; {', '.join(r['refine_stages_ignored'])} (on in your settings) not applied")
-    if r["recommend"]:
+    if r.skipped:
+        lines.append(f"  skipped {len(r.skipped)} queries that do not compile: {', '.join(r.skipped[:5])}")
+    if r.refine_stages_ignored:
+        lines.append(f"  note: tuned on the fused list; {', '.join(r.refine_stages_ignored)} (on in your settings) not applied")
+    if r.recommend and r.block:
         lines.append("recommendation: the held-out gain is above its noise; paste this into groove.toml:")
         lines.append("")
-        lines.append(r["block"].rstrip("\n"))
+        lines.append(r.block.rstrip("\n"))
     else:
-        why = "the current settings are already the best" if cv["best"] == 0 else \
-            f"the held-out gain {cv['gain']:+.4f} is not above its noise: its 95% interval reaches 0"
-        lines.append(f"recommendation: keep the defaults ({why})" if r["current"] == FusionSettings().model_dump()
+        why = "the current settings are already the best" if cv.best == 0 else \
+            f"the held-out gain {cv.gain:+.4f} is not above its noise: its 95% interval reaches 0"
+        lines.append(f"recommendation: keep the defaults ({why})" if r.current == FusionSettings().model_dump()
                      else f"recommendation: keep the current [search.fusion] settings ({why})")
     return "\n".join(lines) + "\n"
 
@@ -417,7 +480,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from groove.ops import validate  # lazy: only this command needs it
 
     settings = _settings(args)
-    report = validate.validate(settings, fail_fast=args.fail_fast)
+    report = validate.validate(settings, fail_fast=args.fail_fast, schema=args.schema)
     text = {"text": validate.format_text, "github": validate.format_github}
     _emit(report, args.format, text.get(args.format, validate.format_text))
     return int(report["exit_code"])
@@ -466,6 +529,8 @@ def _add_eval_tools_parsers(sub: Any) -> None:
     p = sub.add_parser("validate", help="check every note's frontmatter against the [validate] schema (exit 1 on findings)")
     _common(p, examples=True)
     p.add_argument("--fail-fast", action="store_true", help="stop at the first finding")
+    p.add_argument("--schema", type=Path, metavar="FILE",
+                   help="check against this schema file (TOML or YAML, the keys of [validate]) instead of the config's")
     p.add_argument("--format", choices=["text", "json", "github"], default="text", help="text for people, json for programs, github: CI annotations")
     p.set_defaults(func=cmd_validate)
 
@@ -478,7 +543,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from groove.serve.http import parse_bind
     from groove.serve.main import serve, with_example_notes
 
-    settings = _settings(args)  # --examples: the shipped example notes (refused together with --kb)
+    # --examples: the shipped example notes (refused together with --kb); --no-watch: [watch] enabled = false
+    settings = _settings(args, **({"watch.enabled": False} if args.no_watch else {}))
     transport = args.transport or settings.serve.transport
     bind = args.bind or settings.serve.bind
     if transport == "http" or args.bind:
@@ -565,28 +631,42 @@ def cmd_client_config(args: argparse.Namespace) -> int:
 # --- service --------------------------------------------------------------------------
 
 def _add_service_parser(subparsers: Any) -> None:
-    """`groove service install|uninstall|status`."""
+    """`groove service install|uninstall|status|list`."""
     p = subparsers.add_parser("service", help="run groove in the background (systemd user unit / launchd agent)")
     actions = p.add_subparsers(dest="service_action", required=True, metavar="ACTION")
     platform_help = "linux (systemd) or macos (launchd); default: this machine"
+    name_help = ("a named instance beside the default one: its own unit (groove-NAME), notes folder, index and port "
+                 "(lowercase letters, digits, hyphens); default: the instance without a name")
 
     a = actions.add_parser("install", help="write the unit or plist for the config file (or --kb PATH) and start it")
     _common(a)
+    a.add_argument("--name", metavar="NAME", help=name_help)
+    a.add_argument("--port", type=int, metavar="N",
+                   help="the port it listens on (default: a named instance gets a free one from 3101, printed; "
+                        "the default instance the port of [serve] bind)")
     a.add_argument("--dry-run", action="store_true", help="print the file and where it would go; change nothing")
     a.add_argument("--no-start", action="store_true", help="write and enable it, start at next login")
     a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
     a.set_defaults(func=cmd_service_install)
 
-    a = actions.add_parser("uninstall", help="stop the service and remove its file")
+    a = actions.add_parser("uninstall", help="stop the service and remove its file (--purge: its index too)")
     _common(a)
+    a.add_argument("--name", metavar="NAME", help=name_help)
+    a.add_argument("--purge", action="store_true", help="also delete the instance's index (the notes are never touched)")
     a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
     a.set_defaults(func=cmd_service_uninstall)
 
     a = actions.add_parser("status", help="is the service installed and running (exit 0 running, 3 not, 4 unknown)")
     _common(a)
+    a.add_argument("--name", metavar="NAME", help=name_help)
     a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
     a.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs")
     a.set_defaults(func=cmd_service_status)
+
+    a = actions.add_parser("list", help="the installed instances: name, notes folder, port, state")
+    a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
+    a.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs")
+    a.set_defaults(func=cmd_service_list)
 
 
 def _emit_report(report: service.Report, fmt: str = "text") -> int:
@@ -606,29 +686,43 @@ def _platform(args: argparse.Namespace) -> service.Platform:
 
 def cmd_service_install(args: argparse.Namespace) -> int:
     # --kb and --index go into the unit's own `groove serve` command, as absolute paths (the service starts
-    # elsewhere); with --kb the config file is optional.
+    # elsewhere); with --kb the config file is optional. A named instance gets --kb, --index and --bind always.
+    name = service.check_name(args.name)
+    service.check_port(args.port)
     kb = Path(os.path.abspath(args.kb.expanduser())) if args.kb is not None else None
-    flags: list[str] = []
-    if kb is not None:
-        flags += ["--kb", str(kb)]
-    if args.index_path is not None:
-        flags += ["--index", os.path.abspath(args.index_path.expanduser())]
     platform = _platform(args)
     settings = _settings(args)
     config = service.check_config(settings.config_file, user_config_file(), kb=kb)
+    host = service.split_bind(settings.serve.bind)[0]
+    plan = service.plan_install(platform, name=name, config=config, kb=kb, index=args.index_path, port=args.port,
+                                host=host)
     if not args.dry_run:
-        sys.stderr.write(f"config: {config or 'none (defaults)'}" + (f"; notes: {kb}" if kb else "")
-                         + f" (groove will listen on {settings.serve.bind})\n")
-    report = service.install(platform, args.dry_run, config=config, start=not args.no_start, flags=flags)
+        sys.stderr.write(f"config: {config or 'none (defaults)'}" + (f"; notes: {plan.folder}" if kb or name else "")
+                         + f" (groove will listen on {plan.bind})\n")
+    report = service.install(platform, args.dry_run, config=config, start=not args.no_start, flags=plan.flags,
+                             name=name)
+    if name is not None:
+        report.data.update(folder=str(plan.folder), index=str(plan.index), bind=plan.bind, port=plan.port)
+        from groove import clients
+
+        url = clients.url_for_bind(plan.bind)
+        report.out.append(f"instance {name}: notes {plan.folder}, index {plan.index}")
+        report.out.append(f"port: {plan.port}" + (" (a free one, chosen)" if plan.port_chosen else "")
+                          + f"; clients connect to {url} "
+                          f"(`groove client-config CLIENT --transport http --url {url}`)")
     return _emit_report(report)
 
 
 def cmd_service_uninstall(args: argparse.Namespace) -> int:
-    return _emit_report(service.uninstall(_platform(args)))
+    return _emit_report(service.uninstall(_platform(args), name=service.check_name(args.name), purge=args.purge))
 
 
 def cmd_service_status(args: argparse.Namespace) -> int:
-    return _emit_report(service.status(_platform(args)), args.format)
+    return _emit_report(service.status(_platform(args), name=service.check_name(args.name)), args.format)
+
+
+def cmd_service_list(args: argparse.Namespace) -> int:
+    return _emit_report(service.list_instances(_platform(args)), args.format)
 
 
 # --- trust ----------------------------------------------------------------------------
@@ -752,6 +846,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stdio: one client that starts groove itself; http: Streamable HTTP at /mcp (default: [serve] transport, stdio)")
     p.add_argument("--bind", metavar="HOST:PORT", default=None,
                    help="where the HTTP server listens (default: [serve] bind, 127.0.0.1:3100)")
+    p.add_argument("--no-watch", action="store_true",
+                   help="do not watch the folder (one that changes only by deploy): index at start, then the periodic "
+                        "reconcile and reindex only ([watch] enabled = false)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("index", help="index the notes folder (incremental)")
@@ -773,28 +870,60 @@ def build_parser() -> argparse.ArgumentParser:
     _add_search_options(p)
     _format_option(p)
     p.add_argument("--explain", action="store_true", help="show the MATCH expression, candidates and per-retriever ranks")
+    p.add_argument("--max-chars", type=int, default=None, metavar="N",
+                   help="an answer budget: at most N characters of passages, best first, cut at sentence ends (100..1000000)")
     p.add_argument("--no-daemon", action="store_true",
                    help="do not ask a running groove serve of this index; open the index in this process")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("related", help="notes nearest in meaning to a note")
+    p = sub.add_parser("related", help="notes related to a note: nearest in meaning, or linked")
     _common(p, examples=True)
     p.add_argument("path", metavar="PATH", help="a note: its path relative to the notes folder, or a file path")
     p.add_argument("--limit", type=int, default=10, help="how many notes (1..100)")
     p.add_argument("--depth", type=int, default=1, help="hops to walk (1..3)")
     p.add_argument("--fan-out", type=int, default=5, help="neighbours per note per hop (1..20)")
     p.add_argument("--max-nodes", type=int, default=100, help="node budget (1..200)")
+    p.add_argument("--by", choices=["meaning", "links", "both"], default="meaning",
+                   help="what relates notes: meaning (default), links (both ways) or both")
+    p.add_argument("--min-similarity", type=float, default=None, metavar="S",
+                   help="leave out notes less similar than S (-1..1; linked notes are kept)")
+    p.add_argument("--exclude", action="append", dest="exclude_paths", metavar="GLOB",
+                   help="leave notes matching GLOB out of the walk (gitignore-style); repeatable")
     _format_option(p)
     p.add_argument("--no-daemon", action="store_true",
                    help="do not ask a running groove serve of this index; open the index in this process")
     p.set_defaults(func=cmd_related)
+
+    p = sub.add_parser("links", help="a note's links, backlinks and unresolved links")
+    _common(p, examples=True)
+    p.add_argument("path", metavar="PATH", help="a note: its path relative to the notes folder, or a file path")
+    p.add_argument("--limit", type=int, default=100, help="at most this many links of each kind (1..500)")
+    _format_option(p)
+    p.add_argument("--no-daemon", action="store_true",
+                   help="do not ask a running groove serve of this index; open the index in this process")
+    p.set_defaults(func=cmd_links)
+
+    p = sub.add_parser("get", help="print a note, or one section or range of lines of it")
+    _common(p, examples=True)
+    p.add_argument("path", metavar="PATH", help="a note: its path relative to the notes folder, or a file path")
+    part = p.add_mutually_exclusive_group()
+    part.add_argument("--heading", metavar="HEADING",
+                      help="only this section: a heading path as search prints it ('Title > Parent > Heading') or the heading alone")
+    part.add_argument("--lines", metavar="FIRST-LAST",
+                      help="only these lines, numbered as search numbers them: 12-40, 12+20 (from, count) or 12 (to the end)")
+    p.add_argument("--max-chars", type=int, default=None, metavar="N",
+                   help="at most N characters, cut at a sentence end; the header says what was left out")
+    _format_option(p)
+    p.add_argument("--no-daemon", action="store_true",
+                   help="do not ask a running groove serve of this index; open the index in this process")
+    p.set_defaults(func=cmd_get)
 
     _add_eval_tools_parsers(sub)
     _add_service_parser(sub)
     _add_trust_parser(sub)
 
     p = sub.add_parser("client-config", help="print an MCP client's configuration for groove, with this machine's paths")
-    _common(p)
+    _common(p, examples=True)
     p.add_argument("client", metavar="CLIENT",
                    help="claude-desktop, claude-code, cursor, vscode, codex or gemini (docs/clients.md)")
     p.add_argument("--transport", choices=["stdio", "http"], default=None,

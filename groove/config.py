@@ -55,6 +55,7 @@ class IndexSettings(_Section):
     max_file_bytes: int = Field(2_000_000, ge=1, description="larger files are skipped with a reason")
     max_chunks_per_file: int = Field(2_000, ge=1, description="a note's chunks past this many are not indexed (reported)")
     max_frontmatter_bytes: int = Field(65_536, ge=0, description="a larger frontmatter block is not read (reported)")
+    gitignore: bool = Field(True, description="when the notes folder is a git repository (it has .git), leave out what its .gitignore files ignore, as git does; false indexes it all the same")
 
 
 ParserName = Literal["markdown", "txt", "pdf", "docx", "pptx", "xlsx"]
@@ -175,9 +176,20 @@ class SearchSettings(_Section):
     reranker: str = ""
     rerank_by_default: bool = False
     vector_memory_mb: int = Field(1024, ge=0, le=1_048_576, description="the daemon and `groove eval` keep the vectors in memory for exact KNN by one matrix product while they fit in this many MiB (100,000 vectors of 384 dimensions: 147 MiB); 0 or over it: sqlite-vec's scan")
+    language_centres: bool = Field(True, description="in an index of Japanese (CJK) and other text, take each language's mean vector out of the query and the passages before the vector leg compares them, so a question finds the note in the other language (decision 0019); a one-language index is unaffected")
     fusion: FusionSettings = Field(default_factory=FusionSettings)
     mmr: MMRSettings = Field(default_factory=MMRSettings)
     parent_retriever: ParentRetrieverSettings = Field(default_factory=ParentRetrieverSettings)
+
+
+class QualityFilterSettings(_Section):
+    """`[quality_filter]`: chunks that score under `threshold` (0..1, groove/corpus/quality.py: very short
+    text, placeholders only, headings only, links only, a template in many notes) are hidden from `search`
+    and `related` (decision 0020). A search can ask for another bar (`min_quality`) or for everything
+    (`include_low_quality`)."""
+
+    enabled: bool = Field(True, description="hide chunks that score under the threshold from search and related")
+    threshold: float = Field(0.3, ge=0.0, le=1.0, description="the score under which a chunk is hidden, 0..1")
 
 
 class EvalSettings(_Section):
@@ -207,6 +219,7 @@ class ValidateSettings(_Section):
 
 
 class WatchSettings(_Section):
+    enabled: bool = Field(True, description="false: no watcher (a folder that changes only by deploy); the folder is indexed at start, and the periodic reconcile and reindex still run (`groove serve --no-watch`)")
     debounce_ms: int = Field(300, ge=0, le=60_000)
     reconcile_interval_s: float = Field(600.0, ge=0, description="0 disables the periodic reconcile")
 
@@ -260,6 +273,39 @@ class LogSettings(_Section):
         return v
 
 
+MAX_PATH_TEMPLATES = 16
+
+
+class BestPracticeSettings(_Section):
+    """`[best_practice]`: documents the `get_best_practice` tool returns by target (docs/mcp.md). Opt-in: with
+    no templates the tool is not listed at all."""
+
+    path_templates: list[str] = Field(
+        default_factory=list, max_length=MAX_PATH_TEMPLATES,
+        description='where the document for a target is, e.g. "best-practices/{target}/PRACTICES.md": relative to '
+        "the notes folder (and never outside it), or absolute; the first that exists wins",
+    )
+
+    @field_validator("path_templates", mode="after")
+    @classmethod
+    def _templates(cls, v: list[str]) -> list[str]:
+        for template in v:
+            example = 'e.g. "best-practices/{target}/PRACTICES.md"'
+            rest = template.replace("{target}", "")
+            if "{target}" not in template:
+                raise ValueError(f"{template!r} has no {{target}}: write where the target's name goes, {example}")
+            if "{" in rest or "}" in rest:
+                raise ValueError(f"{template!r}: {{target}} is the only placeholder a template may have, {example}")
+            if "\\" in template or any(ord(ch) < 32 for ch in template):
+                raise ValueError(f"{template!r}: write paths with / and without control characters, {example}")
+            if ".." in template.split("/"):
+                raise ValueError(f"{template!r} steps out of its folder with '..': a relative template stays inside "
+                                 "the notes folder; write an absolute path for documents elsewhere")
+            if template.endswith("/"):
+                raise ValueError(f"{template!r} names a folder: end it with the document's file name, {example}")
+        return v
+
+
 class Settings(BaseSettings):
     """Every key, with its default; `groove.toml.example` mirrors this class."""
 
@@ -282,6 +328,8 @@ class Settings(BaseSettings):
     watch: WatchSettings = Field(default_factory=WatchSettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     log: LogSettings = Field(default_factory=LogSettings)
+    quality_filter: QualityFilterSettings = Field(default_factory=QualityFilterSettings)
+    best_practice: BestPracticeSettings = Field(default_factory=BestPracticeSettings)
 
     # Where the settings came from (not a setting): given by load_settings at construction.
     config_file: Path | None = Field(None, exclude=True)

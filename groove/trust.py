@@ -131,6 +131,12 @@ def risks(file_data: Mapping[str, Any], effective: Mapping[str, Any] | None = No
         if isinstance(value, list) and value:
             found.append(Risk(f"[serve.http] {key}", _shown(value),
                               "web pages from there could reach the server through your browser"))
+    templates = _get(file_data, "best_practice", "path_templates")
+    outside = [t for t in templates if isinstance(t, str) and (t.startswith(("/", "~")) or ":" in t[:3])] \
+        if isinstance(templates, list) else []
+    if outside:
+        found.append(Risk("[best_practice] path_templates", _shown(outside),
+                          "an MCP client could read files there, outside the notes folder"))
     kb = file_data.get("kb_path")
     if not found and kb and effective is not None:
         where = _destination(effective)

@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "notes"
 DATA = ROOT.parent / "shared" / "data"
 GROOVE = [sys.executable, "-m", "groove.cli"]
+# The quality filter (decision 0020) hides the one-line notes most tests write: off for the suite, module
+# fixtures included (they run before _isolated_config), and in the servers tests start (mcp_support.server_env).
+# Its own tests (test_quality_filter.py) turn it on with settings or env of their own.
+QUALITY_FILTER_OFF = ("GROOVE_QUALITY_FILTER__ENABLED", "false")
+os.environ[QUALITY_FILTER_OFF[0]] = QUALITY_FILTER_OFF[1]
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +44,7 @@ def _isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
     for name in list(os.environ):
         if name.startswith("GROOVE_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv(*QUALITY_FILTER_OFF)  # see QUALITY_FILTER_OFF
     monkeypatch.chdir(home)
 
 

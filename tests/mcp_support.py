@@ -18,7 +18,7 @@ import anyio
 import httpx
 import pytest
 
-from conftest import GROOVE, eventually  # noqa: F401 - re-exported for the MCP tests
+from conftest import GROOVE, QUALITY_FILTER_OFF, eventually  # noqa: F401 - re-exported for the MCP tests
 
 START_TIMEOUT = 90.0   # a cold process imports torch and loads the model
 EMBED_TIMEOUT = 600.0  # every chunk embedded by the real model: a bound a loaded 2-core machine meets
@@ -53,6 +53,8 @@ def server_env(home: Path) -> dict[str, str]:
         XDG_CONFIG_HOME=str(home / "config"),
         XDG_DATA_HOME=str(home / "data"),
     )
+    # Off, as in-process tests have it (conftest._isolated_config); a test of the filter passes env to turn it on.
+    env[QUALITY_FILTER_OFF[0]] = QUALITY_FILTER_OFF[1]
     return env
 
 

@@ -290,6 +290,50 @@ def test_the_json_of_search_and_related_keeps_its_keys_from_the_service_and_in_p
                                           for n in related["related"]), how
 
 
+# `groove eval --format json` and `groove tune --format json` are script interfaces too (docs/evaluation.md).
+EVAL_KEYS = {"metrics", "ks", "confidence", "answerable", "unanswerable", "queries", "count", "retriever",
+             "index_path", "source", "leaks", "history", "fingerprint"}
+EVAL_ROW_KEYS = {"id", "query", "unanswerable", "top", "low_confidence", "off_topic", "off_topic_evidence"}
+EVAL_SCORE_KEYS = {"ranks", "recall@10", "rr", "ndcg@10"}
+HISTORY_KEYS = {"status", "exit_code", "baseline", "deltas", "regressions", "differs", "path", "recorded"}
+TUNE_KEYS = {"metric", "settings_tried", "cv", "current", "best", "recommend", "block", "source", "index_path",
+             "count", "skipped", "limit", "refine_stages_ignored"}
+GOLDEN = """queries:
+  - id: glaze
+    query: glaze the chicken
+    expected: [cooking/teriyaki.md]
+  - id: sun
+    query: plants that want full sun
+    expected: [garden/tomatoes.md]
+  - id: nowhere
+    query: the tax rules for a sailing boat
+    expected: []
+"""
+
+
+def test_the_json_of_eval_and_tune_keeps_its_keys(daemon):
+    server, kb, index, root = daemon
+    golden = write(root / "golden.yaml", GOLDEN)
+    done = groove("eval", str(golden), "--kb", str(kb), "--index", str(index), "--format", "json", "--no-record",
+                  cwd=root)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report) == EVAL_KEYS, set(report) ^ EVAL_KEYS
+    rows = {row["id"]: row for row in report["queries"]}
+    assert set(rows["glaze"]) == EVAL_ROW_KEYS | EVAL_SCORE_KEYS and rows["glaze"]["ranks"] == [1]
+    assert set(rows["nowhere"]) == EVAL_ROW_KEYS  # an unanswerable query has no ranks or scores
+    assert (report["answerable"], report["unanswerable"], report["count"]) == (2, 1, 3)
+    assert set(report["confidence"]) == {"flagged_share", "top1_flagged", "top1_unflagged"}
+    assert set(report["history"]) == HISTORY_KEYS and report["history"]["status"] == "no-history"
+    assert {"recall@1", "mrr", "ndcg@10", "off_topic_answerable", "off_topic_unanswerable"} <= set(report["metrics"])
+
+    tuned = groove("tune", str(golden), "--kb", str(kb), "--index", str(index), "--format", "json", cwd=root)
+    assert tuned.returncode == 0, tuned.stderr
+    result = json.loads(tuned.stdout)
+    assert set(result) == TUNE_KEYS, set(result) ^ TUNE_KEYS
+    assert {"best", "heldout", "gain", "interval", "wins", "losses", "sign_p"} <= set(result["cv"])
+
+
 def test_the_text_of_a_search_is_the_one_rendering_mcp_shows_with_passages_cut_for_a_terminal(daemon):
     from groove.search.answers import search_answer, search_text
 

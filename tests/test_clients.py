@@ -127,6 +127,24 @@ def test_a_stdio_snippet_without_a_notes_folder_is_refused_like_groove_serve(cap
     assert "no notes folder configured" in err
 
 
+def test_the_examples_flag_gives_the_entry_for_the_shipped_notes_make_serve_serves(capsys):
+    from groove import EXAMPLE_NOTES
+
+    code, out, err = client_config(capsys, "claude-desktop", "--examples")
+    assert code == 0, err
+    command, args = stdio_entry("claude-desktop", out)
+    assert args[args.index("--kb") + 1] == str(EXAMPLE_NOTES.resolve())
+
+
+def test_the_startup_lines_name_client_config_with_the_folder_being_served(tmp_path):
+    from groove.serve.http import client_snippets
+
+    kb = tmp_path / "my notes"
+    text = client_snippets("http://127.0.0.1:3100/mcp", ["/x/groove", "serve", "--transport", "stdio", "--kb", str(kb)])
+    line = next(ln for ln in text.splitlines() if "client-config" in ln)
+    assert shlex.split(line.split(" [--transport")[0]) == ["/x/groove", "client-config", "CLIENT", "--kb", str(kb)]
+
+
 # --- HTTP: the client connects to a running groove ------------------------------------------------
 
 @pytest.mark.parametrize("name", ALL)

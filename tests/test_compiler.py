@@ -4,6 +4,11 @@ Comparing strings never proves SQLite accepts an expression, so every rule
 that produces an expression is also run through a real FTS5 MATCH on a
 trigram table (see ``_fts``), and a property test does the same for
 arbitrary input.
+
+groove searches the seeds' phrases in the folded spelling (decision 0018;
+groove/corpus/normalize.py): hiragana as katakana, among others. So the
+seeds' ``"の評価" OR "について"`` is expected here as ``"ノ評価" OR "ニツイテ"``,
+and the test table holds its rows folded, as the index does.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from groove.corpus.normalize import fold
 from groove.search.compiler import (
     CompiledQuery,
     QueryError,
@@ -48,7 +54,8 @@ def _fts() -> sqlean.Connection:
     con.execute(
         "CREATE VIRTUAL TABLE t USING fts5(heading, context, content, tokenize='trigram')"
     )
-    con.executemany("INSERT INTO t(rowid, heading, context, content) VALUES (?, ?, ?, ?)", ROWS)
+    con.executemany("INSERT INTO t(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
+                    [(rowid, *(fold(text) for text in texts)) for rowid, *texts in ROWS])
     con.commit()
     return con
 
@@ -79,8 +86,8 @@ def expr_of(query: str) -> str | None:
 
 def test_a_japanese_sentence_compiles_to_one_phrase_per_script_run_joined_with_or():
     compiled = compile_query("再ランキングの評価について")
-    assert compiled.match_expr == '"再ランキング" OR "ランキング" OR "の評価" OR "について"'
-    assert compiled.positives == ("再ランキング", "ランキング", "の評価", "について")
+    assert compiled.match_expr == '"再ランキング" OR "ランキング" OR "ノ評価" OR "ニツイテ"'
+    assert compiled.positives == ("再ランキング", "ランキング", "ノ評価", "ニツイテ")
     assert not compiled.fallback and not compiled.vector_only
     assert fts_rowids(compiled.match_expr) == {3, 4}
 
@@ -91,14 +98,14 @@ def test_script_boundaries_cut_a_japanese_sentence_into_the_documented_runs():
 
 def test_a_quoted_region_is_kept_as_one_verbatim_phrase():
     compiled = compile_query('"Foundry Local" の設定')
-    assert compiled.match_expr == '"Foundry Local" OR "の設定"'
+    assert compiled.match_expr == '"Foundry Local" OR "ノ設定"'
     assert fts_rowids(compiled.match_expr) == {5}
 
 
 def test_a_short_word_with_no_neighbour_in_its_group_is_dropped():
     compiled = compile_query("AI について")
-    assert compiled.positives == ("について",)
-    assert compiled.match_expr == '"について"'
+    assert compiled.positives == ("ニツイテ",)
+    assert compiled.match_expr == '"ニツイテ"'
 
 
 def test_a_short_english_word_is_dropped_and_the_long_one_kept():
@@ -110,8 +117,8 @@ def test_a_short_english_word_is_dropped_and_the_long_one_kept():
 def test_a_query_where_no_phrase_survives_falls_back_to_the_whole_trimmed_query():
     compiled = compile_query("  AI と ML  ")
     assert compiled.fallback
-    assert compiled.positives == ("AI と ML",)
-    assert compiled.match_expr == '"AI と ML"'
+    assert compiled.positives == ("AI ト ML",)
+    assert compiled.match_expr == '"AI ト ML"'
     assert fts_rowids(compiled.match_expr) == {5}
 
 
@@ -228,8 +235,8 @@ def test_exclusions_with_a_vector_only_positive_part_keep_the_negative_expressio
 def test_the_fallback_phrase_is_the_positive_query_with_exclusions_cut_out():
     compiled = compile_query("AI -async と ML")
     assert compiled.fallback
-    assert compiled.positives == ("AI と ML",)
-    assert compiled.match_expr == '("AI と ML") NOT ("async")'
+    assert compiled.positives == ("AI ト ML",)
+    assert compiled.match_expr == '("AI ト ML") NOT ("async")'
     assert fts_rowids(compiled.match_expr) == {5}
 
 
@@ -251,12 +258,12 @@ def test_a_doubled_quote_inside_a_quoted_region_is_a_literal_quote():
 
 def test_a_quoted_phrase_under_three_characters_is_dropped():
     compiled = compile_query('"AI" について')
-    assert compiled.positives == ("について",)
+    assert compiled.positives == ("ニツイテ",)
 
 
 def test_quoting_a_region_wide_enough_to_clear_the_floor_rescues_a_short_word():
     compiled = compile_query('"AI と ML" pipelines')
-    assert compiled.positives == ("AI と ML", "pipelines")
+    assert compiled.positives == ("AI ト ML", "pipelines")
 
 
 def test_an_unterminated_quote_runs_to_the_end_of_the_query():
@@ -293,7 +300,7 @@ def test_punctuation_and_symbols_cut_groups_like_whitespace():
 
 def test_a_run_shorter_than_three_characters_joins_its_neighbours_within_its_group():
     compiled = compile_query("の評価について")
-    assert compiled.positives == ("の評価", "について")
+    assert compiled.positives == ("ノ評価", "ニツイテ")
 
 
 def test_several_short_runs_join_until_the_span_reaches_three_characters():
@@ -302,7 +309,7 @@ def test_several_short_runs_join_until_the_span_reaches_three_characters():
 
 def test_a_short_run_between_two_standalone_runs_joins_rightwards():
     compiled = compile_query("ランキングの評価方法")
-    assert compiled.positives == ("ランキング", "の評価方法", "評価方法")
+    assert compiled.positives == ("ランキング", "ノ評価方法", "評価方法")
 
 
 def test_a_short_tail_after_a_joined_span_extends_it_and_keeps_every_earlier_span():
@@ -322,7 +329,9 @@ def test_a_group_that_never_reaches_three_characters_is_dropped():
 
 def test_the_long_vowel_mark_belongs_to_katakana():
     assert split_scripts("サーバーの") == ["サーバー", "の"]
-    assert compile_query("サーバーの").positives == ("サーバーの", "サーバー")
+    # Cut before it is folded; each phrase ending in a long vowel mark is followed by its spelling
+    # without it (サーバー and サーバ: decision 0018).
+    assert compile_query("サーバーの").positives == ("サーバーノ", "サーバノ", "サーバー", "サーバ")
 
 
 def test_the_iteration_marks_belong_to_kanji():
@@ -341,7 +350,9 @@ def test_a_combining_mark_stays_with_its_base_character():
 def test_lengths_are_counted_in_characters_not_bytes():
     assert compile_query("日本").vector_only  # 2 characters, 6 bytes
     assert compile_query("日本語").positives == ("日本語",)  # 3 characters
-    assert compile_query("e\u0301t").positives == ("e\u0301t",)  # 3 code points
+    assert compile_query("e\u0332t").positives == ("e\u0332t",)  # 3 code points
+    # NFKC (decision 0018) makes e + U+0301 one character, é: 2 characters, the whole query's fallback.
+    assert compile_query("e\u0301t").positives == ("\u00e9t",) and compile_query("e\u0301t").fallback
 
 
 # ---------------------------------------------------------------------------
@@ -520,7 +531,7 @@ def test_every_compiled_expression_is_accepted_by_a_real_fts5_match(query):
     assert len(compiled.negatives) <= 32
     assert (compiled.match_expr is None) == compiled.vector_only
 
-    # (c) every phrase comes from the input: verbatim for unquoted text, and
+    # (c) every phrase comes from the input, folded (decision 0018): verbatim for unquoted text, and
     # after the "" -> " unescape for quoted regions
     source = _clean(query)
     unescaped = source.replace('""', '"')
@@ -528,10 +539,10 @@ def test_every_compiled_expression_is_accepted_by_a_real_fts5_match(query):
     if compiled.fallback:
         # the fallback is the positive query with exclusion groups cut out
         assert len(compiled.positives) == 1
-        assert all(part in source for part in compiled.positives[0].split())
+        assert all(part in fold(source) for part in compiled.positives[0].split())
     else:
         phrases += compiled.positives
     for phrase in phrases:
         assert len(phrase) >= 3
-        assert phrase.replace('"', '""') in source
-        assert phrase in unescaped
+        assert fold(phrase) == phrase
+        assert phrase in fold(unescaped) or phrase.replace('"', '""') in fold(source)

@@ -104,5 +104,5 @@ def test_groove_index_embeds_everything_else_and_leaves_the_failing_text_pending
     fake = BagOfWordsEmbedder()
     fake.fail_on.add(POISON)
     summary = anyio.run(lambda: index_once(make_settings(kb), embedder=fake))
-    assert summary["pending_chunks"] == 1
-    assert summary["chunks_embedded"] == summary["chunks_written"] - 1
+    assert summary.pending_chunks == 1
+    assert summary.chunks_embedded == summary.chunks_written - 1

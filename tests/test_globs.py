@@ -100,6 +100,11 @@ def test_the_last_matching_line_decides_and_a_bang_line_re_includes():
     assert lines.match("x.md") and not lines.match("keep.md") and lines.match("drafts/keep.md")
 
 
+def test_a_set_of_lines_says_ignored_re_included_or_nothing_so_nested_gitignore_files_can_defer_upward():
+    lines, _ = globs.parse_lines(["*.md", "!keep.md"])
+    assert lines.decide("x.md") is True and lines.decide("keep.md") is False and lines.decide("x.txt") is None
+
+
 def test_the_matcher_agrees_with_pathspec_on_thousands_of_random_lines_and_paths():
     pathspec = pytest.importorskip("pathspec")
     rng = random.Random(22)

@@ -154,7 +154,8 @@ FAKE = BagOfWordsEmbedder()
 
 
 def index(settings):
-    return anyio.run(lambda: index_once(settings, embedder=FAKE))
+    # the report as `groove index --format json` prints it
+    return anyio.run(lambda: index_once(settings, embedder=FAKE)).model_dump(mode="json")
 
 
 def status(settings):

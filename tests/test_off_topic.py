@@ -217,6 +217,42 @@ def test_eval_reports_both_rates_beside_recall(vault, tmp_path):
                     "  - {id: a, query: knead the bread dough, expected: [bread.md]}\n"
                     "  - {id: b, query: quantum chromodynamics lattice, expected: []}\n")
     result = anyio.run(lambda: eval_once(vault, path, embedder=BagOfWordsEmbedder(), record=False))
-    m = result["metrics"]
+    m = result.metrics
     assert m["recall@1"] == 1.0 and m["off_topic_answerable"] == 0.0 and m["off_topic_unanswerable"] == 1.0
-    assert result["answerable"] == 1 and result["unanswerable"] == 1
+    assert result.answerable == 1 and result.unanswerable == 1
+
+
+def test_while_one_search_measures_a_moved_index_the_others_keep_the_last_scale_instead_of_waiting(vault, monkeypatch):
+    from groove.app import Index
+    from groove.search.pipeline import Searcher
+
+    stale = Calibration(answered=0.9, unanswered=0.5, queries=64, vectors=1, model=BagOfWordsEmbedder().identity)
+    started, release = anyio.Event(), anyio.Event()
+    fresh = Calibration(answered=0.8, unanswered=0.4, queries=64, vectors=1, model=stale.model)
+
+    async def slow_measure(self, reading, model, size):  # fault injection: a measurement that takes its time
+        started.set()
+        await release.wait()
+        return fresh
+
+    monkeypatch.setattr(Searcher, "_measure_calibration", slow_measure)
+    got: dict[str, Calibration | None] = {}
+
+    async def main() -> None:
+        async with Index.open(vault, readonly=True, embedder=BagOfWordsEmbedder()) as index:
+            searcher = index.searcher
+            searcher.calibration = stale  # measured when the index held 1 vector: it no longer serves
+            state = (stale.model, 500, None)  # the index now holds 500 vectors
+
+            async def first() -> None:
+                got["first"] = await searcher.calibration_for(index.reading, state)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first)
+                await started.wait()
+                with anyio.fail_after(5):
+                    got["second"] = await searcher.calibration_for(index.reading, state)
+                release.set()
+
+    anyio.run(main)
+    assert got["second"] is stale and got["first"] is fresh

@@ -229,7 +229,7 @@ def test_every_enabled_file_type_is_indexed_and_found_by_search_with_its_positio
     corpus(kb)
     settings = make_settings(kb, **{"parsers.enabled": ALL})
     summary = anyio.run(lambda: index_once(settings, embedder=FAKE))
-    assert summary["added"] == 6 and summary["skipped"] == 0
+    assert summary.added == 6 and summary.skipped == 0
     expect = {
         "foghorn": ("docs/plain.txt", None),
         "quasar": ("docs/paper.pdf", {"page": 2}),
@@ -266,12 +266,12 @@ def test_file_types_that_are_not_enabled_are_not_scanned_and_disabling_one_drops
     corpus(kb)
     settings = make_settings(kb)  # the default: markdown only
     summary = anyio.run(lambda: index_once(settings, embedder=FAKE))
-    assert summary["added"] == 1 and summary["skipped"] == 0
+    assert summary.added == 1 and summary.skipped == 0
     assert hits(settings, "quasar") == []
     enabled = make_settings(kb, **{"parsers.enabled": ["markdown", "pdf"]})
-    assert anyio.run(lambda: index_once(enabled, embedder=FAKE))["added"] == 1
+    assert anyio.run(lambda: index_once(enabled, embedder=FAKE)).added == 1
     assert hits(enabled, "quasar")[0].path == "docs/paper.pdf"
-    assert anyio.run(lambda: index_once(settings, embedder=FAKE))["deleted"] == 1
+    assert anyio.run(lambda: index_once(settings, embedder=FAKE)).deleted == 1
     assert hits(settings, "quasar") == []
 
 
@@ -288,7 +288,7 @@ def test_a_corrupt_file_of_each_type_is_skipped_with_its_reason_and_the_rest_ind
     (kb / "bad.txt").write_bytes(b"not utf-8 \xff\xfe\xff")  # no BOM at the start: a BOM means UTF-16
     settings = make_settings(kb, **{"parsers.enabled": ALL})
     summary = anyio.run(lambda: index_once(settings, embedder=FAKE))
-    assert summary["added"] == 1 and summary["skipped"] == 6
+    assert summary.added == 1 and summary.skipped == 6
     reasons = {s.path: s.reason for s in anyio.run(lambda: read_status(settings, embedder=FAKE)).skipped}
     assert reasons["bad.pdf"].startswith("not a readable PDF (")
     assert reasons["locked.pdf"].startswith("encrypted PDF: it needs a password")
@@ -310,7 +310,7 @@ def test_documents_have_their_own_byte_limit(kb, make_settings):
     assert reasons == {"note.md": f"too large ({(kb / 'note.md').stat().st_size} bytes > max_file_bytes 1000)",
                        "paper.pdf": f"too large ({size} bytes > [parsers] max_document_bytes {size - 1})"}
     roomy = make_settings(kb, **{"parsers.enabled": ["markdown", "pdf"], "index.max_file_bytes": 1000})
-    assert anyio.run(lambda: index_once(roomy, embedder=FAKE))["added"] == 1  # the PDF is over 1000 bytes too
+    assert anyio.run(lambda: index_once(roomy, embedder=FAKE)).added == 1  # the PDF is over 1000 bytes too
 
 
 def test_groove_index_and_search_on_the_command_line_find_a_pdf_page_and_a_slide(kb, tmp_path):

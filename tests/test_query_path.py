@@ -286,7 +286,7 @@ def test_groove_index_feeds_the_model_batches_of_similar_length_and_embeds_every
     settings = make_settings(kb, **{"embedding.batch_size": 5})
     model = _Recording()
     summary = anyio.run(lambda: index_once(settings, embedder=model))
-    assert summary["pending_chunks"] == 0 and summary["chunks_embedded"] == 40
+    assert summary.pending_chunks == 0 and summary.chunks_embedded == 40
     assert sorted(len(b) for b in model.batches) == [5] * 8
     windows = [model.batches[i : i + 4] for i in range(0, 8, 4)]  # 4 batches of 5 per window
     for window in windows:
@@ -303,4 +303,4 @@ def test_a_text_the_model_cannot_take_is_set_aside_and_the_rest_of_its_window_is
     model = BagOfWordsEmbedder()
     model.fail_on.add("poison")
     summary = anyio.run(lambda: index_once(settings, embedder=model))
-    assert summary["chunks_embedded"] == 11 and summary["pending_chunks"] == 1
+    assert summary.chunks_embedded == 11 and summary.pending_chunks == 1

@@ -442,6 +442,414 @@ def test_cli_status_as_json(config, home, monkeypatch, capsys, fake_systemctl):
     assert data["installed"] is False and data["state"] == "unknown"
 
 
+# --- named instances -------------------------------------------------------------------------
+
+class PerUnitManager(FakeManager):
+    """FakeManager whose `is-active` / `launchctl print` answer per unit (`states`: unit or label -> state)."""
+
+    def __init__(self, states: dict[str, str], **answers):
+        super().__init__(**answers)
+        self.states = states
+
+    def __call__(self, argv):
+        argv = list(argv)
+        if argv[:3] == ["systemctl", "--user", "is-active"]:
+            self.calls.append(argv)
+            state = self.states.get(argv[3], "inactive")
+            return subprocess.CompletedProcess(argv, 0 if state == "active" else 3, state + "\n", "")
+        if argv[:2] == ["launchctl", "print"]:
+            self.calls.append(argv)
+            label = argv[2].rsplit("/", 1)[1]
+            if label not in self.states:
+                return subprocess.CompletedProcess(argv, 113, "", "Could not find service\n")
+            return subprocess.CompletedProcess(argv, 0, f"{argv[2]} = {{\n\tstate = {self.states[label]}\n}}\n", "")
+        return super().__call__(argv)
+
+
+def never_busy(host, port):
+    return True
+
+
+def install_instance(platform, name, folder: Path, env, *, port=None, index=None, config=None, probe=never_busy,
+                     runner=None):
+    """plan_install + install, as `groove service install --name NAME --kb FOLDER` does."""
+    plan = service.plan_install(platform, name=name, config=config, kb=folder, index=index, port=port,
+                                host="127.0.0.1", env=env, probe=probe)
+    report = service.install(platform, config=config, command=GROOVE, env=env, runner=runner or FakeManager(),
+                             flags=plan.flags, name=name)
+    return plan, report
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> dict[str, Path]:
+    made = {n: tmp_path / n for n in ("work", "home notes", "third")}
+    for path in made.values():
+        path.mkdir()
+    return made
+
+
+def _exec_start(unit_text: str) -> list[str]:
+    [line] = [l for l in unit_text.splitlines() if l.startswith("ExecStart=")]
+    return service.split_exec_start(line[len("ExecStart="):])
+
+
+def test_two_named_systemd_instances_get_their_own_unit_folder_index_and_port(folders, env):
+    work, home = folders["work"], folders["home notes"]
+    mgr = FakeManager()
+    plan_w, report_w = install_instance("linux", "work", work, env, runner=mgr)
+    plan_h, report_h = install_instance("linux", "home", home, env)
+    assert report_w.exit_code == 0 == report_h.exit_code, report_w.err + report_h.err
+    units = Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user"
+    text_w = (units / "groove-work.service").read_text()
+    text_h = (units / "groove-home.service").read_text()
+    assert not (units / "groove.service").exists()  # the default instance is untouched
+    assert "Description=groove (work): local search" in text_w and "Description=groove (home): local search" in text_h
+    assert "groove service install --name work` writes this file to ~/.config/systemd/user/groove-work.service" in text_w
+    argv_w, argv_h = _exec_start(text_w), _exec_start(text_h)
+    assert argv_w == [*GROOVE, "serve", "--transport", "http", "--kb", str(work), "--index", str(plan_w.index),
+                      "--bind", "127.0.0.1:3101"]
+    assert argv_h == [*GROOVE, "serve", "--transport", "http", "--kb", str(home), "--index", str(plan_h.index),
+                      "--bind", "127.0.0.1:3102"]  # the space in "home notes" survives the quoting
+    assert f'--kb "{home}"' in text_h
+    assert plan_w.index != plan_h.index and plan_w.port_chosen and (plan_w.port, plan_h.port) == (3101, 3102)
+    assert mgr.calls == [["systemctl", "--user", "daemon-reload"],
+                         ["systemctl", "--user", "enable", "--now", "groove-work.service"]]
+    assert "journalctl --user -u groove-work -f" in report_w.out[-1]
+    assert "groove service status --name work" in report_w.out[-1]
+    # Everything else in the two files is the same unit.
+    strip = lambda t: [l for l in t.splitlines() if not l.startswith(("ExecStart=", "Description=", "# `groove"))]
+    assert strip(text_w) == strip(text_h) == strip(service.render_systemd_unit(GROOVE, None))
+
+
+def test_two_named_launchd_instances_get_their_own_label_plist_logs_and_port(folders, env, home: Path):
+    work, other = folders["work"], folders["home notes"]
+    mgr = FakeManager(bootout=(3, "", "Boot-out failed: 3: No such process\n"))
+    plan_w, report_w = install_instance("macos", "work", work, env, runner=mgr)
+    plan_h, _ = install_instance("macos", "home", other, env)
+    assert report_w.exit_code == 0, report_w.err
+    agents = home / "Library" / "LaunchAgents"
+    w = plistlib.loads((agents / "com.groove.agent.work.plist").read_bytes())
+    h = plistlib.loads((agents / "com.groove.agent.home.plist").read_bytes())
+    assert not (agents / "com.groove.agent.plist").exists()
+    assert (w["Label"], h["Label"]) == ("com.groove.agent.work", "com.groove.agent.home")
+    assert w["ProgramArguments"] == [*GROOVE, "serve", "--transport", "http", "--kb", str(work), "--index",
+                                     str(plan_w.index), "--bind", "127.0.0.1:3101"]
+    assert h["ProgramArguments"][-6:] == ["--kb", str(other), "--index", str(plan_h.index), "--bind", "127.0.0.1:3102"]
+    logs = home / "Library" / "Logs" / "groove"
+    assert (w["StandardErrorPath"], h["StandardErrorPath"]) == (f"{logs}/groove-work.err.log", f"{logs}/groove-home.err.log")
+    assert w["StandardOutPath"] == f"{logs}/groove-work.out.log"
+    domain = f"gui/{os.getuid()}"
+    assert mgr.calls == [["launchctl", "bootout", f"{domain}/com.groove.agent.work"],
+                         ["launchctl", "enable", f"{domain}/com.groove.agent.work"],
+                         ["launchctl", "bootstrap", domain, str(agents / "com.groove.agent.work.plist")]]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_systemds_own_parser_accepts_the_units_of_two_instances(tmp_path: Path, folders, env):
+    exe = write(tmp_path / "my venv" / "bin" / "groove", "#!/bin/sh\nexit 0\n")
+    exe.chmod(0o755)
+    for name, folder in (("work", folders["work"]), ("home", folders["home notes"])):
+        plan = service.plan_install("linux", name=name, config=None, kb=folder, index=None, port=None,
+                                    host="127.0.0.1", env=env, probe=never_busy)
+        service.install("linux", config=None, command=[str(exe)], env=env, runner=FakeManager(), flags=plan.flags,
+                        name=name)
+    units = sorted((Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user").glob("groove-*.service"))
+    assert [u.name for u in units] == ["groove-home.service", "groove-work.service"]
+    ok = subprocess.run(["systemd-analyze", "verify", *map(str, units)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+
+
+@pytest.mark.parametrize("odd", ["/home/me/my notes", "/home/me/100% done", "/home/$USER/n", '/a "b"\\c'])
+def test_exec_start_reads_back_what_was_written(odd: str):
+    argv = ["/opt/my venv/groove", "serve", "--kb", odd]
+    unit = service.render_systemd_unit(argv[:1], None, argv[2:])
+    assert _exec_start(unit) == [argv[0], "serve", "--transport", "http", "--kb", odd]
+
+
+@pytest.mark.parametrize("platform", service.PLATFORMS)
+def test_list_shows_each_instance_with_folder_port_and_state(platform, folders, config: Path, kb: Path, env):
+    service.install(platform, config=config, command=GROOVE, env=env, runner=FakeManager())  # the default one
+    install_instance(platform, "work", folders["work"], env)
+    install_instance(platform, "home", folders["home notes"], env, port=4100)
+    units = (["groove.service", "groove-work.service"] if platform == "linux"
+             else ["com.groove.agent", "com.groove.agent.work"])
+    running = "active" if platform == "linux" else "running"
+    report = service.list_instances(platform, env=env, runner=PerUnitManager({units[0]: running, units[1]: running}))
+    assert report.exit_code == 0 and report.err == []
+    rows = [line.split() for line in report.out]
+    stopped = "inactive" if platform == "linux" else "not loaded"
+    assert rows[0] == ["NAME", "FOLDER", "PORT", "STATE"]
+    assert report.out[1].split() == ["default", str(kb), "3100", running]  # kb_path and bind from the config file
+    assert report.out[2].startswith("home ") and report.out[2].rstrip().endswith(f"4100  {stopped}")
+    assert f"  {folders['home notes']}  " in report.out[2]
+    assert rows[3] == ["work", str(folders["work"]), "3101", running]
+    data = {i["name"]: i for i in report.data["instances"]}
+    assert data["work"]["unit"] == units[1] and data["work"]["bind"] == "127.0.0.1:3101"
+    assert data["default"]["config"] == str(config) and data["default"]["index"] == str(
+        service.default_index_path(kb.resolve()))
+
+
+def test_list_with_nothing_installed_says_how_to_install(env):
+    report = service.list_instances("linux", env=env, runner=FakeManager())
+    assert report.data["instances"] == [] and "groove service install [--name NAME] --kb PATH" in report.out[0]
+
+
+def test_list_without_a_session_shows_the_instances_and_says_once_that_states_are_unknown(folders, env):
+    install_instance("linux", "work", folders["work"], env)
+    install_instance("linux", "home", folders["home notes"], env)
+    report = service.list_instances("linux", env=env, runner=no_session)
+    assert [line.split()[-1] for line in report.out[1:]] == ["unknown", "unknown"]
+    assert report.err == [f"systemd user session not available: {NO_BUS}: the states are unknown"]
+
+
+@pytest.mark.parametrize("platform", service.PLATFORMS)
+def test_a_second_instance_of_the_same_folder_is_refused_naming_the_first(platform, folders, env, tmp_path: Path):
+    install_instance(platform, "work", folders["work"], env)
+    before = sorted(p.name for p in service.unit_dir(platform, env).iterdir())
+    with pytest.raises(service.ServiceError) as err:
+        install_instance(platform, "again", folders["work"], env)
+    unit = "groove-work.service" if platform == "linux" else "com.groove.agent.work"
+    assert f"already served by the groove service instance 'work' ({unit})" in str(err.value)
+    assert "groove service uninstall --name work" in str(err.value)
+    # The same folder by another name (a symlink, a trailing slash) is the same folder.
+    link = tmp_path / "link-to-work"
+    link.symlink_to(folders["work"], target_is_directory=True)
+    with pytest.raises(service.ServiceError, match="instance 'work'"):
+        install_instance(platform, "again", link, env)
+    with pytest.raises(service.ServiceError, match="instance 'work'"):
+        install_instance(platform, None, Path(str(folders["work"]) + "/"), env)  # nor the default instance
+    assert sorted(p.name for p in service.unit_dir(platform, env).iterdir()) == before
+
+
+def test_the_default_instance_folder_from_its_config_counts_too(config: Path, kb: Path, env):
+    service.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
+    with pytest.raises(service.ServiceError, match=r"instance 'default' \(groove.service\).*`groove service uninstall`"):
+        install_instance("linux", "notes", kb, env)
+
+
+def test_a_shared_index_is_refused_naming_the_instance_that_has_it(folders, env, tmp_path: Path):
+    index = tmp_path / "shared.sqlite"
+    install_instance("linux", "work", folders["work"], env, index=index)
+    with pytest.raises(service.ServiceError, match="index .*shared.sqlite is already used by the groove service instance 'work'"):
+        install_instance("linux", "home", folders["home notes"], env, index=index)
+
+
+def test_reinstalling_an_instance_keeps_its_port_and_may_change_its_folder(folders, env):
+    install_instance("linux", "work", folders["work"], env)
+    install_instance("linux", "home", folders["home notes"], env)
+    plan, report = install_instance("linux", "work", folders["third"], env)
+    assert report.exit_code == 0 and plan.port == 3101 and not plan.port_chosen
+    assert f"--kb {folders['third']} " in service.unit_path("linux", env, "work").read_text()
+
+
+def test_a_port_another_instance_has_is_refused_and_a_free_one_is_chosen_around_a_busy_one(folders, env):
+    install_instance("linux", "work", folders["work"], env, port=3101)
+    with pytest.raises(service.ServiceError, match="port 3101 is already the port of the groove service instance 'work'"):
+        install_instance("linux", "home", folders["home notes"], env, port=3101)
+    # A real listener on the port that would come next: the one after it is chosen.
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        assert service.port_is_free("127.0.0.1", taken) is False
+        with pytest.raises(service.ServiceError, match=f"port {taken} on 127.0.0.1 is in use by another program"):
+            install_instance("linux", "home", folders["home notes"], env, port=taken, probe=service.port_is_free)
+        picked = service.choose_port("127.0.0.1", set(), lambda h, p: p != 3102 and p != taken)
+        assert picked == 3101
+        picked = service.choose_port("127.0.0.1", {3101}, lambda h, p: p != 3102)
+        assert picked == 3103
+    free = service.choose_port("127.0.0.1", {3101})
+    assert free > 3101 and service.port_is_free("127.0.0.1", free)
+    with pytest.raises(service.ServiceError, match="no free port from 3101 to 3200"):
+        service.choose_port("127.0.0.1", set(), lambda h, p: False)
+
+
+@pytest.mark.parametrize("bad", ["Work", "-work", "work-", "my_notes", "a" * 33, "a/b", "..", "", "wörk", "work.2"])
+def test_bad_instance_names_are_refused_with_what_a_name_is(bad: str, folders, env):
+    with pytest.raises(service.ServiceError, match="is not an instance name: use 1 to 32 lowercase letters"):
+        install_instance("linux", bad, folders["work"], env)
+    assert not service.unit_dir("linux", env).exists()
+
+
+def test_default_is_not_a_name_and_good_names_pass():
+    with pytest.raises(service.ServiceError, match="--name default means the instance installed without --name"):
+        service.check_name("default")
+    for good in ("work", "w", "notes-2024", "a" * 32, "1"):
+        assert service.check_name(good) == good
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536])
+def test_a_port_out_of_range_is_refused(port, folders, env):
+    with pytest.raises(service.ServiceError, match=f"--port {port}: a port is a number from 1 to 65535"):
+        install_instance("linux", "work", folders["work"], env, port=port)
+
+
+def test_a_named_instance_without_a_folder_is_refused(env):
+    with pytest.raises(service.ServiceError, match="a named instance needs its notes folder: pass --kb PATH"):
+        service.plan_install("linux", name="work", config=None, kb=None, index=None, port=None, host="127.0.0.1", env=env)
+
+
+def test_a_named_instance_takes_its_folder_and_index_from_a_config_file(tmp_path: Path, kb: Path, env):
+    cfg = write(tmp_path / "work.toml", f'kb_path = "{kb}"\nindex_path = "idx/work.sqlite"\n[serve]\nbind = "[::1]:3100"\n')
+    plan, report = install_instance("linux", "work", None, env, config=cfg)
+    assert report.exit_code == 0
+    argv = _exec_start(service.unit_path("linux", env, "work").read_text())
+    assert argv[argv.index("--config") + 1] == str(cfg)
+    assert argv[argv.index("--index") + 1] == str(tmp_path / "idx" / "work.sqlite")
+    assert plan.folder == kb.resolve()
+    [inst] = service.installed_instances("linux", env)
+    assert (inst.folder, inst.port) == (str(kb), 3101)
+
+
+def test_uninstall_of_one_instance_leaves_the_others(folders, env, config: Path):
+    service.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
+    install_instance("linux", "work", folders["work"], env)
+    install_instance("linux", "home", folders["home notes"], env)
+    mgr = FakeManager()
+    report = service.uninstall("linux", env=env, runner=mgr, name="work")
+    assert report.exit_code == 0 and "stopped and disabled" in report.out
+    assert ["systemctl", "--user", "disable", "--now", "groove-work.service"] in mgr.calls
+    assert [i.name for i in service.installed_instances("linux", env)] == ["default", "home"]
+
+
+def test_uninstalling_an_instance_that_is_not_there_names_the_ones_that_are(folders, env):
+    install_instance("linux", "work", folders["work"], env)
+    with pytest.raises(service.ServiceError, match=r"no groove service instance named 'wrok' is installed \(installed: work;"):
+        service.uninstall("linux", env=env, runner=FakeManager(), name="wrok")
+
+
+def _real_index(kb: Path, index: Path) -> None:
+    """A real groove index of `kb`, built by the real indexer (the bag-of-words embedder: no model to load)."""
+    import anyio
+    from fakes import BagOfWordsEmbedder
+    from groove.app import index_once
+    from groove.config import load_settings
+
+    write(kb / "a.md", "# A note\n\nSome words about tomatoes.\n")
+    anyio.run(lambda: index_once(load_settings(None, kb_path=kb, index_path=index), embedder=BagOfWordsEmbedder()))
+
+
+@pytest.mark.parametrize("platform", service.PLATFORMS)
+def test_uninstall_purge_deletes_the_instances_index_and_nothing_else(platform, folders, env, tmp_path: Path):
+    index = tmp_path / "data" / "work.sqlite"
+    _real_index(folders["work"], index)
+    write(Path(str(index) + ".eval.jsonl"), "{}\n")
+    other = tmp_path / "data" / "home.sqlite"
+    _real_index(folders["home notes"], other)
+    install_instance(platform, "work", folders["work"], env, index=index)
+    install_instance(platform, "home", folders["home notes"], env, index=other)
+    report = service.uninstall(platform, env=env, runner=FakeManager(), name="work", purge=True)
+    assert report.exit_code == 0, report.err
+    assert f"deleted the index {index} and work.sqlite.eval.jsonl, work.sqlite.lock" in report.out
+    assert sorted(p.name for p in index.parent.iterdir()) == ["home.sqlite", "home.sqlite.lock"]
+    assert (folders["work"] / "a.md").is_file()  # the notes are never touched
+    # Without --purge the index stays.
+    report = service.uninstall(platform, env=env, runner=FakeManager(), name="home")
+    assert other.is_file() and not any("deleted" in line for line in report.out)
+
+
+def test_purge_keeps_an_index_a_process_still_writes_and_a_file_that_is_not_an_index(folders, env, tmp_path: Path):
+    from groove.store import db
+
+    index = tmp_path / "work.sqlite"
+    _real_index(folders["work"], index)
+    install_instance("linux", "work", folders["work"], env, index=index)
+    writer = db.WriterLock(index)
+    writer.acquire()
+    try:
+        report = service.uninstall("linux", env=env, runner=FakeManager(), name="work", purge=True)
+    finally:
+        writer.release()
+    assert report.exit_code == 1 and report.err[0].startswith(f"--purge: the index {index} was kept:")
+    assert index.is_file() and not service.unit_path("linux", env, "work").exists()
+
+    precious = write(tmp_path / "precious.sqlite", "not an index\n")
+    install_instance("linux", "home", folders["home notes"], env, index=precious)
+    report = service.uninstall("linux", env=env, runner=FakeManager(), name="home", purge=True)
+    assert report.exit_code == 1 and "is not a groove index, so --purge will not delete it" in report.err[0]
+    assert precious.read_text() == "not an index\n"
+
+
+def test_status_of_a_named_instance_names_its_folder_and_port(folders, env):
+    install_instance("linux", "work", folders["work"], env)
+    mgr = FakeManager(is_active=(0, "active\n", ""))
+    report = service.status("linux", env=env, runner=mgr, name="work")
+    assert mgr.calls == [["systemctl", "--user", "is-active", "groove-work.service"]]
+    assert report.exit_code == 0 and report.data["port"] == 3101 and report.data["folder"] == str(folders["work"])
+    assert f"notes:     {folders['work']}" in report.out and "listens:   127.0.0.1:3101" in report.out
+
+
+def test_cli_install_list_and_uninstall_of_a_named_instance(folders, home, monkeypatch, capsys, fake_systemctl):
+    monkeypatch.setenv("HOME", str(home))
+    code = main(["service", "install", "--name", "work", "--kb", str(folders["work"]), "--platform", "linux"])
+    out, err = capsys.readouterr()
+    unit = Path(os.environ["XDG_CONFIG_HOME"]) / "systemd" / "user" / "groove-work.service"
+    assert code == 1 and unit.is_file()  # written; no session to start it in (see the warning)
+    assert "enable --now groove-work`" in err
+    assert "port: 3101 (a free one, chosen); clients connect to http://127.0.0.1:3101/mcp" in out
+    assert main(["service", "list", "--platform", "linux"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].split() == ["NAME", "FOLDER", "PORT", "STATE"]
+    assert out.splitlines()[1].split() == ["work", str(folders["work"]), "3101", "unknown"]
+    assert main(["service", "list", "--platform", "linux", "--format", "json"]) == 0
+    import json
+
+    [inst] = json.loads(capsys.readouterr().out)["instances"]
+    assert inst["name"] == "work" and inst["port"] == 3101 and inst["unit"] == "groove-work.service"
+    assert main(["service", "install", "--name", "again", "--kb", str(folders["work"]), "--platform", "linux"]) == 2
+    assert "already served by the groove service instance 'work'" in capsys.readouterr().err
+    assert main(["service", "install", "--name", "Work!", "--kb", str(folders["work"]), "--platform", "linux"]) == 2
+    assert "groove: error: --name 'Work!' is not an instance name" in capsys.readouterr().err
+    assert main(["service", "uninstall", "--name", "work", "--platform", "linux"]) == 1  # no session: said as a warning
+    assert not unit.exists()
+
+
+def test_cli_install_without_a_name_writes_the_default_unit_as_before(config, kb, home, monkeypatch, capsys, fake_systemctl):
+    monkeypatch.setenv("HOME", str(home))
+    assert main(["service", "install", "--dry-run", "--platform", "linux", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert service.render_systemd_unit(service.groove_command(), str(config)).rstrip("\n") in out
+    assert "--bind" not in out and "port:" not in out
+
+
+def _user_manager() -> str:
+    """Why `systemctl --user` cannot be used here, or "" when a user manager answers."""
+    if shutil.which("systemctl") is None:
+        return "no systemctl on this machine"
+    r = subprocess.run(["systemctl", "--user", "show-environment"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"no systemd user manager here (`systemctl --user` says: {(r.stderr or r.stdout).strip()})"
+    return ""
+
+
+@pytest.mark.skipif(bool(_user_manager()), reason=_user_manager() or "-")
+def test_two_instances_under_the_real_systemd_user_manager(folders, tmp_path: Path):
+    import pwd
+
+    env = {"HOME": pwd.getpwuid(os.getuid()).pw_dir}  # the user manager reads ~/.config/systemd/user
+    names = [f"pytest-{uuid.uuid4().hex[:8]}", f"pytest-{uuid.uuid4().hex[:8]}"]
+    exe = write(tmp_path / "bin" / "groove", "#!/bin/sh\nexec sleep 600\n")  # stands in for groove serve
+    exe.chmod(0o755)
+    try:
+        for name, folder in zip(names, (folders["work"], folders["home notes"])):
+            plan = service.plan_install("linux", name=name, config=None, kb=folder, index=None, port=None,
+                                        host="127.0.0.1", env=env)
+            report = service.install("linux", config=None, command=[str(exe)], env=env, flags=plan.flags, name=name,
+                                     start=False)
+            assert report.exit_code == 0, report.err
+        enabled = subprocess.run(["systemctl", "--user", "is-enabled", *(f"groove-{n}.service" for n in names)],
+                                 capture_output=True, text=True)
+        assert enabled.stdout.split() == ["enabled", "enabled"]
+        listed = {i["name"]: i for i in service.list_instances("linux", env=env).data["instances"]}
+        assert {listed[n]["state"] for n in names} == {"inactive"}
+        assert listed[names[0]]["folder"] == str(folders["work"])
+    finally:
+        for name in names:
+            if service.unit_path("linux", env, name).exists():
+                service.uninstall("linux", env=env, name=name)
+    assert not any(service.unit_path("linux", env, n).exists() for n in names)
+
+
 # --- sd_notify -------------------------------------------------------------------------------
 
 @pytest.fixture

@@ -2,6 +2,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from groove.corpus.normalize import fold, fold_aligned
 from groove.search.hits import Hit
 from groove.search.spans import apply_match_spans, match_spans
 
@@ -132,13 +133,22 @@ phrase_lists = st.lists(st.text(alphabet=ALPHABET, min_size=1, max_size=3), min_
 
 
 def brute_force_spans(content, phrases):
-    """Every run of whole characters whose casefold is a phrase's casefold, merged."""
-    folds = {p.casefold() for p in phrases if p}
+    """Every run of whole characters of the folded content (decision 0018: NFKC joins a letter and its
+    combining mark, hiragana are katakana) whose casefold is a folded phrase's casefold, as the original
+    characters it came from, merged."""
+    aligned = fold_aligned(content)
+    text, starts, ends = ((aligned.text, aligned.starts, aligned.ends) if aligned else
+                          (content, range(len(content)), range(1, len(content) + 1)))
+    # What one stretch of the original folded to is matched whole or not at all.
+    stretch = list(zip(starts, ends))
+    firsts = {i for i in range(len(text)) if i == 0 or stretch[i - 1] != stretch[i]}
+    lasts = {i for i in range(len(text)) if i == len(text) - 1 or stretch[i + 1] != stretch[i]}
+    folds = {fold(p).casefold() for p in phrases if p}
     intervals = sorted(
-        (i, j)
-        for i in range(len(content))
-        for j in range(i + 1, len(content) + 1)
-        if content[i:j].casefold() in folds
+        (starts[i], ends[j - 1])
+        for i in range(len(text))
+        for j in range(i + 1, len(text) + 1)
+        if i in firsts and j - 1 in lasts and text[i:j].casefold() in folds
     )
     merged = []
     for i, j in intervals:
@@ -159,11 +169,11 @@ def test_spans_are_exactly_the_merged_case_insensitive_occurrences(content, phra
 @given(contents, phrase_lists)
 def test_every_span_is_valid_utf8_that_starts_and_ends_with_an_occurrence_of_a_phrase(content, phrases):
     spans = match_spans(content, phrases, max_spans=10_000)
-    folds = [p.casefold() for p in phrases]
+    folds = [fold(p).casefold() for p in phrases]
     for (a, b), (c, _) in zip(spans, spans[1:]):
         assert a < b < c  # sorted, disjoint and not touching
     for text in texts(content, spans):
-        folded = text.casefold()
+        folded = fold(text).casefold()
         assert any(folded.startswith(f) for f in folds)
         assert any(folded.endswith(f) for f in folds)
 
@@ -184,6 +194,12 @@ def test_ascii_content_spans_are_exactly_the_merged_case_insensitive_occurrences
 @given(st.one_of(contents, ascii_contents), st.one_of(phrase_lists, ascii_phrases), st.integers(0, 4))
 def test_the_span_cap_keeps_the_first_merged_spans_whole(content, phrases, cap):
     assert match_spans(content, phrases, max_spans=cap) == brute_force_spans(content, phrases)[:cap]
+
+
+def test_a_phrase_finds_the_spellings_the_fold_makes_one_and_marks_them_as_written():
+    content = "ｻｰﾊﾞｰとサーバの取り扱い、りんご"
+    assert texts(content, match_spans(content, ["サーバ"])) == ["ｻｰﾊﾞ", "サーバ"]
+    assert texts(content, match_spans(content, ["取扱", "リンゴ"])) == ["取り扱い", "りんご"]
 
 
 def test_a_run_of_one_repeated_character_is_one_span_over_every_overlapping_occurrence():

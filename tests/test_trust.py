@@ -207,6 +207,8 @@ def test_a_local_kb_path_alone_applies_but_not_with_your_own_settings_sending_no
     ('[serve.http]\nallowed_origins = ["https://evil.example"]\n',
      '[serve.http] allowed_origins = ["https://evil.example"] (web pages from there could reach the server'),
     ('[serve.http]\nallowed_hosts = ["evil.example"]\n', '[serve.http] allowed_hosts = ["evil.example"]'),
+    ('[best_practice]\npath_templates = ["~/.ssh/{target}"]\n',
+     '[best_practice] path_templates = ["~/.ssh/{target}"] (an MCP client could read files there, outside the notes'),
 ])
 def test_a_local_file_that_opens_the_server_to_others_is_refused_saying_what_it_would_do(text, said):
     write(Path.cwd() / "groove.toml", text)

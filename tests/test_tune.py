@@ -133,12 +133,12 @@ def test_tune_reports_cross_validated_numbers_and_never_writes_the_configuration
     config = write(tmp_path / "groove.toml", "[search]\ndefault_limit = 10\n")
     before = config.read_bytes()
     r = anyio.run(lambda: tune_once(settings, golden, embedder=BagOfWordsEmbedder(dimension=384, identity=E5)))
-    assert r["count"] == 7 and r["settings_tried"] == len(tune.candidates(settings.search.fusion))
-    cv = r["cv"]
-    assert cv["queries"] == 7 and 0.0 <= cv["heldout"] <= 1.0
-    assert cv["best_in_sample"] >= cv["current"]  # the in-sample best can only match or beat row 0
-    assert r["recommend"] == (cv["best"] != 0 and cv["interval"][0] > 0)
-    assert (r["block"] is None) == (not r["recommend"])
+    assert r.count == 7 and r.settings_tried == len(tune.candidates(settings.search.fusion))
+    cv = r.cv
+    assert cv.queries == 7 and 0.0 <= cv.heldout <= 1.0
+    assert cv.best_in_sample >= cv.current  # the in-sample best can only match or beat row 0
+    assert r.recommend == (cv.best != 0 and cv.interval[0] > 0)
+    assert (r.block is None) == (not r.recommend)
     assert config.read_bytes() == before
 
 

@@ -11,9 +11,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import textwrap
+import time
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -22,25 +27,67 @@ import pytest
 from conftest import ROOT, write
 from mcp_support import ServerProcess, note
 
-# GROOVE_UI_SCREENSHOT=path keeps the browser test's screenshot (read at import: the tests run without GROOVE_*)
-KEEP_SCREENSHOT = os.environ.get("GROOVE_UI_SCREENSHOT")
+# GROOVE_UI_SCREENSHOTS=dir keeps the browser tests' screenshots there (docs/images: webview-*.png); read at
+# import, since the tests run without GROOVE_*
+SCREENSHOTS = os.environ.get("GROOVE_UI_SCREENSHOTS")
+SHOT_SIZE = (1200, 800)  # the kept screenshots' viewport
 
 EVIL = (
     "This note tries to inject markup into the web view: payload "
     "<script>window.__pwned = 1</script> <img src=x onerror=\"window.__pwned = 2\"> <b>bold?</b>"
 )
 EVIL_HEADING = "<b>heading</b> <img src=y onerror=\"window.__pwned = 3\">"
+EVIL_LINKS = (
+    "Links that must lead nowhere: [x](javascript:window.__pwned=4) [y](JaVaScRiPt:window.__pwned=5) "
+    "<javascript:window.__pwned=6> [z](data:text/html;base64,PHNjcmlwdD4=) "
+    "<a href=\"javascript:window.__pwned=7\">raw</a> ![pixel](http://evil.example/pixel.png) "
+    "and one that may: [the web](https://example.org/page)."
+)
+
+# A long note: the October section sits far below the top, so opening its hit must scroll to it.
+CALENDAR_SECTIONS = {
+    "January": "Order seed catalogues, draw the beds on squared paper and sharpen the tools while the ground is "
+               "frozen. Check the stored potatoes for soft ones and turn the compost heap when it thaws a little.",
+    "February": "Chit early potatoes on a cool windowsill, prune the apple trees before the buds swell, and spread "
+                "well rotted manure over the empty beds so the worms can pull it down before spring.",
+    "March": "Sow broad beans and peas outside under fleece, start leeks and onions in modules, and put the first "
+             "slug traps out; the soil is warm enough when a bare elbow on it does not feel cold.",
+    "April": "Harden off the seedlings for a week before planting them out, sow carrots thinly in a sunny row, and "
+             "earth up the potatoes whenever the leaves show so that a late frost does not blacken them.",
+    "May": "Plant the courgettes and squashes into pockets of compost, net the brassicas against pigeons, and keep "
+           "watering the new transplants every evening until their roots have found the ground below.",
+    "June": "Pinch out the side shoots, tie the climbing beans to their canes, and sow a second row of lettuce "
+            "every fortnight; shade the greenhouse with a wash so the leaves do not scorch on bright days.",
+    "July": "Pick the beans young and often so the plants keep flowering, feed the pots weekly with comfrey tea, "
+            "and cut the lavender after the bees have finished with it to keep the bushes compact.",
+    "August": "Lift the onions when their necks fold and dry them on a rack in the sun, save seed from the best "
+              "plants, and write down which varieties did well while the season is fresh in memory.",
+    "September": "Harvest the maincrop potatoes on a dry day, sow green manure on the cleared beds, and bring the "
+                 "last green fruit indoors to ripen on a sunny shelf next to a ripe banana.",
+    "October": "Plant garlic cloves pointed end up, a hand's width apart and two knuckles deep, in a bed that had "
+               "no onions this year; they want a cold spell to split into bulbs. See [tomatoes](tomatoes.md) for "
+               "clearing the summer beds first.",
+    "November": "Rake the leaves into wire cages for leaf mould, lift and divide the old rhubarb crowns, and lag "
+                "the outdoor tap before the first hard night of the winter arrives.",
+    "December": "Clean and oil the tools, wash the pots, and read last year's notes by the fire with a pencil "
+                "in hand, planning what to grow more of and what to leave out next year.",
+}
+CALENDAR = "\n\n".join(f"## {month}\n\n{text}" for month, text in CALENDAR_SECTIONS.items())
 
 
 def _corpus(kb: Path) -> dict[str, str]:
     notes = {
         "baking/sourdough.md": note("Sourdough starter", "## Feeding\n\nFeed the sourdough starter twice a day with "
                                     "equal weights of flour and water; a ripe starter doubles in four hours.",
-                                    tags=["baking"]),
-        "baking/bread.md": note("Bread", "## Crust\n\nSteam in the first minutes of baking gives a thin, crackling crust."),
+                                    tags=["baking"], date="2024-03-02"),
+        "baking/bread.md": note("Bread", "## Crust\n\nSteam in the first minutes of baking gives a thin, crackling crust.",
+                                date="2023-05-01"),
         "travel/kyoto.md": note("京都の旅", "## 寺\n\n京都の寺を巡る。清水寺は朝早くが静か。"),
-        "garden/tomatoes.md": note("Tomatoes", "## Watering\n\nWater tomatoes deeply at the roots, never the leaves."),
-        "security/evil.md": note("Markup in a note", f"## Payload {EVIL_HEADING}\n\n" + EVIL),
+        "garden/tomatoes.md": note("Tomatoes", "## Watering\n\nWater tomatoes deeply at the roots, never the leaves.",
+                                   tags=["garden"], date="2024-07-15"),
+        "garden/calendar.md": note("Garden calendar", "What to do in the vegetable garden, month by month.\n\n" + CALENDAR,
+                                   tags=["garden", "calendar"], date="2025-01-10"),
+        "security/evil.md": note("Markup in a note", f"## Payload {EVIL_HEADING}\n\n" + EVIL + "\n\n" + EVIL_LINKS),
     }
     for rel, text in notes.items():
         write(kb / rel, text)
@@ -65,8 +112,10 @@ class Served:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("ui")
-    kb = root / "notes"
+    kb = root / "my notes"  # an Obsidian vault whose name needs encoding in an obsidian:// link
     notes = _corpus(kb)
+    (kb / ".obsidian").mkdir()
+    write(kb / ".obsidian" / "app.json", "{}\n")
     server = ServerProcess(kb, root / "index.sqlite", root)
     try:
         server.wait_healthy()
@@ -211,6 +260,136 @@ def test_the_ui_with_a_trailing_slash_redirects_to_the_page(served):
     assert r.headers["location"] == "/ui"
 
 
+# --- reading a note: /ui/api/note and /ui/api/related ------------------------------------------
+
+def _get(served: Served, endpoint: str, path: str | None, **kwargs: Any) -> httpx.Response:
+    params = None if path is None else {"path": path}
+    return httpx.get(f"{served.server.base}/ui/api/{endpoint}", params=params, timeout=30, **kwargs)
+
+
+def test_the_note_endpoint_answers_the_note_rendered_with_each_blocks_source_lines(served):
+    r = _get(served, "note", "garden/calendar.md")
+    assert r.status_code == 200
+    assert r.headers["x-content-type-options"] == "nosniff"
+    doc = r.json()
+    assert (doc["path"], doc["title"], doc["tags"], doc["date"]) == (
+        "garden/calendar.md", "Garden calendar", ["garden", "calendar"], "2025-01-10")
+    assert doc["frontmatter"] == {"tags": ["garden", "calendar"], "date": "2025-01-10"}
+    html, lines = doc["html"], doc["content"].split("\n")
+    assert not doc["content"].startswith("---") and "tags:" not in html  # the frontmatter is data, not body
+    headings = re.findall(r'<h2 data-line="(\d+)" data-line-end="(\d+)">([^<]+)</h2>', html)
+    assert [h[2] for h in headings] == list(CALENDAR_SECTIONS)
+    for start, end, text in headings:  # each block names the lines of the text it was rendered from
+        assert start == end and lines[int(start) - 1] == f"## {text}"
+    paragraphs = re.findall(r'<p data-line="(\d+)" data-line-end="(\d+)">([^<]+)', html)
+    assert paragraphs and all(lines[int(a) - 1].startswith(text[:20]) for a, _, text in paragraphs)
+    assert '<a data-note="garden/tomatoes.md">tomatoes</a>' in html  # a link to a note, opened in the page
+    assert doc["obsidian_url"] == "obsidian://open?vault=my%20notes&file=garden%2Fcalendar.md"
+
+
+def test_the_note_endpoint_renders_a_hostile_note_as_text_with_no_markup_and_no_script_link(served):
+    html = _get(served, "note", "security/evil.md").json()["html"]
+    assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in html
+    assert "&lt;img src=y onerror=&quot;window.__pwned = 3&quot;&gt;" in html  # the heading's markup is text
+    assert set(re.findall(r"<([a-z0-9]+)", html)) <= {"h1", "h2", "p", "a", "span"}
+    assert re.findall(r'href="([^"]*)"', html) == ["https://example.org/page"]
+    assert not re.search(r"<[^>]*\son\w+=", html)  # no event handler attribute on any tag
+    assert '<span class="img-alt">pixel</span>' in html  # an image is its alt text: nothing is fetched
+
+
+@pytest.mark.parametrize("endpoint", ["note", "related"])
+@pytest.mark.parametrize(
+    ("path", "status", "message"),
+    [
+        (None, 400, "path is required"),
+        ("  ", 400, "path is required"),
+        ("../secret.md", 400, "steps out of the notes folder"),
+        ("garden/../../secret.md", 400, "steps out of the notes folder"),
+        ("/etc/passwd", 400, "is absolute"),
+        ("..%2Fsecret.md", 400, "percent-encoded separators or dots"),
+        ("garden\\..\\secret.md", 400, "contains a backslash"),
+        ("nowhere/missing.md", 404, "no indexed note at 'nowhere/missing.md'"),
+    ],
+)
+def test_the_note_and_related_endpoints_refuse_a_bad_path_with_one_line(served, endpoint, path, status, message):
+    r = _get(served, endpoint, path)
+    assert r.status_code == status
+    error = r.json()["error"]
+    assert message in error and "\n" not in error
+
+
+def test_the_related_endpoint_answers_what_the_related_tool_answers(served):
+    r = _get(served, "related", "garden/calendar.md")
+    assert r.status_code == 200
+    answer = r.json()
+    assert answer["source"]["path"] == "garden/calendar.md"
+
+    async def tool() -> Any:
+        from mcp import Client
+
+        async with Client(served.server.url) as client:
+            return await client.call_tool("related", {"path": "garden/calendar.md", "limit": 8})
+
+    mcp = anyio.run(tool).structured_content
+    assert [n["path"] for n in answer["related"]] == [n["path"] for n in mcp["related"]]
+    assert answer["related"] and "garden/calendar.md" not in [n["path"] for n in answer["related"]]
+
+
+def test_the_topics_endpoint_lists_the_folders_and_tags_the_filters_offer(served):
+    topics = httpx.get(f"{served.server.base}/ui/api/topics", timeout=30).json()
+    assert {f["folder"] for f in topics["folders"]} == {"baking", "garden", "security", "travel"}
+    assert {t["tag"] for t in topics["tags"]} == {"baking", "garden", "calendar"}
+
+
+class _Balance(HTMLParser):
+    """Whether every element opened is closed, in order (void elements aside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.ok = True
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag not in ("br", "hr"):
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        self.ok = self.ok and bool(self.stack) and self.stack.pop() == tag
+
+
+def _balanced(html: str) -> bool:
+    parser = _Balance()
+    parser.feed(html)
+    return parser.ok and not parser.stack
+
+
+def test_a_passage_is_rendered_with_the_querys_matches_marked_in_its_text_only():
+    from groove.serve.ui import render_passage
+
+    content = ("## Feeding\n\nFeed the **sourdough** starter; see [sourdough](https://example.org/sourdough) and "
+               "`sourdough`.\n\n京都の清水寺")
+    spans = [[m.start(), m.end()] for m in re.finditer("sourdough|清水寺".encode(), content.encode())]
+    html = render_passage(content, spans)
+    assert "<h2>Feeding</h2>" in html and "**" not in html and "##" not in html
+    assert "<strong><mark>sourdough</mark></strong>" in html
+    assert 'href="https://example.org/sourdough"' in html  # a match inside the URL leaves the URL whole
+    assert "<code><mark>sourdough</mark></code>" in html and "<mark>清水寺</mark>" in html
+    assert html.count("<mark>") == 4 and _balanced(html)  # five matches, one of them inside the URL
+    # a match across two paragraphs is closed and reopened around the tags between them
+    across = render_passage("one two\n\nthree four", [[4, 14]])
+    assert _balanced(across) and "<mark>two</mark>" in across and "<mark>three</mark>" in across
+    # the private-use characters the marks travel as, written in a note, mark nothing
+    assert "<mark>" not in render_passage("a \ue000b\ue001 c", [])
+
+
+def test_a_plain_text_note_is_shown_line_by_line_as_text_with_its_line_numbers():
+    from groove.serve.ui import render_note
+
+    html = render_note("# not a heading\n<b>x</b> & y\n", "notes/plain.txt", "text/plain")
+    assert html == ('<pre class="plain"><span data-line="1" data-line-end="1"># not a heading\n</span>'
+                    '<span data-line="2" data-line-end="2">&lt;b&gt;x&lt;/b&gt; &amp; y\n</span></pre>\n')
+
+
 def test_the_page_ships_inside_the_wheel(tmp_path):
     """A copy of the project built into a wheel (offline, no build isolation) carries the page, byte for byte."""
     import sys
@@ -250,7 +429,8 @@ def browser_binaries() -> tuple[str, str]:
     return chromium, driver
 
 
-def _driver(binaries: tuple[str, str], *args: str):
+def _driver(binaries: tuple[str, str], *args: str, lang: str = "en-US"):
+    """A headless Chromium whose user asks for `lang` (navigator.languages and Accept-Language)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -258,8 +438,9 @@ def _driver(binaries: tuple[str, str], *args: str):
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1100,1300", "--lang=en-US", *args):
+                "--window-size=1100,1300", f"--lang={lang}", *args):
         options.add_argument(arg)
+    options.add_experimental_option("prefs", {"intl.accept_languages": lang})
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(options=options, service=Service(executable_path=driver))
 
@@ -297,7 +478,66 @@ def _run_search(driver, query: str, *, explain: bool) -> list[Any]:
     driver.find_element(By.CSS_SELECTOR, "form#search button[type=submit]").click()
     _wait(driver, lambda d: int(d.execute_script("return Number(document.body.dataset.searches || 0)")) > before,
           f"the search for {query!r} to finish")
-    return driver.find_elements(By.CSS_SELECTOR, "ol#results li")
+    return driver.find_elements(By.CSS_SELECTOR, "ol#results > li")
+
+
+def _count(driver, name: str) -> int:
+    """One of the page's counters (document.body.dataset: searches, noteOpens, noteCloses, statusPolls)."""
+    return int(driver.execute_script(f"return Number(document.body.dataset.{name} || 0)"))
+
+
+def _load(driver, url: str, *, searches: int = 0) -> None:
+    """Open the page and wait for its first status (and for `searches` searches, run from the URL)."""
+    driver.get(url)
+    _wait(driver, lambda d: d.execute_script("return document.body.dataset.statusLoaded") == "1", "the page to load")
+    if searches:
+        _wait(driver, lambda d: _count(d, "searches") >= searches, f"the search in {url} to run")
+
+
+def _paths(driver) -> list[str]:
+    """The hits' paths, read at once (a search under way may replace the list between two reads)."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('ol#results > li > .hit-head > .hit-path')].map((a) => a.textContent);")
+
+
+def _open_hit(driver, index: int) -> None:
+    """Click a hit's path and wait for its note to open."""
+    from selenium.webdriver.common.by import By
+
+    before = _count(driver, "noteOpens")
+    driver.find_elements(By.CSS_SELECTOR, "ol#results > li")[index].find_element(By.CSS_SELECTOR, ".hit-path").click()
+    _wait(driver, lambda d: _count(d, "noteOpens") > before, f"hit {index}'s note to open")
+
+
+def _note_path(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.ID, "note-path").text
+
+
+def _keep(driver, name: str, script: str | None = None) -> None:
+    """With GROOVE_UI_SCREENSHOTS set, save the page as it is at 1200 x 800 CSS pixels (script runs after the
+    resize, e.g. to scroll back to the marked lines)."""
+    if not SCREENSHOTS:
+        return
+    width, height = SHOT_SIZE
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        if script:
+            driver.execute_script(script)
+        time.sleep(0.3)
+        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
+        assert driver.save_screenshot(str(Path(SCREENSHOTS) / name))
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def _csp_violations(driver) -> list[dict[str, Any]]:
+    return [e for e in driver.get_log("browser") if "Content Security Policy" in e.get("message", "")]
+
+
+SCROLL_TO_MARK = "const m = document.querySelector('#note-body .hit-line'); if (m) scrollPaneTo(m);"
 
 
 def test_the_web_view_shows_status_finds_a_note_highlights_its_span_and_explains(chrome, served, tmp_path):
@@ -321,6 +561,14 @@ def test_the_web_view_shows_status_finds_a_note_highlights_its_span_and_explains
     assert marks and {m.text.casefold() for m in marks} == {"sourdough"}
     passage = first.find_element(By.CSS_SELECTOR, ".passage").text
     assert "Feed the sourdough starter twice a day" in passage
+    # the passage's Markdown is rendered: a heading, not "## Feeding"
+    assert [h.text for h in first.find_elements(By.CSS_SELECTOR, ".passage h2")] == ["Feeding"]
+    assert "##" not in passage
+    # English labels for an English browser
+    assert chrome.execute_script("return document.documentElement.lang") == "en"
+    assert chrome.find_element(By.CSS_SELECTOR, "form#search button[type=submit]").text == "Search"
+    assert [dt.text for dt in chrome.find_elements(By.CSS_SELECTOR, "#status dt")] == [
+        "documents", "chunks", "pending", "model", "watcher", "uptime"]
 
     explain = chrome.find_element(By.ID, "explain")
     assert explain.is_displayed()
@@ -339,27 +587,21 @@ def test_the_web_view_shows_status_finds_a_note_highlights_its_span_and_explains
     shot = tmp_path / "ui.png"
     assert chrome.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000
-    if KEEP_SCREENSHOT:
-        shutil.copyfile(shot, KEEP_SCREENSHOT)
 
     # A Japanese query: the span is cut at UTF-8 byte offsets and lands on whole characters.
     hits = _run_search(chrome, "清水寺", explain=False)
     assert hits[0].find_element(By.CSS_SELECTOR, ".hit-path").text == "travel/kyoto.md"
     assert [m.text for m in hits[0].find_elements(By.CSS_SELECTOR, ".passage mark")] == ["清水寺"]
-    if KEEP_SCREENSHOT:
-        chrome.save_screenshot(str(Path(KEEP_SCREENSHOT).with_suffix(".ja.png")))
     assert not chrome.find_element(By.ID, "explain").is_displayed()
 
     # The inline script ran under the page's CSP (the page works) and the browser reported no violation.
-    violations = [e for e in chrome.get_log("browser") if "Content Security Policy" in e.get("message", "")]
-    assert violations == []
+    assert _csp_violations(chrome) == []
 
 
 def test_a_note_full_of_markup_shows_as_text_and_runs_nothing(chrome, served):
     from selenium.webdriver.common.by import By
 
-    chrome.get(served.ui)
-    _wait(chrome, lambda d: d.execute_script("return document.body.dataset.statusLoaded") == "1", "the page to load")
+    _load(chrome, served.ui)
     hits = _run_search(chrome, "payload inject markup", explain=False)
     evil = [h for h in hits if h.find_element(By.CSS_SELECTOR, ".hit-path").text == "security/evil.md"]
     assert evil, [h.text for h in hits]
@@ -371,11 +613,248 @@ def test_a_note_full_of_markup_shows_as_text_and_runs_nothing(chrome, served):
     assert chrome.execute_script("return document.querySelectorAll('#results script, #results img, #results b').length") == 0
 
 
+def test_a_hit_opens_its_note_in_the_page_rendered_with_the_hits_lines_marked_and_scrolled_to(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    _load(chrome, served.ui)
+    query = "plant garlic cloves"
+    _run_search(chrome, query, explain=False)
+    assert _paths(chrome)[0] == "garden/calendar.md"
+    hit = _search(served, {"query": query, "limit": 10}).json()["results"][0]
+    _open_hit(chrome, 0)
+
+    assert chrome.find_element(By.ID, "note").is_displayed()
+    assert _note_path(chrome) == "garden/calendar.md"
+    assert chrome.find_element(By.ID, "note-title").text == "Garden calendar"
+    body = chrome.find_element(By.ID, "note-body")
+    assert [h.text for h in body.find_elements(By.TAG_NAME, "h2")] == list(CALENDAR_SECTIONS)
+    assert "##" not in body.text and "tags:" not in body.text and "---" not in body.text
+    meta = chrome.find_element(By.ID, "note-meta").text
+    assert "2025-01-10" in meta and "#garden" in meta and "#calendar" in meta  # the frontmatter, as data
+
+    # the hit's lines, and only they, are marked: the October section (lines of the file, frontmatter counted)
+    file_lines = served.notes["garden/calendar.md"].split("\n")
+    assert file_lines[hit["start_line"] - 1] == "## October"
+    marked = body.find_elements(By.CSS_SELECTOR, ".hit-line")
+    assert [m.tag_name for m in marked] == ["h2", "p"]
+    assert marked[0].text == "October" and marked[1].text.startswith("Plant garlic cloves pointed end up")
+    assert f"lines {hit['start_line']}–{hit['end_line']} marked" in meta
+
+    # ... and scrolled to: the note pane moved down and the marked heading is in its view
+    assert chrome.execute_script("return document.getElementById('note').scrollTop") > 200
+    assert chrome.execute_script(
+        "const pane = document.getElementById('note').getBoundingClientRect();"
+        "const m = document.querySelector('#note-body .hit-line').getBoundingClientRect();"
+        "return m.top >= pane.top && m.bottom <= pane.bottom;")
+
+    # the folder is an Obsidian vault: a link opens the note there
+    obsidian = chrome.find_element(By.ID, "note-obsidian")
+    assert obsidian.is_displayed() and obsidian.text == "Open in Obsidian"
+    assert obsidian.get_attribute("href") == "obsidian://open?vault=my%20notes&file=garden%2Fcalendar.md"
+    assert "note=garden%2Fcalendar.md" in chrome.current_url
+    assert "open" in chrome.find_elements(By.CSS_SELECTOR, "ol#results > li")[0].get_attribute("class")
+    _keep(chrome, "webview-note.png", SCROLL_TO_MARK)
+
+    chrome.find_element(By.ID, "note-close").click()
+    assert not chrome.find_element(By.ID, "note").is_displayed()
+    assert "note=" not in chrome.current_url
+    assert _csp_violations(chrome) == []
+
+
+def test_the_open_note_lists_its_related_notes_and_its_links_open_other_notes_in_the_page(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    _load(chrome, f"{served.ui}?q={quote('plant garlic cloves')}", searches=1)
+    _open_hit(chrome, 0)
+    _wait(chrome, lambda d: d.execute_script("return document.body.dataset.related") == "1", "the related notes")
+    expected = [n["path"] for n in _get(served, "related", "garden/calendar.md").json()["related"]]
+    shown = [a.text for a in chrome.find_elements(By.CSS_SELECTOR, "#related li .hit-path")]
+    assert shown == expected and shown
+    assert chrome.find_element(By.ID, "related-title").text == "Related to Garden calendar"
+
+    # a link in the note to another note opens that note here, in the URL too
+    before = _count(chrome, "noteOpens")
+    chrome.find_element(By.CSS_SELECTOR, "#note-body a[data-note='garden/tomatoes.md']").click()
+    _wait(chrome, lambda d: _count(d, "noteOpens") > before, "the linked note to open")
+    assert _note_path(chrome) == "garden/tomatoes.md"
+    assert "note=garden%2Ftomatoes.md" in chrome.current_url
+    assert not chrome.find_elements(By.CSS_SELECTOR, "#note-body .hit-line")  # opened by a link: no hit to mark
+
+    # and a related note opens when clicked
+    _wait(chrome, lambda d: d.execute_script("return document.body.dataset.related") == "1", "tomatoes' related notes")
+    first = chrome.find_elements(By.CSS_SELECTOR, "#related li .hit-path")[0]
+    target = first.text
+    before = _count(chrome, "noteOpens")
+    first.click()
+    _wait(chrome, lambda d: _count(d, "noteOpens") > before, "the related note to open")
+    assert _note_path(chrome) == target != "garden/tomatoes.md"
+
+
+def test_a_hostile_note_opened_in_the_page_runs_nothing_and_links_only_to_the_web(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    _load(chrome, f"{served.ui}?q={quote('payload inject markup')}", searches=1)
+    _open_hit(chrome, _paths(chrome).index("security/evil.md"))
+    body = chrome.find_element(By.ID, "note-body")
+    assert "<script>window.__pwned = 1</script>" in body.text
+    assert '<img src=x onerror="window.__pwned = 2">' in body.text
+    assert f"Payload {EVIL_HEADING}" == body.find_element(By.TAG_NAME, "h2").text
+    assert "[x](javascript:window.__pwned=4)" in body.text and "<javascript:window.__pwned=6>" in body.text
+    assert chrome.execute_script(
+        "return document.querySelectorAll('#note script, #note img, #note iframe, #note b, #note [onerror]').length") == 0
+    assert [a.get_attribute("href") for a in body.find_elements(By.CSS_SELECTOR, "a[href]")] == ["https://example.org/page"]
+    web = body.find_element(By.CSS_SELECTOR, "a[href]")
+    assert web.get_attribute("rel") == "noopener noreferrer" and web.get_attribute("target") == "_blank"
+    for text in body.find_elements(By.XPATH, ".//p[contains(., 'javascript')]"):  # clicking the would-be links
+        text.click()
+    assert chrome.execute_script("return window.__pwned === undefined")
+    assert _note_path(chrome) == "security/evil.md"
+
+    # The page's own allowlist, given markup the server never sends, keeps only safe tags, attributes and links.
+    kept = chrome.execute_script(
+        "const box = importHtml('<p onclick=\"window.__pwned = 8\" data-line=\"3\">a</p>"
+        "<script>window.__pwned = 9</script><img src=x onerror=\"window.__pwned = 10\">"
+        "<a href=\"javascript:window.__pwned = 11\">b</a><a href=\" JAVASCRIPT:x\">c</a>"
+        "<a href=\"https://example.org/\">d</a><iframe src=\"about:blank\"></iframe><b>e</b>"
+        "<svg><a href=\"javascript:x\">f</a></svg><form action=\"x\"><input name=q></form>', "
+        "document.createElement('div'));"
+        "return [box.textContent, [...box.querySelectorAll('*')].map((n) => n.outerHTML)];")
+    text, elements = kept
+    assert text == "abcdef"
+    assert elements == ['<p data-line="3">a</p>', "<a>b</a>", "<a>c</a>",
+                        '<a href="https://example.org/" rel="noopener noreferrer" target="_blank">d</a>']
+    assert chrome.execute_script("return window.__pwned === undefined")
+    assert _csp_violations(chrome) == []  # nothing was loaded or run that the policy had to stop
+
+
+def test_the_filters_narrow_the_hits_by_tag_folder_and_date_and_go_into_the_url(chrome, served):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    _load(chrome, served.ui)
+    _wait(chrome, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#folder option")) > 1, "the folders from topics")
+    _run_search(chrome, "water", explain=False)
+    assert {"baking/sourdough.md", "garden/tomatoes.md"} <= set(_paths(chrome))
+
+    chrome.find_element(By.ID, "tag").send_keys("garden")
+    _run_search(chrome, "water", explain=False)
+    assert _paths(chrome) and set(_paths(chrome)) <= {"garden/tomatoes.md", "garden/calendar.md"}
+    assert all("#garden" in m.text for m in chrome.find_elements(By.CSS_SELECTOR, "ol#results > li .hit-meta"))
+    assert "tag=garden" in chrome.current_url
+    chrome.find_element(By.ID, "tag").clear()
+
+    Select(chrome.find_element(By.ID, "folder")).select_by_value("baking")
+    _run_search(chrome, "water", explain=False)
+    assert _paths(chrome) and all(p.startswith("baking/") for p in _paths(chrome))
+    assert "folder=baking" in chrome.current_url
+    Select(chrome.find_element(By.ID, "folder")).select_by_value("")
+
+    chrome.execute_script("document.getElementById('date-from').value = '2024-06-01'")
+    _run_search(chrome, "water", explain=False)
+    assert _paths(chrome) and set(_paths(chrome)) <= {"garden/tomatoes.md", "garden/calendar.md"}
+    chrome.execute_script("document.getElementById('date-to').value = '2024-12-31'")
+    _run_search(chrome, "water", explain=False)
+    assert set(_paths(chrome)) == {"garden/tomatoes.md"}
+    assert "from=2024-06-01" in chrome.current_url and "to=2024-12-31" in chrome.current_url
+    assert "date_from" in chrome.find_element(By.ID, "summary").text  # the filter as the server applied it
+
+
+def test_the_search_lives_in_the_url_so_it_can_be_bookmarked_reloaded_and_gone_back_through(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    _load(chrome, f"{served.ui}?q={quote('plant garlic cloves')}", searches=1)  # a bookmark runs its search
+    assert chrome.find_element(By.ID, "query").get_attribute("value") == "plant garlic cloves"
+    assert _paths(chrome)[0] == "garden/calendar.md"
+
+    _run_search(chrome, "tomatoes", explain=False)
+    assert chrome.current_url.endswith("/ui?q=tomatoes")
+    _open_hit(chrome, 0)
+    opened = _note_path(chrome)
+    assert f"note={quote(opened, safe='')}" in chrome.current_url
+
+    chrome.refresh()  # reloading runs the search again and reopens the note, its lines marked
+    _wait(chrome, lambda d: _count(d, "noteOpens") >= 1, "the note in the URL to reopen")
+    assert _note_path(chrome) == opened
+    assert chrome.find_element(By.ID, "query").get_attribute("value") == "tomatoes"
+    assert chrome.find_elements(By.CSS_SELECTOR, "#note-body .hit-line")
+
+    chrome.back()  # back: the note closes, the search stays
+    _wait(chrome, lambda d: not d.find_element(By.ID, "note").is_displayed(), "the note to close on back")
+    assert chrome.current_url.endswith("/ui?q=tomatoes")
+    assert _paths(chrome)[0] != "garden/calendar.md"
+    chrome.back()  # back again: the search before, run again
+    _wait(chrome, lambda d: d.find_element(By.ID, "query").get_attribute("value") == "plant garlic cloves"
+          and _paths(d)[:1] == ["garden/calendar.md"], "the earlier search to run again")
+
+
+def test_the_keyboard_focuses_search_moves_among_hits_opens_one_and_closes_it(chrome, served):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    def press(*keys: str) -> None:
+        ActionChains(chrome).send_keys(*keys).perform()
+
+    def selected() -> list[str]:
+        return [li.get_attribute("data-index") for li in chrome.find_elements(By.CSS_SELECTOR, "ol#results > li.selected")]
+
+    _load(chrome, served.ui)
+    chrome.find_element(By.TAG_NAME, "h1").click()
+    press("/")
+    assert chrome.switch_to.active_element.get_attribute("id") == "query"
+    before = _count(chrome, "searches")
+    press("water", Keys.ENTER)
+    _wait(chrome, lambda d: _count(d, "searches") > before, "the search typed at the keyboard")
+    paths = _paths(chrome)
+    assert len(paths) >= 3 and chrome.find_element(By.ID, "query").get_attribute("value") == "water"
+
+    press(Keys.ARROW_DOWN)
+    assert selected() == ["0"] and chrome.switch_to.active_element.get_attribute("data-index") == "0"
+    press(Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_UP)
+    assert selected() == ["1"]
+    opens = _count(chrome, "noteOpens")
+    press(Keys.ENTER)
+    _wait(chrome, lambda d: _count(d, "noteOpens") > opens, "Enter to open the selected hit")
+    assert _note_path(chrome) == paths[1]
+
+    press(Keys.ESCAPE)
+    assert not chrome.find_element(By.ID, "note").is_displayed() and "note=" not in chrome.current_url
+    press("/")
+    assert chrome.switch_to.active_element.get_attribute("id") == "query"
+    assert chrome.find_element(By.ID, "query").get_attribute("value") == "water"  # "/" focused, it typed nothing
+
+
+def test_a_browser_that_asks_for_japanese_gets_the_labels_in_japanese(browser_binaries, served):
+    from selenium.webdriver.common.by import By
+
+    driver = _driver(browser_binaries, lang="ja")
+    try:
+        _load(driver, f"{served.ui}?q={quote('清水寺')}", searches=1)
+        assert driver.execute_script("return navigator.languages[0]") == "ja"
+        assert driver.execute_script("return document.documentElement.lang") == "ja"
+        assert driver.find_element(By.CSS_SELECTOR, "form#search button[type=submit]").text == "検索"
+        assert driver.find_element(By.ID, "query").get_attribute("placeholder").startswith("ノートを検索")
+        assert [dt.text for dt in driver.find_elements(By.CSS_SELECTOR, "#status dt")] == [
+            "文書", "チャンク", "埋め込み待ち", "モデル", "監視", "稼働時間"]
+        assert re.fullmatch(r"\d+ 秒|\d+ 分 \d+ 秒", driver.find_element(By.ID, "st-uptime").text)
+        assert re.fullmatch(r"\d+ 件のノートから \d+ 件の箇所", driver.find_element(By.ID, "summary").text)
+        assert "行目" in driver.find_element(By.CSS_SELECTOR, "ol#results > li .hit-meta").text
+        _open_hit(driver, 0)
+        assert _note_path(driver) == "travel/kyoto.md"
+        assert driver.find_element(By.ID, "note-close").text == "閉じる"
+        assert driver.find_element(By.ID, "note-obsidian").text == "Obsidian で開く"
+        assert "行目に印を付けました" in driver.find_element(By.ID, "note-meta").text
+        _wait(driver, lambda d: d.execute_script("return document.body.dataset.related") == "1", "the related notes")
+        assert driver.find_element(By.ID, "related-title").text == "「京都の旅」に関連するノート"
+        _keep(driver, "webview-ja.png", SCROLL_TO_MARK)
+    finally:
+        driver.quit()
+
+
 def test_the_web_view_shows_the_search_tools_error_for_a_bad_limit(chrome, served):
     from selenium.webdriver.common.by import By
 
-    chrome.get(served.ui)
-    _wait(chrome, lambda d: d.execute_script("return document.body.dataset.statusLoaded") == "1", "the page to load")
+    _load(chrome, served.ui)
     # Past the input's own max: the page sends it anyway and shows the server's refusal.
     chrome.execute_script("document.getElementById('limit').value = '500'")
     hits = _run_search(chrome, "bread", explain=False)
@@ -421,7 +900,135 @@ def test_with_a_token_the_page_loads_and_its_script_sends_the_token_from_the_url
         assert "token" not in driver.current_url  # the fragment is dropped from the address bar
         hits = _run_search(driver, "sourdough", explain=False)
         assert hits and hits[0].find_element(By.CSS_SELECTOR, ".hit-path").text == "baking/sourdough.md"
+        _open_hit(driver, 0)  # the note and its related notes are fetched with the token too
+        assert _note_path(driver) == "baking/sourdough.md"
+        assert driver.find_element(By.ID, "note-body").find_element(By.TAG_NAME, "h2").text == "Feeding"
+
+        note_url = f"{server.base}/ui/api/note"
+        assert httpx.get(note_url, params={"path": "baking/sourdough.md"}, timeout=30).status_code == 401
+        doc = httpx.get(note_url, params={"path": "baking/sourdough.md"}, headers=server.headers, timeout=30).json()
+        assert doc["obsidian_url"] is None  # no .obsidian/ in this folder: no Obsidian link
+        assert not driver.find_element(By.ID, "note-obsidian").is_displayed()
     finally:
         if driver is not None:
             driver.quit()
         server.terminate()
+
+
+# --- indexing progress and the search flags, on a server whose embedder is slow -----------------
+
+EMBED_DELAY_S = 2.0  # per passage (batch size 1): eleven passages take over 20 s, time for the page to measure
+SLOW_GROOVE = [sys.executable, "-c", textwrap.dedent(f"""
+    import sys, time
+    sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+    from fakes import BagOfWordsEmbedder
+    import groove.app
+
+    class SlowEmbedder(BagOfWordsEmbedder):
+        def embed_documents(self, texts):
+            time.sleep({EMBED_DELAY_S} * len(texts))
+            return super().embed_documents(texts)
+
+    groove.app.make_embedder = lambda settings: SlowEmbedder()
+    from groove.cli import main
+    sys.exit(main())
+""")]
+
+# Ten topics (tests/test_off_topic.py's vault: a query about none of them is flagged off_topic by the
+# bag-of-words embedder) and a copy of one note (a query about it has two equally good notes: low_confidence).
+TOPICS = {
+    "rice": ["rinse the rice and soak it", "simmer the rice covered", "rest the cooked rice before serving"],
+    "bread": ["knead the bread dough", "let the dough rise overnight", "bake the loaf in a hot oven"],
+    "garden": ["water the tomato plants", "tomatoes want full sun", "stake the tomato vines"],
+    "rust": ["rust borrows are checked at compile time", "lifetimes name scopes in rust", "rust moves ownership"],
+    "invoices": ["the invoice was paid late", "accounting closes the quarter", "payment terms are thirty days"],
+    "running": ["marathon pace is steady", "running shoes wear out", "long runs build endurance"],
+    "guitar": ["practise chords slowly", "tune the guitar strings", "a metronome keeps time"],
+    "camera": ["film cameras need light meters", "develop the negatives", "scan the prints"],
+    "moving": ["pack the boxes by room", "cancel the utilities", "register the new address"],
+    "cat": ["the old cat drinks more water", "the vet checks the kidneys", "feed the cat renal food"],
+}
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("slow")
+    kb = root / "notes"
+    for name, parts in TOPICS.items():
+        body = "\n\n".join(f"## {p.split()[-1].title()}\n\n{p.capitalize()}. {p.capitalize()} again." for p in parts)
+        write(kb / f"{name}.md", f"# {name.title()}\n\n{body}\n")
+    write(kb / "cat-copy.md", (kb / "cat.md").read_text(encoding="utf-8"))
+    server = ServerProcess(kb, root / "index.sqlite", root, env={"GROOVE_EMBEDDING__BATCH_SIZE": "1"},
+                           command=SLOW_GROOVE)
+    try:
+        server.wait_healthy()
+        yield server
+    finally:
+        server.terminate()
+
+
+def test_indexing_progress_shows_the_rate_and_the_time_left_until_every_passage_is_embedded(browser_binaries, slow):
+    from selenium.webdriver.common.by import By
+
+    driver = _driver(browser_binaries)
+    try:
+        _load(driver, f"{slow.base}/ui")
+        _wait(driver, lambda d: d.execute_script("return document.body.dataset.progress") == "rate",
+              "a measured embedding rate", timeout=60)
+        assert driver.find_element(By.ID, "progress").is_displayed()
+        # one poll's picture, read at once (the next poll may land between two reads)
+        shown = driver.execute_script(
+            "const t = (id) => document.getElementById(id).textContent;"
+            "const bar = document.getElementById('progress-bar');"
+            "return [t('progress-text'), t('progress-rate'), t('progress-eta'), t('st-pending'), bar.max, bar.value];")
+        text, rate, eta, pending, bar_max, bar_value = shown
+        done, total = map(int, re.fullmatch(r"Embedding: (\d+) of (\d+) passages searchable by meaning \(\d+ %\)",
+                                            text).groups())
+        assert total == len(TOPICS) + 1 and done < total  # eleven notes of one passage each, not all embedded
+        assert (bar_max, bar_value, int(pending)) == (total, done, total - done)
+        per_second = float(re.fullmatch(r"· (\d+(?:\.\d)?) passages/s", rate).group(1))
+        assert 0.1 <= per_second <= 1.5  # one passage per EMBED_DELAY_S: 0.5 /s
+        left = re.fullmatch(r"· about (?:(\d+) min )?(\d+) s left", eta)
+        assert left, eta
+        seconds = 60 * int(left.group(1) or 0) + int(left.group(2))
+        # what is pending at that rate (the rate shown is rounded to 0.1)
+        assert (total - done) / (per_second + 0.05) - 1 <= seconds <= (total - done) / max(per_second - 0.05, 0.01) + 1
+        _keep(driver, "webview-progress.png")
+
+        _wait(driver, lambda d: not d.find_element(By.ID, "progress").is_displayed(),
+              "the progress to clear once every passage is embedded", timeout=120)
+        assert driver.find_element(By.ID, "st-pending").text == "0"
+        assert _csp_violations(driver) == []
+    finally:
+        driver.quit()
+
+
+@pytest.mark.parametrize(
+    ("lang", "off_topic", "low_confidence"),
+    [("en-US", "Off topic: your notes most likely do not answer this.", "Low confidence: no note stands out from the next"),
+     ("ja", "話題外: ノートにはこの答えがおそらくありません。", "確信度が低い: どのノートも次のノートより際立って近くはない")],
+    ids=["en", "ja"],
+)
+def test_off_topic_and_low_confidence_are_said_in_words_above_the_results(browser_binaries, slow, lang, off_topic,
+                                                                         low_confidence):
+    from selenium.webdriver.common.by import By
+
+    slow.wait_indexed(len(TOPICS) + 1)
+    driver = _driver(browser_binaries, lang=lang)
+    try:
+        _load(driver, f"{slow.base}/ui")
+        for query, flag, words in [("knead the bread dough", None, None),
+                                   ("quantum chromodynamics lattice", "off_topic", off_topic),
+                                   ("the old cat drinks more water", "low_confidence", low_confidence)]:
+            answer = httpx.post(f"{slow.base}/ui/api/search", json={"query": query}, timeout=30).json()
+            assert [f for f in ("off_topic", "low_confidence") if answer[f]] == ([flag] if flag else []), query
+            hits = _run_search(driver, query, explain=False)
+            assert hits  # a flag informs, it does not hide the results
+            shown = driver.find_elements(By.CSS_SELECTOR, "#flags p.flag")
+            assert [p.get_attribute("data-flag") for p in shown] == ([flag] if flag else [])
+            if flag:
+                assert shown[0].text.startswith(words), shown[0].text
+            if flag == "off_topic":
+                _keep(driver, f"webview-flags{'-ja' if lang == 'ja' else ''}.png")
+    finally:
+        driver.quit()

@@ -235,7 +235,7 @@ async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_th
         snap = daemon.index.searcher.vectors.snapshot
         shown = (await daemon.service.status()).vectors_in_memory
         daemon.stop()
-    assert shown == {"vectors": len(snap.ids), "mib": round(len(snap.ids) * snap.matrix.shape[1] * 4 / 2**20, 1)}
+    assert (shown.vectors, shown.mib) == (len(snap.ids), round(len(snap.ids) * snap.matrix.shape[1] * 4 / 2**20, 1))
     con = db.connect_sync(tagged.resolved_index_path(), readonly=True)
     assert snap.ids.tolist() == [r[0] for r in con.execute("SELECT id FROM embeddings ORDER BY id")]
     con.close()
@@ -271,7 +271,7 @@ async def test_index_status_counts_the_vectors_embedded_since_the_copy_was_loade
         shown = (await daemon.service.status()).vectors_in_memory
         vectors = (await daemon.service.status()).vectors
         daemon.stop()
-    assert vectors > 0 and shown["vectors"] == vectors  # no search ran: the status brought the copy up to date
+    assert vectors > 0 and shown.vectors == vectors  # no search ran: the status brought the copy up to date
 
 
 async def test_related_notes_from_memory_are_the_ones_sqlite_vec_finds(tagged):

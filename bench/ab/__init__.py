@@ -16,8 +16,10 @@ from types import ModuleType
 from typing import Any
 
 VARIANTS = {
+    "dense": "bench.ab.dense",
     "engine": "bench.ab.engine",
     "engine-index": "bench.ab.engine_index",
+    "centres": "bench.ab.centres",
     "fts": "bench.ab.fts",
     "knn-scale": "bench.ab.knn_scale",
     "merge": "bench.ab.merge",

@@ -10,14 +10,19 @@ word matches wherever it occurs (docs/decisions/0006 records the measurements).
 
 The same functions segment the notes (through the SQL function
 `groove_cjk_terms`, called by the table's triggers) and the queries, so the
-two sides can never disagree. Text outside CJK runs is left to the trigram
-table: this one holds CJK terms only.
+two sides can never disagree. Both fold the text to one spelling first
+(groove/corpus/normalize.py, decision 0018: 取り扱い and 取扱, 時々 and 時時,
+りんご and リンゴ give the same terms; a query's サーバー brings the terms of
+サーバ too). Text outside CJK runs is left to the
+trigram table: this one holds CJK terms only.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+
+from groove.corpus import normalize
 
 # Han (with 々 〆 ヶ), Hiragana, Katakana (with ー and the half-width forms), CJK compatibility.
 _CJK_RUN = re.compile(
@@ -28,7 +33,8 @@ MAX_QUERY_TERMS = 64
 
 
 def _runs(text: str) -> list[str]:
-    return _CJK_RUN.findall(unicodedata.normalize("NFKC", text))
+    """The CJK runs of the text folded to one spelling (NFKC included)."""
+    return _CJK_RUN.findall(normalize.fold(text))
 
 
 def _run_terms(run: str) -> list[str]:
@@ -45,9 +51,16 @@ def cjk_terms(text: str) -> str:
 
 
 def query_terms(text: str, max_terms: int = MAX_QUERY_TERMS) -> list[str]:
-    """The query's bigram terms, in order, deduplicated; a one-character run stays one character."""
+    """The query's bigram terms, in order, deduplicated; a one-character run stays one character.
+    A word ending in a long vowel mark brings the terms of its spelling without it too (サーバー: サー
+    ーバ バー, and サーバの バノ where the note may say サーバの)."""
+    words = normalize.fold_words(text)
+    shorter = normalize.long_vowel_variant(words)
+    runs = _CJK_RUN.findall(normalize.fold_kana(words))
+    if shorter is not None:
+        runs += _CJK_RUN.findall(normalize.fold_kana(shorter))
     terms: list[str] = []
-    for run in _runs(text):
+    for run in runs:
         terms += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
     return list(dict.fromkeys(terms))[:max_terms]
 

@@ -11,9 +11,12 @@ import base64
 import datetime as dt
 import math
 import re
+import unicodedata
 from typing import Any
 
 import yaml
+
+from groove.errors import GrooveError
 
 # Frontmatter larger than this many values (after following YAML aliases) or
 # nested deeper than this is dropped with a warning: an alias bomb must not
@@ -183,34 +186,112 @@ def tags_from(value: Any) -> tuple[str, ...]:
 _DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%Y.%m.%d", "%Y年%m月%d日")
 _DATETIME_FORMATS = ("%Y/%m/%d %H:%M", "%Y/%m/%d %H:%M:%S", "%Y-%m-%d %H:%M")
 
+# Japanese eras: name, the letter used in abbreviations (R6.5.14), the era's first day. A date is read in the
+# era it names and must fall inside it (平成31年4月30日 is the last day of 平成; the next day is 令和元年5月1日).
+_ERAS = (
+    ("令和", "R", dt.date(2019, 5, 1)),
+    ("平成", "H", dt.date(1989, 1, 8)),
+    ("昭和", "S", dt.date(1926, 12, 25)),
+    ("大正", "T", dt.date(1912, 7, 30)),
+    ("明治", "M", dt.date(1868, 1, 25)),
+)
+_ERA_BY_KEY = {key: (name, first) for name, letter, first in _ERAS for key in (name, letter)}
+_NEXT_ERA = {_ERAS[i][0]: _ERAS[i - 1] for i in range(1, len(_ERAS))}
+
+# After NFKC (full-width digits and slashes become ASCII, ㋿ becomes 令和): 2024年5月14日, 令和6年5月14日,
+# 令和元年5月1日, R6.5.14 / H31/4/30, each with an optional weekday ((火), （火曜日）) and time (10:30, 10時30分).
+_WEEKDAY = r"(?:\s*[(（]\s*[月火水木金土日](?:曜日?)?\s*[)）])?"
+_TIME = r"(?:\s*[T\s]\s*(?P<h>\d{1,2})\s*(?::|時)\s*(?P<mi>\d{1,2})\s*(?:分)?(?:\s*(?::)\s*(?P<s>\d{1,2})|\s*(?P<s2>\d{1,2})\s*秒)?)?"
+_JA_DATE = re.compile(
+    r"(?:(?P<y>\d{4})\s*年|(?P<era>令和|平成|昭和|大正|明治)\s*(?P<ey>元|\d{1,2})\s*年)"
+    r"\s*(?P<m>\d{1,2})\s*月\s*(?P<d>\d{1,2})\s*日?" + _WEEKDAY + _TIME + r"\s*"
+)
+_ERA_SHORT = re.compile(r"(?P<era>[RHSTMrhstm])\s*(?P<ey>\d{1,2})\s*[./-]\s*(?P<m>\d{1,2})\s*[./-]\s*(?P<d>\d{1,2})\s*")
+
+
+class DateError(GrooveError, ValueError):
+    """A text that is not a date; its message says why."""
+
+    kind = "invalid"
+
+
+def japanese_date(text: str) -> str | None:
+    """A Japanese date as ISO ('2024-05-14', or '2024-05-14T10:30:00' with a time); None when `text` is not
+    written as one; DateError when it is but names no real day (2024年2月30日, 平成32年1月1日)."""
+    m = _JA_DATE.fullmatch(text) or _ERA_SHORT.fullmatch(text)
+    if m is None:
+        return None
+    era = m.groupdict().get("era")
+    if era:
+        name, first = _ERA_BY_KEY[era.upper() if len(era) == 1 else era]
+        era_year = 1 if m["ey"] == "元" else int(m["ey"])
+        if era_year < 1:
+            raise DateError(f"{name}0年 is no year: the first year of an era is 元年 (1)")
+        year = first.year + era_year - 1
+    else:
+        name, first, year = "", None, int(m["y"])
+    try:
+        day = dt.date(year, int(m["m"]), int(m["d"]))
+    except ValueError as exc:
+        raise DateError(f"{exc}") from None
+    if first is not None:
+        if day < first:
+            raise DateError(f"{name} began on {first.isoformat()}, after {day.isoformat()}")
+        following = _NEXT_ERA.get(name)
+        if following is not None and day >= following[2]:
+            raise DateError(f"{name} ended on {(following[2] - dt.timedelta(days=1)).isoformat()}; "
+                            f"{day.isoformat()} is in {following[0]}")
+    groups = m.groupdict()
+    if groups.get("h") is None:
+        return day.isoformat()
+    try:
+        return dt.datetime(day.year, day.month, day.day, int(groups["h"]), int(groups["mi"]),
+                           int(groups.get("s") or groups.get("s2") or 0)).isoformat()
+    except ValueError as exc:
+        raise DateError(str(exc)) from None
+
+
+def read_date(text: str) -> str:
+    """A date as a person writes it in frontmatter or a filter, as ISO: YYYY-MM-DD (also / and .), an ISO
+    datetime, 2024年5月14日, 令和6年5月14日 (元年 too), R6.5.14; full-width digits as well. DateError (its
+    message: why) when it is none of these."""
+    s = unicodedata.normalize("NFKC", text).strip()
+    try:
+        return dt.date.fromisoformat(s).isoformat()
+    except ValueError:
+        pass
+    for fmt in _DATE_FORMATS:
+        try:
+            return dt.datetime.strptime(s, fmt).date().isoformat()
+        except ValueError:
+            pass
+    try:
+        return dt.datetime.fromisoformat(s).isoformat()
+    except ValueError:
+        pass
+    for fmt in _DATETIME_FORMATS:
+        try:
+            return dt.datetime.strptime(s, fmt).isoformat()
+        except ValueError:
+            pass
+    found = japanese_date(s)
+    if found is None:
+        raise DateError("expected YYYY-MM-DD, 2024年5月14日, 令和6年5月14日 or R6.5.14")
+    return found
+
 
 def date_from(value: Any, warnings: list[str]) -> str | None:
-    """Normalise a frontmatter date (already JSON-converted) to ISO."""
+    """Normalise a frontmatter date (already JSON-converted) to ISO; a value that is no date is a warning."""
     if value is None or value == "":
         return None
+    why = "expected YYYY-MM-DD, 2024年5月14日, 令和6年5月14日 or R6.5.14"
     if isinstance(value, (str, int)) and not isinstance(value, bool):
-        s = str(value).strip()
         try:
-            return dt.date.fromisoformat(s).isoformat()
-        except ValueError:
-            pass
-        for fmt in _DATE_FORMATS:
-            try:
-                return dt.datetime.strptime(s, fmt).date().isoformat()
-            except ValueError:
-                pass
-        try:
-            return dt.datetime.fromisoformat(s).isoformat()
-        except ValueError:
-            pass
-        for fmt in _DATETIME_FORMATS:
-            try:
-                return dt.datetime.strptime(s, fmt).isoformat()
-            except ValueError:
-                pass
+            return read_date(str(value))
+        except DateError as exc:
+            why = str(exc)
     shown = value if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     warnings.append(
-        f"frontmatter date {shown!r} is not a date (expected YYYY-MM-DD); "
-        "left the note undated"
+        f"frontmatter date {shown!r} is not a date ({why}); left the note undated (date filters leave it out)"
     )
     return None

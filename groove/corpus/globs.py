@@ -381,12 +381,17 @@ class GlobSet:
         return len(self.globs)
 
     def match(self, path: str) -> bool:
+        return bool(self.decide(path))
+
+    def decide(self, path: str) -> bool | None:
+        """True (the last line that matches ignores the path), False (a `!` line re-includes it), or None when no
+        line matches: then a file of rules further up decides (nested .gitignore files, corpus/scan.py)."""
         path = normalize_path(path)
         parts = path.split("/")
         for glob in self._reversed:
             if glob.match_parts(path, parts):
                 return glob.include
-        return False
+        return None
 
 
 def parse_lines(lines: Iterable[str]) -> tuple[GlobSet, list[tuple[int, str, str]]]:

@@ -78,6 +78,12 @@ The rules, in the order they are applied:
    only: blank lines travel with the text before them (leading ones with the
    first chunk).
 
+8. **Links.** ``ParsedNote.links`` are the note's ``[[wiki links]]``, embeds and
+   Markdown links to notes, outside code, each with its line of the file
+   (``corpus/links.py``); they are read from the chunks, which hold the body
+   byte for byte (rule 7), as the migration that added them reads the chunks
+   an index already stores.
+
 ``start_line``/``end_line`` are 1-based lines of the original file
 (frontmatter lines count) spanning the chunk's non-blank lines: the blank
 lines a chunk carries before or after its text (kept so no byte is lost) are
@@ -97,6 +103,7 @@ from typing import Any
 from groove.corpus.blocks import Structure, structure
 from groove.corpus.chunking import Chunk, TokenCounter, chunk_body, embed_text, estimate_tokens
 from groove.corpus.frontmatter import date_from, split_frontmatter, tags_from, title_from
+from groove.corpus.links import Link, links_of_chunks
 
 __all__ = [
     "Chunk",
@@ -119,6 +126,7 @@ class ParsedNote:
     frontmatter: dict[str, Any] = field(hash=False)  # every key, JSON-serialisable
     warnings: tuple[str, ...] = ()
     chunks: tuple[Chunk, ...] = ()
+    links: tuple[Link, ...] = ()  # [[wiki links]], embeds and Markdown links to notes (corpus/links.py)
 
 
 # More characters per token than real text ever has (English is about 4, code and long
@@ -225,4 +233,6 @@ def parse_note(
         frontmatter=front,
         warnings=tuple(warnings),
         chunks=chunks,
+        # From the chunks (which hold the body byte for byte), as the migration fills an existing index's links.
+        links=links_of_chunks((c.ordinal, c.start_line, c.content) for c in chunks),
     )

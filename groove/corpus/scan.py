@@ -4,7 +4,12 @@ Skips `.git`, `.obsidian` and the configured `exclude_dirs`; honours a
 `.grooveignore` at the top of the folder (gitignore syntax, matched by
 corpus/globs.py in time linear in the path and the line; a line it refuses, such
 as one with more than 16 `*`, is logged with its line number and ignores
-nothing, and the other lines still apply);
+nothing, and the other lines still apply); and, when the folder is a git
+repository (it has a `.git`) and `[index] gitignore` is on (the default), its
+`.gitignore` files as git reads them: each applies to its own folder and the
+folders under it, a deeper file's lines before a higher one's, the last line
+that matches in a file decides, `!` re-includes (but nothing under an ignored
+folder), `.git/info/exclude` below them all; the same matcher and bounds;
 never follows a symlink out of the folder (symlinked folders are not
 followed at all, which also rules out loops; each is reported in
 ``ScanResult.linked_dirs``, shown by ``status`` and ``doctor``). Nothing that cannot be indexed
@@ -49,6 +54,7 @@ log = get_logger("groove.scan")
 
 ALWAYS_SKIPPED_DIRS = frozenset({".git", ".obsidian", ".trash", ".hg", ".svn", "node_modules", ".venv"})
 IGNORE_FILE = ".grooveignore"
+GITIGNORE_FILE = ".gitignore"
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
 
@@ -123,8 +129,14 @@ class Ignore:
     """The ignore rules of one notes folder."""
 
     def __init__(self, root: Path, exclude_dirs: Iterable[str] = (), extensions: Iterable[str] = (".md", ".markdown"),
-                 size_limits: Mapping[str, tuple[int, str]] | None = None):
+                 size_limits: Mapping[str, tuple[int, str]] | None = None, *, gitignore: bool = True):
         self.root = root
+        #: `[index] gitignore`: read the folder's .gitignore files when it is a git repository (see `git`).
+        self.gitignore = gitignore
+        self._git_rules: dict[str, GlobSet | None] = {}  # folder ('' = the top) -> its .gitignore rules, read once
+        self._git_refused: dict[str, list[str]] = {}
+        self._dirs: dict[str, bool] = {}  # folder -> dir_ignored, until `reload` (every note of a folder asks)
+        self.git = self._is_repository()
         self.exclude_dirs = ALWAYS_SKIPPED_DIRS | set(exclude_dirs)
         self.extensions = tuple(e.lower() for e in extensions)
         # extension -> (bytes, setting name): file types with a limit of their own (documents, corpus/parsers)
@@ -154,17 +166,87 @@ class Ignore:
         return spec
 
     def reload(self) -> None:
-        """Re-read .grooveignore after it changed; a file that cannot be used keeps the rules in force."""
+        """Re-read .grooveignore after it changed (a file that cannot be used keeps the rules in force), and the
+        .gitignore files as they are next needed."""
         try:
             self.spec = self._load_spec()
         except ConfigError as exc:
             log.warning("ignore_file_unusable", error=str(exc), kept="the previous rules")
+        self._git_rules = {}
+        self._dirs = {}
+        self.git = self._is_repository()
+
+    def _is_repository(self) -> bool:
+        """Whether .gitignore files apply: `[index] gitignore` is on and the folder is a git repository (a `.git`
+        folder, or the `.git` file of a worktree or submodule). Checked at each reload (each full reconcile)."""
+        return self.gitignore and os.path.lexists(self.root / ".git")
+
+    def _git_rules_of(self, folder: str) -> GlobSet | None:
+        """The rules of `folder`'s .gitignore (for the top, `.git/info/exclude` first: git ranks it below), read
+        once until `reload`. A file that cannot be used (a FIFO, too large) ignores nothing and is logged."""
+        if folder in self._git_rules:
+            return self._git_rules[folder]
+        globs: list = []
+        refused_all: list[str] = []
+        for rel in ([".git/info/exclude"] if not folder else []) + [f"{folder}/{GITIGNORE_FILE}" if folder else GITIGNORE_FILE]:
+            try:
+                text = read_config_text(self.root / rel, what="gitignore file", errors="replace")
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except ConfigError as exc:
+                log.warning("gitignore_unusable", file=rel, error=str(exc), effect="its lines ignore nothing")
+                continue
+            spec, refused = refused_lines(text)
+            globs += spec.globs  # in git's order: .git/info/exclude first, so the folder's .gitignore wins
+            for line in refused:
+                if f"{rel}: {line}" not in self._git_refused.get(folder, []):
+                    log.warning("ignore_line_refused", file=str(self.root / rel), line=line,
+                                effect="this line ignores nothing; the other lines apply")
+            refused_all += [f"{rel}: {line}" for line in refused]
+        self._git_refused[folder] = refused_all
+        spec = GlobSet(globs)
+        self._git_rules[folder] = spec if spec else None
+        return self._git_rules[folder]
+
+    def git_ignored(self, rel: str) -> bool:
+        """Whether the .gitignore files ignore `rel` (a folder passed as "name/"): the deepest file with a line
+        that matches decides, as git reads them. Only the path itself: its folders are `dir_ignored`'s."""
+        if not self.git:
+            return False
+        parts = rel.rstrip("/").split("/")
+        for depth in range(len(parts) - 1, -1, -1):
+            folder = "/".join(parts[:depth])
+            rules = self._git_rules_of(folder)
+            if rules is None:
+                continue
+            decided = rules.decide(rel[len(folder) + 1:] if folder else rel)
+            if decided is not None:
+                return decided
+        return False
 
     def dir_ignored(self, rel_dir: str) -> bool:
+        known = self._dirs.get(rel_dir)
+        if known is not None:
+            return known
         name = rel_dir.rsplit("/", 1)[-1]
-        if name in self.exclude_dirs or rel_dir in self.exclude_dirs:
-            return True
-        return bool(self.spec and self.spec.match(rel_dir + "/"))
+        ignored = (name in self.exclude_dirs or rel_dir in self.exclude_dirs
+                   or bool(self.spec and self.spec.match(rel_dir + "/")) or self.git_ignored(rel_dir + "/"))
+        if len(self._dirs) < 100_000:
+            self._dirs[rel_dir] = ignored
+        return ignored
+
+    def path_ignored(self, rel: str) -> bool:
+        """Whether a changed path (a note, a folder, anything) lies where the rules ignore it: under an ignored
+        folder, or a note the rules leave out (the watcher drops such events)."""
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            if self.dir_ignored("/".join(parts[:i])):
+                return True
+        if parts[-1] in (IGNORE_FILE, GITIGNORE_FILE):
+            return False
+        if rel.lower().endswith(self.extensions):
+            return not self.file_wanted(rel)
+        return (self.root / rel).is_dir() and self.dir_ignored(rel)
 
     def size_limit(self, rel: str, default: int) -> tuple[int, str]:
         """(bytes, setting name) for this file: its type's own limit, else `default` (max_file_bytes)."""
@@ -181,7 +263,9 @@ class Ignore:
         for i in range(1, len(parts)):
             if self.dir_ignored("/".join(parts[:i])):
                 return False
-        return not (self.spec and self.spec.match(rel))
+        if self.spec and self.spec.match(rel):
+            return False
+        return not self.git_ignored(rel)
 
 
 def refused_lines(text: str) -> tuple[GlobSet, list[str]]:

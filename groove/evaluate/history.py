@@ -3,7 +3,8 @@
 A run's fingerprint holds everything that changes its numbers besides the
 index itself: the model identity, the reranker, the result limit, the
 cut-offs, a hash of the golden set, the metric and query-compiler versions,
-the retriever and the fusion / MMR / parent settings in effect. Two runs are
+the retriever and the fusion / MMR / parent settings in effect, and the
+quality filter's threshold while it hides chunks. Two runs are
 compared only when their fingerprints are equal, so a changed setting never
 shows up as a regression (or hides one).
 
@@ -22,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from groove.config import SearchSettings
+from groove.config import QualityFilterSettings, SearchSettings
 from groove.evaluate.golden import JudgedQuery
 from groove.evaluate.metrics import LOWER_IS_BETTER, METRIC_VERSION
 from groove.search.compiler import COMPILER_VERSION
@@ -50,9 +51,11 @@ def fingerprint(
     queries: Sequence[JudgedQuery],
     search: SearchSettings,
     request_options: dict[str, Any] | None = None,
+    quality: QualityFilterSettings | None = None,
 ) -> dict[str, Any]:
     """The configuration a run's numbers depend on; request options override the settings as in search."""
     opts = request_options or {}
+    quality = quality or QualityFilterSettings(enabled=False)
 
     def pick(key: str, default: Any) -> Any:
         return default if opts.get(key) is None else opts[key]
@@ -77,6 +80,10 @@ def fingerprint(
             "whole_doc_threshold_tokens": search.parent_retriever.whole_doc_threshold_tokens,
             "max_expanded_tokens": search.parent_retriever.max_expanded_tokens,
         },
+        # only when turned off, so the default's fingerprint (and the runs recorded under it) stays as it was
+        **({"language_centres": False} if not search.language_centres else {}),
+        # only while it hides something (decision 0020): a run without it compares with the runs recorded before it
+        **({"quality_filter": {"threshold": quality.threshold}} if quality.enabled and quality.threshold else {}),
     }
 
 

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import aiosqlite
 
+from groove.corpus.normalize import fold
 from groove.evaluate.golden import JudgedQuery
 
 MIN_CHARS = 24
@@ -31,7 +32,9 @@ async def quoted_queries(conn: aiosqlite.Connection, queries: Sequence[JudgedQue
         wanted = _norm(q.query)
         if len(wanted) < min_chars:
             continue
-        words = [w for w in q.query.split() if len(w) >= 3]  # trigram phrases of under 3 characters never match
+        # The trigram table holds the text folded to one spelling (decision 0018); phrases of under
+        # 3 characters never match.
+        words = [f for f in (fold(w) for w in q.query.split()) if len(f) >= 3]
         if not words:
             continue
         phrase = " AND ".join('"' + w.replace('"', '""') + '"' for w in words)

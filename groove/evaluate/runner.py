@@ -8,6 +8,7 @@ import aiosqlite
 
 from groove.evaluate.golden import JudgedQuery
 from groove.evaluate.metrics import KS, abstention, aggregate, first_ranks, score_query
+from groove.evaluate.report import Confidence, EvalRun
 from groove.search.pipeline import Searcher
 from groove.search.request import SearchRequest
 
@@ -21,7 +22,7 @@ async def run_eval(
     limit: int = 10,
     request_options: dict[str, Any] | None = None,
     ks: Sequence[int] = KS,
-) -> dict[str, Any]:
+) -> EvalRun:
     """Recall, MRR and nDCG over the answerable queries; the abstention rates (metrics.abstention)
     over both kinds: an unanswerable query (`expected: []`) is scored only by its off_topic flag."""
     scores = []
@@ -46,19 +47,19 @@ async def run_eval(
         per_query.append(row)
     metrics = aggregate(scores, ks)
     metrics.update(abstention([(r["unanswerable"], r["off_topic"]) for r in per_query]))
-    return {
-        "metrics": metrics,
-        "ks": list(ks),
-        "confidence": confidence_split([r for r in per_query if not r["unanswerable"]]),
-        "answerable": len(scores),
-        "unanswerable": len(per_query) - len(scores),
-        "queries": per_query,
-        "count": len(queries),
-        "retriever": retriever,
-    }
+    return EvalRun(
+        metrics=metrics,
+        ks=list(ks),
+        confidence=confidence_split([r for r in per_query if not r["unanswerable"]]),
+        answerable=len(scores),
+        unanswerable=len(per_query) - len(scores),
+        queries=per_query,
+        count=len(queries),
+        retriever=retriever,
+    )
 
 
-def confidence_split(per_query: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def confidence_split(per_query: Sequence[dict[str, Any]]) -> Confidence:
     """Does `low_confidence` mean something: top-1 accuracy of flagged vs unflagged queries."""
     def top1(rows: list[dict[str, Any]]) -> float | None:
         if not rows:
@@ -67,8 +68,8 @@ def confidence_split(per_query: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
     flagged = [r for r in per_query if r["low_confidence"]]
     unflagged = [r for r in per_query if not r["low_confidence"]]
-    return {
-        "flagged_share": round(len(flagged) / len(per_query), 4) if per_query else 0.0,
-        "top1_flagged": top1(flagged),
-        "top1_unflagged": top1(unflagged),
-    }
+    return Confidence(
+        flagged_share=round(len(flagged) / len(per_query), 4) if per_query else 0.0,
+        top1_flagged=top1(flagged),
+        top1_unflagged=top1(unflagged),
+    )

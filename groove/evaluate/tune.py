@@ -64,13 +64,15 @@ async def collect_legs(
     vectors: dict[str, np.ndarray],
     weights: Weights,
     limit: int,
+    min_quality: float | None = None,
 ) -> tuple[list[QueryLegs], list[str]]:
-    """Every query's legs as `Searcher.search` retrieves them (hybrid, no filters), for one bm25 weighting.
+    """Every query's legs as `Searcher.search` retrieves them (hybrid, no filters), for one bm25 weighting,
+    without the chunks under `min_quality` as search leaves them out (the quality filter, decision 0020).
 
     `vectors` maps a compiled query's vector text to its embedding (absent: no vector leg).
     Returns the legs and the ids of queries that do not compile (skipped)."""
     n = pool_size(limit)
-    reads_ = retrievers.SqliteSearchReads(conn)
+    reads_ = retrievers.SqliteSearchReads(conn, min_quality=min_quality)
     out, skipped = [], []
     for q in queries:
         if q.unanswerable:  # tune weighs rankings; an unanswerable query has none to judge
@@ -95,7 +97,7 @@ async def collect_legs(
             if ev is not None:
                 evidence[name] = ev
         if qvec is not None:
-            nearest = await retrievers.vector_scored(conn, qvec, n, exclude, None)
+            nearest = await reads_.vector_scored(qvec, n, exclude, None)
             legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
         out.append(QueryLegs(q.id, q.expected, {k: v for k, v in legs.items() if v}, evidence, n))
     return out, skipped

@@ -24,10 +24,11 @@ from groove.corpus.globs import MAX_GLOB_CHARS, MAX_GLOB_STARS
 from groove.corpus.scan import IGNORE_FILE, Ignore, refused_lines, scan
 from groove.embed.embedder import make_embedder, model_fit_warning
 from groove.errors import GrooveError
-from groove.store import db, shadow
+from groove.store import db, reads, shadow
 
 SAMPLE = 2000  # chunks read to judge the notes' script mix (as app.MODEL_FIT_SAMPLE)
 EXAMPLES = 5
+LINK_EXAMPLES = 20  # unresolved links listed (path:line each)
 
 
 @dataclass
@@ -82,7 +83,7 @@ def check_ignore_file(kb: Path) -> list[Finding]:
 def check_folder(con: Any, settings: Settings, kb: Path) -> tuple[list[Finding], list[str]]:
     """Notes on disk but not indexed, indexed but gone, changed since indexed. Returns the gone paths too."""
     ix = settings.index
-    result = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions), ix.max_file_bytes)
+    result = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes)
     indexed = {p: (size, mtime) for p, size, mtime in con.execute("SELECT path, size, mtime_ns FROM documents")}
     skipped = {r[0] for r in con.execute("SELECT path FROM skipped")}
     on_disk = set(result.files)
@@ -210,6 +211,25 @@ def check_fts(con: Any) -> list[Finding]:
     return out
 
 
+def check_links(con: Any) -> list[Finding]:
+    """Links resolved as the notes' names say now (a mismatch is repaired from them), and the links that name
+    no note (info: each with its path and line)."""
+    if not db._has_table(con, "links"):
+        return []  # an index before schema 7: check_schema says to upgrade it
+    out = []
+    stale = _count(con, f"SELECT count(*) FROM links WHERE target_id IS NOT {db.LINK_TARGET}")
+    if stale:
+        out.append(Finding("warning", "links_stale", f"{stale} link(s) point at another note than the one their "
+                           "target names now (backlinks and related by links are off for them)",
+                           "groove doctor --fix (resolves every link again from the notes' names)", stale, fixable=True))
+    count, shown = reads.unresolved_links_sync(con, LINK_EXAMPLES)
+    if count:
+        out.append(Finding("info", "links_unresolved",
+                           f"{count} link(s) name a note that does not exist (`groove links PATH` lists a note's)",
+                           "create the note, or correct the link at the path and line shown", count, shown))
+    return out
+
+
 def check_sqlite(con: Any) -> list[Finding]:
     rows = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
     if rows == ["ok"]:
@@ -248,6 +268,9 @@ def repair(con: Any, findings: list[Finding], gone: list[str], vec_table: str) -
             con.executemany(f"DELETE FROM {vec_table} WHERE rowid = ?", [(i,) for i in ids])
             con.executemany("DELETE FROM embeddings WHERE id = ?", [(i,) for i in ids])
             done.append(f"dropped {len(ids)} unused vector(s)")
+        if "links_stale" in names or ("notes_gone" in names and gone):
+            con.execute(db.RESOLVE_LINKS)
+            done.append("resolved every link again from the notes' names")
         if names & {"fts_rows_without_chunks", "fts_chunks_missing", "fts_integrity"}:
             con.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild')")
             for statement in db.split_sql(db.REFILL_CJK + db.REFILL_WORDS):
@@ -317,6 +340,7 @@ def _diagnose(settings: Settings, kb: Path, path: Path, report: dict[str, Any], 
                 out += folder
             out += _guarded("chunks", lambda: check_chunks(con, vec_table))
             out += _guarded("fts", lambda: check_fts(con))
+            out += _guarded("links", lambda: check_links(con))
             out += _guarded("sqlite", lambda: check_sqlite(con))
             return out, gone
 

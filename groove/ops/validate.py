@@ -7,6 +7,11 @@ The schema (docs/operations.md): `required` keys, and per key a `type`
 finding whatever the schema. Each finding has the note's path and the line
 of the key (line 1, the opening `---`, for a missing key). Imported by the
 CLI only.
+
+`groove validate --schema FILE` checks against a schema file instead of the
+configuration's `[validate]`: TOML or YAML (by its extension; else whichever
+reads), holding the keys of `[validate]` at its top (`required`, `date_format`,
+`fields`), or a `[validate]` table (a groove.toml).
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import yaml
+import tomllib
 
-from groove.config import FieldRule, Settings
+import yaml
+from pydantic import ValidationError
+
+from groove.config import ConfigError, FieldRule, Settings, ValidateSettings, read_config_text
 from groove.corpus.markdown import normalise_text
 from groove.corpus.scan import Ignore, NoteReadError, read_note, scan
 
@@ -142,10 +150,71 @@ def _show(value: Any) -> str:
     return s if len(s) <= 60 else s[:57] + "..."
 
 
-def validate(settings: Settings, *, fail_fast: bool = False) -> dict[str, Any]:
+SCHEMA_KEYS = tuple(ValidateSettings.model_fields)
+
+
+def load_schema(path: Path) -> ValidateSettings:
+    """A schema file (`--schema`): TOML or YAML with the keys of `[validate]`; ConfigError in one line naming the
+    file and what is wrong."""
+    try:
+        text = read_config_text(path, what="schema file")
+    except FileNotFoundError:
+        raise ConfigError(f"schema file {path} does not exist") from None
+    suffix = path.suffix.lower()
+    data: Any
+    if suffix == ".toml":
+        data = _toml(path, text)
+    elif suffix in (".yaml", ".yml"):
+        data = _yaml(path, text)
+    else:  # no telling extension: TOML if it reads as TOML, else YAML
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            data = _yaml(path, text)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"schema file {path} holds a {type(data).__name__}, not the keys of [validate] "
+                          f"({', '.join(SCHEMA_KEYS)})")
+    if set(data) == {"validate"} and isinstance(data["validate"], dict):
+        data = data["validate"]  # a groove.toml, or a file with a [validate] table
+    try:
+        return ValidateSettings.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            raise ConfigError(f"unknown key `{where}` in schema file {path} (a schema has the keys of [validate]: "
+                              f"{', '.join(SCHEMA_KEYS)}; a field's rule: type, allowed, required)") from None
+        raise ConfigError(f"invalid value for `{where}` in schema file {path}: {err['msg']} "
+                          f"(got {err.get('input')!r})") from None
+
+
+def _toml(path: Path, text: str) -> Any:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"schema file {path} is not valid TOML: {exc}") from None
+
+
+def _yaml(path: Path, text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"schema file {path} is not valid YAML{at}: {exc.problem or exc.context}") from None
+    except (yaml.YAMLError, ValueError) as exc:
+        raise ConfigError(f"schema file {path} is not valid YAML: {exc}") from None
+
+
+def validate(settings: Settings, *, fail_fast: bool = False, schema: Path | None = None) -> dict[str, Any]:
+    """Every note's frontmatter against the configuration's `[validate]`, or the schema file `schema`."""
+    if schema is not None:
+        settings = settings.model_copy(update={"validate_": load_schema(schema)})
     kb = settings.require_kb()
     ix = settings.index
-    result = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions), ix.max_file_bytes)
+    result = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes)
     findings: list[Finding] = []
     checked = 0
     for rel, info in sorted(result.files.items()):
@@ -161,11 +230,12 @@ def validate(settings: Settings, *, fail_fast: bool = False) -> dict[str, Any]:
         if fail_fast and findings:
             findings = findings[:1]
             break
-    schema = settings.validate_
+    rules = settings.validate_
     return {
         "kb_path": str(kb),
         "notes_checked": checked,
-        "schema": bool(schema.required or schema.fields),
+        "schema": bool(rules.required or rules.fields),
+        "schema_file": str(schema) if schema is not None else None,
         "findings": [asdict(f) for f in findings],
         "stopped_early": bool(fail_fast and findings),
         "exit_code": 1 if findings else 0,
@@ -185,7 +255,9 @@ def format_text(report: dict[str, Any]) -> str:
     kb = Path(report["kb_path"])
     lines = [f"{display_path(kb, f['path'])}:{f['line']}: {f['message']}" for f in report["findings"]]
     if not report["schema"]:
-        lines.append("(no [validate] schema in the configuration: only checked that frontmatter parses)")
+        lines.append(f"(the schema file {report['schema_file']} requires nothing: only checked that frontmatter parses)"
+                     if report.get("schema_file") else
+                     "(no [validate] schema in the configuration: only checked that frontmatter parses)")
     n = len(report["findings"])
     lines.append(f"{report['notes_checked']} note(s) checked: " + (f"{n} finding(s)" if n else "all valid")
                  + (" (stopped at the first: --fail-fast)" if report["stopped_early"] else ""))

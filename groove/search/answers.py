@@ -62,6 +62,30 @@ class SearchHit(Answer):
     doc_id: int | None = Field(None, description="internal: the note's id (only with include_ids)")
     ordinal: int | None = Field(None, description="internal: the chunk's place in its note (only with include_ids)")
     token_count: int | None = Field(None, description="internal: the chunk's tokens (only with include_ids)")
+    trimmed_chars: int | None = Field(
+        None, description="with max_chars: characters cut from the end of this passage to fit the budget (cut at a "
+                          "sentence end; end_line is where the kept text ends); absent when the passage is whole")
+
+
+class OmittedPassage(Answer):
+    path: str
+    context: str = Field(description="the passage's heading path")
+    start_line: int
+    end_line: int
+    chars: int = Field(description="the passage's characters")
+
+
+class SearchBudget(Answer):
+    """How a search answer was fitted to its `max_chars` (set only when max_chars was given)."""
+
+    max_chars: int = Field(description="the budget asked for: characters of passage text in the whole answer")
+    used_chars: int = Field(description="characters of passage text returned")
+    trimmed_passages: int = Field(description="passages cut at a sentence end to fit")
+    trimmed_chars: int = Field(description="characters cut from those passages")
+    omitted_passages: int = Field(description="results left out: no room was left for them")
+    omitted_chars: int = Field(description="their characters")
+    omitted: list[OmittedPassage] = Field(description="the results left out, best first: read one with get_document "
+                                                      "(path and heading, or lines)")
 
 
 class SearchAnswer(Answer):
@@ -82,6 +106,7 @@ class SearchAnswer(Answer):
         True, description="false while the folder is still being scanned after a start (a one-shot command: true)")
     warnings: list[str] | None = Field(None, description="present when an argument was ignored or adjusted")
     explain: dict[str, Any] | None = Field(None, description="present with explain: how the query was compiled, timings")
+    budget: SearchBudget | None = Field(None, description="present with max_chars: what the budget cut or left out")
 
     def for_client(self, *, include_ids: bool = False) -> "SearchAnswer":
         """What a client sees: the hits without their internal ids unless it asks for them (fields left
@@ -134,17 +159,34 @@ def search_text(answer: SearchAnswer, *, passage_chars: int | None = None) -> st
         meta = f"score {hit.score:.4g} · lines {hit.start_line}-{hit.end_line}{_position(hit.position)}"
         if hit.chunk_id is not None:
             meta += f" · chunk_id {hit.chunk_id} · doc_id {hit.doc_id}"
+        if hit.trimmed_chars:
+            meta += f" · trimmed {hit.trimmed_chars} chars (read on: get_document lines from {hit.end_line})"
         passage = hit.content.strip()
         if passage_chars is not None:
             folded = " ".join(passage.split())
             passage = folded[:passage_chars] + ("…" if len(folded) > passage_chars else "")
         out.append(f"\n{head}\n{meta}\n{passage}")
+    if answer.budget is not None:
+        out.append("\n" + budget_text(answer.budget))
     flags = search_flags(answer)
     if flags:
         out.append("\n" + " · ".join(flags))
     if answer.explain is not None:
         out.append(explain_text(answer))
     return "\n".join(out)
+
+
+def budget_text(budget: SearchBudget) -> str:
+    """What max_chars did to a search answer: how much was used, trimmed and left out (and where)."""
+    line = f"budget: {budget.used_chars} of {budget.max_chars} chars used"
+    if budget.trimmed_passages:
+        line += f"; {budget.trimmed_passages} passage(s) trimmed at a sentence end ({budget.trimmed_chars} chars cut)"
+    if budget.omitted_passages:
+        line += f"; {budget.omitted_passages} result(s) left out ({budget.omitted_chars} chars): " + ", ".join(
+            f"{o.path} lines {o.start_line}-{o.end_line}" for o in budget.omitted)
+    if not budget.trimmed_passages and not budget.omitted_passages:
+        line += "; nothing trimmed"
+    return line
 
 
 def explain_text(answer: SearchAnswer) -> str:
@@ -179,9 +221,32 @@ def explain_text(answer: SearchAnswer) -> str:
     out.append(f"  vector-only:      {e.get('vector_only')}   whole-query fallback: {e.get('fallback')}")
     out.append(f"  stages:           {e.get('stages')}")
     out.append(f"  timings (ms):     {e.get('timings_ms')}")
+    q = e.get("quality_filter")
+    if q:
+        out.append(f"  quality filter:   {quality_filter_text(q)}")
+    scores = (q or {}).get("results_quality") or []
     for i, r in enumerate(answer.results, 1):
-        out.append(f"  #{i}: fts rank {r.fts_rank or '-'}, vector rank {r.vec_rank or '-'}  {r.path}")
+        score = f", quality {scores[i - 1]:.2f}" if i <= len(scores) else ""
+        out.append(f"  #{i}: fts rank {r.fts_rank or '-'}, vector rank {r.vec_rank or '-'}{score}  {r.path}")
     return "\n".join(out)
+
+
+def quality_filter_text(q: dict[str, Any]) -> str:
+    """explain's quality filter in one line: the floor and who set it, and which results it hid (or would hide)."""
+    def listed(items: list[dict[str, Any]]) -> str:
+        return "; ".join(f"#{h['rank']} {h['path']}" + (f" lines {h['start_line']}-{h['end_line']}" if "start_line" in h else "")
+                         + f" (quality {h['quality']:.2f})" for h in items)
+    if q.get("min_quality") is not None:
+        hidden = q.get("hidden_results") or []
+        text = (f"hides chunks scoring under {q['min_quality']:g} (set by {q.get('set_by')}), "
+                f"{q.get('hidden_in_index')} in the index; ")
+        return text + (f"{len(hidden)} result(s) hidden from this answer: {listed(hidden)} (include_low_quality shows them)"
+                       if hidden else "no result of this answer was hidden")
+    would = q.get("would_hide") or []
+    text = f"off (set by {q.get('set_by')}); "
+    return text + (f"at the threshold {q.get('threshold'):g} it would hide {len(would)} of these results: {listed(would)}"
+                   if would else f"no result here scores under the threshold {q.get('threshold'):g}") + \
+        f" ({q.get('would_hide_in_index')} chunk(s) of the index do)"
 
 
 def search_flags(answer: SearchAnswer) -> list[str]:
@@ -219,14 +284,29 @@ class NoteRef(Answer):
     title: str
 
 
+class RelatedLink(Answer):
+    """The link that joins a note reached by walking links to the note it was reached from."""
+
+    direction: str = Field(description="outgoing: that note links to this one; backlink: this one links to it; "
+                                       "both")
+    links: int = Field(description="how many links join the two notes")
+    line: int = Field(description="the line of the (first) link in the note that holds it")
+    heading: str | None = Field(None, description="the heading the link points at, if any")
+    alias: str | None = Field(None, description="the link's alias, if any")
+
+
 class RelatedNote(Answer):
     uri: str = Field(description="the note's resource URI")
     path: str
     title: str
-    score: float = Field(description="similarity, multiplied along the hops")
+    score: float = Field(description="similarity, multiplied along the hops (a link counts 1.0)")
     depth: int = Field(description="hops from the source note")
     via: list[str] = Field(description="the paths walked from the source to this note")
-    chunk: RelatedPassage = Field(description="the note's passage nearest the note it was reached from")
+    chunk: RelatedPassage | None = Field(
+        description="the note's passage nearest the note it was reached from (null: reached by a link alone)")
+    by: str | None = Field(None, description="with by links or both: how the last hop reached it (meaning, links, "
+                                             "both)")
+    link: RelatedLink | None = Field(None, description="with by links or both: the link of the last hop, if any")
 
 
 class RelatedAnswer(Answer):
@@ -234,17 +314,19 @@ class RelatedAnswer(Answer):
     related: list[RelatedNote]
     bounded_by: list[str] = Field(description="which bounds stopped the walk early (empty: none)")
     elapsed_ms: float
-    params: dict[str, int]
+    params: dict[str, Any] = Field(description="the walk as asked: limit, depth, fan_out, max_nodes, by, and the "
+                                               "graph controls given (min_similarity, exclude_paths, filters)")
 
     def for_client(self) -> "RelatedAnswer":
         """What an MCP client sees: the passages without their internal chunk ids."""
         related = [n.model_copy(update={"chunk": RelatedPassage(**n.chunk.model_dump(exclude={"chunk_id"}))})
-                   for n in self.related]
+                   if n.chunk is not None else n for n in self.related]
         return self.model_copy(update={"related": related})
 
     def script_json(self) -> dict[str, Any]:
-        """`groove related --format json`: a script interface, pinned by tests/test_cli.py (no resource URIs)."""
-        out = self.model_dump(mode="json")
+        """`groove related --format json`: a script interface, pinned by tests/test_cli.py (no resource URIs;
+        `by` and `link` only when the walk followed links)."""
+        out = self.model_dump(mode="json", exclude_unset=True)
         out["source"].pop("uri", None)
         for note in out["related"]:
             note.pop("uri", None)
@@ -264,10 +346,74 @@ def related_text(answer: RelatedAnswer) -> str:
     out = [f"{len(answer.related)} note(s) related to {answer.source.path} ({answer.source.title})"]
     for rank, n in enumerate(answer.related, 1):
         via = f" · via {' → '.join(n.via[1:-1])}" if len(n.via) > 2 else ""
-        out.append(f"[{rank}] {n.path} ({n.title}) · score {n.score:.4g} · depth {n.depth}{via}"
-                   f" · nearest passage: {n.chunk.heading or '(top)'}, lines {n.chunk.start_line}-{n.chunk.end_line}")
+        line = f"[{rank}] {n.path} ({n.title}) · score {n.score:.4g} · depth {n.depth}{via}"
+        if n.link is not None:
+            arrow = {"outgoing": "linked from", "backlink": "links to", "both": "linked both ways with"}[n.link.direction]
+            line += f" · {arrow} {n.via[-2]} ({n.link.links} link(s), line {n.link.line})"
+        if n.chunk is not None:
+            line += f" · nearest passage: {n.chunk.heading or '(top)'}, lines {n.chunk.start_line}-{n.chunk.end_line}"
+        out.append(line)
     if answer.bounded_by:
         out.append("bounded_by: " + ", ".join(answer.bounded_by))
+    return "\n".join(out)
+
+
+# --- links ----------------------------------------------------------------------------------------
+
+class LinkItem(Answer):
+    uri: str | None = Field(description="the resource URI of the note `path` names (null: unresolved)")
+    path: str = Field(description="outgoing: the note linked to; backlinks: the note that links here; unresolved: "
+                                  "the note as the link names it (no such note)")
+    title: str | None = Field(description="that note's title (null: unresolved)")
+    line: int = Field(description="the line of the link in the note that holds it (1-based)")
+    kind: str = Field(description="wiki ([[...]]), embed (![[...]]) or markdown ([text](path.md))")
+    target: str = Field(description="the link's target as written")
+    heading: str | None = Field(description="the heading linked to ([[note#heading]])")
+    block: str | None = Field(description="the block linked to ([[note#^block]])")
+    alias: str | None = Field(description="the text shown ([[note|alias]], or a Markdown link's text)")
+
+
+class LinksAnswer(Answer):
+    source: NoteRef
+    outgoing: list[LinkItem] = Field(description="the note's links to other notes, in line order")
+    backlinks: list[LinkItem] = Field(description="the links of other notes to this one, by note then line")
+    unresolved: list[LinkItem] = Field(description="the note's links that name no note, in line order")
+    outgoing_total: int
+    backlinks_total: int
+    backlink_notes: int = Field(description="how many other notes link here (get_document's backlinks)")
+    unresolved_total: int
+
+
+def links_answer(found: dict[str, Any]) -> LinksAnswer:
+    def items(rows: list[dict[str, Any]], resolved: bool) -> list[LinkItem]:
+        return [LinkItem(uri=note_uri(r["path"]) if resolved else None, **r) for r in rows]
+
+    src = found["source"]
+    return LinksAnswer(**{**found, "source": NoteRef(uri=note_uri(src["path"]), **src),
+                          "outgoing": items(found["outgoing"], True), "backlinks": items(found["backlinks"], True),
+                          "unresolved": items(found["unresolved"], False)})
+
+
+def _link_text(item: LinkItem, *, here: bool) -> str:
+    """One link as a reader sees it: where it is and what it says."""
+    to = item.target + (f"#{item.heading}" if item.heading else "") + (f"#^{item.block}" if item.block else "")
+    shown = (f"![[{to}]]" if item.kind == "embed" else f"[[{to}]]") if item.kind != "markdown" else f"[..]({to})"
+    alias = f" “{item.alias}”" if item.alias else ""
+    where = f"line {item.line}" if here else f"{item.path}:{item.line}"
+    return f"  {where} {shown}{alias}" + (f" → {item.path}" if here and item.uri else "")
+
+
+def links_text(answer: LinksAnswer) -> str:
+    out = [f"{answer.source.path} ({answer.source.title}): {answer.outgoing_total} outgoing, "
+           f"{answer.backlinks_total} backlink(s) from {answer.backlink_notes} note(s), "
+           f"{answer.unresolved_total} unresolved"]
+    for name, items, total, here in (("outgoing", answer.outgoing, answer.outgoing_total, True),
+                                     ("backlinks", answer.backlinks, answer.backlinks_total, False),
+                                     ("unresolved", answer.unresolved, answer.unresolved_total, True)):
+        if not items:
+            continue
+        out.append(f"{name}:" + (f" (first {len(items)} of {total})" if total > len(items) else ""))
+        out += [_link_text(i, here=here) for i in items]
     return "\n".join(out)
 
 
@@ -344,21 +490,69 @@ def topics_text(answer: TopicsAnswer) -> str:
 
 # --- get_document -----------------------------------------------------------------------------------
 
+class LeftOut(Answer):
+    """A run of the note's lines that a part did not return."""
+
+    lines: list[int] = Field(description="[first, last]: the lines left out (numbered as search hits number them)")
+    chars: int = Field(description="their characters")
+    headings: list[str] = Field(description="the headings that start in those lines, as paths below the title: "
+                                            "pass one as heading to read it")
+    more_headings: int = Field(0, description="headings in those lines beyond the ones listed")
+
+
+class DocumentPart(Answer):
+    """Which part of a note an answer holds (set when heading, lines or max_chars was given)."""
+
+    heading: str | None = Field(None, description="the section returned, as its full heading path (with heading)")
+    lines: list[int] = Field(description="[first, last]: the lines of the note content spans")
+    chars: int = Field(description="characters in content")
+    total_chars: int = Field(description="characters of the whole note's text (frontmatter not counted)")
+    omitted_chars: int = Field(description="characters of the note not in content (total_chars - chars)")
+    trimmed_chars: int = Field(description="characters max_chars cut from the end of the part asked for (0: none)")
+    left_out: list[LeftOut] = Field(description="what was not returned, in note order, with the headings in it")
+
+
 class DocumentAnswer(DocumentRef):  # a list_documents entry and the rest of the note
     frontmatter: dict[str, Any]
     warnings: list[Any] = Field(description="what was cut or could not be read while indexing the note")
     indexed_at: str | None = Field(description="when the note was last indexed, ISO-8601 UTC")
     size: int = Field(description="bytes of the file")
-    content: str = Field(description="the note (Markdown), or the text extracted from a document")
+    backlinks: int = Field(0, description="how many other notes link to this one (the links tool lists them)")
+    content: str = Field(description="the note (Markdown), or the text extracted from a document; with heading, "
+                                     "lines or max_chars only that part")
+    part: DocumentPart | None = Field(None, description="present with heading, lines or max_chars: the part "
+                                                        "returned and what was left out")
 
 
 def document_answer(doc: dict[str, Any]) -> DocumentAnswer:
     return DocumentAnswer(**{**doc, "uri": note_uri(doc["path"]), "indexed_at": iso_time(doc.get("indexed_at"))})
 
 
+def _left_out_text(gap: LeftOut) -> str:
+    heads = ", ".join(gap.headings) + (f" and {gap.more_headings} more" if gap.more_headings else "")
+    return f"lines {gap.lines[0]}-{gap.lines[1]} ({gap.chars} chars{': ' + heads if heads else ''})"
+
+
+def part_text(part: DocumentPart) -> list[str]:
+    """The lines that say which part of a note an answer holds, and what it left out."""
+    where = f"§ {part.heading} · " if part.heading else ""
+    head = f"part: {where}lines {part.lines[0]}-{part.lines[1]} · {part.chars} of {part.total_chars} chars"
+    if part.trimmed_chars:
+        head += f" (max_chars cut the last {part.trimmed_chars} at a sentence end)"
+    out = [head]
+    if part.left_out:
+        out.append("left out: " + "; ".join(_left_out_text(g) for g in part.left_out))
+    elif not part.omitted_chars:
+        out.append("left out: nothing (the whole note)")
+    return out
+
+
 def document_text(doc: DocumentAnswer) -> str:
-    header = [_note_line(doc.path, doc.title, doc.date, doc.tags) + f" · {doc.size} bytes"]
+    header = [_note_line(doc.path, doc.title, doc.date, doc.tags) + f" · {doc.size} bytes"
+              + (f" · {doc.backlinks} backlink(s)" if doc.backlinks else "")]
     header += [f"warning: {w}" for w in doc.warnings]
+    if doc.part is not None:
+        header += part_text(doc.part)
     return "\n".join(header) + "\n---\n" + doc.content
 
 
@@ -414,6 +608,13 @@ class IndexStatus(Answer):
         return cls(**iso_times(status))
 
 
+class VectorsInMemory(Answer):
+    """The running service's in-memory copy of the vectors (exact KNN, store/vectors.py)."""
+
+    vectors: int = Field(description="vectors held")
+    mib: float = Field(description="their size in MiB")
+
+
 class StatusAnswer(IndexStatus):
     """The index and the service's own state (the `index_status` tool, `groove status` asking the service)."""
 
@@ -426,7 +627,7 @@ class StatusAnswer(IndexStatus):
     reindex_running: bool
     uptime_s: float
     embedding_failures: EmbeddingFailures | None
-    vectors_in_memory: dict[str, Any] | None = Field(
+    vectors_in_memory: VectorsInMemory | None = Field(
         None, description="the daemon's in-memory copy of the vectors for exact KNN (vectors, mib); null: sqlite-vec's scan answers")
 
 
@@ -442,7 +643,7 @@ def status_text(st: StatusAnswer) -> str:
         if task.last_error and task.state not in ("running", "ok", "watching"):
             out.append(f"task {name} {task.state}: {task.last_error} (retry {task.retry_at or 'not scheduled'})")
     if st.vectors_in_memory:
-        out.append(f"vectors in memory: {st.vectors_in_memory['vectors']} ({st.vectors_in_memory['mib']} MiB)")
+        out.append(f"vectors in memory: {st.vectors_in_memory.vectors} ({st.vectors_in_memory.mib} MiB)")
     if st.embedding_failures and st.embedding_failures.count:
         out.append(f"embedding failures: {st.embedding_failures.count}, last: {st.embedding_failures.last_error}")
     if st.model_switch:
@@ -469,8 +670,10 @@ def reindex_text(report: IndexReport) -> str:
 
 
 __all__ = [
-    "DocumentAnswer", "DocumentPage", "RelatedAnswer", "SearchAnswer", "StatusAnswer", "TopicsAnswer",
-    "IndexStatus", "document_answer", "document_page", "document_page_text", "document_text", "explain_text",
+    "DocumentAnswer", "DocumentPage", "DocumentPart", "LeftOut", "OmittedPassage", "RelatedAnswer", "SearchAnswer",
+    "SearchBudget", "StatusAnswer", "TopicsAnswer", "budget_text", "part_text",
+    "IndexStatus", "VectorsInMemory", "document_answer", "document_page", "document_page_text", "document_text", "explain_text",
+    "LinkItem", "LinksAnswer", "links_answer", "links_text",
     "note_uri", "related_answer", "related_text", "reindex_text", "search_answer", "search_text",
     "status_text", "topics_answer", "topics_text",
 ]

@@ -41,7 +41,24 @@ search. So the query is compiled into a set of quoted phrases joined with
    ``trigram_expr`` and ``word_expr`` are what the two tables are handed.
 
 ``再ランキングの評価について`` compiles to
-``"再ランキング" OR "ランキング" OR "の評価" OR "について"``.
+``"再ランキング" OR "ランキング" OR "の評価" OR "について"`` under the seeds' rules;
+groove searches those phrases in the folded spelling (stage 0 below):
+``"再ランキング" OR "ランキング" OR "ノ評価" OR "ニツイテ"``.
+
+Stage 0, beyond the seeds (decision 0018): the full-text tables hold the notes'
+text folded to one spelling (``groove/corpus/normalize.py``: NFKC, iteration
+marks, okurigana, hiragana as katakana), so each piece of the query is folded
+the same way before stages 2-4 cut it, in two halves: ``fold_words`` (what
+depends on neighbours) before the cut, so the script boundaries are those of
+the folded text, and ``fold_kana`` (one character for one) on each phrase
+after it, so that hiragana and katakana are still two scripts when the query
+is cut. An unquoted phrase ending in a long vowel mark after three kana is
+followed by its spelling without it (``サーバー`` also searches ``サーバ``, which
+the tables' ``サーバー`` contains too): the tables keep the notes' marks. A
+quoted region is folded whole.
+Every phrase, positive or excluded, and every expression here is in the
+folded spelling; ``text`` and ``vector_text`` are the query as written (the
+embedder and the reranker never see folded text).
 
 Rules decided here, beyond the retrieval-pipeline document:
 
@@ -61,7 +78,7 @@ Rules decided here, beyond the retrieval-pipeline document:
   vector half filters its candidates with it.
 * **Fallback.** When no phrase survives and the positive query is at least 3
   characters, the positive query (the trimmed query with exclusion groups cut
-  out, otherwise verbatim, quote characters included) becomes one phrase --
+  out, otherwise verbatim, quote characters included, folded) becomes one phrase --
   the pre-v0.16 behaviour, so this shape of query does not regress.
   Exclusions never fall back: an exclusion that yields no phrase excludes
   nothing.
@@ -79,6 +96,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from groove.corpus import normalize
 from groove.corpus.words import fold_word, is_spaced, is_spaced_word
 from groove.errors import GrooveError
 
@@ -106,7 +124,9 @@ log = structlog.get_logger(__name__)
 
 # Bump when the same query would compile to a different expression: `groove eval` history
 # (groove/evaluate/history.py) refuses to compare runs across a change of it.
-COMPILER_VERSION = 2  # 2: a query of words of spaced alphabets searches the word table (decision 0014)
+# 2: a query of words of spaced alphabets searches the word table (decision 0014)
+# 3: phrases are searched in the folded spelling (decision 0018)
+COMPILER_VERSION = 3
 MAX_PHRASES = 32
 TRIGRAM_FLOOR = 3
 
@@ -135,9 +155,9 @@ class CompiledQuery:
     """The query with exclusion groups cut out, whitespace-normalised: what the
     embedder, the reranker and match spans see."""
     positives: tuple[str, ...]
-    """Unescaped phrases to search for, in query order, deduped, capped."""
+    """Unescaped phrases to search for, in query order, deduped, capped; folded (stage 0)."""
     negatives: tuple[str, ...]
-    """Unescaped excluded phrases, in query order, deduped, capped separately."""
+    """Unescaped excluded phrases, in query order, deduped, capped separately; folded."""
     match_expr: str | None
     """The full FTS5 MATCH expression; ``None`` means no FTS half (vector-only)."""
     negative_expr: str | None
@@ -368,15 +388,21 @@ def apply_trigram_floor(runs: Sequence[str]) -> list[str]:
 
 
 def group_phrases(group: Group) -> list[str]:
-    """All phrases of one group, in order (stages 2-4 for unquoted pieces)."""
+    """All phrases of one group, in order, in the folded spelling (stage 0; stages 2-4 for
+    unquoted pieces). A quoted region is folded whole, and the floor counts its folded length."""
     phrases: list[str] = []
     for piece in group.pieces:
         if piece.quoted:
-            if len(piece.text) >= TRIGRAM_FLOOR:
-                phrases.append(piece.text)
+            text = normalize.fold(piece.text)
+            if len(text) >= TRIGRAM_FLOOR:
+                phrases.append(text)
             continue
-        for word in split_separators(piece.text):
-            phrases.extend(apply_trigram_floor(split_scripts(word)))
+        for word in split_separators(normalize.fold_words(piece.text)):
+            for phrase in apply_trigram_floor(split_scripts(word)):
+                phrases.append(normalize.fold_kana(phrase))
+                shorter = normalize.long_vowel_variant(phrase)
+                if shorter is not None and len(shorter) >= TRIGRAM_FLOOR:
+                    phrases.append(normalize.fold_kana(shorter))
     return phrases
 
 
@@ -493,7 +519,7 @@ def compile_query(query: str, max_phrases: int = MAX_PHRASES) -> CompiledQuery:
     if vector_only:
         positive_phrases = []
     elif not positive_phrases:
-        positive_phrases = [positive_text]
+        positive_phrases = [normalize.fold(positive_text)]
         fallback = True
 
     positives, dropped_positive = finalize_phrases(positive_phrases, max_phrases)

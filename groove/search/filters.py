@@ -30,6 +30,7 @@ import aiosqlite
 import anyio
 
 from groove.corpus import globs as globs_mod
+from groove.corpus.frontmatter import DateError, read_date
 from groove.corpus.globs import GlobError, GlobSet
 from groove.corpus.tags import fold_tag
 from groove.search.compiler import QueryError
@@ -53,10 +54,17 @@ def check_globs(path_globs: Sequence[str]) -> None:
 
 
 def _norm_date(value: str, name: str) -> str:
+    """A filter's date as ISO: YYYY-MM-DD (a datetime's day), or as notes write it (2024年5月14日, 令和6年5月14日,
+    R6.5.14: corpus/frontmatter.py `read_date`)."""
     try:
         return dt.date.fromisoformat(str(value)[:10]).isoformat()
-    except ValueError as exc:
-        raise QueryError(f"{name} must be an ISO date like 2026-01-31, got {value!r}") from exc
+    except ValueError:
+        pass
+    try:
+        return read_date(str(value))[:10]
+    except DateError:
+        raise QueryError(f"{name} must be an ISO date like 2026-01-31 (or as notes write it: 2026年1月31日, "
+                         f"令和8年1月31日), got {value!r}") from None
 
 
 @dataclass(frozen=True)

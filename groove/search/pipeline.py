@@ -19,10 +19,10 @@ import aiosqlite
 import anyio
 import numpy as np
 
-from groove.config import FusionSettings, SearchSettings
+from groove.config import FusionSettings, QualityFilterSettings, SearchSettings
 from groove.corpus.cjk import cjk_query, query_terms
 from groove.logs import get_logger
-from groove.search import offtopic, retrievers
+from groove.search import language, offtopic, retrievers
 from groove.search.compiler import CompiledQuery, compile_query
 from groove.search.evidence import coverage, term_weights
 from groove.search.fusion import evidence_weight, low_confidence, weighted_rrf, z_fusion
@@ -105,11 +105,13 @@ Reading = Callable[[], AsyncContextManager[Any]]
 
 
 def _as_reading(source: "aiosqlite.Connection | SearchReads | Reading",
-                matrix: VectorMatrix | None = None) -> Callable[[], AsyncContextManager[SearchReads]]:
+                matrix: VectorMatrix | None = None,
+                min_quality: float | None = None) -> Callable[[], AsyncContextManager[SearchReads]]:
     """Every source as a factory of `SearchReads` (SQLite connections wrapped in the SQLite reads,
-    with the process's in-memory vectors when it keeps them)."""
+    with the process's in-memory vectors when it keeps them, and without the chunks under
+    `min_quality`: the quality filter, decision 0020)."""
     if isinstance(source, aiosqlite.Connection) or not callable(source):
-        reads_ = _wrap(source, matrix)
+        reads_ = _wrap(source, matrix, min_quality)
 
         @asynccontextmanager
         async def the_one() -> AsyncIterator[SearchReads]:
@@ -120,13 +122,13 @@ def _as_reading(source: "aiosqlite.Connection | SearchReads | Reading",
     @asynccontextmanager
     async def taken() -> AsyncIterator[SearchReads]:
         async with source() as got:
-            yield _wrap(got, matrix)
+            yield _wrap(got, matrix, min_quality)
 
     return taken
 
 
-def _wrap(got: Any, matrix: VectorMatrix | None = None) -> SearchReads:
-    return retrievers.SqliteSearchReads(got, matrix) if isinstance(got, aiosqlite.Connection) else got
+def _wrap(got: Any, matrix: VectorMatrix | None = None, min_quality: float | None = None) -> SearchReads:
+    return retrievers.SqliteSearchReads(got, matrix, min_quality) if isinstance(got, aiosqlite.Connection) else got
 
 
 FULL_TEXT_LEGS = ("trigram", "words", "bigram")  # the full-text legs, in the order they are fused and shown
@@ -197,6 +199,9 @@ class Run:
     sent: dict[str, str] | None = None       # leg -> what FTS5 ran (with explain)
     degraded: bool = False                    # the query could not be embedded
     calibration: offtopic.Calibration | None = None  # the index's similarity scale (off_topic)
+    centres: language.Centres | None = None  # the index's language means (a mixed-language index), else None
+    raw_vector: list[tuple[int, float]] | None = None  # the vector leg by raw cosine, when centres reorder it
+    min_quality: float | None = None         # the legs leave out the chunks scoring under it (None: none)
 
 
 class Searcher:
@@ -206,28 +211,38 @@ class Searcher:
         embed_query: Callable[[str], Awaitable[np.ndarray]],
         reranker: Callable[[], Reranker | None] | None = None,
         vectors: VectorMatrix | None = None,
+        quality: QualityFilterSettings | None = None,
     ):
         self.settings = settings
+        self.quality = quality or QualityFilterSettings()  # `[quality_filter]`: on, 0.3, unless told
         self.embed_query = embed_query
         self.reranker = reranker
         self.vectors = vectors  # a long-running process's in-memory vectors (store/vectors.py), or None
         self.calibration: offtopic.Calibration | None = None  # off_topic's scale, for the index as last seen
         self._calibrating = anyio.Lock()
         self._uncalibrated: tuple[str, int] | None = None
+        self.centres: language.Centres | None = None  # the language means, for the index as last seen
+        self._centres_for: tuple[str, int] | None = None  # (model, size) they were last measured for
+        self._measuring_centres = anyio.Lock()
 
-    async def calibration_for(self, source: "aiosqlite.Connection | Reading") -> offtopic.Calibration | None:
+    async def calibration_for(self, source: "aiosqlite.Connection | Reading",
+                              state: tuple[str, int, str | None] | None = None) -> offtopic.Calibration | None:
         """The index's off_topic calibration (search/offtopic.py): this process's, while it serves
         the index's vectors; else the one stored with the index (`groove index` writes it); else
         measured now, once, with CALIBRATION_QUERIES synthetic queries (no reader is held while
         they are embedded). None when the index has too few vectors or the model fails."""
         reading = _as_reading(source, self.vectors)
-        async with reading() as store:
-            model, size, stored = await store.calibration_state()
+        if state is None:
+            async with reading() as store:
+                state = await store.calibration_state()
+        model, size, stored = state
         cal = self.calibration
         if cal is not None and cal.serves(model, size):
             return cal
         if size == 0 or self._uncalibrated == (model, size):
             return None
+        if cal is not None and self._calibrating.locked():
+            return cal  # another search is measuring the moved index: this one keeps the last scale, not waiting
         async with self._calibrating:
             cal = self.calibration
             if cal is not None and cal.serves(model, size):
@@ -243,6 +258,34 @@ class Searcher:
             else:
                 self.calibration = cal
             return cal
+
+    async def centres_for(self, source: "aiosqlite.Connection | Reading",
+                          state: tuple[str, int, str | None] | None = None) -> language.Centres | None:
+        """The index's language centres (search/language.py): measured on a sample of its passages once
+        per process and again when the collection moves; None for a one-language index."""
+        reading = _as_reading(source, self.vectors)
+        if state is None:
+            async with reading() as store:
+                state = await store.calibration_state()
+        model, size, _ = state
+        if size == 0:
+            return None
+        if self._centres_for is not None and (self.centres.serves(model, size) if self.centres is not None
+                                              else self._centres_for == (model, size)):
+            return self.centres
+        async with self._measuring_centres:
+            if self._centres_for != (model, size):
+                t = time.perf_counter()
+                async with reading() as store:
+                    passages = await store.calibration_passages(language.SAMPLE)
+                    vectors = await store.fetch_vectors([cid for cid, _, _ in passages])
+                kept = [(text, vectors[cid]) for cid, _, text in passages if cid in vectors]
+                self.centres = language.measure([t_ for t_, _ in kept], np.stack([v for _, v in kept]) if kept else
+                                                np.zeros((0, 1), dtype=np.float32), model=model, size=size)
+                self._centres_for = (model, size)
+                log.debug("language_centres", ms=_ms(t), sampled=len(kept),
+                          **(self.centres.describe() if self.centres else {"centres": None}))
+        return self.centres
 
     async def _measure_calibration(self, reading: Callable[[], AsyncContextManager[SearchReads]],
                                    model: str, size: int) -> offtopic.Calibration | None:
@@ -279,14 +322,15 @@ class Searcher:
         connection is held while the embedding is awaited (decision 0009). `spare` (a pool's
         `spare`: a second connection if one is free now, else None) lets the trigram and the
         bigram leg run at once, each on its own connection."""
-        reading = _as_reading(source, self.vectors)
+        floor = self.quality_floor(req)
+        reading = _as_reading(source, self.vectors, floor)  # both halves without the chunks under the floor
         cq = compile_query(req.query)
         s = self.settings
         run = Run(
             req=req, cq=cq, n=pool_size(req.limit),
             weights=(s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight),
             cjk_expr=cjk_query(cq.vector_text) if req.retriever in ("hybrid", "fts") else None,
-            started=time.perf_counter(), sent={} if req.explain else None,
+            started=time.perf_counter(), sent={} if req.explain else None, min_quality=floor,
         )
         use_vector = req.retriever in ("hybrid", "vector") and bool(cq.vector_text.strip())
         use_fts = req.retriever in ("hybrid", "fts") and cq.match_expr is not None
@@ -316,7 +360,10 @@ class Searcher:
         qvec = embedded.get("vector")
         run.degraded = bool(embedded.get("degraded"))
         if qvec is not None:
-            run.calibration = await self.calibration_for(source)
+            async with reading() as store:  # one O(1) statement: the vector set's model and size
+                state = await store.calibration_state()
+            run.calibration = await self.calibration_for(source, state)
+            run.centres = await self.centres_for(source, state) if self.settings.language_centres else None
 
         async with reading() as store:
             if run.degraded and req.retriever == "vector":
@@ -326,10 +373,69 @@ class Searcher:
                 await self._full_text_legs(store, run, cq.match_expr is not None, spare)
             if qvec is not None:
                 t = time.perf_counter()
-                nearest = await store.vector_scored(qvec, run.n, run.exclude, run.allowed_docs)
-                run.legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
+                if run.centres is None:
+                    nearest = await store.vector_scored(qvec, run.n, run.exclude, run.allowed_docs)
+                    run.legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
+                else:  # a mixed-language index: the language taken out of the similarity (search/language.py)
+                    nearest = await store.vector_scored(qvec, run.n, run.exclude, run.allowed_docs)
+                    run.raw_vector = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
+                    centred = run.centres.query(qvec, cq.vector_text)
+                    across = await store.vector_scored(centred, run.n * language.WIDEN, run.exclude, run.allowed_docs)
+                    candidates = [cid for cid, _ in nearest] + [cid for cid, _ in across]
+                    vectors = await store.fetch_vectors(candidates)
+                    run.legs["vector"] = language.rerank(run.centres, qvec, cq.vector_text, candidates, vectors, run.n)
                 run.timings["vector_ms"] = _ms(t)
-            return await self._fuse_and_refine(store, run)
+            response = await self._fuse_and_refine(store, run)
+        if req.explain:
+            response["explain"]["quality_filter"] = await self._explain_quality(source, run, response, spare)
+        return response
+
+    def quality_floor(self, req: SearchRequest) -> float | None:
+        """The score under which this search hides chunks (decision 0020): none with include_low_quality,
+        else the request's min_quality, else `[quality_filter] threshold` while the filter is on. None (or 0):
+        nothing is hidden."""
+        if req.include_low_quality:
+            return None
+        floor = req.min_quality if req.min_quality is not None else (
+            self.quality.threshold if self.quality.enabled else None)
+        return floor or None
+
+    async def _explain_quality(self, source: "aiosqlite.Connection | Reading", run: Run, response: dict[str, Any],
+                               spare: Callable[[], AsyncContextManager[Any]] | None) -> dict[str, Any]:
+        """What the quality filter did to this answer, for explain: the floor and who set it, how many chunks of
+        the index it hides, each shown result's score, and the results it hid here (the same search without
+        the filter, run after this one gave its readers back). With no floor: the shown results that the
+        configured threshold would hide."""
+        req, floor = run.req, run.min_quality
+        set_by = ("include_low_quality" if req.include_low_quality else "min_quality" if req.min_quality is not None
+                  else "settings" if self.quality.enabled else "off")
+        shown = [r["chunk_id"] for r in response["results"]]
+        hidden: list[dict[str, Any]] = []
+        if floor is not None:
+            unfiltered = await self.search(
+                source, req.model_copy(update={"include_low_quality": True, "min_quality": None, "explain": False}),
+                spare)
+            hidden = [{"rank": i, "chunk_id": r["chunk_id"], "path": r["path"], "heading": r["heading"],
+                       "start_line": r["start_line"], "end_line": r["end_line"]}
+                      for i, r in enumerate(unfiltered["results"], 1)]
+        bar = floor if floor is not None else self.quality.threshold
+        async with _as_reading(source, self.vectors)() as store:
+            scores = await store.chunk_quality(shown + [h["chunk_id"] for h in hidden])
+            in_index = await store.low_quality_count(bar)
+        hidden = [{**h, "quality": round(scores[h["chunk_id"]], 3)} for h in hidden
+                  if h["chunk_id"] in scores and scores[h["chunk_id"]] < bar]
+        out: dict[str, Any] = {
+            "min_quality": floor, "set_by": set_by, "threshold": self.quality.threshold,
+            "hidden_in_index": in_index if floor is not None else 0,
+            "hidden_results": hidden,
+            "results_quality": [round(scores.get(cid, 1.0), 3) for cid in shown],
+        }
+        if floor is None:  # nothing hidden: which shown results the threshold would hide, and how many in all
+            out["would_hide"] = [{"rank": i, "chunk_id": cid, "path": r["path"], "quality": round(scores[cid], 3)}
+                                 for i, (cid, r) in enumerate(zip(shown, response["results"]), 1)
+                                 if cid in scores and scores[cid] < bar]
+            out["would_hide_in_index"] = in_index
+        return out
 
     async def _full_text_legs(self, store: SearchReads, run: Run, use_fts: bool,
                               spare: Callable[[], AsyncContextManager[Any]] | None = None) -> None:
@@ -358,7 +464,7 @@ class Searcher:
                     together = True
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(in_turn, store, full_text[:1])
-                        tg.start_soon(in_turn, _wrap(other, self.vectors), full_text[1:])
+                        tg.start_soon(in_turn, _wrap(other, self.vectors, run.min_quality), full_text[1:])
         if not together:
             await in_turn(store, full_text)
         for name, *_ in full_text:  # in a fixed order, whichever leg finished first
@@ -437,7 +543,9 @@ class Searcher:
         hits = apply_match_spans(hits, phrases)
 
         pending = await store.pending_count()
-        signal = offtopic.features(legs, evidence, run.calibration)
+        # off_topic reads raw cosines: its calibration is on that scale (search/offtopic.py)
+        signal = offtopic.features({**legs, "vector": run.raw_vector} if run.raw_vector is not None else legs,
+                                   evidence, run.calibration)
         response: dict[str, Any] = {
             "results": [h.to_dict() for h in hits],
             "low_confidence": conf,
@@ -479,6 +587,7 @@ class Searcher:
                         "evidence_low": s.fusion.evidence_low, "evidence_high": s.fusion.evidence_high},
                 off_topic={**signal, "score": offtopic.score(signal), **offtopic.thresholds(),
                            "calibration": run.calibration.to_dict() if run.calibration else None},
+                language_centres=run.centres.describe() if run.centres else None,
                 pool_per_retriever=n,
                 refine_pool=pool,
                 allowed_documents=None if run.allowed_docs is None else len(run.allowed_docs),

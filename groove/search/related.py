@@ -1,4 +1,4 @@
-"""Related notes: the notes nearest in meaning to a given note, optionally a few hops out.
+"""Related notes: the notes nearest in meaning to a given note, or linked to it, optionally a few hops out.
 
 A note's vector is the normalised mean of its chunk vectors. One hop asks the
 vector index for the chunks nearest that vector and groups them by note (a
@@ -7,6 +7,20 @@ from the source, each visited note expanding to its `fan_out` nearest unseen
 notes; a note reached over several hops scores the product of the hop
 similarities along its path. It is bounded whatever the note: depth <= 3,
 fan-out <= 20, a node budget and a time budget, and says when a bound cut it.
+
+`by` chooses the edges (`BY`): `meaning` (the default, as above), `links` (the
+notes a note links to and the notes that link to it, both ways, most links
+first; a link counts as similarity 1.0: the author tied the notes), or `both`
+(a note expands to up to `fan_out` linked notes and up to `fan_out` nearest
+ones; a note both linked and near is reached by both). The graph controls:
+`min_similarity` drops meaning edges below it (a link is kept whatever the
+notes' similarity), `exclude_paths` (gitignore-style globs) and `filters` (the
+search filters) keep notes out of the graph: a note they leave out is neither
+returned nor walked through.
+
+With `min_quality` (`[quality_filter]`, decision 0020) the chunks scoring under it take no part in the
+meaning edges: they neither make a note's vector (a template pasted into many notes would pull them all
+together) nor lead to a note; a source note with no other chunks keeps its own.
 """
 
 from __future__ import annotations
@@ -14,30 +28,44 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 import aiosqlite
 import numpy as np
 
-from groove.errors import GrooveError
+from groove.errors import GrooveError, NotFoundError
 from groove.search import retrievers
+from groove.search.filters import Filters, allowed_documents
+from groove.store import reads
 from groove.store.vectors import VectorMatrix
 
 MAX_DEPTH = 3
 MAX_FAN_OUT = 20
 MAX_NODES = 200
 MAX_CHUNKS_PER_NOTE = 256
+BY = ("meaning", "links", "both")
+LINK_SIMILARITY = 1.0  # a link's weight as an edge of the walk
 
 
 class RelatedError(GrooveError, ValueError):
-    pass
+    """An argument of `related` out of bounds, or a note without vectors yet."""
+
+    kind = "invalid"
+
+
+class UnknownNote(RelatedError, NotFoundError):
+    """The source note is not in the index."""
+
+    kind = "not_found"
 
 
 @dataclass
 class Neighbour:
     path: str
     similarity: float
-    chunk: dict[str, Any]
+    chunk: dict[str, Any] | None
+    by: str = "meaning"                   # meaning, links or both
+    link: dict[str, Any] | None = None    # the link joining the notes (by links or both)
 
 
 @dataclass
@@ -46,7 +74,9 @@ class Node:
     score: float
     depth: int
     via: list[str]
-    chunk: dict[str, Any] = field(default_factory=dict)
+    chunk: dict[str, Any] | None = field(default_factory=dict)
+    by: str = "meaning"
+    link: dict[str, Any] | None = None
 
 
 def validate(limit: int, depth: int, fan_out: int, max_nodes: int) -> None:
@@ -88,7 +118,8 @@ async def walk(
                     cut["node_budget"] = True
                     break
                 seen.add(nb.path)
-                child = Node(nb.path, node.score * max(nb.similarity, 0.0), level, node.via + [nb.path], nb.chunk)
+                child = Node(nb.path, node.score * max(nb.similarity, 0.0), level, node.via + [nb.path], nb.chunk,
+                             nb.by, nb.link)
                 found.append(child)
                 nxt.append(child)
             if cut["node_budget"]:
@@ -100,13 +131,19 @@ async def walk(
     return found, cut
 
 
-async def note_vector(conn: aiosqlite.Connection, path: str) -> np.ndarray | None:
+async def note_vector(conn: aiosqlite.Connection, path: str, min_quality: float | None = None,
+                      *, fallback: bool = False) -> np.ndarray | None:
+    """The normalised mean of the note's chunk vectors, of those scoring `min_quality` or more (of all of
+    them with `fallback` when none does); None without vectors."""
+    kept, floor = (" AND c.quality >= ?", (min_quality,)) if min_quality else ("", ())
     cur = await conn.execute(
         "SELECT v.embedding FROM chunks c JOIN documents d ON d.id = c.doc_id"
-        " JOIN vec_embeddings v ON v.rowid = c.embedding_id WHERE d.path = ? ORDER BY c.ordinal LIMIT ?",
-        (path, MAX_CHUNKS_PER_NOTE),
+        f" JOIN vec_embeddings v ON v.rowid = c.embedding_id WHERE d.path = ?{kept} ORDER BY c.ordinal LIMIT ?",
+        (path, *floor, MAX_CHUNKS_PER_NOTE),
     )
     rows = await cur.fetchall()
+    if not rows and min_quality and fallback:
+        return await note_vector(conn, path)
     if not rows:
         return None
     mean = np.mean([np.frombuffer(r[0], dtype=np.float32) for r in rows], axis=0)
@@ -115,10 +152,14 @@ async def note_vector(conn: aiosqlite.Connection, path: str) -> np.ndarray | Non
 
 
 async def nearest_notes(conn: aiosqlite.Connection, vector: np.ndarray, exclude: set[str], fan_out: int,
-                        matrix: VectorMatrix | None = None) -> list[Neighbour]:
-    """The `fan_out` notes (not in `exclude`) whose best chunk is nearest `vector` (from the
-    daemon's in-memory vectors when it has them, else sqlite-vec's scan)."""
-    k = fan_out * 8 + 32
+                        matrix: VectorMatrix | None = None, *, admit: Callable[[str], bool] | None = None,
+                        min_similarity: float | None = None, min_quality: float | None = None) -> list[Neighbour]:
+    """The `fan_out` notes (not in `exclude`, and `admit`ted) whose best chunk is nearest `vector` (from the
+    daemon's in-memory vectors when it has them, else sqlite-vec's scan), none below `min_similarity`; with
+    `min_quality`, by their chunks that score that or more (the KNN asks for as many more vectors as the others
+    hold)."""
+    k = fan_out * 8 + 32 + (await retrievers.hidden_vector_count(conn, min_quality) if min_quality else 0)
+    kept, floor = (" AND c.quality >= ?", (min_quality,)) if min_quality else ("", ())
     nearest = await matrix.nearest(conn, vector, k) if matrix is not None else None
     if nearest is None:
         nearest = await retrievers.nearest_embeddings(conn, vector, k)
@@ -127,17 +168,59 @@ async def nearest_notes(conn: aiosqlite.Connection, vector: np.ndarray, exclude:
     dist = {emb: d for emb, d in nearest}
     cur = await conn.execute(
         "SELECT c.id, c.embedding_id, d.path, c.heading, c.start_line, c.end_line FROM chunks c"
-        " JOIN documents d ON d.id = c.doc_id WHERE c.embedding_id IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(dist)),),
+        f" JOIN documents d ON d.id = c.doc_id WHERE c.embedding_id IN (SELECT value FROM json_each(?)){kept}",
+        (json.dumps(list(dist)), *floor),
     )
     best: dict[str, Neighbour] = {}
     for cid, emb, path, heading, start, end in await cur.fetchall():
-        if path in exclude:
+        if path in exclude or (admit is not None and not admit(path)):
             continue
         sim = 1.0 - float(dist[emb]) ** 2 / 2.0  # unit vectors: cosine from L2 distance
+        if min_similarity is not None and sim < min_similarity:
+            continue
         if path not in best or sim > best[path].similarity:
             best[path] = Neighbour(path, sim, {"chunk_id": cid, "heading": heading, "start_line": start, "end_line": end, "similarity": round(sim, 4)})
     return sorted(best.values(), key=lambda n: (-n.similarity, n.path))[:fan_out]
+
+
+async def link_neighbours(conn: aiosqlite.Connection, path: str, exclude: set[str], fan_out: int, *,
+                          admit: Callable[[str], bool] | None = None) -> list[Neighbour]:
+    """The `fan_out` notes (not in `exclude`, and `admit`ted) that `path` links to or is linked from, most links
+    first, each an edge of similarity 1.0."""
+    out = []
+    for note in await reads.linked_notes(conn, path):
+        if note["path"] in exclude or (admit is not None and not admit(note["path"])):
+            continue
+        link = {k: note[k] for k in ("direction", "links", "line", "heading", "alias")}
+        out.append(Neighbour(note["path"], LINK_SIMILARITY, None, "links", link))
+        if len(out) >= fan_out:
+            break
+    return out
+
+
+def _both(linked: list[Neighbour], near: list[Neighbour]) -> list[Neighbour]:
+    """Linked notes first, then the nearest in meaning; a note in both is one neighbour reached by both, with
+    its nearest passage."""
+    nearest = {n.path: n for n in near}
+    out = [Neighbour(n.path, n.similarity, nearest[n.path].chunk, "both", n.link) if n.path in nearest else n
+           for n in linked]
+    seen = {n.path for n in linked}
+    return out + [n for n in near if n.path not in seen]
+
+
+async def _graph(conn: aiosqlite.Connection, exclude_paths: Sequence[str],
+                 filters: Filters | None) -> Callable[[str], bool] | None:
+    """Which notes the graph may hold (None: every note): `exclude_paths` globs out, `filters` in."""
+    excluded = Filters.build(path_globs=[f"!{g}" for g in exclude_paths]) if exclude_paths else None
+    allowed: set[str] | None = None
+    if filters is not None and not filters.empty:
+        ids = await allowed_documents(conn, filters) or []
+        cur = await conn.execute("SELECT path FROM documents WHERE id IN (SELECT value FROM json_each(?))",
+                                 (json.dumps(ids),))
+        allowed = {r[0] for r in await cur.fetchall()}
+    if excluded is None and allowed is None:
+        return None
+    return lambda p: (allowed is None or p in allowed) and (excluded is None or excluded.path_matches(p))
 
 
 async def related_notes(
@@ -150,27 +233,47 @@ async def related_notes(
     max_nodes: int = 100,
     time_budget_s: float = 2.0,
     matrix: VectorMatrix | None = None,
+    by: str = "meaning",
+    min_similarity: float | None = None,
+    exclude_paths: Sequence[str] = (),
+    filters: Filters | None = None,
+    min_quality: float | None = None,
 ) -> dict[str, Any]:
     validate(limit, depth, fan_out, max_nodes)
+    if by not in BY:
+        raise RelatedError(f"by must be one of {', '.join(BY)}, got {by!r}")
+    if min_similarity is not None and not -1.0 <= min_similarity <= 1.0:
+        raise RelatedError(f"min_similarity must be between -1 and 1, got {min_similarity}")
+    if any(g.startswith("!") for g in exclude_paths):
+        raise RelatedError("exclude_paths takes the globs of the notes to leave out, without '!'")
     cur = await conn.execute("SELECT title FROM documents WHERE path = ?", (path,))
     row = await cur.fetchone()
     if row is None:
-        raise RelatedError(
+        raise UnknownNote(
             f"no indexed note at {path!r}; give the note's path relative to the notes folder, as search results show it"
         )
-    if await note_vector(conn, path) is None:
-        raise RelatedError(f"{path!r} has no vectors yet (still being embedded); try again shortly")
+    if by == "meaning" and await note_vector(conn, path, min_quality, fallback=True) is None:
+        raise RelatedError(f"{path!r} has no vectors yet (still being embedded); try again shortly, or walk its links "
+                           "(by: links)")
+    admit = await _graph(conn, exclude_paths, filters)
     vectors: dict[str, np.ndarray | None] = {}
 
-    async def neighbours(p: str, seen: set[str]) -> list[Neighbour]:
+    async def nearest(p: str, seen: set[str]) -> list[Neighbour]:
         if p not in vectors:
-            vectors[p] = await note_vector(conn, p)
+            vectors[p] = await note_vector(conn, p, min_quality, fallback=p == path)
         vec = vectors[p]
-        return [] if vec is None else await nearest_notes(conn, vec, seen, fan_out, matrix)
+        return [] if vec is None else await nearest_notes(conn, vec, seen, fan_out, matrix, admit=admit,
+                                                          min_similarity=min_similarity, min_quality=min_quality)
+
+    async def neighbours(p: str, seen: set[str]) -> list[Neighbour]:
+        if by == "meaning":
+            return await nearest(p, seen)
+        linked = await link_neighbours(conn, p, seen, fan_out, admit=admit)
+        return linked if by == "links" else _both(linked, await nearest(p, seen))
 
     started = time.monotonic()
-    nodes, cut = await walk(path, neighbours, depth=depth, fan_out=fan_out, max_nodes=max_nodes,
-                            deadline=started + time_budget_s)
+    nodes, cut = await walk(path, neighbours, depth=depth, fan_out=fan_out * (2 if by == "both" else 1),
+                            max_nodes=max_nodes, deadline=started + time_budget_s)
     nodes = nodes[:limit]
     titles: dict[str, str] = {}
     if nodes:
@@ -179,14 +282,21 @@ async def related_notes(
             (json.dumps([n.path for n in nodes]),),
         )
         titles = dict(await cur.fetchall())
+    params: dict[str, Any] = {"limit": limit, "depth": depth, "fan_out": fan_out, "max_nodes": max_nodes, "by": by}
+    if min_similarity is not None:
+        params["min_similarity"] = min_similarity
+    if exclude_paths:
+        params["exclude_paths"] = list(exclude_paths)
+    if filters is not None and not filters.empty:
+        params["filters"] = filters.to_dict()
     return {
         "source": {"path": path, "title": row[0]},
         "related": [
             {"path": n.path, "title": titles.get(n.path, ""), "score": round(n.score, 4), "depth": n.depth,
-             "via": n.via, "chunk": n.chunk}
+             "via": n.via, "chunk": n.chunk, **({"by": n.by, "link": n.link} if by != "meaning" else {})}
             for n in nodes
         ],
         "bounded_by": [k for k, v in cut.items() if v],
         "elapsed_ms": round((time.monotonic() - started) * 1000, 1),
-        "params": {"limit": limit, "depth": depth, "fan_out": fan_out, "max_nodes": max_nodes},
+        "params": params,
     }

@@ -24,6 +24,13 @@ from groove.search.filters import MAX_PATH_GLOBS, Filters
 MAX_QUERY_BYTES = 1024
 MAX_LIMIT = 100
 MAX_FILTER_ITEMS = 500
+#: An answer budget (`max_chars` of search and get_document) is at least this many characters: less holds
+#: no sentence worth reading.
+MIN_BUDGET_CHARS = 100
+MAX_SEARCH_CHARS = 1_000_000      # a search answer's budget at most (100 passages of a long section)
+MAX_DOCUMENT_CHARS = 10_000_000   # a note's budget at most (more than [index] max_file_bytes allows)
+MAX_HEADING_CHARS = 1024          # a heading path as get_document takes it
+MAX_LINE = 10_000_000             # a line number or count of get_document's `lines`
 Retriever = Literal["hybrid", "fts", "vector"]
 
 
@@ -84,6 +91,17 @@ class SearchRequest(BaseModel):
     filters: FilterArgs = Field(default_factory=FilterArgs, description="Which notes may be returned.")
     explain: bool = Field(False, strict=True, description=(
         "Add how the query was compiled, candidate counts and timings."))
+    max_chars: int | None = Field(None, strict=True, ge=MIN_BUDGET_CHARS, le=MAX_SEARCH_CHARS, description=(
+        "A budget for the whole answer, in characters of passage text: the passages fill it best first, a "
+        "passage that does not fit whole is cut at a sentence end (。！？.!? or a line end), never inside a "
+        "word, and the ones left over are listed by path and lines in `budget`. Use it when the context is "
+        "tight or for many results (e.g. 4000); omit it for whole passages."))
+    min_quality: float | None = Field(None, strict=True, ge=0.0, le=1.0, description=(
+        "Hide passages whose quality score is under this, 0..1 (the score is low for very short text, "
+        "placeholders like TODO or 詳細は後述, headings or links only, and a template pasted into many notes); "
+        "default: the server's [quality_filter] threshold, 0.3. 0 hides nothing."))
+    include_low_quality: bool = Field(False, strict=True, description=(
+        "Return low-quality passages too (stubs, headings or links only, templates): no quality filter."))
 
     _compiled: Filters = PrivateAttr(default_factory=Filters)
 
@@ -128,6 +146,9 @@ class SearchRequest(BaseModel):
 
     @model_validator(mode="after")
     def _compile_filters(self) -> "SearchRequest":
+        if self.include_low_quality and self.min_quality is not None:
+            raise ValueError("give min_quality or include_low_quality, not both: include_low_quality shows every "
+                             "passage, min_quality hides those under it")
         self._compiled = self.filters.compile()
         return self
 
@@ -136,11 +157,84 @@ class SearchRequest(BaseModel):
         return self._compiled
 
 
-def describe(exc: ValidationError) -> str:
-    """The first problem of a validation error as one line (field name, bound, what was given)."""
+class LineRange(BaseModel):
+    """Lines of a note: `from` (1-based, counted as a search hit's start_line counts them: frontmatter lines
+    included) and `count` (default: to the end)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
+
+    from_: int = Field(alias="from", strict=True, ge=1, le=MAX_LINE, description=(
+        "The first line, 1-based, as a search hit's start_line gives it (frontmatter lines count)."))
+    count: int | None = Field(None, strict=True, ge=1, le=MAX_LINE, description=(
+        "How many lines from there (default: to the end of the note)."))
+
+    @property
+    def last(self) -> int | None:
+        """The last line asked for (inclusive), None: to the end."""
+        return None if self.count is None else self.from_ + self.count - 1
+
+
+class DocumentRequest(BaseModel):
+    """One note, or the part of it that matters (`get_document`): a section by its heading, or lines; and a budget."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str = Field(strict=True, description="The note's path relative to the notes folder, as search returned it.")
+    heading: str | None = Field(None, strict=True, max_length=MAX_HEADING_CHARS, description=(
+        "Only this section (with its subsections): a heading path as a search hit's context gives it "
+        "('Title > Parent > Heading'), the path below the title ('Parent > Heading'), or the heading alone "
+        "when it is unique in the note. A heading that is not in the note is an error naming the ones that are."))
+    lines: LineRange | None = Field(None, description=(
+        "Only these lines: {\"from\": N, \"count\": M}, numbered as search hits number them (start_line, "
+        "end_line). Give heading or lines, not both."))
+    max_chars: int | None = Field(None, strict=True, ge=MIN_BUDGET_CHARS, le=MAX_DOCUMENT_CHARS, description=(
+        "At most this many characters of content: cut at a sentence end (。！？.!? or a line end), never inside a "
+        "word; the answer's `part` says what was left out (characters, line ranges and the headings in them)."))
+
+    def __init__(self, **data: Any):
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise QueryError(describe(exc, (DocumentRequest, LineRange))) from None
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("path is empty; pass a path exactly as a search result returned it")
+        return value
+
+    @field_validator("heading")
+    @classmethod
+    def _heading(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip(" \t#>"):
+            raise ValueError("heading is empty; give one of the note's headings (a search hit's context), or omit it")
+        return value
+
+    @model_validator(mode="after")
+    def _one_part(self) -> "DocumentRequest":
+        if self.heading is not None and self.lines is not None:
+            raise ValueError("give heading or lines, not both: a section by its heading, or a range of lines")
+        return self
+
+    @property
+    def whole(self) -> bool:
+        """Nothing but the path: the whole note, as it has always been answered."""
+        return self.heading is None and self.lines is None and self.max_chars is None
+
+
+def _argument_names(model: type[BaseModel]) -> list[str]:
+    return [f.alias or name for name, f in model.model_fields.items()]
+
+
+def describe(exc: ValidationError, models: tuple[type[BaseModel], ...] | None = None) -> str:
+    """The first problem of a validation error as one line (field name, bound, what was given);
+    `models`: where the field's bounds are written (default: the search request and its filters)."""
     err = exc.errors(include_url=False)[0]
     loc = [str(p) for p in err["loc"] if not isinstance(p, int)]
     name = loc[-1] if loc else "request"
+    if len(loc) > 1 and loc[0] != "filters":  # a nested argument (get_document's lines.from); filters are flat
+        name = ".".join(loc)
     kind = err["type"]
     given = err.get("input")
     ctx = err.get("ctx") or {}
@@ -148,7 +242,9 @@ def describe(exc: ValidationError) -> str:
     if kind == "value_error":
         return str(ctx.get("error", err["msg"]))
     if kind in ("greater_than_equal", "less_than_equal"):
-        low, high = _bounds(name)
+        low, high = _bounds(loc[-1] if loc else name, models)
+        if low is None and high is None:  # a field of a model not named (a nested argument): the error's own bound
+            low, high = ctx.get("ge"), ctx.get("le")
         if low is not None and high is not None:
             return f"{name} must be between {low} and {high}, got {shown}"
         if low is not None:
@@ -166,17 +262,29 @@ def describe(exc: ValidationError) -> str:
         return f"{name} must be {_or(ctx.get('expected', ''))}, got {shown}"
     if kind == "too_long":
         return f"{name} has {ctx.get('actual_length')} items; at most {ctx.get('max_length')} are allowed"
+    if kind == "string_too_long":
+        return f"{name} is {len(given) if isinstance(given, str) else '?'} characters; at most {ctx.get('max_length')} are allowed"
     if kind == "missing":
         return f"{name} is required"
     if kind == "extra_forbidden":
+        if models is not None:
+            owner = models[1] if "." in name and len(models) > 1 else models[0]
+            return f"unknown argument {name!r}; {'lines' if owner is not models[0] else 'it'} takes: {', '.join(_argument_names(owner))}"
         return f"unknown argument {name!r}; see the search tool's schema for the arguments it takes"
+    if kind == "model_type" and name == "lines":
+        return f'lines must be an object like {{"from": 12, "count": 20}}, got {shown}'
     if kind in ("list_type", "dict_type", "model_type"):
         return f"{name} has the wrong type ({err['msg'].lower()}), got {shown}"
     return f"{name}: {err['msg']}"
 
 
-def _bounds(name: str) -> tuple[Any, Any]:
-    field = SearchRequest.model_fields.get(name)
+def _bounds(name: str, models: tuple[type[BaseModel], ...] | None = None) -> tuple[Any, Any]:
+    field = None
+    for model in models or (SearchRequest,):
+        field = model.model_fields.get(name) or next(
+            (f for f in model.model_fields.values() if f.alias == name), None)
+        if field is not None:
+            break
     low = high = None
     for m in field.metadata if field is not None else ():
         if isinstance(m, Ge):
@@ -212,5 +320,6 @@ def _clean(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k != "title"}
 
 
-__all__ = ["FILTER_KEYS", "MAX_FILTER_ITEMS", "MAX_LIMIT", "MAX_PATH_GLOBS", "MAX_QUERY_BYTES", "FilterArgs",
-           "Retriever", "SearchRequest", "describe", "tool_fields"]
+__all__ = ["FILTER_KEYS", "MAX_DOCUMENT_CHARS", "MAX_FILTER_ITEMS", "MAX_HEADING_CHARS", "MAX_LIMIT", "MAX_LINE",
+           "MAX_PATH_GLOBS", "MAX_QUERY_BYTES", "MAX_SEARCH_CHARS", "MIN_BUDGET_CHARS", "DocumentRequest", "FilterArgs",
+           "LineRange", "Retriever", "SearchRequest", "describe", "tool_fields"]

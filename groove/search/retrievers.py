@@ -19,6 +19,13 @@ rarest's and the kept terms' matches add up to at most the number of chunks.
 A term left out weighs little in bm25 (FTS5 clamps its idf to almost 0 past
 half the table) but would make FTS5 walk and score most of the table.
 The compiler's phrases are unchanged; only what this leg hands to FTS5 is.
+
+Low-quality chunks (decision 0020): with `min_quality`, both retrievers leave out the chunks whose
+stored score (`chunks.quality`, groove/corpus/quality.py) is under it, and a leg still returns
+`limit` hits when that many others exist: each asks for its best rows and a few more, drops the
+hidden ones, and only when fewer than `limit` are left asks again for as many more as the hidden
+chunks hold; a filtered leg (allowed documents) keeps the floor in its SQL, and past sqlite-vec's
+k limit the vector leg scans the chunks kept.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any, Sequence
 import aiosqlite
 import numpy as np
 
+from groove.corpus import normalize
 from groove.corpus.parsers.document import POSITIONS_KEY, position_of
 from groove.search import filters as filters_mod
 from groove.search.compiler import quote_phrase
@@ -66,8 +74,10 @@ async def fts_scored(
     allowed_docs: Sequence[int] | None = None,
     table: str = "fts_chunks",
     exclude: set[int] | None = None,
+    min_quality: float | None = None,
 ) -> list[tuple[int, float]]:
-    """(chunk id, bm25) best first; bm25 is negative, lower is better (FTS5's convention)."""
+    """(chunk id, bm25) best first; bm25 is negative, lower is better (FTS5's convention). With
+    `min_quality`, without the chunks that score under it."""
     if table not in FTS_TABLES:
         raise ValueError(f"unknown full-text table {table!r}")
     exclude = exclude or set()
@@ -77,9 +87,13 @@ async def fts_scored(
             f"SELECT rowid, bm25({table}, ?, ?, ?) AS score FROM {table} WHERE {table} MATCH ?"
             " ORDER BY score, rowid LIMIT ?"
         )
+        if min_quality:
+            return await _fts_kept(conn, sql, (*weights, match_expr), limit, exclude, min_quality)
         args: tuple = (*weights, match_expr, limit + len(exclude))
     else:
         clause, extra = _allowed_clause("doc_id", allowed_docs)
+        if min_quality:
+            clause, extra = clause + " AND quality >= ?", (*extra, min_quality)
         sql = (
             f"SELECT rowid, bm25({table}, ?, ?, ?) AS score FROM {table} WHERE {table} MATCH ?"
             # `+rowid`, not `rowid`: a bare rowid constraint lets SQLite plan the MATCH once per
@@ -91,6 +105,23 @@ async def fts_scored(
         args = (*weights, match_expr, *extra, limit + len(exclude))
     cur = await conn.execute(sql, args)
     rows = [(r[0], float(r[1])) for r in await cur.fetchall() if r[0] not in exclude]
+    return rows[:limit]
+
+
+async def _fts_kept(conn: aiosqlite.Connection, sql: str, args: tuple, limit: int, exclude: set[int],
+                    min_quality: float) -> list[tuple[int, float]]:
+    """A full-text leg without the chunks under `min_quality`: the best rows and a few more, the hidden ones
+    dropped (a set kept per connection while the index is unchanged: a NOT IN over the quality index would
+    cost every statement about as much as its MATCH). `limit` kept rows among the best are the best kept rows,
+    so a first round that finds them is exact; else a second asks for as many more rows as there are hidden
+    chunks, which leaves `limit` kept ones whenever that many match."""
+    hidden = await hidden_chunks(conn, min_quality)
+    for extra in dict.fromkeys((min(len(hidden), max(limit, 16)), len(hidden))):
+        want = limit + len(exclude) + extra
+        got = await (await conn.execute(sql, (*args, want))).fetchall()
+        rows = [(r[0], float(r[1])) for r in got if r[0] not in exclude and r[0] not in hidden]
+        if len(rows) >= limit or len(got) < want:
+            break
     return rows[:limit]
 
 
@@ -192,6 +223,8 @@ class _VocabCache:
         self.n_chunks = 0
         self.doc: dict[tuple[str, str], int] = {}
         self.rows: dict[str, int] = {}
+        self.hidden: dict[float, int] = {}  # min_quality -> vectors of the chunks under it
+        self.hidden_ids: dict[float, frozenset[int]] = {}  # min_quality -> the chunks under it
 
 
 _VOCAB: "weakref.WeakKeyDictionary[Any, _VocabCache]" = weakref.WeakKeyDictionary()
@@ -207,6 +240,8 @@ async def _vocab_cache(conn: aiosqlite.Connection) -> _VocabCache:
         cache.version = version
         cache.doc = {}
         cache.rows = {}
+        cache.hidden = {}
+        cache.hidden_ids = {}
         cache.n_chunks = int((await (await conn.execute("SELECT count(*) FROM chunks")).fetchone())[0])
     return cache
 
@@ -281,7 +316,8 @@ async def term_doc_freq(conn: aiosqlite.Connection, table: str, terms: Sequence[
 
 
 async def fetch_texts(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int, str]:
-    """heading, context and content of each chunk as one text (what the full-text tables index)."""
+    """heading, context and content of each chunk as one text, folded to one spelling as the
+    full-text tables index it (decision 0018): the evidence looks for the compiled phrases in it."""
     if not ids:
         return {}
     cur = await conn.execute(
@@ -289,7 +325,7 @@ async def fetch_texts(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[in
         " WHERE id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(ids)),),
     )
-    return dict(await cur.fetchall())
+    return {cid: normalize.fold(text) for cid, text in await cur.fetchall()}
 
 
 async def matching_ids(conn: aiosqlite.Connection, expr: str) -> set[int]:
@@ -326,16 +362,23 @@ async def vector_scored(
     exclude: set[int] | None = None,
     allowed_docs: Sequence[int] | None = None,
     matrix: VectorMatrix | None = None,
+    min_quality: float | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, L2 distance) nearest first; for unit vectors cosine = 1 - d^2 / 2.
 
     With `matrix` (a long-running process's in-memory copy, store/vectors.py) the distances come
-    from one matrix product; without it, or when it cannot answer, from sqlite-vec."""
+    from one matrix product; without it, or when it cannot answer, from sqlite-vec. With
+    `min_quality`, over the chunks that score at least that: the KNN asks for a few more vectors, and when
+    fewer than `limit` kept chunks are among them, for as many more as the hidden chunks hold (past
+    sqlite-vec's k limit the chunks kept are scanned instead), so it returns `limit` hits whenever that
+    many exist."""
     blob = np.asarray(query, dtype=np.float32).tobytes()
     exclude = exclude or set()
+    kept, floor = (" AND quality >= ?", (min_quality,)) if min_quality else ("", ())
     if allowed_docs is not None:
+        clause, extra = _allowed_clause("doc_id", allowed_docs)
+        clause, extra = clause + kept, (*extra, *floor)
         if matrix is not None:
-            clause, extra = _allowed_clause("doc_id", allowed_docs)
             cur = await conn.execute(f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", extra)
             pairs = [(cid, e) for cid, e in await cur.fetchall() if cid not in exclude]
             near = await matrix.nearest_among(conn, query, [e for _, e in pairs], limit)
@@ -343,28 +386,81 @@ async def vector_scored(
                 dist = dict(near)
                 ranked = sorted(((dist[e], cid) for cid, e in pairs if e in dist))
                 return [(cid, d) for d, cid in ranked][:limit]
-        clause, extra = _allowed_clause("c.doc_id", allowed_docs)
-        cur = await conn.execute(
-            f"SELECT c.id, vec_distance_l2(v.embedding, ?) AS d FROM chunks c JOIN {VECTOR_TABLE} v ON v.rowid = c.embedding_id"
-            f" WHERE c.embedding_id IS NOT NULL{clause}"
-            " ORDER BY d, c.id LIMIT ?",
-            (blob, *extra, limit + len(exclude)),
-        )
-        rows = [(r[0], float(r[1])) for r in await cur.fetchall()]
-        return [r for r in rows if r[0] not in exclude][:limit]
+        return await _scan(conn, blob, clause, extra, limit, exclude)
     k = limit + len(exclude)
-    nearest = await matrix.nearest(conn, query, k) if matrix is not None else None
-    if nearest is None:
-        nearest = await nearest_embeddings(conn, query, k)
-    if not nearest:
-        return []
-    rank = {emb_id: (i, float(d)) for i, (emb_id, d) in enumerate(nearest)}
-    cur = await conn.execute(
-        "SELECT id, embedding_id FROM chunks WHERE embedding_id IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(rank)),),
-    )
-    out = sorted((rank[e][0], cid, rank[e][1]) for cid, e in await cur.fetchall() if cid not in exclude)
+    hidden = await hidden_vector_count(conn, min_quality) if min_quality else 0
+    # With a floor, a few of the hidden chunks' vectors are asked for as well: `limit` kept chunks among the
+    # nearest vectors are the nearest kept chunks, so a first round that finds them is exact; else a second
+    # asks for as many more as the hidden chunks hold.
+    out: list[tuple[int, int, float]] = []
+    for extra in dict.fromkeys((min(hidden, max(limit, 16)), hidden)):
+        nearest = await matrix.nearest(conn, query, k + extra) if matrix is not None else None
+        if nearest is None:
+            if min_quality and k + extra > MAX_KNN_K:  # more than sqlite-vec's KNN gives: a scan of the chunks kept
+                return await _scan(conn, blob, kept, floor, limit, exclude)
+            nearest = await nearest_embeddings(conn, query, k + extra)
+        if not nearest:
+            return []
+        rank = {emb_id: (i, float(d)) for i, (emb_id, d) in enumerate(nearest)}
+        cur = await conn.execute(
+            f"SELECT id, embedding_id FROM chunks WHERE embedding_id IN (SELECT value FROM json_each(?)){kept}",
+            (json.dumps(list(rank)), *floor),
+        )
+        out = sorted((rank[e][0], cid, rank[e][1]) for cid, e in await cur.fetchall() if cid not in exclude)
+        if len(out) >= limit or len(nearest) < k + extra:
+            break
     return [(cid, d) for _, cid, d in out][:limit]
+
+
+async def _scan(conn: aiosqlite.Connection, blob: bytes, clause: str, extra: tuple, limit: int,
+                exclude: set[int]) -> list[tuple[int, float]]:
+    """An exact distance scan of the chunks `clause` keeps (a filter's documents, the quality floor)."""
+    cur = await conn.execute(
+        f"SELECT c.id, vec_distance_l2(v.embedding, ?) AS d FROM chunks c JOIN {VECTOR_TABLE} v ON v.rowid = c.embedding_id"
+        f" WHERE c.embedding_id IS NOT NULL{clause}"
+        " ORDER BY d, c.id LIMIT ?",
+        (blob, *extra, limit + len(exclude)),
+    )
+    rows = [(r[0], float(r[1])) for r in await cur.fetchall()]
+    return [r for r in rows if r[0] not in exclude][:limit]
+
+
+async def hidden_vector_count(conn: aiosqlite.Connection, min_quality: float) -> int:
+    """How many vectors the chunks scoring under `min_quality` hold: how many more the KNN asks for, so that
+    `limit` kept chunks remain. A range of the quality index, counted once per connection while the index
+    is unchanged."""
+    cache = await _vocab_cache(conn)
+    if min_quality not in cache.hidden:
+        cur = await conn.execute(
+            "SELECT count(DISTINCT embedding_id) FROM chunks WHERE quality < ? AND embedding_id IS NOT NULL",
+            (min_quality,))
+        cache.hidden[min_quality] = int((await cur.fetchone())[0])
+    return cache.hidden[min_quality]
+
+
+async def hidden_chunks(conn: aiosqlite.Connection, min_quality: float) -> frozenset[int]:
+    """The chunks scoring under `min_quality`, read once per connection while the index is unchanged (a range
+    of the quality index: about 3 ms for 5,000 chunks)."""
+    cache = await _vocab_cache(conn)
+    if min_quality not in cache.hidden_ids:
+        cur = await conn.execute("SELECT id FROM chunks WHERE quality < ?", (min_quality,))
+        cache.hidden_ids[min_quality] = frozenset(r[0] for r in await cur.fetchall())
+    return cache.hidden_ids[min_quality]
+
+
+async def chunk_quality(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int, float]:
+    """The stored quality score of each chunk (explain)."""
+    if not ids:
+        return {}
+    cur = await conn.execute("SELECT id, quality FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                             (json.dumps(list(ids)),))
+    return {int(a): float(b) for a, b in await cur.fetchall()}
+
+
+async def low_quality_count(conn: aiosqlite.Connection, min_quality: float) -> int:
+    """How many chunks of the index score under `min_quality` (explain: what the filter hides)."""
+    cur = await conn.execute("SELECT count(*) FROM chunks WHERE quality < ?", (min_quality,))
+    return int((await cur.fetchone())[0])
 
 
 _HIT_SQL = (
@@ -457,11 +553,14 @@ async def chunk_docs(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int
 
 class SqliteSearchReads:
     """`groove.store.interface.SearchReads` on one SQLite connection: the functions above; with
-    `matrix`, KNN on the process's in-memory copy of the vectors (store/vectors.py)."""
+    `matrix`, KNN on the process's in-memory copy of the vectors (store/vectors.py); with `min_quality`,
+    both retrievers see the index without the chunks that score under it (decision 0020)."""
 
-    def __init__(self, conn: aiosqlite.Connection, matrix: VectorMatrix | None = None):
+    def __init__(self, conn: aiosqlite.Connection, matrix: VectorMatrix | None = None,
+                 min_quality: float | None = None):
         self.conn = conn
         self.matrix = matrix
+        self.min_quality = min_quality or None  # 0 hides nothing
 
     async def allowed_documents(self, filters: Any) -> list[int] | None:
         return await filters_mod.allowed_documents(self.conn, filters)
@@ -469,7 +568,7 @@ class SqliteSearchReads:
     async def fts_scored(self, match_expr: str, limit: int, weights: tuple[float, float, float] = (2.0, 1.0, 1.0),
                          allowed_docs: Sequence[int] | None = None, table: str = "fts_chunks",
                          exclude: set[int] | None = None) -> list[tuple[int, float]]:
-        return await fts_scored(self.conn, match_expr, limit, weights, allowed_docs, table, exclude)
+        return await fts_scored(self.conn, match_expr, limit, weights, allowed_docs, table, exclude, self.min_quality)
 
     async def term_doc_freq(self, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         return await term_doc_freq(self.conn, table, terms)
@@ -485,7 +584,7 @@ class SqliteSearchReads:
 
     async def vector_scored(self, query: np.ndarray, limit: int, exclude: set[int] | None = None,
                             allowed_docs: Sequence[int] | None = None) -> list[tuple[int, float]]:
-        return await vector_scored(self.conn, query, limit, exclude, allowed_docs, self.matrix)
+        return await vector_scored(self.conn, query, limit, exclude, allowed_docs, self.matrix, self.min_quality)
 
     async def fetch_hits(self, ids: Sequence[int]) -> dict[int, Hit]:
         return await fetch_hits(self.conn, ids)
@@ -507,3 +606,9 @@ class SqliteSearchReads:
 
     async def chunk_docs(self, ids: Sequence[int]) -> dict[int, int]:
         return await chunk_docs(self.conn, ids)
+
+    async def chunk_quality(self, ids: Sequence[int]) -> dict[int, float]:
+        return await chunk_quality(self.conn, ids)
+
+    async def low_quality_count(self, min_quality: float) -> int:
+        return await low_quality_count(self.conn, min_quality)

@@ -20,8 +20,19 @@ text of every occurrence, casefolded, is exactly a casefolded phrase.
 ``re.IGNORECASE`` was not used: it compares characters one to one with
 simple case mapping, so it misses ``'STRASSE'`` for ``'straße'``.
 
-No Unicode normalisation is applied (NFC and NFD spellings of the same text
-do not match each other); the search is over the text as stored.
+Spellings: the phrases are searched for in the content folded to one
+spelling, as the full-text tables index it (``groove/corpus/normalize.py``,
+decision 0018: NFKC, iteration marks, okurigana, hiragana as katakana), so
+a query written ``取扱`` or ``リンゴ`` marks the ``取り扱い`` or ``りんご`` the
+note has. The fold keeps, for each folded
+character, the original characters it came from, and a span covers the
+original characters of its folded occurrence: the offsets are into the content
+as written, which is what is shown. As with case folding, an occurrence starts
+and ends where the fold of a whole stretch does (``f`` does not match half of
+``ﬁ``, folded ``fi``; nor ``時`` half of ``時々``, folded ``時時``). A fold may join characters (``ｶﾞ`` -> ``ガ``)
+or drop them (the ``り`` of ``取り扱い``): a span then covers the whole of what
+was joined, and a dropped character inside an occurrence is covered too.
+The phrases are folded as well (folding a folded phrase leaves it as it is).
 
 Cost: each phrase is found with ``str.find`` over the folded text (C speed,
 overlapping occurrences included), so a phrase costs one pass over the
@@ -40,6 +51,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from groove.corpus import normalize
 from groove.search.hits import Hit
 
 DEFAULT_MAX_SPANS = 100
@@ -96,13 +108,19 @@ def match_spans(
         raise ValueError(
             f"match_spans max_content_bytes must be an integer of at least 0 (the default is 262144), got {max_content_bytes!r}"
         )
-    needles = list(dict.fromkeys(p.casefold() for p in phrases if p))
+    needles = list(dict.fromkeys(normalize.fold(p).casefold() for p in phrases if p))
+    needles = [n for n in needles if n]
     if not content or not needles or max_spans == 0:
         return []
     ascii_only = content.isascii()
     if (len(content) if ascii_only else len(content.encode("utf-8", _ERRORS))) > max_content_bytes:
         return []
 
+    # The content folded to one spelling, and where each folded character came from (None: as written).
+    aligned = None if ascii_only else normalize.fold_aligned(content)
+    original = content
+    if aligned is not None:
+        content = aligned.text
     folded_text = content.casefold()
     if len(folded_text) == len(content):
         # Every character folds to exactly one character (a fold is never
@@ -129,6 +147,18 @@ def match_spans(
                     occurrences.append((int(char_at_fold[i]), int(char_at_fold[i + width])))
     if not occurrences:
         return []
+    if aligned is not None:
+        # Folded characters back to the characters as written; an occurrence must start and end where
+        # what one stretch of the original folded to does (a phrase never matches part of what one
+        # character or one mark's stretch folds to: "f" does not match half of "ﬁ", as with casefold).
+        starts, ends = aligned.starts, aligned.ends
+        last = len(starts) - 1
+        occurrences = [(starts[a], ends[b - 1]) for a, b in occurrences
+                       if (a == 0 or starts[a - 1] != starts[a] or ends[a - 1] != ends[a])
+                       and (b - 1 == last or starts[b] != starts[b - 1] or ends[b] != ends[b - 1])]
+        content = original
+        if not occurrences:
+            return []
     occurrences.sort()
     # A new span begins where an occurrence starts strictly after everything
     # before it has ended; touching occurrences (start == reach) merge.

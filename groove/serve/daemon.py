@@ -17,7 +17,10 @@ full, a read-only index file, a reconcile that raises) is retried with
 backoff (the failed paths again, or the full reconcile) while searches go on
 over what the index has; a watcher that dies is restarted with backoff and a
 full reconcile then picks up what it missed; the embedding workers back off
-while the database refuses their writes.
+while the database refuses their writes. With `[watch] enabled = false`
+(`groove serve --no-watch`, a folder that changes only by deploy) there is no
+watcher: its state says so and it does not make the service unhealthy; the
+startup reconcile, the periodic one and `reindex` keep the index current.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ log = get_logger(__name__)
 IDLE_WAIT_S = 30.0  # a worker with nothing to do looks at the queue again after this long anyway
 RETRY_FIRST_S = 1.0  # a failed write, a dead watcher, a refused embedding store: first retry after this long
 RETRY_MAX_S = 60.0   # doubling each time in a row, never longer than this
+#: The watcher's state when `[watch] enabled = false` (`groove serve --no-watch`): not a fault, so not unhealthy.
+WATCH_OFF = "off ([watch] enabled = false): changes are picked up by the periodic reconcile and reindex"
 
 __all__ = ["BusyError", "Change", "ChangeKind", "Daemon", "NotFoundError", "ReindexError", "TaskHealth"]
 
@@ -165,7 +170,7 @@ class Daemon:
         """Alive means: the watcher watches and the writer runs and its last write went through."""
         reasons = []
         watcher = self.tasks["watcher"]
-        if watcher.state != "watching":
+        if watcher.state != "watching" and self.settings.watch.enabled:
             reasons.append(f"watcher {watcher.state}" + (f": {watcher.last_error}" if watcher.last_error and watcher.state != "starting" else ""))
         writer_task = self.tasks["writer"]
         if writer_task.state != "running":
@@ -196,7 +201,11 @@ class Daemon:
                 tg.start_soon(self._supervised, "writer", self._writer_loop)
                 for i in range(self.settings.embedding.workers):
                     tg.start_soon(self._embed_loop, i)
-                tg.start_soon(self._supervised, "watcher", self._watch_once)
+                if self.settings.watch.enabled:
+                    tg.start_soon(self._supervised, "watcher", self._watch_once)
+                else:  # a folder that changes only by deploy: the startup and periodic reconciles, and reindex
+                    self.tasks["watcher"].ok(WATCH_OFF)
+                    log.info("watch_off", kb=str(self.index.kb), reconcile_interval_s=self.settings.watch.reconcile_interval_s)
                 if self.settings.watch.reconcile_interval_s > 0:
                     tg.start_soon(self._periodic_loop)
                 self._full_requested += 1
@@ -394,6 +403,7 @@ class Daemon:
             stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
             on_state=self._set_watch_state,
             on_lost=lambda: self._changes_send.send(FULL),  # a batch watchfiles could not decode
+            ignored=self.index.indexer.ignore.path_ignored,  # what .grooveignore and .gitignore leave out
         )
 
     async def _periodic_loop(self) -> None:

@@ -30,6 +30,7 @@ import contextlib
 import errno
 import ipaddress
 import json
+import shlex
 import logging
 import socket
 from typing import Any, Iterator
@@ -258,8 +259,18 @@ def client_snippets(url: str, stdio_command: list[str], *, token: bool = False) 
         "or let the client start groove itself (stdio; Claude Desktop, Cursor and Gemini CLI read this shape):\n"
         f"{json.dumps(stdio, indent=2, ensure_ascii=False)}\n"
         "for Claude Desktop over HTTP (through mcp-remote), Claude Code, VS Code, Codex CLI and Gemini CLI:\n"
-        "  groove client-config CLIENT [--transport http] prints that client's own entry (docs/clients.md)\n"
+        f"  {' '.join(shlex.quote(x) for x in [stdio_command[0], 'client-config', 'CLIENT', *_folder_args(stdio_command)])}"
+        " [--transport http] prints that client's own entry (docs/clients.md)\n"
     )
+
+
+def _folder_args(command: list[str]) -> list[str]:
+    """The --config / --kb / --index arguments of a `groove serve` command line, for another command of it."""
+    out: list[str] = []
+    for i, arg in enumerate(command[:-1]):
+        if arg in ("--config", "--kb", "--index"):
+            out += [arg, command[i + 1]]
+    return out
 
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The daemon's local endpoint: `groove search`, `related` and `status` ask a running `groove serve`.
+"""The daemon's local endpoint: `groove search`, `related`, `get`, `links` and `status` ask a running `groove serve`.
 
 Whatever its transport, `groove serve` also listens on a Unix-domain socket
 beside its index file (`<index>.sock`, mode 0600, removed on exit). A
@@ -12,7 +12,7 @@ The protocol is one JSON line each way per connection:
     <- {"ok": true, "result": {...}, "index_path": "...", "pid": 1234}
     <- {"ok": false, "error": "...", "exit_code": 1, "index_path": "...", "pid": 1234}
 
-Ops: `search`, `related`, `status`. Only the socket's owner may connect:
+Ops: `search`, `related`, `get_document` (`groove get`), `status`, `links`. Only the socket's owner may connect:
 the file is 0600 and, where the platform tells (Linux `SO_PEERCRED`), a peer
 of another user is turned away. A path too long for a socket address
 (about 100 bytes) moves to `$TMPDIR/groove-<uid>/<hash of the index path>.sock`
@@ -50,7 +50,7 @@ MAX_REQUEST_BYTES = 1 << 20   # a search request is at most a few KiB
 MAX_RESPONSE_BYTES = 64 << 20
 CONNECT_TIMEOUT_S = 2.0
 ANSWER_TIMEOUT_S = 120.0      # a daemon's first query may wait for its model to load
-OPS = ("search", "related", "status", "endpoint")
+OPS = ("search", "related", "status", "get_document", "endpoint", "links")
 
 
 def supported() -> bool:
@@ -163,8 +163,8 @@ async def _handle(daemon: Any, stream: anyio.abc.SocketStream) -> None:
 
 
 async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
-    from groove.api import RelatedRequest
-    from groove.search.request import SearchRequest
+    from groove.api import LinksRequest, RelatedRequest
+    from groove.search.request import DocumentRequest, SearchRequest
 
     service = daemon.service
     try:
@@ -179,6 +179,11 @@ async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
             result = await service.search(SearchRequest(**args.get("request", {})))
         elif op == "related":
             result = await service.related(RelatedRequest(**args))
+        elif op == "links":
+            result = await service.links(LinksRequest(**args))
+        elif op == "get_document":
+            req = DocumentRequest(**args.get("request", {}))
+            result = await service.get_document(req.path if req.whole else req)
         else:
             result = await service.status()
         return {"ok": True, "result": result.model_dump(mode="json", exclude_unset=True)}

@@ -38,6 +38,7 @@ import httpx2
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 
+from groove import EXAMPLE_NOTES  # `--examples`: the checkout's examples/notes, or the wheel's copy
 from groove.config import ConfigError, Settings, replace_settings
 from groove.logs import get_logger
 from groove.serve.daemon import Daemon
@@ -63,13 +64,12 @@ log = get_logger(__name__)
 
 SHUTDOWN_DEADLINE_S = 2.5   # then cancel whatever is left
 HARD_EXIT_S = 4.0           # then leave anyway: a thread stuck in a model call must not keep us past 5 s
-EXAMPLE_NOTES = Path(__file__).resolve().parent.parent.parent / "examples" / "notes"
 
 
 # --- helpers --------------------------------------------------------------------------
 
 def example_notes() -> Path | None:
-    """The example notes shipped next to the package (a source checkout), if there."""
+    """The example notes shipped with groove (the checkout's examples/notes, or the wheel's copy), if there."""
     return EXAMPLE_NOTES if EXAMPLE_NOTES.is_dir() else None
 
 
@@ -79,7 +79,7 @@ def with_example_notes(settings: Settings) -> Settings:
     folder = example_notes()
     if folder is None:
         raise ConfigError(
-            "--examples serves the example notes of a source checkout, and this installation ships none; "
+            "--examples serves the example notes shipped with groove, and this installation has none; "
             "pass --kb PATH with your notes folder instead"
         )
     return replace_settings(settings, kb_path=folder)

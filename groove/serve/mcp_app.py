@@ -67,8 +67,10 @@ groove searches the user's Markdown notes (a local folder, often mixed Japanese 
 - `pending_chunks` in a search response counts passages not yet embedded: when it is
   above 0, a note may be findable by its words but not yet by meaning, so an empty or
   weak answer may mean "not indexed yet" rather than "not in the notes".
-- `get_document` returns a whole note by the path a result gave; `related` finds notes
-  near one note; `list_documents` pages through the notes (filter by folder or tags).
+- `get_document` returns a note by the path a result gave; for a long note pass heading
+  (a hit's context) or lines (from a hit's start_line) to read only that part, and
+  max_chars to cap it. When the context is tight, give `search` a max_chars budget too.
+  `related` finds notes near one note; `list_documents` pages through the notes (filter by folder or tags).
 - `index_status` says what is indexed and what is pending; `reindex` forces a full
   rescan of the folder (rarely needed: the folder is watched).
 - Every note is also a resource `groove://note/<path>` (each hit's `uri`); subscribe to

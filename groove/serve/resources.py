@@ -27,6 +27,7 @@ from groove.serve.paths import (JSON_MIME_TYPE, NOTE_MIME_TYPE, TOPIC_KINDS, TOP
                                 parse_uri)
 
 RESOURCE_PAGE_SIZE = 100
+BACKLINKS_META = "groove/backlinks"  # a note's resource: how many other notes link to it (_meta)
 
 
 def register_resources(server: MCPServer, service: Service, events: NoteEvents) -> None:
@@ -88,7 +89,9 @@ def register_resources(server: MCPServer, service: Service, events: NoteEvents) 
             parse_uri(params.uri)  # not a note: a decoded backslash is refused as such
             # SEP-2164: an unknown resource is invalid params, with the URI in data.
             raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {exc}", data={"uri": params.uri}) from exc
-        return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=doc.content, mime_type=note_mime(path))])
+        # The note's backlink count travels in the contents' _meta (the links tool lists them).
+        return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=doc.content, mime_type=note_mime(path),
+                                                                 meta={BACKLINKS_META: doc.backlinks})])
 
     sdk.add_request_handler(server, "resources/list", PaginatedRequestParams, list_resources)
     sdk.add_request_handler(server, "resources/templates/list", PaginatedRequestParams, list_templates)
@@ -106,4 +109,4 @@ def _describe(doc: DocumentRef) -> str | None:
     return "; ".join(parts) or None
 
 
-__all__ = ["RESOURCE_PAGE_SIZE", "register_resources"]
+__all__ = ["BACKLINKS_META", "RESOURCE_PAGE_SIZE", "register_resources"]

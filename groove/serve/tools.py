@@ -7,20 +7,25 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from groove.api import ListRequest, RelatedRequest, Service, TopicsRequest
-from groove.app import MAX_PAGE
+from groove.api import LinksRequest, ListRequest, RelatedRequest, Service, TopicsRequest
+from groove.app import MAX_LINKS, MAX_PAGE
+from groove.corpus.best_practice import MAX_SECTION_CHARS, MAX_TARGET_CHARS, BestPracticeAnswer, best_practice_text
 from groove.errors import GrooveError, NotFoundError
 from groove.search import answers
-from groove.search.answers import DocumentAnswer, DocumentPage, RelatedAnswer, SearchAnswer, StatusAnswer, TopicsAnswer
+from groove.search.answers import (DocumentAnswer, DocumentPage, LinksAnswer, RelatedAnswer, SearchAnswer, StatusAnswer,
+                                   TopicsAnswer)
+from groove.search.filters import MAX_PATH_GLOBS
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
-from groove.search.request import MAX_FILTER_ITEMS, MAX_LIMIT, MAX_QUERY_BYTES, SearchRequest, tool_fields
+from groove.search.request import (MAX_DOCUMENT_CHARS, MAX_FILTER_ITEMS, MAX_HEADING_CHARS, MAX_LIMIT, MAX_QUERY_BYTES,
+                                   MIN_BUDGET_CHARS, DocumentRequest, LineRange, SearchRequest, tool_fields)
+from groove.search.request import FilterArgs
 from groove.serve.errors import tool_error
 from groove.serve.guard import ToolCallGuard, bounded
 from groove.serve.paths import check_note_path
@@ -81,6 +86,9 @@ def _search_signature() -> inspect.Signature:
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
+# get_document's arguments are described once, on the request model (groove/search/request.py).
+_DOC_FIELDS = {name: field.description or "" for name, field in DocumentRequest.model_fields.items()}
+
 
 def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) -> None:
     """The tools on `server`, each with its argument model on `guard`."""
@@ -115,7 +123,15 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         a note saved moments ago may be found by its words but not yet by meaning), vectors_degraded (true when
         the query could not be embedded, so the results come from full text alone) and startup_reconcile_done
         (false while the folder is still being scanned after a start). The text content is one block per hit:
-        rank, path and heading, score, line range, the passage."""
+        rank, path and heading, score, line range, the passage.
+
+        When the context is tight, or many results are wanted, pass max_chars (e.g. 4000): the passages fill that
+        many characters best first, a passage that does not fit is cut at a sentence end (its trimmed_chars says
+        how much), and budget lists what was left out; then read more of a hit with get_document (path and
+        heading, or lines from its start_line).
+
+        Low-quality passages (a heading over TODO or 詳細は後述, headings or links only, a template pasted into many
+        notes) are left out; pass include_low_quality: true to see them too (e.g. when looking for stubs)."""
         include_ids = arguments.pop("include_ids", False)
         answer = await service.search(SearchRequest.from_arguments(arguments))
         return tool_result(answer.for_client(include_ids=include_ids), answers.search_text)
@@ -123,17 +139,30 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
     search.__signature__ = _search_signature()  # type: ignore[attr-defined]
     tool(title="Search the notes", annotations=READ_ONLY)(search)
 
-    @tool(title="Read a whole note", annotations=READ_ONLY)
+    @tool(title="Read a note, or the part that matters", annotations=READ_ONLY)
     async def get_document(
         path: Annotated[str, Field(description="The note's path relative to the notes folder, exactly as search or list_documents returned it.")],
+        heading: Annotated[str | None, Field(description=_DOC_FIELDS["heading"], max_length=MAX_HEADING_CHARS)] = None,
+        lines: Annotated[LineRange | None, Field(description=_DOC_FIELDS["lines"])] = None,
+        max_chars: Annotated[int | None, bounded(ge=MIN_BUDGET_CHARS, le=MAX_DOCUMENT_CHARS,
+                                                 description=_DOC_FIELDS["max_chars"])] = None,
     ) -> Annotated[CallToolResult, DocumentAnswer]:
-        """Return one whole note: uri, path, title, tags, date, frontmatter, warnings, size and content (Markdown,
-        or the text extracted from a PDF, Word, PowerPoint or Excel file). The text content is the note itself
-        under a one-line header."""
+        """Return one note: uri, path, title, tags, date, frontmatter, warnings, size and content (Markdown, or the
+        text extracted from a PDF, Word, PowerPoint or Excel file). The text content is the note under a short
+        header.
+
+        To read only what matters, pass heading (a search hit's context, e.g. "Title > Setup > Install") for that
+        section with its subsections, or lines ({"from": hit.start_line, "count": 40}) to read on around a hit;
+        and max_chars to cap a long note (content is then cut at a sentence end). With any of them the answer's
+        part says which lines it holds and what was left out (characters, line ranges and the headings in them,
+        to ask for next). A heading the note does not have is an error that names the headings it has."""
         try:
-            doc = await service.get_document(check_note_path(path, lenient=True))
-        except NotFoundError:
-            check_note_path(path)  # not a note: a backslash or an encoded separator is refused as such
+            req = DocumentRequest(path=check_note_path(path, lenient=True), heading=heading, lines=lines,
+                                  max_chars=max_chars)
+            doc = await service.get_document(req if not req.whole else req.path)
+        except NotFoundError as exc:
+            if not str(exc).startswith("no heading"):
+                check_note_path(path)  # not a note: a backslash or an encoded separator is refused as such
             raise
         return tool_result(doc, answers.document_text)
 
@@ -179,19 +208,72 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         limit: Annotated[int, bounded(ge=1, le=MAX_LIMIT, description="How many related notes to return.")] = 10,
         depth: Annotated[int, bounded(ge=1, le=MAX_DEPTH, description="How many hops to walk from the note (1 = its nearest notes).")] = 1,
         fan_out: Annotated[int, bounded(ge=1, le=MAX_FAN_OUT, description="Nearest unseen notes each note expands to per hop.")] = 5,
+        by: Annotated[Literal["meaning", "links", "both"], Field(description=(
+            "What relates notes: meaning (nearest in meaning, the default), links (the notes it links to and the notes "
+            "linking to it, both ways) or both."))] = "meaning",
+        min_similarity: Annotated[float | None, bounded(ge=-1, le=1, description=(
+            "Leave out notes less similar than this (cosine, -1..1); a linked note is kept whatever its "
+            "similarity."))] = None,
+        exclude_paths: Annotated[list[str] | None, Field(description=(
+            "Leave these notes out of the walk: gitignore-style globs, e.g. [\"daily/**\", \"templates/**\"]."),
+            max_length=MAX_PATH_GLOBS)] = None,
+        filters: Annotated[FilterArgs | None, Field(description=(
+            "Only notes that pass these filters are walked and returned (the filters of search)."))] = None,
     ) -> Annotated[CallToolResult, RelatedAnswer]:
-        """Find the notes nearest in meaning to a given note (with depth > 1, also the notes nearest to those).
+        """Find the notes related to a given note: nearest in meaning (by: meaning, the default), linked to it
+        or from it (by: links), or both; with depth > 1, also the notes related to those.
 
         Returns source, related (uri, path, title, score, depth, via: the path of hops, chunk: the closest
-        passage's heading and lines), bounded_by (which bound stopped the walk early, if any) and elapsed_ms."""
+        passage's heading and lines, null for a note reached by a link alone; with by links or both, by: how the
+        last hop reached it, and link: its direction, line, heading), bounded_by (which bound stopped the walk
+        early, if any) and elapsed_ms."""
         try:
-            found = await service.related(RelatedRequest(path=check_note_path(path, lenient=True), limit=limit,
-                                                         depth=depth, fan_out=fan_out))
+            found = await service.related(RelatedRequest(
+                path=check_note_path(path, lenient=True), limit=limit, depth=depth, fan_out=fan_out, by=by,
+                min_similarity=min_similarity, exclude_paths=exclude_paths, filters=filters))
         except GrooveError as exc:
-            if str(exc).startswith("no indexed note"):  # not a note: a backslash or an encoded separator is refused as such
+            if exc.kind == "not_found":  # not a note: a backslash or an encoded separator is refused as such
                 check_note_path(path)
             raise
         return tool_result(found.for_client(), answers.related_text)
+
+    @tool(title="Links and backlinks of a note", annotations=READ_ONLY)
+    async def links(
+        path: Annotated[str, Field(description="The note, as search or list_documents returned its path.")],
+        limit: Annotated[int, bounded(ge=1, le=MAX_LINKS, description="At most this many links of each kind.")] = 100,
+    ) -> Annotated[CallToolResult, LinksAnswer]:
+        """The links of a note as the vault's author wrote them ([[wiki links]], ![[embeds]] and Markdown links
+        to notes, resolved as Obsidian resolves them): outgoing (the notes it links to), backlinks (the notes
+        that link to it) and unresolved (its links to notes that do not exist). Each item has path, the line of
+        the link, and the heading, block or alias it names. Use it to follow what the author connected: the
+        notes a hub or index note points to, what refers to a note before you change or rely on it, or dangling
+        links to fix; for notes similar in meaning use related (by: links walks this graph further)."""
+        try:
+            found = await service.links(LinksRequest(path=check_note_path(path, lenient=True), limit=limit))
+        except NotFoundError:
+            check_note_path(path)  # not a note: a backslash or an encoded separator is refused as such
+            raise
+        return tool_result(found, answers.links_text)
+
+    # Opt-in ([best_practice] path_templates): not configured, the tool is not listed at all (rather than listed
+    # and failing). A stand-in service without the method (tests) offers none either.
+    best_practices = getattr(service, "best_practices", None)
+    if callable(best_practices) and best_practices() is not None:
+        @tool(title="Best practices for a target", annotations=READ_ONLY)
+        async def get_best_practice(
+            target: Annotated[str, Field(description=(
+                "What the practices are for: one name such as python, react or docker, as the notes lay the "
+                "documents out ([best_practice] path_templates). An unknown target's error names the targets that "
+                "have a document."), max_length=MAX_TARGET_CHARS)],
+            section: Annotated[str | None, Field(description=(
+                "Only this `##` section of the document (its heading text, any case; e.g. Testing); omit for the "
+                "whole document."), max_length=MAX_SECTION_CHARS)] = None,
+        ) -> Annotated[CallToolResult, BestPracticeAnswer]:
+            """Return the user's best-practice document for a target (a language, framework or tool), or only one
+            of its `##` sections: target, path, section, sections (every `##` heading, to ask for one), size and
+            content (Markdown). Use it before writing or reviewing work on that target, and follow it over general
+            habits. The text content is the document under a short header."""
+            return tool_result(await service.best_practice(target, section), best_practice_text)
 
 
 __all__ = ["READ_ONLY", "register_tools", "tool_result"]

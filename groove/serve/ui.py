@@ -1,23 +1,35 @@
-"""The web view at /ui: one static page and the two JSON endpoints it reads.
+"""The web view at /ui: one static page and the JSON endpoints it reads.
 
-    GET  /ui              the page (groove/serve/static/ui.html: vanilla JS, no CDN, no external fonts)
-    GET  /ui/api/status   the daemon's `index_status`, as the MCP tool returns it
-    POST /ui/api/search   a `SearchRequest` as JSON -> the daemon's search response
+    GET  /ui               the page (groove/serve/static/ui.html: vanilla JS, no CDN, no external fonts)
+    GET  /ui/api/status    the daemon's `index_status`, as the MCP tool returns it
+    POST /ui/api/search    a `SearchRequest` as JSON -> the daemon's search response, each hit with its
+                           passage rendered (`html`, the query's matches in <mark>)
+    GET  /ui/api/note      ?path=P: one note (`get_document`) with its Markdown rendered (`html`, block
+                           elements carrying their source lines) and an `obsidian_url` when the notes
+                           folder is an Obsidian vault (it has `.obsidian/`)
+    GET  /ui/api/related   ?path=P: the notes nearest in meaning to a note (`related`)
+    GET  /ui/api/topics    the folders and tags (`topics`), for the page's filters
 
 The routes are registered on the MCP server as custom routes (`mount_ui`), so
 they live in the same Starlette app as /mcp and /healthz, behind the same
 guard (Host, Origin, token where configured) and request body limit that
-`groove.serve.http.build_app` wraps around it. A search goes through
-the service API (`daemon.service.search(SearchRequest(...))`), as the MCP `search` tool does:
-the same validation, the same limits, the same one-line errors (here as
-`{"error": ...}` with status 400).
+`groove.serve.http.build_app` wraps around it. Every endpoint goes through the
+service API (`daemon.service`), as the MCP tools do: the same validation, the
+same limits, the same one-line errors (here as `{"error": ...}` with the status
+`groove.serve.errors.http_status` gives: 400 for a bad request or a path that
+could name anything outside the notes folder, 404 for a note not indexed).
 
 The page is served with a strict Content-Security-Policy: nothing loads from
 anywhere but this server, and the one inline script and style are allowed by
-their SHA-256 hashes (no 'unsafe-inline'). The page renders note text with
-`textContent` only (notes are untrusted), and the endpoints answer only JSON
-requests (`Content-Type: application/json`), which a cross-site form cannot
-send without the browser adding an Origin header the guard refuses.
+their SHA-256 hashes (no 'unsafe-inline'). Notes are untrusted. Markdown is
+rendered here with markdown-it-py with raw HTML off (a `<script>` in a note is
+text), links only to http(s), mailto or another note (no `javascript:`), images
+as their alt text (nothing is fetched), and no inline styles; the page then
+copies that HTML into the document through an allowlist of tags and attributes
+(never `innerHTML`), and puts every other piece of note text in with
+`textContent`. The endpoints answer only GETs and JSON requests
+(`Content-Type: application/json`), which a cross-site form cannot send
+without the browser adding an Origin header the guard refuses.
 """
 
 from __future__ import annotations
@@ -25,28 +37,42 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import posixpath
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import quote, unquote
 
+import anyio
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from groove.errors import GrooveError
+from groove.api import RelatedRequest, TopicsRequest
+from groove.errors import GrooveError, NotFoundError
 from groove.logs import get_logger
+from groove.search.answers import DocumentAnswer, SearchAnswer
 from groove.search.compiler import QueryError
 from groove.search.request import SearchRequest
 from groove.serve.daemon import Daemon
 from groove.serve.errors import http_status
+from groove.serve.paths import TEXT_MIME_TYPE, check_note_path, note_mime
 
 log = get_logger(__name__)
 
 UI_PATH = "/ui"
 STATUS_PATH = "/ui/api/status"
 SEARCH_PATH = "/ui/api/search"
+NOTE_PATH = "/ui/api/note"
+RELATED_PATH = "/ui/api/related"
+TOPICS_PATH = "/ui/api/topics"
 PAGE_FILE = "ui.html"
+RELATED_LIMIT = 8  # related notes shown beside an open note
 
 # Headers every /ui response carries; the page adds its Content-Security-Policy.
 COMMON_HEADERS = {
@@ -87,6 +113,173 @@ def content_security_policy(html: str) -> str:
     )
 
 
+# --- Markdown, rendered for the page ----------------------------------------------------------
+
+SAFE_SCHEME = re.compile(r"^(?:https?|mailto):", re.IGNORECASE)
+ANY_SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]*:", re.IGNORECASE)
+MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"  # private-use sentinels for a passage's matches (same UTF-8 size as U+FFFD)
+ENCODED_MARK = re.compile("%EE%80%8[01]", re.IGNORECASE)  # the sentinels as normalizeLink percent-encodes them
+ALIGN = re.compile(r"text-align:(left|right|center)")
+
+
+def _safe_link(url: str) -> bool:
+    """Links and image sources allowed at all: http(s), mailto, or a relative path (no javascript:, data:, ...)."""
+    url = url.strip()
+    return bool(SAFE_SCHEME.match(url)) or not ANY_SCHEME.match(url)
+
+
+def _image_as_text(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    """An image is shown as its alt text: the page fetches nothing a note names."""
+    alt = self.renderInlineAsText(tokens[idx].children or [], options, env)
+    return f'<span class="img-alt">{_escape(alt or "image")}</span>'
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+@lru_cache(maxsize=1)
+def markdown() -> MarkdownIt:
+    """CommonMark with tables and strikethrough; raw HTML off (shown as text), links checked, images as text."""
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.validateLink = _safe_link  # type: ignore[method-assign]
+    md.add_render_rule("image", _image_as_text)
+    return md
+
+
+def _note_link(href: str, note: str) -> str | None:
+    """A relative link of a note as the path of the note it names (resolved against the note's folder), or None
+    when it leaves the notes folder. A name without an extension is a Markdown note (`[[x]]`-style `x` -> `x.md`)."""
+    target = unquote(href.split("#", 1)[0].split("?", 1)[0])
+    if not target:
+        return None
+    base = "" if target.startswith("/") else posixpath.dirname(note)
+    resolved = posixpath.normpath(posixpath.join(base, target.lstrip("/")))
+    if resolved in (".", "..") or resolved.startswith("../") or "\x00" in resolved:
+        return None
+    if "." not in posixpath.basename(resolved):
+        resolved += ".md"
+    return resolved
+
+
+def _prepare(tokens: list[Token], note: str | None, lines: bool) -> list[Token]:
+    """Source lines on block elements (`data-line`, `data-line-end`: 1-based, inclusive, of the text rendered),
+    table alignment as a class (the CSP allows no inline style), and each link made safe: http(s) and mailto
+    open in a new tab without a referrer, a relative link names a note (`data-note`) the page opens itself,
+    anything else is its text alone."""
+    for token in tokens:
+        if lines and token.map and token.nesting >= 0 and token.type != "inline":
+            token.attrSet("data-line", str(token.map[0] + 1))
+            token.attrSet("data-line-end", str(max(token.map[0] + 1, token.map[1])))
+        if token.type in ("th_open", "td_open"):
+            style = str(token.attrGet("style") or "")
+            token.attrs.pop("style", None)
+            if (m := ALIGN.search(style)) is not None:
+                token.attrSet("class", f"align-{m.group(1)}")
+        for child in token.children or ():
+            if child.type != "link_open":
+                continue
+            href = ENCODED_MARK.sub("", str(child.attrGet("href") or ""))  # a passage's match inside a URL
+            child.attrs.pop("href", None)
+            if SAFE_SCHEME.match(href):
+                child.attrSet("href", href)
+                child.attrSet("rel", "noopener noreferrer")
+                child.attrSet("target", "_blank")
+            elif note is not None and href and not ANY_SCHEME.match(href) and not href.startswith("#"):
+                target = _note_link(href, note)
+                if target is not None:
+                    child.attrSet("data-note", target)
+    return tokens
+
+
+def render_note(content: str, path: str, mime: str = "text/markdown") -> str:
+    """A note's text as HTML for the page: Markdown rendered (raw HTML off, links checked), or plain text line
+    by line; either way each block carries the lines of `content` it came from (`data-line`, `data-line-end`)."""
+    if mime == TEXT_MIME_TYPE:
+        rows = content.split("\n")
+        if rows and rows[-1] == "":
+            rows.pop()
+        spans = "".join(f'<span data-line="{n}" data-line-end="{n}">{_escape(row)}\n</span>'
+                        for n, row in enumerate(rows, 1))
+        return f'<pre class="plain">{spans}</pre>\n'
+    md = markdown()
+    tokens = _prepare(md.parse(content), path, lines=True)
+    return md.renderer.render(tokens, md.options, {})
+
+
+def render_passage(content: str, spans: Sequence[Sequence[int]], path: str | None = None) -> str:
+    """A search hit's passage as HTML: its Markdown rendered like a note's, the query's matches (`match_spans`,
+    UTF-8 byte offsets into `content`) in <mark>. The matches travel through the renderer as private-use
+    characters and become <mark> only in text, closed and reopened around every tag, so the HTML stays
+    balanced and no mark lands inside an attribute."""
+    clean = content.replace(MARK_OPEN, "\ufffd").replace(MARK_CLOSE, "\ufffd")  # 3 UTF-8 bytes each: offsets hold
+    data = clean.encode("utf-8")
+    pieces: list[str] = []
+    at = 0
+    for span in sorted(s for s in spans if len(s) == 2):
+        start, end = int(span[0]), int(span[1])
+        if start < at or end > len(data) or end <= start:
+            continue
+        pieces += [data[at:start].decode("utf-8", "ignore"), MARK_OPEN,
+                   data[start:end].decode("utf-8", "ignore"), MARK_CLOSE]
+        at = end
+    pieces.append(data[at:].decode("utf-8", "ignore"))
+    md = markdown()
+    html = md.renderer.render(_prepare(md.parse("".join(pieces)), path, lines=False), md.options, {})
+    return _place_marks(html)
+
+
+def _place_marks(html: str) -> str:
+    """The sentinels as <mark> in text, dropped inside tags; a mark open at a tag is closed before it and reopened
+    after it; marks left empty are dropped."""
+    out: list[str] = []
+    marking = False
+    for part in re.split(r"(<[^>]*>)", html):
+        if part.startswith("<"):
+            part = part.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+            out.append(f"</mark>{part}<mark>" if marking else part)
+            continue
+        for piece in re.split(f"([{MARK_OPEN}{MARK_CLOSE}])", part):
+            if piece == MARK_OPEN:
+                if not marking:
+                    out.append("<mark>")
+                marking = True
+            elif piece == MARK_CLOSE:
+                if marking:
+                    out.append("</mark>")
+                marking = False
+            else:
+                out.append(piece)
+    if marking:
+        out.append("</mark>")
+    return re.sub(r"<mark>(\s*)</mark>", r"\1", "".join(out))
+
+
+def search_answer_with_passages(answer: SearchAnswer) -> dict[str, Any]:
+    """The search endpoint's answer: the search tool's, each hit with its passage rendered (`html`)."""
+    out = answer.model_dump(mode="json", exclude_unset=True)
+    for hit in out["results"]:
+        hit["html"] = render_passage(hit["content"], hit.get("match_spans") or [], hit["path"])
+    return out
+
+
+def obsidian_url(kb: Path, path: str) -> str | None:
+    """`obsidian://open?vault=...&file=...` when the notes folder is an Obsidian vault (it has `.obsidian/`):
+    the vault is the folder's name, the file the note's path in it."""
+    if not (kb / ".obsidian").is_dir():
+        return None
+    return f"obsidian://open?vault={quote(kb.name, safe='')}&file={quote(path, safe='')}"
+
+
+def note_answer(doc: DocumentAnswer, kb: Path) -> dict[str, Any]:
+    """The note endpoint's answer: the note as `get_document` answers it, its text rendered, the Obsidian link."""
+    mime = note_mime(doc.path)
+    out = doc.model_dump(mode="json")
+    out.update(mime=mime, html=render_note(doc.content, doc.path, mime), obsidian_url=obsidian_url(kb, doc.path))
+    return out
+
+
 # --- errors as JSON ---------------------------------------------------------------------------
 
 def error_response(message: str, status: int) -> JSONResponse:
@@ -112,6 +305,23 @@ async def read_json_object(request: Request) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise QueryError(f"the request body must be a JSON object such as {{\"query\": \"words\"}}, got {type(data).__name__}")
     return data
+
+
+def note_path_param(request: Request) -> str:
+    """The `path` query parameter, refused (QueryError, 400) when missing or when it could name anything outside
+    the notes folder (`check_note_path`, lenient: a backslash or a `%` may be part of a note's name)."""
+    path = request.query_params.get("path")
+    if path is None or not path.strip():
+        raise QueryError("path is required: the note's path relative to the notes folder, as a search result "
+                         "gives it (?path=folder/note.md)")
+    return _checked(path, lenient=True)
+
+
+def _checked(path: str, *, lenient: bool) -> str:
+    try:
+        return check_note_path(path, lenient=lenient)
+    except MCPError as exc:
+        raise QueryError(exc.error.message) from None
 
 
 MAX_JSON_DEPTH = 16  # a search request nests 3 levels (filters -> fields -> a list); far more is not a search
@@ -163,12 +373,56 @@ def mount_ui(server: MCPServer, daemon: Daemon) -> None:
         try:
             req = SearchRequest(**await read_json_object(request))
             answer = await daemon.service.search(req)
+            out = await anyio.to_thread.run_sync(search_answer_with_passages, answer)
         except GrooveError as exc:
             return error_response(str(exc), http_status(exc))
         except Exception as exc:  # noqa: BLE001 - the page gets a message, the log gets the details
             log.error("ui_search_failed", error=repr(exc))
             return error_response("the search failed inside the server; its log (stderr) says why", 500)
-        return JSONResponse(answer.model_dump(mode="json", exclude_unset=True), headers=COMMON_HEADERS)
+        return JSONResponse(out, headers=COMMON_HEADERS)
+
+    @server.custom_route(NOTE_PATH, methods=["GET"], include_in_schema=False)
+    async def ui_note(request: Request) -> Response:
+        async def answer() -> dict[str, Any]:
+            path = note_path_param(request)
+            try:
+                doc = await daemon.service.get_document(path)
+            except NotFoundError:
+                _checked(path, lenient=False)  # not a note: a backslash or an encoded separator is refused as such
+                raise
+            return await anyio.to_thread.run_sync(note_answer, doc, daemon.index.kb)
+        return await _json(answer, "ui_note_failed", "reading the note")
+
+    @server.custom_route(RELATED_PATH, methods=["GET"], include_in_schema=False)
+    async def ui_related(request: Request) -> Response:
+        async def answer() -> dict[str, Any]:
+            path = note_path_param(request)
+            try:
+                found = await daemon.service.related(RelatedRequest(path=path, limit=RELATED_LIMIT))
+            except GrooveError as exc:
+                if exc.kind != "not_found":  # an unknown note: a path the folder cannot hold says so first
+                    raise
+                _checked(path, lenient=False)
+                raise
+            return found.for_client().model_dump(mode="json")
+        return await _json(answer, "ui_related_failed", "finding related notes")
+
+    @server.custom_route(TOPICS_PATH, methods=["GET"], include_in_schema=False)
+    async def ui_topics(request: Request) -> Response:
+        async def answer() -> dict[str, Any]:
+            return (await daemon.service.topics(TopicsRequest(depth=3, limit=500))).model_dump(mode="json")
+        return await _json(answer, "ui_topics_failed", "listing folders and tags")
 
 
-__all__ = ["SEARCH_PATH", "STATUS_PATH", "UI_PATH", "content_security_policy", "mount_ui", "page"]
+async def _json(answer: Any, event: str, doing: str) -> Response:
+    """An endpoint's answer as JSON; a GrooveError as its one line and status, anything else a 500 (logged)."""
+    try:
+        return JSONResponse(await answer(), headers=COMMON_HEADERS)
+    except GrooveError as exc:
+        return error_response(str(exc), http_status(exc))
+    except Exception as exc:  # noqa: BLE001 - the page gets a message, the log gets the details
+        log.error(event, error=repr(exc))
+        return error_response(f"{doing} failed inside the server; its log (stderr) says why", 500)
+
+__all__ = ["NOTE_PATH", "RELATED_PATH", "SEARCH_PATH", "STATUS_PATH", "TOPICS_PATH", "UI_PATH", "content_security_policy",
+           "mount_ui", "note_answer", "obsidian_url", "page", "render_note", "render_passage"]

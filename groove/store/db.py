@@ -2,7 +2,9 @@
 
 One file holds everything: documents, chunks, the three FTS5 tables over
 (heading, context, content): trigram, CJK bigrams and words (decisions 0006,
-0014), and the sqlite-vec vectors. WAL mode lets readers run beside the single
+0014), and the sqlite-vec vectors. The trigram and bigram tables index the text
+folded to one spelling (groove/corpus/normalize.py, decision 0018); the chunks
+keep the text as written, which is what is shown and embedded. WAL mode lets readers run beside the single
 writer.
 
 Driver rule (ENVIRONMENT.md): the standard library `sqlite3` when it can load
@@ -14,6 +16,7 @@ deletes, `contentless_delete`, new in 3.43); otherwise `sqlean` (a drop-in
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from types import ModuleType
@@ -24,9 +27,12 @@ import sqlite_vec
 
 from groove.errors import GrooveError
 from groove.corpus.cjk import cjk_terms
+from groove.corpus.links import links_json, links_of_chunks, note_names_json, resolve_json
+from groove.corpus.normalize import fold
+from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.words import WORD_TOKENIZER, word_text
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 8
 # The FTS5 tables over (heading, context, content): trigram (the seed compiler's phrases), CJK
 # bigrams (decision 0006), stemmed words of spaced alphabets (decision 0014).
 FTS_TABLES = ("fts_chunks", "fts_cjk", "fts_words")
@@ -65,16 +71,52 @@ def connect_sync(path: Path | str, *, readonly: bool = False) -> Any:
     con.enable_load_extension(True)
     sqlite_vec.load(con)
     con.enable_load_extension(False)
+    # The trigram table's triggers fold text to one spelling with this one (groove/corpus/normalize.py).
+    con.create_function("groove_fold", 1, _fold_column, deterministic=True)
     # The bigram table's triggers segment text with this function (groove/corpus/cjk.py).
     con.create_function("groove_cjk_terms", 1, cjk_terms, deterministic=True)
     # The word table's triggers cut the CJK runs out with this one (groove/corpus/words.py).
     con.create_function("groove_word_text", 1, word_text, deterministic=True)
+    # Links between notes (groove/corpus/links.py): a note's name, which note a link names, and a note's links
+    # from its stored chunks (FILL_LINKS, RESOLVE_LINKS).
+    con.create_function("groove_note_names", 3, note_names_json, deterministic=True)
+    con.create_function("groove_link_target", 4, resolve_json, deterministic=True)
+    con.create_aggregate("groove_chunk_links", 3, _ChunkLinks)
+    # A chunk's quality score from its stored text, and a template's factor (groove/corpus/quality.py): QUALITY_SCORES.
+    con.create_function("groove_text_quality", 1, _text_quality_column, deterministic=True)
+    con.create_function("groove_repeat_factor", 1, repeat_factor, deterministic=True)
     con.execute("PRAGMA busy_timeout = 10000")
     if not readonly:
         con.execute("PRAGMA journal_mode = WAL")
         con.execute("PRAGMA synchronous = NORMAL")
     con.execute("PRAGMA foreign_keys = ON")
     return con
+
+
+def _fold_column(text: str | None) -> str:
+    return fold(text) if text else ""
+
+
+def _text_quality_column(text: str | None) -> float:
+    return text_quality(text) if text else 0.0
+
+
+class _ChunkLinks:
+    """`groove_chunk_links(ordinal, start_line, content)`, an aggregate over one note's chunks: its links as
+    JSON (corpus/links.py `links_json`). A note whose text the parser cannot take has none (`[]`) rather than
+    failing the statement: the table is derived, and `groove doctor --fix` fills it again."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int, str]] = []
+
+    def step(self, ordinal: int, start_line: int, content: str | None) -> None:
+        self.rows.append((int(ordinal), int(start_line), content or ""))
+
+    def finalize(self) -> str:
+        try:
+            return links_json(links_of_chunks(self.rows))
+        except Exception:  # noqa: BLE001 - see the class doc
+            return "[]"
 
 
 async def connect(path: Path | str, *, readonly: bool = False) -> aiosqlite.Connection:
@@ -92,6 +134,35 @@ _EMBEDDINGS_TABLE = """CREATE TABLE IF NOT EXISTS embeddings (
     hash       TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL
 );
+"""
+
+# The trigram table (the seed compiler's phrases) over the text folded to one spelling (decision 0018):
+# external content over a view of the chunks' folded text, so the folded text is stored nowhere, and FTS5
+# reads it from the view where it needs it ('rebuild'; 'integrity-check', with which `groove doctor`
+# compares the index with the chunks). A delete hands FTS5 the old text folded again, which is the text it
+# indexed: the fold is deterministic, and a change of it comes with a migration that rebuilds the table
+# (normalize.FOLD_VERSION).
+_TRIGRAM_TABLE = """
+CREATE VIEW IF NOT EXISTS fts_chunks_text(id, heading, context, content) AS
+    SELECT id, groove_fold(heading), groove_fold(context), groove_fold(content) FROM chunks;
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
+    heading, context, content, content='fts_chunks_text', content_rowid='id', tokenize='trigram'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks_vocab USING fts5vocab(fts_chunks, 'row');
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+    INSERT INTO fts_chunks(rowid, heading, context, content)
+    VALUES (new.id, groove_fold(new.heading), groove_fold(new.context), groove_fold(new.content));
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, heading, context, content)
+    VALUES ('delete', old.id, groove_fold(old.heading), groove_fold(old.context), groove_fold(old.content));
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE OF heading, context, content ON chunks BEGIN
+    INSERT INTO fts_chunks(fts_chunks, rowid, heading, context, content)
+    VALUES ('delete', old.id, groove_fold(old.heading), groove_fold(old.context), groove_fold(old.content));
+    INSERT INTO fts_chunks(rowid, heading, context, content)
+    VALUES (new.id, groove_fold(new.heading), groove_fold(new.context), groove_fold(new.content));
+END;
 """
 
 _CJK_TABLES = """
@@ -135,6 +206,35 @@ CREATE TRIGGER IF NOT EXISTS chunks_words_au AFTER UPDATE OF heading, context, c
 END;
 """
 
+# Links between notes (groove/corpus/links.py; docs/indexing.md "Links"). `note_names` holds the names each note
+# answers to (its file name without .md, and its frontmatter aliases and title, folded), `links` every link of
+# every Markdown note, with the note it names (`target_id`, NULL: unresolved). Both are written in the note's own transaction (store/writer.py); a
+# note added, renamed or deleted resolves again the links that name it (RESOLVE_LINKS), so its backlinks follow.
+_LINK_TABLES = """
+CREATE TABLE IF NOT EXISTS note_names (
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    name   TEXT NOT NULL,                      -- groove_note_names(path, title, frontmatter)
+    alias  INTEGER NOT NULL,                   -- 0: the file name, 1: an alias or the title
+    PRIMARY KEY (doc_id, name)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS note_names_name ON note_names(name);
+CREATE TABLE IF NOT EXISTS links (
+    id        INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    line      INTEGER NOT NULL,                -- 1-based line of the linking note
+    kind      TEXT NOT NULL,                   -- wiki, embed or markdown
+    target    TEXT NOT NULL,                   -- the note as written: a name or a path
+    name      TEXT NOT NULL,                   -- the target's file name, folded: note_names.name
+    heading   TEXT,
+    block     TEXT,
+    alias     TEXT,
+    target_id INTEGER REFERENCES documents(id) ON DELETE SET NULL
+);
+CREATE INDEX IF NOT EXISTS links_source ON links(source_id);
+CREATE INDEX IF NOT EXISTS links_target ON links(target_id);
+CREATE INDEX IF NOT EXISTS links_name ON links(name);
+"""
+
 _SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
@@ -174,31 +274,16 @@ CREATE TABLE IF NOT EXISTS chunks (
     token_count  INTEGER,
     hash         TEXT NOT NULL,                -- sha256 of exactly the embedded text
     embedding_id INTEGER,                      -- NULL: waiting for a vector (the queue)
-    queued_at    REAL NOT NULL                 -- newest edits are embedded first
+    queued_at    REAL NOT NULL,                -- newest edits are embedded first
+    text_quality REAL NOT NULL DEFAULT 1.0,    -- the score of the text alone: 0..1 (corpus/quality.py)
+    quality      REAL NOT NULL DEFAULT 1.0     -- text_quality x the template factor of the notes holding the text
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
+CREATE INDEX IF NOT EXISTS chunks_quality ON chunks(quality);
 CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
 CREATE INDEX IF NOT EXISTS chunks_embedding ON chunks(embedding_id);
 CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(queued_at) WHERE embedding_id IS NULL;
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
-    heading, context, content,
-    content='chunks', content_rowid='id', tokenize='trigram'
-);
-CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO fts_chunks(rowid, heading, context, content)
-    VALUES (new.id, new.heading, new.context, new.content);
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO fts_chunks(fts_chunks, rowid, heading, context, content)
-    VALUES ('delete', old.id, old.heading, old.context, old.content);
-END;
-CREATE TRIGGER IF NOT EXISTS chunks_au AFTER UPDATE OF heading, context, content ON chunks BEGIN
-    INSERT INTO fts_chunks(fts_chunks, rowid, heading, context, content)
-    VALUES ('delete', old.id, old.heading, old.context, old.content);
-    INSERT INTO fts_chunks(rowid, heading, context, content)
-    VALUES (new.id, new.heading, new.context, new.content);
-END;
-""" + _CJK_TABLES + _WORD_TABLES + _EMBEDDINGS_TABLE + """CREATE TRIGGER IF NOT EXISTS embeddings_ad AFTER DELETE ON embeddings BEGIN
+""" + _TRIGRAM_TABLE + _CJK_TABLES + _WORD_TABLES + _EMBEDDINGS_TABLE + """CREATE TRIGGER IF NOT EXISTS embeddings_ad AFTER DELETE ON embeddings BEGIN
     INSERT INTO meta(key, value) VALUES ('vectors_removed', '1')
     ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT);
 END;
@@ -207,14 +292,49 @@ CREATE TABLE IF NOT EXISTS skipped (
     reason TEXT NOT NULL,
     at     REAL NOT NULL
 );
-"""
+""" + _LINK_TABLES
 
 # The two tables that index a function of the chunks' text, filled again from the chunks
-# (their migrations, and `groove doctor --fix`).
+# (their migrations, and `groove doctor --fix`; the trigram table's 'rebuild' reads its view).
 REFILL_CJK = """
 DELETE FROM fts_cjk;
 INSERT INTO fts_cjk(rowid, heading, context, content)
     SELECT id, groove_cjk_terms(heading), groove_cjk_terms(context), groove_cjk_terms(content) FROM chunks;
+"""
+# Which note each link names, among the notes that answer to its name (corpus/links.py `resolve`); the writer
+# adds a WHERE (one note's links, or the links naming a name).
+LINK_TARGET = """(
+    SELECT groove_link_target(links.target, links.kind, (SELECT path FROM documents WHERE id = links.source_id),
+                              json_group_array(json_array(n.doc_id, d.path, n.alias)))
+    FROM note_names n JOIN documents d ON d.id = n.doc_id WHERE n.name = links.name)"""
+RESOLVE_LINKS = "UPDATE links SET target_id = " + LINK_TARGET
+# The links and names filled again from the documents and their stored chunks (which hold each Markdown note's
+# body byte for byte): the migration that added them, and `groove doctor --fix`. Nothing is read from the files
+# and nothing is re-embedded.
+FILL_LINKS = """
+DELETE FROM links;
+DELETE FROM note_names;
+INSERT OR IGNORE INTO note_names(doc_id, name, alias)
+    SELECT d.id, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]')
+    FROM documents d, json_each(groove_note_names(d.path, d.title, d.frontmatter)) j;
+INSERT INTO links(source_id, line, kind, target, name, heading, block, alias)
+    SELECT f.doc_id, json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), json_extract(j.value, '$[2]'),
+           json_extract(j.value, '$[3]'), json_extract(j.value, '$[4]'), json_extract(j.value, '$[5]'),
+           json_extract(j.value, '$[6]')
+    FROM (SELECT doc_id, groove_chunk_links(ordinal, start_line, content) AS found FROM chunks
+          WHERE doc_id IN (SELECT id FROM documents WHERE path LIKE '%.md' OR path LIKE '%.markdown')
+          GROUP BY doc_id) f, json_each(f.found) j;
+""" + RESOLVE_LINKS + ";\n"
+# Every chunk's quality score from its stored text, times the template factor of a text more than REPEAT_FREE
+# notes hold (groove/corpus/quality.py): the migration that added the scores (and the step of any later change
+# of the score). Nothing is read from the files and nothing is re-embedded.
+QUALITY_SCORES = f"""
+UPDATE chunks SET text_quality = groove_text_quality(content);
+UPDATE chunks SET quality = text_quality;
+UPDATE chunks SET quality = chunks.text_quality * groove_repeat_factor(n.notes)
+    FROM (SELECT hash, count(DISTINCT doc_id) AS notes FROM chunks GROUP BY hash
+          HAVING count(DISTINCT doc_id) > {REPEAT_FREE}) AS n
+    WHERE chunks.hash = n.hash;
 """
 REFILL_WORDS = """
 INSERT INTO fts_words(fts_words) VALUES ('delete-all');
@@ -246,6 +366,32 @@ ALTER TABLE embeddings_v4 RENAME TO embeddings;
     # 4 -> 5: the word table, filled from the chunks already indexed (nothing is re-embedded;
     # about 1 s per 2,000 chunks), then merged like any large write (decision 0013).
     4: _WORD_TABLES + REFILL_WORDS + "INSERT INTO fts_words(fts_words) VALUES ('optimize');\n",
+    # 5 -> 6: the trigram and bigram tables hold the text folded to one spelling (decision 0018). The
+    # trigram table was external content over the chunks (the text as written); it becomes external
+    # content over the view of their folded text. Both are filled again from the chunks, nothing is
+    # re-embedded (the chunks, their hashes and the vectors are untouched), then merged (decision 0013).
+    5: """
+DROP TRIGGER IF EXISTS chunks_ai;
+DROP TRIGGER IF EXISTS chunks_ad;
+DROP TRIGGER IF EXISTS chunks_au;
+DROP TABLE IF EXISTS fts_chunks_vocab;
+DROP TABLE IF EXISTS fts_chunks;
+""" + _TRIGRAM_TABLE + "INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild');\n"
+       + REFILL_CJK + "INSERT INTO fts_chunks(fts_chunks) VALUES ('optimize');\n"
+       + "INSERT INTO fts_cjk(fts_cjk) VALUES ('optimize');\n",
+    # 6 -> 7: links between notes (corpus/links.py): the names the notes answer to and every Markdown note's
+    # links, filled from the documents and the chunks already stored (which hold each body byte for byte) and
+    # resolved; nothing is read from the files and nothing is re-embedded.
+    6: _LINK_TABLES + FILL_LINKS,
+    # 7 -> 8: each chunk's quality score (decision 0020), stored with it and computed from the chunks already
+    # stored: their text and how many notes hold the same text. The search and the graph hide the chunks under
+    # [quality_filter] threshold. Nothing is read from the files and nothing is re-embedded (the hashes and
+    # the vectors are untouched).
+    7: """
+ALTER TABLE chunks ADD COLUMN text_quality REAL NOT NULL DEFAULT 1.0;
+ALTER TABLE chunks ADD COLUMN quality REAL NOT NULL DEFAULT 1.0;
+CREATE INDEX IF NOT EXISTS chunks_quality ON chunks(quality);
+""" + QUALITY_SCORES,
 }
 
 
@@ -337,6 +483,17 @@ def migrate_sync(con: Any, version: int) -> int:
     return version
 
 
+_ADD_COLUMN = re.compile(r"^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
+
+
+def _column_there(con: Any, statement: str) -> bool:
+    """Whether `statement` adds a column its table already has (SQLite has no ADD COLUMN IF NOT EXISTS)."""
+    m = _ADD_COLUMN.match(statement)
+    if m is None:
+        return False
+    return any(row[1] == m.group(2) for row in con.execute(f"PRAGMA table_info({m.group(1)})"))
+
+
 def _migrate_step(con: Any, version: int) -> None:
     statements = split_sql(MIGRATIONS.get(version, ""))
     for statement in statements:
@@ -349,6 +506,8 @@ def _migrate_step(con: Any, version: int) -> None:
     try:
         con.execute("BEGIN IMMEDIATE")
         for statement in statements:
+            if _column_there(con, statement):
+                continue  # a step run again over a table that has the column: adding it twice is an error
             con.execute(statement)  # one by one: executescript() would commit on its own
         set_meta_sync(con, "schema_version", str(version + 1))
         con.execute("COMMIT")

@@ -27,7 +27,9 @@ VECTOR_TABLE = "vec_embeddings"
 
 
 class SearchReads(Protocol):
-    """The reads of one search, on one consistent view of the index."""
+    """The reads of one search, on one consistent view of the index. The view may leave out the chunks
+    under a quality floor (decision 0020): `fts_scored` and `vector_scored` then never return them
+    (the SQLite reads do when built with `min_quality`)."""
 
     async def allowed_documents(self, filters: Any) -> list[int] | None:
         """Ids of the documents a `Filters` allows; None when there is no filter."""
@@ -67,6 +69,12 @@ class SearchReads(Protocol):
 
     async def chunk_docs(self, ids: Sequence[int]) -> dict[int, int]:
         """The doc id of each chunk id."""
+
+    async def chunk_quality(self, ids: Sequence[int]) -> dict[int, float]:
+        """The stored quality score (0..1) of each chunk id."""
+
+    async def low_quality_count(self, min_quality: float) -> int:
+        """How many chunks of the index score under `min_quality`."""
 
     async def fetch_doc_chunks(self, doc_ids: Sequence[int]) -> dict[int, list[tuple[Any, ...]]]:
         """(ordinal, level, heading, content, start_line, end_line, token_count) per document, in order."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import aiosqlite
 
+from groove.corpus.links import is_note_target
 from groove.corpus.tags import fold_tag
 from groove.logs import get_logger
 from groove.store import db, shadow
@@ -115,8 +116,9 @@ async def status(conn: aiosqlite.Connection, *, index_path: Path) -> dict[str, A
     }
 
 
-async def get_document(conn: aiosqlite.Connection, path: str) -> dict[str, Any] | None:
-    """One whole note (its chunks joined in order), or None when it is not indexed."""
+async def get_document(conn: aiosqlite.Connection, path: str, *, with_chunks: bool = False) -> dict[str, Any] | None:
+    """One whole note (its chunks joined in order), or None when it is not indexed. `with_chunks` adds
+    "chunks": each chunk's (heading, context, start_line, characters), in order (to read a part of it)."""
     cur = await conn.execute(
         "SELECT id, path, title, tags, date, frontmatter, warnings, indexed_at, size FROM documents WHERE path = ?",
         (path,),
@@ -124,13 +126,20 @@ async def get_document(conn: aiosqlite.Connection, path: str) -> dict[str, Any] 
     row = await cur.fetchone()
     if row is None:
         return None
-    cur = await conn.execute("SELECT content FROM chunks WHERE doc_id = ? ORDER BY ordinal", (row[0],))
-    content = "".join(r[0] for r in await cur.fetchall())
-    return {
+    cur = await conn.execute(
+        "SELECT content, heading, context, start_line FROM chunks WHERE doc_id = ? ORDER BY ordinal", (row[0],))
+    rows = await cur.fetchall()
+    content = "".join(r[0] for r in rows)
+    doc = {
         "path": row[1], "title": row[2], "tags": json.loads(row[3]), "date": row[4],
         "frontmatter": json.loads(row[5]), "warnings": json.loads(row[6]), "indexed_at": row[7],
         "size": row[8], "content": content,
     }
+    doc["backlinks"] = await backlink_count(conn, row[0])
+    if with_chunks:
+        doc["chunks"] = [(r[1], r[2], r[3], len(r[0])) for r in rows]
+        doc["first_chunk"] = rows[0][0] if rows else ""
+    return doc
 
 
 async def list_documents(
@@ -203,3 +212,92 @@ async def topics(conn: aiosqlite.Connection, *, depth: int = 2, limit: int = 100
         "folders_total": len(folders),
         "tags": tags,
     }
+
+
+# --- links (corpus/links.py; the tables: store/db.py) -------------------------------------------------
+
+_LINK_COLUMNS = "l.line, l.kind, l.target, l.heading, l.block, l.alias"
+
+
+def _link(row: Any, path: str | None, title: str | None) -> dict[str, Any]:
+    line, kind, target, heading, block, alias = row[:6]
+    return {"path": path, "title": title, "line": line, "kind": kind, "target": target, "heading": heading,
+            "block": block, "alias": alias}
+
+
+async def backlink_count(conn: aiosqlite.Connection, doc_id: int) -> int:
+    """How many other notes link to the note (a note linking twice counts once)."""
+    return int(await _scalar(
+        conn, "SELECT count(DISTINCT source_id) FROM links WHERE target_id = ? AND source_id != ?", (doc_id, doc_id)
+    ) or 0)
+
+
+async def note_links(conn: aiosqlite.Connection, path: str, *, limit: int = 100) -> dict[str, Any] | None:
+    """A note's links: `outgoing` (the notes it links to), `backlinks` (the links of other notes to it) and
+    `unresolved` (its links that name no note), each in line order (backlinks: by linking note, then line),
+    at most `limit` of each, with their totals; None when the note is not indexed."""
+    cur = await conn.execute("SELECT id, title FROM documents WHERE path = ?", (path,))
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    doc_id, title = row
+    cur = await conn.execute(
+        f"SELECT {_LINK_COLUMNS}, t.path, t.title FROM links l JOIN documents t ON t.id = l.target_id"
+        " WHERE l.source_id = ? ORDER BY l.line, l.id", (doc_id,))
+    outgoing = [_link(r, r[6], r[7]) for r in await cur.fetchall()]
+    cur = await conn.execute(
+        f"SELECT {_LINK_COLUMNS} FROM links l WHERE l.source_id = ? AND l.target_id IS NULL ORDER BY l.line, l.id",
+        (doc_id,))
+    # A link to a file groove does not index as a note (a PDF, a drawing) is not reported as unresolved.
+    unresolved = [_link(r, r[2], None) for r in await cur.fetchall() if is_note_target(r[2])]
+    cur = await conn.execute(
+        f"SELECT {_LINK_COLUMNS}, s.path, s.title FROM links l JOIN documents s ON s.id = l.source_id"
+        " WHERE l.target_id = ? ORDER BY s.path, l.line, l.id LIMIT ?", (doc_id, limit))
+    backlinks = [_link(r, r[6], r[7]) for r in await cur.fetchall()]
+    backlinks_total = int(await _scalar(conn, "SELECT count(*) FROM links WHERE target_id = ?", (doc_id,)) or 0)
+    return {
+        "source": {"path": path, "title": title},
+        "outgoing": outgoing[:limit], "outgoing_total": len(outgoing),
+        "backlinks": backlinks, "backlinks_total": backlinks_total,
+        "backlink_notes": await backlink_count(conn, doc_id),
+        "unresolved": unresolved[:limit], "unresolved_total": len(unresolved),
+    }
+
+
+async def linked_notes(conn: aiosqlite.Connection, path: str) -> list[dict[str, Any]]:
+    """The notes a note links to or is linked from (itself left out), each once: path, how many links join
+    them, the direction (outgoing, backlink or both) and the first link (its line in the linking note,
+    heading, alias); most links first, then path order. For `related` walking links."""
+    cur = await conn.execute(
+        "SELECT t.path, 'outgoing', l.line, l.heading, l.alias FROM links l"
+        " JOIN documents s ON s.id = l.source_id JOIN documents t ON t.id = l.target_id"
+        " WHERE s.path = ? AND t.id != s.id"
+        " UNION ALL "
+        "SELECT s.path, 'backlink', l.line, l.heading, l.alias FROM links l"
+        " JOIN documents t ON t.id = l.target_id JOIN documents s ON s.id = l.source_id"
+        " WHERE t.path = ? AND s.id != t.id",
+        (path, path))
+    notes: dict[str, dict[str, Any]] = {}
+    rows = sorted(await cur.fetchall(), key=lambda r: (r[0], r[1] != "outgoing", r[2]))
+    for other, direction, line, heading, alias in rows:
+        seen = notes.get(other)
+        if seen is None:
+            notes[other] = {"path": other, "links": 1, "direction": direction, "line": line, "heading": heading,
+                            "alias": alias}
+            continue
+        seen["links"] += 1
+        if seen["direction"] != direction:
+            seen["direction"] = "both"
+    return sorted(notes.values(), key=lambda n: (-n["links"], n["path"]))
+
+
+def unresolved_links_sync(con: Any, limit: int) -> tuple[int, list[str]]:
+    """(how many links name no note, the first `limit` as 'path:line [[target]]'), for `groove doctor` (a sync
+    connection). Links to files groove does not index as notes are not counted."""
+    rows = con.execute(
+        "SELECT d.path, l.line, l.target, l.kind FROM links l JOIN documents d ON d.id = l.source_id"
+        " WHERE l.target_id IS NULL ORDER BY d.path, l.line").fetchall()
+    found = [r for r in rows if is_note_target(r[2])]
+    shown = [f"{p}:{line} " + (f"[..]({t})" if kind == "markdown" else f"{'!' if kind == 'embed' else ''}[[{t}]]")
+             for p, line, t, kind in found[:limit]]
+    return len(found), shown

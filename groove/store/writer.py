@@ -17,7 +17,9 @@ import aiosqlite
 import anyio
 import numpy as np
 
+from groove.corpus.links import note_names, resolve
 from groove.corpus.markdown import ParsedNote
+from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.tags import fold_tag
 from groove.store.db import FTS_TABLES, DBError
 
@@ -102,6 +104,11 @@ async def write_note(
     )
     inserted = 0
     async with Tx(conn):
+        old_path = None
+        if doc_id is not None:
+            cur = await conn.execute("SELECT path FROM documents WHERE id = ?", (doc_id,))
+            row = await cur.fetchone()
+            old_path = row[0] if row else None
         if doc_id is None:
             cur = await conn.execute(
                 "INSERT INTO documents(path, title, tags, date, frontmatter, warnings, size, mtime_ns, hash, indexed_at)"
@@ -126,6 +133,7 @@ async def write_note(
             (doc_id,),
         )
         old_by_hash: dict[str, list[tuple]] = {}
+        changed: set[str] = set()  # texts this note gained or lost: their template factor may move
         for row in await cur.fetchall():
             old_by_hash.setdefault(row[1], []).append(row)
         for chunk in parsed.chunks:
@@ -140,19 +148,111 @@ async def write_note(
                         (*meta, old[0]),
                     )
                 continue
+            score = text_quality(chunk.content)  # its template factor follows (rescore_templates)
             await conn.execute(
                 "INSERT INTO chunks(doc_id, ordinal, heading, level, context, content, start_line, end_line,"
-                " token_count, hash, embedding_id, queued_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,(SELECT id FROM embeddings WHERE hash = ?),?)",
+                " token_count, hash, embedding_id, queued_at, text_quality, quality)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,(SELECT id FROM embeddings WHERE hash = ?),?,?,?)",
                 (doc_id, chunk.ordinal, chunk.heading, chunk.level, chunk.context, chunk.content,
-                 chunk.start_line, chunk.end_line, chunk.token_count, chunk.hash, chunk.hash, now),
+                 chunk.start_line, chunk.end_line, chunk.token_count, chunk.hash, chunk.hash, now, score, score),
             )
             inserted += 1
+            changed.add(chunk.hash)
         stale = [row[0] for rows in old_by_hash.values() for row in rows]
         if stale:
             await conn.executemany("DELETE FROM chunks WHERE id = ?", [(i,) for i in stale])
+            changed.update(h for h, rows in old_by_hash.items() if rows)
+        await rescore_templates(conn, changed)
+        await _write_links(conn, doc_id, rel, parsed, old_path)
         await conn.execute("DELETE FROM skipped WHERE path = ?", (rel,))
     return FileWrite(doc_id=doc_id, inserted=inserted)
+
+
+async def _write_links(conn: aiosqlite.Connection, doc_id: int, rel: str, parsed: ParsedNote,
+                       old_path: str | None) -> None:
+    """The note's names and links, in the note's transaction, each link resolved (corpus/links.py). A note that
+    is new, renamed, or answers to other names now (its aliases or title changed) resolves again every link
+    that names one of its old or new names: links that named nothing find it, and links that named it under
+    its old path or name let go of it."""
+    names = note_names(rel, parsed.title, parsed.frontmatter)
+    before: set[tuple[str, int]] = set()
+    if old_path is not None:  # a note already indexed: its names and links are replaced (a new one has none)
+        cur = await conn.execute("SELECT name, alias FROM note_names WHERE doc_id = ?", (doc_id,))
+        before = {(r[0], r[1]) for r in await cur.fetchall()}
+        if before != set(names):
+            await conn.execute("DELETE FROM note_names WHERE doc_id = ?", (doc_id,))
+        await conn.execute("DELETE FROM links WHERE source_id = ?", (doc_id,))
+    if before != set(names):
+        await conn.executemany("INSERT INTO note_names(doc_id, name, alias) VALUES (?, ?, ?)",
+                               [(doc_id, name, alias) for name, alias in names])
+    if parsed.links:
+        found = await _candidates(conn, {ln.name for ln in parsed.links})
+        await conn.executemany(
+            "INSERT INTO links(source_id, line, kind, target, name, heading, block, alias, target_id)"
+            " VALUES (?,?,?,?,?,?,?,?,?)",
+            [(doc_id, ln.line, ln.kind, ln.target, ln.name, ln.heading, ln.block, ln.alias,
+              resolve(ln.target, ln.kind, rel, found.get(ln.name, ()))) for ln in parsed.links],
+        )
+    if old_path != rel or before != set(names):
+        await resolve_names(conn, {n for n, _ in names} | {n for n, _ in before})
+
+
+async def _candidates(conn: aiosqlite.Connection, names: Collection[str]) -> dict[str, list[tuple[int, str, int]]]:
+    """name -> (doc id, path, alias) of the notes answering to it: what `resolve` chooses among."""
+    cur = await conn.execute(
+        "SELECT n.name, n.doc_id, d.path, n.alias FROM note_names n JOIN documents d ON d.id = n.doc_id"
+        " WHERE n.name IN (SELECT value FROM json_each(?))", (json.dumps(sorted(names), ensure_ascii=False),))
+    out: dict[str, list[tuple[int, str, int]]] = {}
+    for name, doc, path, alias in await cur.fetchall():
+        out.setdefault(name, []).append((doc, path, alias))
+    return out
+
+
+async def _names_of(conn: aiosqlite.Connection, doc_id: int) -> set[str]:
+    cur = await conn.execute("SELECT name FROM note_names WHERE doc_id = ?", (doc_id,))
+    return {r[0] for r in await cur.fetchall()}
+
+
+async def resolve_names(conn: aiosqlite.Connection, names: Collection[str]) -> None:
+    """Resolve again the links that name any of `names` (folded, as `note_names` holds them), inside the caller's
+    transaction:
+    after a note with such a name was added, renamed or deleted."""
+    if not names:
+        return
+    cur = await conn.execute(
+        "SELECT l.id, l.target, l.kind, s.path, l.name, l.target_id FROM links l JOIN documents s ON s.id = l.source_id"
+        " WHERE l.name IN (SELECT value FROM json_each(?))", (json.dumps(sorted(names), ensure_ascii=False),))
+    rows = await cur.fetchall()
+    if not rows:
+        return
+    found = await _candidates(conn, names)
+    moved = [(target, link) for link, written, kind, source, name, was in rows
+             if (target := resolve(written, kind, source, found.get(name, ()))) != was]
+    if moved:  # only the links whose note changed are written
+        await conn.executemany("UPDATE links SET target_id = ? WHERE id = ?", moved)
+
+
+async def _texts_of(conn: aiosqlite.Connection, doc_id: int) -> set[str]:
+    cur = await conn.execute("SELECT DISTINCT hash FROM chunks WHERE doc_id = ?", (doc_id,))
+    return {r[0] for r in await cur.fetchall()}
+
+
+async def rescore_templates(conn: aiosqlite.Connection, hashes: Collection[str]) -> None:
+    """Inside the caller's transaction, after a note gained or lost the texts `hashes`: each text's chunks
+    scored again with the template factor of the notes that hold it now (`chunks.quality` = `text_quality` x
+    corpus/quality.py `repeat_factor`). A write moves a text's count of notes by one, so only a text now in
+    REPEAT_FREE notes or more can change factor; the rows whose score stays are not written."""
+    if not hashes:
+        return
+    cur = await conn.execute(
+        "SELECT hash, count(DISTINCT doc_id) FROM chunks WHERE hash IN (SELECT value FROM json_each(?))"
+        " GROUP BY hash HAVING count(DISTINCT doc_id) >= ?",
+        (json.dumps(sorted(hashes)), REPEAT_FREE),
+    )
+    factors = [(repeat_factor(n), h) for h, n in await cur.fetchall()]
+    if factors:
+        await conn.executemany(
+            "UPDATE chunks SET quality = text_quality * ?1 WHERE hash = ?2 AND quality != text_quality * ?1", factors)
 
 
 async def touch_document(conn: aiosqlite.Connection, doc_id: int, size: int, mtime_ns: int) -> None:
@@ -170,8 +270,14 @@ async def delete_documents(conn: aiosqlite.Connection, paths: Iterable[str]) -> 
             row = await cur.fetchone()
             if row is None:
                 continue
-            # chunks (and through their triggers the FTS rows) and doc_tags go by ON DELETE CASCADE
+            # chunks (and through their triggers the FTS rows), doc_tags, its name and its links go by ON DELETE
+            # CASCADE; the links that named it let go of it (ON DELETE SET NULL), then find another note of that
+            # name if there is one
+            names = await _names_of(conn, row[0])
+            texts = await _texts_of(conn, row[0])
             await conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
+            await resolve_names(conn, names)
+            await rescore_templates(conn, texts)
             count += 1
     return count
 
@@ -189,8 +295,12 @@ async def record_skipped(conn: aiosqlite.Connection, skipped: dict[str, str], *,
             )
             cur = await conn.execute("SELECT id FROM documents WHERE path = ?", (rel,))
             row = await cur.fetchone()
-            if row is not None:  # its chunks and tags go by ON DELETE CASCADE
+            if row is not None:  # its chunks, tags, name and links go by ON DELETE CASCADE
+                names = await _names_of(conn, row[0])
+                texts = await _texts_of(conn, row[0])
                 await conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
+                await resolve_names(conn, names)
+                await rescore_templates(conn, texts)
 
 
 async def pending_batch(conn: aiosqlite.Connection, limit: int, exclude: Collection[str] = ()) -> list[tuple[str, str]]:

@@ -22,6 +22,8 @@ from groove.config import IndexSettings, ParserSettings
 from groove.corpus.markdown import parse_note
 from groove.corpus.parsers import ChunkOptions, Parsers
 from groove.corpus.scan import (
+    GITIGNORE_FILE,
+    IGNORE_FILE,
     LINKED_DIR,
     FileInfo,
     Ignore,
@@ -93,7 +95,7 @@ class Indexer:
         # The parser registry decides which files are notes and how each kind is read and parsed.
         self.parsers = Parsers(settings, parsers)
         self.ignore = Ignore(self.kb, settings.exclude_dirs, self.parsers.extensions,
-                             self.parsers.size_limits())
+                             self.parsers.size_limits(), gitignore=settings.gitignore)
 
     # -- parsing --------------------------------------------------------------
     def _read(self, info: FileInfo) -> tuple[str | bytes, str]:
@@ -185,8 +187,8 @@ class Indexer:
                 if self.ignore.file_wanted(shown):
                     skipped[shown] = name_problem(rel) or ""
                 continue
-            if rel == ".grooveignore" or rel.endswith("/.grooveignore"):
-                # Ignore rules changed: everything may be in or out now.
+            if rel.rsplit("/", 1)[-1] in (IGNORE_FILE, GITIGNORE_FILE):
+                # Ignore rules changed (.grooveignore, or a .gitignore at any depth): everything may be in or out now.
                 return await self.reconcile_all()
             if linked_dir(self.kb, rel):
                 if not self.ignore.dir_ignored(rel):

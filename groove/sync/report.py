@@ -34,6 +34,19 @@ def iso_times(obj: Any) -> Any:
     return obj
 
 
+class FinishedSwitch(BaseModel):
+    """A model switch a reconcile finished: the new model's vectors swapped in (groove/store/shadow.py `swap`)."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
+
+    from_model: str = Field(alias="from", description="the model the index answered with before")
+    to: str = Field(description="the model it answers with now")
+    vectors: int = Field(description="the new model's vectors")
+    pending_chunks: int = Field(description="chunks left for the new model to embed")
+    started_at: float = Field(description="when the switch began (epoch seconds)")
+    swapped_at: float = Field(description="when the new vectors were swapped in (epoch seconds)")
+
+
 class IndexReport(BaseModel):
     """What one full reconcile did, and what is left for the embedding workers."""
 
@@ -55,7 +68,7 @@ class IndexReport(BaseModel):
     vectors_collected: int = Field(description="vectors no chunk used any more, dropped")
     seconds: float = Field(description="how long the call took")
     finished_at: str = Field(description="when it finished, ISO-8601 UTC")
-    model_switch: dict | None = Field(None, description="the model switch this call finished (from, to, vectors), else null")
+    model_switch: FinishedSwitch | None = Field(None, description="the model switch this call finished (from, to, vectors), else null")
     full_text_merged: bool = Field(False, description="the full-text tables were merged after a large write (groove index; faster full-text queries)")
     skipped_files: list[dict] = Field(default_factory=list, description="each file skipped, with its reason")
     note_warnings: list[dict] = Field(default_factory=list, description="each note indexed with a warning (what was cut)")
@@ -73,7 +86,7 @@ def index_report(
     vectors_collected: int,
     seconds: float,
     finished_at: float | None = None,
-    model_switch: dict | None = None,
+    model_switch: FinishedSwitch | None = None,
     full_text_merged: bool = False,
 ) -> IndexReport:
     return IndexReport(

@@ -3,7 +3,11 @@
 watchfiles groups events within `debounce_ms`. A renamed folder arrives as the
 folder alone and files created inside a new folder can be missed, so folder
 paths are passed on as they are and the indexer rescans them; the periodic
-reconcile is the safety net for anything the watcher misses.
+reconcile is the safety net for anything the watcher misses. A path the ignore
+rules leave out (`.grooveignore`, a git repository's `.gitignore` files:
+`Ignore.path_ignored`) is dropped here, so an ignored folder that churns (a
+build output) never wakes the writer; a change to an ignore file itself is
+handed on, and the indexer reconciles everything under the new rules.
 
 A file name that is not valid UTF-8 makes watchfiles fail the whole batch
 (`WatchfilesRustInternalError: Unable to decode path`): the watcher logs it
@@ -33,14 +37,16 @@ import anyio
 import watchfiles
 from watchfiles._rust_notify import WatchfilesRustInternalError  # not re-exported by watchfiles
 
-from groove.corpus.scan import ALWAYS_SKIPPED_DIRS, IGNORE_FILE
+from groove.corpus.scan import ALWAYS_SKIPPED_DIRS, GITIGNORE_FILE, IGNORE_FILE
 from groove.logs import get_logger
 
 log = get_logger(__name__)
 
 
-def relevant(kb: Path, path: str, extensions: tuple[str, ...], index_path: Path | None) -> str | None:
-    """The relative path to reconcile for a raw event path, or None to drop it."""
+def relevant(kb: Path, path: str, extensions: tuple[str, ...], index_path: Path | None,
+             ignored: Callable[[str], bool] | None = None) -> str | None:
+    """The relative path to reconcile for a raw event path, or None to drop it (`ignored`: the ignore rules'
+    verdict, `Ignore.path_ignored`: what .grooveignore and .gitignore leave out never wakes the writer)."""
     p = Path(path)
     try:
         rel = p.relative_to(kb).as_posix()
@@ -54,8 +60,10 @@ def relevant(kb: Path, path: str, extensions: tuple[str, ...], index_path: Path 
     if index_path is not None and (p == index_path or p.name.startswith(index_path.name)):
         return None
     name = parts[-1]
-    if name == IGNORE_FILE:
-        return rel
+    if name in (IGNORE_FILE, GITIGNORE_FILE):
+        return rel  # the rules changed: the indexer reconciles everything
+    if ignored is not None and ignored(rel):
+        return None
     if name.lower().endswith(extensions):
         return rel
     # Anything else may be a folder (created, deleted or renamed): let the indexer decide.
@@ -115,8 +123,9 @@ async def watch(
     stop_event: anyio.Event | None = None,
     on_state: Callable[[str], None] | None = None,
     on_lost: Callable[[], Awaitable[None]] | None = None,
+    ignored: Callable[[str], bool] | None = None,
 ) -> None:
-    """Hand batches of changed paths to `on_batch` until `stop_event`; `on_lost` when a batch was lost,
+    """Hand batches of changed paths to `on_batch` until `stop_event` (not those `ignored` says the rules leave out); `on_lost` when a batch was lost,
     and when the notes folder came back or was replaced (the watch is attached to the new folder first)."""
     def state(value: str) -> None:
         if on_state:
@@ -142,7 +151,7 @@ async def watch(
                 log.info("watch_started", kb=str(kb), debounce_ms=debounce_ms)
             attached_before = True
             moved = await _watch_folder(kb, identity, on_batch, debounce_ms=debounce_ms, extensions=extensions,
-                                        index_path=index_path, stop_event=stop_event, on_lost=on_lost)
+                                        index_path=index_path, stop_event=stop_event, on_lost=on_lost, ignored=ignored)
             if moved is False:
                 return  # stopped
             identity = moved
@@ -162,6 +171,7 @@ async def _watch_folder(
     index_path: Path | None,
     stop_event: anyio.Event | None,
     on_lost: Callable[[], Awaitable[None]] | None,
+    ignored: Callable[[str], bool] | None = None,
 ) -> tuple[int, int] | None | Literal[False]:
     """Watch the folder that has `identity` until it is stopped (False) or the folder at `kb` is no longer
     that folder: moved away or deleted (None), or replaced by another (the new one's identity).
@@ -189,7 +199,8 @@ async def _watch_folder(
                         log.warning("watch_folder_gone" if now is None else "watch_folder_replaced", kb=str(kb),
                                     action="the watch is attached again when there is a folder there")
                         return now
-                    rels = {r for _, path in changes if (r := relevant(kb, path, extensions, index_path)) is not None}
+                    rels = {r for _, path in changes
+                            if (r := relevant(kb, path, extensions, index_path, ignored)) is not None}
                     if rels:
                         log.debug("watch_batch", paths=len(rels))
                         await on_batch(rels)

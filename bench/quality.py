@@ -1,0 +1,148 @@
+"""The quality filter's figures (docs/decisions/0020): what share of a folder it hides, what it costs each leg,
+and a folder of notes with stubs beside them.
+
+    python -m bench.quality share ../shared/data/powershell-docs-ja /tmp/qf/ps/index.sqlite
+    python -m bench.quality cost /tmp/qf/ps/index.sqlite /tmp/qf/ps-vec.sqlite
+    python -m bench.quality stubs tests/fixtures/bilingual/notes /tmp/qf/binoisy/notes
+
+`share` indexes the folder with the default model's chunker and tokenizer, without embedding (the scores
+do not need vectors), and counts the chunks under 0.2, 0.3 and 0.4. `cost` copies such an index, gives each
+distinct text one random unit vector, and times each leg with the filter on and off, interleaved, so that a
+loaded machine weighs on both alike. `stubs` copies a folder of notes and adds, for each note, a draft of
+the same title over a placeholder (`詳細は後述` or `TODO: write this up`) and a note of links to it: the
+notes a golden file judges stay the answers, the stubs compete with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import numpy as np
+
+
+def share(kb: Path, index: Path) -> dict:
+    from groove.app import Index
+    from groove.config import load_settings
+    from groove.store import db
+
+    settings = load_settings(None, kb_path=kb, index_path=index)
+
+    async def reconcile() -> None:
+        async with Index.open(settings) as ix:
+            await ix.full_reconcile(embed=False)
+
+    anyio.run(reconcile)
+    con = db.connect_sync(index, readonly=True)
+    try:
+        one = lambda sql, *a: con.execute(sql, a).fetchone()[0]  # noqa: E731
+        return {
+            "folder": str(kb), "chunks": one("SELECT count(*) FROM chunks"),
+            "hidden": {t: one("SELECT count(*) FROM chunks WHERE quality < ?", t) for t in (0.2, 0.3, 0.4)},
+            "by_text": one("SELECT count(*) FROM chunks WHERE text_quality < 0.3"),
+            "as_template": one("SELECT count(*) FROM chunks WHERE text_quality >= 0.3 AND quality < 0.3"),
+            "notes": one("SELECT count(*) FROM documents"),
+            "notes_all_hidden": one("SELECT count(*) FROM documents d WHERE NOT EXISTS "
+                                    "(SELECT 1 FROM chunks c WHERE c.doc_id = d.id AND c.quality >= 0.3)"),
+        }
+    finally:
+        con.close()
+
+
+QUERIES = ['"パイプライン" OR "パラメーター"', '"リモート" OR "セッション"', '"共通パラメーター"', '"関連リンク"',
+           '"ファイル" OR "パス"', '"確認を求める"']
+
+
+def cost(source: Path, path: Path, *, queries: list[str] = QUERIES, floor: float = 0.3) -> dict:
+    from groove.search import retrievers
+    from groove.store import db
+    from groove.store.vectors import VectorMatrix
+
+    shutil.copy(source, path)
+    con = db.connect_sync(path)
+    dim = int(db.get_meta_sync(con, "dimension"))
+    rng = np.random.default_rng(1)
+    con.execute("BEGIN")
+    for (h,) in con.execute("SELECT DISTINCT hash FROM chunks WHERE embedding_id IS NULL").fetchall():
+        v = rng.standard_normal(dim).astype(np.float32)
+        eid = con.execute("INSERT INTO embeddings(hash, created_at) VALUES (?, 0) RETURNING id", (h,)).fetchone()[0]
+        con.execute("INSERT INTO vec_embeddings(rowid, embedding) VALUES (?, ?)", (eid, (v / np.linalg.norm(v)).tobytes()))
+    con.execute("UPDATE chunks SET embedding_id = (SELECT id FROM embeddings e WHERE e.hash = chunks.hash)")
+    con.execute("COMMIT")
+    con.close()
+
+    async def run() -> dict:
+        conn = await db.connect(path, readonly=True)
+        matrix = VectorMatrix(path, "vec_embeddings", 1 << 30)
+        qs = [v / np.linalg.norm(v) for v in np.random.default_rng(7).standard_normal((20, dim)).astype(np.float32)]
+        await retrievers.vector_scored(conn, qs[0], 50, matrix=matrix)  # load the in-memory copy
+        legs = {
+            "fts": lambda i, f: retrievers.fts_scored(conn, queries[i % len(queries)], 50, min_quality=f),
+            "vector in memory": lambda i, f: retrievers.vector_scored(conn, qs[i % 20], 50, matrix=matrix, min_quality=f),
+            "vector sqlite-vec": lambda i, f: retrievers.vector_scored(conn, qs[i % 20], 50, min_quality=f),
+        }
+        times: dict[str, list[float]] = {}
+        for name, leg in legs.items():
+            for i in range(12 if "sqlite" in name else 60):
+                for f in (None, floor):
+                    t = time.perf_counter()
+                    await leg(i, f)
+                    times.setdefault(f"{name} {'on' if f else 'off'}", []).append((time.perf_counter() - t) * 1000)
+        await conn.close()
+        return {k: round(statistics.median(v), 2) for k, v in times.items()}
+
+    return anyio.run(run)
+
+
+def stubs(src: Path, out: Path) -> int:
+    """`out`: a copy of `src` with a draft and a note of links beside each note; returns the stubs written."""
+    shutil.copytree(src, out, dirs_exist_ok=True)
+    written = 0
+    for p in sorted(src.rglob("*.md")):
+        text = p.read_text(encoding="utf-8")
+        m = re.search(r"^# (.+)$", text, re.M)
+        title = m.group(1).strip() if m else p.stem
+        rel = p.relative_to(src)
+        japanese = re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", title) is not None
+        draft = out / "drafts" / rel.parent / f"{p.stem}-draft.md"
+        links = out / "index" / rel.parent / f"{p.stem}-links.md"
+        for target, body in ((draft, "詳細は後述" if japanese else "TODO: write this up"),
+                             (links, f"- [[{p.stem}]]\n- [{title}](../../{rel.as_posix()})")):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(f"# {title}\n\n{body}\n", encoding="utf-8")
+            written += 1
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("share", help="the share of a folder's chunks the filter hides")
+    p.add_argument("kb", type=Path)
+    p.add_argument("index", type=Path)
+    p = sub.add_parser("cost", help="each leg's time with the filter on and off")
+    p.add_argument("index", type=Path, help="an index made by `share` (no vectors)")
+    p.add_argument("copy", type=Path, help="where the copy with random vectors goes")
+    p = sub.add_parser("stubs", help="a copy of a folder with stubs beside its notes")
+    p.add_argument("src", type=Path)
+    p.add_argument("out", type=Path)
+    args = parser.parse_args(argv)
+    if args.what == "share":
+        out: object = share(args.kb, args.index)
+    elif args.what == "cost":
+        out = cost(args.index, args.copy)
+    else:
+        out = {"stubs": stubs(args.src, args.out)}
+    print(json.dumps(out, ensure_ascii=False, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
