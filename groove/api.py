@@ -159,7 +159,7 @@ class Service:
         """The best-practice documents (`[best_practice] path_templates`), or None when none are configured:
         then no front end offers them (the MCP tool is not listed)."""
         if not hasattr(self, "_best_practices"):
-            self._best_practices = BestPractices.from_settings(self.index.settings, self.index.kb)
+            self._best_practices = BestPractices.from_settings(self.index.settings, self.index.folders)
         return self._best_practices
 
     async def best_practice(self, target: str, section: str | None = None) -> BestPracticeAnswer:

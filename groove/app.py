@@ -30,7 +30,8 @@ import aiosqlite
 import anyio
 import numpy as np
 
-from groove.config import Settings, relative_note_path
+from groove.config import Settings
+from groove.folders import Folders
 from groove.corpus.cjk import cjk_share
 from groove.corpus.parsers import Parsers
 from groove.embed.embedder import Embedder, embedder_for_index, make_embedder, model_fit_warning, settings_json
@@ -111,7 +112,7 @@ class Index:
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None, reranker_model: str | None = None,
                  bulk: BulkLimiter | None = None, previous_embedder: PreviousEmbedder = embedder_for_index):
         self.settings = settings
-        self.kb: Path = settings.require_kb()            # resolved once, here
+        self.folders: Folders = settings.folders()       # resolved once, here
         self.path: Path = settings.resolved_index_path()
         self.embedder: Embedder = embedder or make_embedder(settings.embedding)  # the configured model
         self.queries = QueryBatcher(self.embedder)
@@ -170,7 +171,7 @@ class Index:
             db.remove_index_files(self.path)
             log.info("index_rebuild", index=str(self.path))
         switch = reads.prepare_index(self.path, model=self.embedder.identity, dimension=self.embedder.dimension,
-                                     kb_path=str(self.kb), settings_json=settings_json(self.settings.embedding),
+                                     kb_path=self.folders.describe(), settings_json=settings_json(self.settings.embedding),
                                      switch=True)
         if self.lock is not None:
             self.lock.hold_identity()  # a new index file exists now: lock its identity (device + inode) too
@@ -178,7 +179,7 @@ class Index:
         await writer.track_freed_vectors(self.wconn)
         # Chunks are cut for the configured model: it is the one that stays.
         try:
-            self.indexer = Indexer(self.wconn, self.kb, self.settings.index, self.embedder, self.settings.parsers)
+            self.indexer = Indexer(self.wconn, self.folders, self.settings.index, self.embedder, self.settings.parsers)
         except BaseException:
             # e.g. a .grooveignore that is a FIFO: say so and exit, instead of an open connection's
             # thread keeping the process alive after the error
@@ -416,7 +417,7 @@ class Index:
         async with self.reading() as conn:
             pending = await reads.pending_count(conn)
             computed = int(await reads.get_meta(conn, "embeddings_computed") or 0)
-        return index_report(stats, kb_path=str(self.kb), index_path=str(self.path), pending_chunks=pending,
+        return index_report(stats, kb_path=self.folders.describe(), index_path=str(self.path), pending_chunks=pending,
                             embeddings_computed=computed, vectors_collected=vectors_collected, seconds=seconds,
                             model_switch=self.last_switch, full_text_merged=full_text_merged)
 
@@ -472,6 +473,10 @@ class Index:
         """What the index file holds (the service adds its own fields when one runs)."""
         async with self.reading() as conn:
             st = await reads.status(conn, index_path=self.path)
+            st["folders"] = [
+                {"name": f.name, "path": str(f.path),
+                 "notes": await reads.count_documents_under(conn, self.folders.prefix(f))}
+                for f in self.folders]
         switch = self.switching
         if switch is not None and st.get("model_switch"):
             st["model_switch"].update(failures=switch.shadow.failures(),
@@ -554,8 +559,8 @@ class Index:
         return Parsers(self.settings.index, self.settings.parsers)
 
     def note_path(self, given: str) -> str:
-        """A note as the user named it (relative path, or a file path inside the notes folder) -> relative path."""
-        return relative_note_path(self.kb, given)
+        """A note as the user named it (its index path, or a file path inside a notes folder) -> its index path."""
+        return self.folders.relative(given)
 
     async def evaluate(self, queries: Sequence[JudgedQuery], *, retriever: str, limit: int,
                        request_options: dict[str, Any], ks: Sequence[int] = KS) -> EvalRun:
@@ -740,5 +745,5 @@ async def tune_once(
                       skipped=skipped, limit=limit, refine_stages_ignored=refine_on)
 
 
-__all__ = ["Index", "eval_once", "index_once", "links_once", "read_status", "related_once", "relative_note_path", "reranker_factory",
+__all__ = ["Index", "eval_once", "index_once", "links_once", "read_status", "related_once", "reranker_factory",
            "search_once", "tune_once"]

@@ -19,10 +19,11 @@ from pydantic import BaseModel
 
 from groove import EXAMPLE_NOTES, __version__, service, trust  # EXAMPLE_NOTES: `--examples`
 from groove.config import (ConfigError, FusionSettings, Settings, load_settings, read_config_file, read_config_text,
-                           relative_note_path, user_config_file)
+                           user_config_file)
 from groove.evaluate.report import EvalReport, TuneReport
 from groove.evaluate.tune import METRICS as TUNE_METRICS
 from groove.errors import GrooveError, UsageError
+from groove.folders import split_spec
 from groove.logs import configure as configure_logs
 from groove.logs import get_logger
 from groove.progress import ProgressBar, say
@@ -49,7 +50,9 @@ class _Once(argparse.Action):
 def _common(p: argparse.ArgumentParser, *, examples: bool = False) -> None:
     g = p.add_argument_group("common options")
     g.add_argument("--config", type=Path, metavar="PATH", help="groove.toml to use (default: ./groove.toml, then the user config dir)")
-    g.add_argument("--kb", type=Path, metavar="PATH", action=_Once, help="the notes folder (kb_path)")
+    g.add_argument("--kb", metavar="[NAME=]PATH", action="append",
+                   help="the notes folder (kb_path); repeat it for several, each answered under its name "
+                   "(NAME=PATH, else the folder's base name)")
     if examples:
         g.add_argument("--examples", action="store_true",
                        help="the example notes shipped with groove (examples/notes) instead of a folder of your own")
@@ -62,8 +65,20 @@ def _format_option(p: argparse.ArgumentParser) -> None:
                    help='text for people, json for programs (errors too: {"error", "exit_code"} on stdout)')
 
 
+def _folder_flags(given: list[str] | None) -> list[str] | None:
+    """--kb values as folder specs with absolute paths (relative to where the command runs), or None."""
+    if not given:
+        return None
+    out = []
+    for spec in given:
+        name, raw = split_spec(spec)
+        path = os.path.abspath(Path(raw).expanduser()) if raw else raw
+        out.append(f"{name} = {path}" if name is not None else path)
+    return out
+
+
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
-    kb = args.kb
+    kb = _folder_flags(args.kb)
     if getattr(args, "examples", False):
         if kb is not None:
             raise UsageError("--examples means the shipped example notes, --kb your own folder: pass one of them")
@@ -170,8 +185,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     def text(s: dict) -> str:
         when = s["last_indexed_at"] or "never"
-        lines = [
-            f"notes:        {s['kb_path']}",
+        folders = s.get("folders") or []
+        lines = [f"notes:        {s['kb_path']}"] if len(folders) < 2 else [
+            f"folder:       {f['name']}/ = {f['path']} ({f['notes']} notes)" for f in folders]
+        lines += [
             f"index:        {s['index_path']}",
             f"model:        {s['model']} ({s['dimension']} dims)",
             f"documents:    {s['documents']}",
@@ -302,7 +319,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     from groove.search.request import DocumentRequest
 
     settings = _settings(args)
-    req = DocumentRequest(path=relative_note_path(settings.require_kb(), args.path), heading=args.heading,
+    req = DocumentRequest(path=settings.folders().relative(args.path), heading=args.heading,
                           lines=_line_range(args.lines) if args.lines is not None else None, max_chars=args.max_chars)
     answer = _ask_daemon(args, settings, "get_document", {"request": req.model_dump(mode="json", exclude_none=True)})
     if answer is not None:
@@ -324,7 +341,7 @@ def cmd_related(args: argparse.Namespace) -> int:
                                "max_nodes": args.max_nodes, "by": args.by, "min_similarity": args.min_similarity,
                                "exclude_paths": args.exclude_paths or []}
     answer = _ask_daemon(args, settings, "related",
-                         {"path": relative_note_path(settings.require_kb(), args.path), **options})
+                         {"path": settings.folders().relative(args.path), **options})
     if answer is not None:
         result = RelatedAnswer.model_validate(answer.result)
     else:
@@ -341,7 +358,7 @@ def cmd_links(args: argparse.Namespace) -> int:
     from groove.search.answers import LinksAnswer, links_text
 
     settings = _settings(args)
-    path = relative_note_path(settings.require_kb(), args.path)
+    path = settings.folders().relative(args.path)
     answer = _ask_daemon(args, settings, "links", {"path": path, "limit": args.limit})
     if answer is not None:
         result = LinksAnswer.model_validate(answer.result)
@@ -554,8 +571,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise UsageError(f"--bind: {exc}" if args.bind else f"serve.bind: {exc}") from exc
     if args.examples:
         settings = with_example_notes(settings)
-        get_logger("groove.serve").info("serving the shipped example notes (--examples)", kb=str(settings.kb_path))
-    elif settings.kb_path is None:  # like index, search and status: an MCP config that forgot --kb fails loudly
+        get_logger("groove.serve").info("serving the shipped example notes (--examples)", kb=str(settings.kb_path[0].path))
+    elif not settings.kb_path:  # like index, search and status: an MCP config that forgot --kb fails loudly
         raise ConfigError(
             "no notes folder configured: pass --kb PATH, set kb_path in groove.toml or GROOVE_KB_PATH; "
             "to try groove on the shipped example notes, run `groove serve --examples` (or `make serve`)"
@@ -603,9 +620,10 @@ def cmd_client_config(args: argparse.Namespace) -> int:
         if exe is None:
             raise UsageError("cannot find the groove command (not beside this Python, not on PATH): "
                              "install groove, or run this from its venv's bin folder")
-        kb = settings.require_kb()  # the client's groove needs the notes folder, like `groove serve`
+        folders = settings.folders()  # the client's groove needs the notes folders, like `groove serve`
+        kb = [str(f.path) if not folders.named else f"{f.name}={f.path}" for f in folders]
         target = clients.Target("stdio", command=(exe, *clients.stdio_args(
-            config=str(settings.config_file) if settings.config_file else None, kb=str(kb),
+            config=str(settings.config_file) if settings.config_file else None, kb=kb,
             index=str(settings.index_path) if settings.index_path else None)))
     else:
         http = settings.serve.http
@@ -689,7 +707,7 @@ def cmd_service_install(args: argparse.Namespace) -> int:
     # elsewhere); with --kb the config file is optional. A named instance gets --kb, --index and --bind always.
     name = service.check_name(args.name)
     service.check_port(args.port)
-    kb = Path(os.path.abspath(args.kb.expanduser())) if args.kb is not None else None
+    kb = _folder_flags(args.kb)  # absolute, `name = path` kept
     platform = _platform(args)
     settings = _settings(args)
     config = service.check_config(settings.config_file, user_config_file(), kb=kb)

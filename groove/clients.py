@@ -98,12 +98,16 @@ class Target:
     token_env: str | None = None  # http: the environment variable holding the bearer token; None = no token
 
 
-def stdio_args(*, config: str | None = None, kb: str | None = None, index: str | None = None) -> list[str]:
-    """`serve --transport stdio` and the paths the client's groove needs (absolute: a client starts it anywhere)."""
+def stdio_args(*, config: str | None = None, kb: str | list[str] | None = None, index: str | None = None) -> list[str]:
+    """`serve --transport stdio` and the paths the client's groove needs (absolute: a client starts it anywhere);
+    `kb` a folder, or several (`name=path` each)."""
     args = ["serve", "--transport", "stdio"]
-    for flag, value in (("--config", config), ("--kb", kb), ("--index", index)):
-        if value:
-            args += [flag, value]
+    if config:
+        args += ["--config", config]
+    for folder in [kb] if isinstance(kb, str) else kb or []:
+        args += ["--kb", folder]
+    if index:
+        args += ["--index", index]
     return args
 
 

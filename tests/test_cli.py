@@ -486,12 +486,13 @@ def test_an_unknown_flag_is_refused_with_exit_2_naming_the_closest_known_flag(tm
     assert as_json.returncode == 2 and json.loads(as_json.stdout)["exit_code"] == 2
 
 
-def test_kb_given_twice_is_refused_instead_of_keeping_the_last(tmp_path):
+def test_kb_given_twice_for_a_folder_and_one_inside_it_is_refused_before_anything_is_indexed(tmp_path):
     kb = make_notes(tmp_path)
     for argv in (["search", "tea"], ["index"], ["serve", "--transport", "stdio"]):
         done = groove(*argv, "--kb", str(kb), "--kb", str(tmp_path), cwd=tmp_path, timeout=60)
         assert done.returncode == 2, (argv, done.stderr)
-        assert f"--kb given twice ({kb} and {tmp_path})" in done.stderr and "pass --kb once" in done.stderr
+        assert f"the notes folder {kb} is inside the notes folder {tmp_path}" in done.stderr, done.stderr
+        assert "indexed twice" in done.stderr
     assert not (tmp_path / "data").exists()  # nothing indexed
 
 

@@ -325,7 +325,7 @@ def test_a_relative_kb_path_in_a_file_is_relative_to_the_file_not_the_current_di
 def test_an_absolute_or_home_relative_kb_path_in_a_file_is_kept(tmp_path):
     cfg = write(tmp_path / "groove.toml", f'kb_path = "{tmp_path / "abs"}"\nindex_path = "~/groove.sqlite"\n')
     settings = load_settings(cfg)
-    assert settings.kb_path == tmp_path / "abs"
+    assert [f.path for f in settings.kb_path] == [tmp_path / "abs"]
     assert settings.index_path == Path.home() / "groove.sqlite"
 
 
@@ -388,7 +388,7 @@ def test_loaded_settings_are_frozen_down_to_the_nested_sections(tmp_path):
         settings.kb_path = tmp_path / "other"  # type: ignore[misc]
     with pytest.raises(ValidationError):
         settings.search.mmr.enabled = True  # type: ignore[misc]
-    assert settings.kb_path == tmp_path.resolve() and settings.search.mmr.enabled is False
+    assert settings.kb_path[0].path == tmp_path.resolve() and settings.search.mmr.enabled is False
 
 
 def test_a_relative_notes_folder_from_a_flag_is_resolved_once_when_loading(tmp_path, monkeypatch):
@@ -397,10 +397,12 @@ def test_a_relative_notes_folder_from_a_flag_is_resolved_once_when_loading(tmp_p
     monkeypatch.chdir(tmp_path)
     settings = load_settings(None, kb_path=Path("link"), index_path=Path("idx.sqlite"))
     # Absolute and symlink-free at once, so every component sees the same folder.
-    assert settings.kb_path == (tmp_path / "real").resolve()
-    assert settings.kb_path.is_absolute() and not settings.kb_path.is_symlink()
+    [folder] = settings.kb_path
+    assert folder.path == (tmp_path / "real").resolve()
+    assert folder.path.is_absolute() and not folder.path.is_symlink()
+    assert folder.name == "link"  # named as the person wrote it
     assert settings.index_path == (tmp_path / "idx.sqlite").resolve()
-    assert settings.require_kb() is settings.kb_path
+    assert settings.require_kb() == folder.path
 
 
 def test_a_fifo_named_groove_toml_is_refused_with_a_reason_instead_of_hanging_groove(tmp_path):

@@ -206,7 +206,7 @@ def test_hundreds_of_idle_and_half_open_connections_do_not_take_healthz_down_and
 
 
 def _count(line: str) -> int:
-    return sum(int(n) for n in re.findall(r"(?:idle_closed_at_cap|refused_at_cap|header_timeout|accept_failed|invalid_request)=(\d+)", line))
+    return sum(int(n) for n in re.findall(r"(?:idle_closed_at_cap|busy_closed_at_cap|refused_at_cap|header_timeout|accept_failed|invalid_request)=(\d+)", line))
 
 
 def test_a_storm_of_malformed_requests_is_counted_in_one_line_not_logged_once_each(hostile):

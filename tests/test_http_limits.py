@@ -292,6 +292,54 @@ def test_260_trickling_bodies_from_one_address_hold_a_bounded_share_and_healthz_
     assert "Traceback" not in limited.log()
 
 
+def _trickle(port: int, source: str) -> socket.socket:
+    """A connection from `source` that sent its request's headers and one byte of a 400-byte body: busy."""
+    s = _connect(port, source)
+    s.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+               "Content-Length: 400\r\n").encode() + b"Authorization: " + AUTH["Authorization"] + b"\r\n\r\n{")
+    return s
+
+
+def _open(s: socket.socket) -> bool:
+    """Still open from the server's side (nothing to read, or data but no close)."""
+    if not select.select([s], [], [], 0.05)[0]:
+        return True
+    try:
+        return s.recv(4096, socket.MSG_PEEK) != b""
+    except OSError:
+        return False
+
+
+def test_at_the_connection_cap_a_flooding_address_makes_room_never_another_clients_fresh_connection(tmp_path):
+    # Every slot busy with one address's trickling bodies and event streams; /healthz from another address answers
+    # (the flooder's oldest busy connection makes room), and a fresh connection from a third address that
+    # has sent nothing yet is not the one closed when the flooder connects again.
+    cap = 8
+    server = _start(tmp_path, {**LIMITS, "max_connections": cap, "max_bodies_per_client": cap})
+    socks: list[socket.socket] = []
+    try:
+        socks = [_trickle(server.port, "127.0.0.8") for _ in range(cap // 2)]  # the most bodies one address may send
+        streams = [Stream(server, "127.0.0.8") for _ in range(LIMITS["max_streams_per_client"])]  # and streams
+        socks += [st.sock for st in streams]
+        time.sleep(0.5)
+        assert _healthz(server, "127.0.0.9") == 200
+        fresh = _connect(server.port, "127.0.0.10")  # sends nothing yet
+        time.sleep(0.3)
+        flood = [_connect(server.port, "127.0.0.8") for _ in range(2 * cap)]
+        time.sleep(0.5)
+        assert _open(fresh)
+        fresh.sendall(f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n".encode() + b"Authorization: " + AUTH["Authorization"]
+                      + b"\r\nConnection: close\r\n\r\n")
+        fresh.settimeout(10)
+        assert fresh.recv(4096).startswith(b"HTTP/1.1 200")
+        socks += flood + [fresh]
+    finally:
+        for s in socks:
+            s.close()
+        server.terminate()
+    assert "Traceback" not in server.log()
+
+
 # --- the token (point 15) -------------------------------------------------------------------------
 
 def test_a_token_shorter_than_16_bytes_off_loopback_refuses_to_start_and_says_how(tmp_path):

@@ -232,7 +232,7 @@ def test_related_on_an_unknown_note_is_a_clear_error_and_the_cli_agrees(kb_setti
     with pytest.raises(RelatedError, match="no indexed note"):
         anyio.run(lambda: related_once(kb_settings, "missing.md"))
     env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    base = [sys.executable, "-m", "groove.cli", "related", "--kb", str(kb_settings.kb_path),
+    base = [sys.executable, "-m", "groove.cli", "related", "--kb", str(kb_settings.require_kb()),
             "--index", str(kb_settings.resolved_index_path())]
     ok = subprocess.run(base + ["beans.md", "--format", "json"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert json.loads(ok.stdout)["source"]["path"] == "beans.md"

@@ -696,7 +696,7 @@ def test_a_named_instance_takes_its_folder_and_index_from_a_config_file(tmp_path
     argv = _exec_start(service.unit_path("linux", env, "work").read_text())
     assert argv[argv.index("--config") + 1] == str(cfg)
     assert argv[argv.index("--index") + 1] == str(tmp_path / "idx" / "work.sqlite")
-    assert plan.folder == kb.resolve()
+    assert plan.folder == str(kb.resolve())
     [inst] = service.installed_instances("linux", env)
     assert (inst.folder, inst.port) == (str(kb), 3101)
 

@@ -189,7 +189,7 @@ def test_the_environment_may_send_note_text_away_while_a_local_file_chooses_only
 def test_a_local_kb_path_alone_applies_but_not_with_your_own_settings_sending_note_text_off_the_machine(
         tmp_path, monkeypatch):
     write(Path.cwd() / "groove.toml", f'kb_path = "{tmp_path}"\n')
-    assert load_settings(None).kb_path == tmp_path.resolve()
+    assert load_settings(None).kb_path[0].path == tmp_path.resolve()
     monkeypatch.setenv("GROOVE_EMBEDDING__BACKEND", "openai")
     monkeypatch.setenv("GROOVE_EMBEDDING__OPENAI__ENDPOINT", "https://my-gpu.example/v1")
     monkeypatch.setenv("GROOVE_EMBEDDING__OPENAI__MODEL", "m")

@@ -145,7 +145,7 @@ def test_tune_reports_cross_validated_numbers_and_never_writes_the_configuration
 def test_the_tune_cli_says_what_to_do_and_a_missing_golden_set_is_named(indexed, tmp_path):
     settings, golden = indexed
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    base = [sys.executable, "-m", "groove.cli", "tune", "--kb", str(settings.kb_path), "--index", str(settings.resolved_index_path())]
+    base = [sys.executable, "-m", "groove.cli", "tune", "--kb", str(settings.require_kb()), "--index", str(settings.resolved_index_path())]
     missing = subprocess.run(base + [str(tmp_path / "none.yaml")], cwd=ROOT, env=env, capture_output=True, text=True)
     assert missing.returncode == 1 and "is missing" in missing.stderr and missing.stdout == ""
     one = write(tmp_path / "one.yaml", "queries:\n  - {id: a, query: basalt, expected: [geo/volcano.md]}\n")

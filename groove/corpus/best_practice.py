@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from groove.config import ConfigError, Settings, read_config_text
 from groove.errors import GrooveError, NotFoundError, UsageError
+from groove.folders import Folders, NotesFolder
 
 MAX_TARGET_CHARS = 100
 MAX_SECTION_CHARS = 200
@@ -74,29 +75,39 @@ class Template:
     root: Path           # the fixed folder before the first {target}: the document stays inside it
     rest: tuple[str, ...]  # the path parts from `root` on, at least one with {target}
     in_notes: bool       # relative to the notes folder (the document must stay inside it too)
+    kb: Path             # the notes folder it is relative to
+    prefix: str = ""     # that folder's name and '/' when there are several (how its notes' paths start)
 
     @classmethod
-    def parse(cls, text: str, kb: Path) -> Template:
+    def parse(cls, text: str, folders: Folders) -> Template:
+        """A relative template is read in the notes folder; with several, in the folder its first part names
+        (`work/practices/{target}.md`), else the first folder."""
         expanded = os.path.expanduser(text) if text.startswith("~") else text
         absolute = os.path.isabs(expanded)
         parts = [p for p in expanded.split("/") if p not in ("", ".")]
+        folder = folders.first
+        if not absolute and folders.named and parts and PLACEHOLDER not in parts[0]:
+            named = folders.locate(parts[0])
+            if named is not None:
+                folder, parts = named[0], parts[1:]
         first = next(i for i, p in enumerate(parts) if PLACEHOLDER in p)
-        base = Path("/") if absolute else kb
-        return cls(text, base.joinpath(*parts[:first]), tuple(parts[first:]), not absolute)
+        base = Path("/") if absolute else folder.path
+        return cls(text, base.joinpath(*parts[:first]), tuple(parts[first:]), not absolute, folder.path,
+                   folders.prefix(folder) if not absolute else "")
 
     def path_for(self, target: str) -> Path:
         return self.root.joinpath(*(p.replace(PLACEHOLDER, target) for p in self.rest))
 
-    def shown(self, target: str, kb: Path) -> str:
+    def shown(self, target: str) -> str:
         path = self.path_for(target)
-        return path.relative_to(kb).as_posix() if self.in_notes else str(path)
+        return self.prefix + path.relative_to(self.kb).as_posix() if self.in_notes else str(path)
 
-    def allows(self, path: Path, kb: Path) -> bool:
+    def allows(self, path: Path) -> bool:
         """Whether a document, symbolic links followed, stays inside the template's folder (and the notes folder)."""
         real = path.resolve()
-        return real.is_relative_to(self.root.resolve()) and (not self.in_notes or real.is_relative_to(kb.resolve()))
+        return real.is_relative_to(self.root.resolve()) and (not self.in_notes or real.is_relative_to(self.kb.resolve()))
 
-    def targets(self, kb: Path) -> set[str]:
+    def targets(self) -> set[str]:
         """The targets whose document exists (files inside the folders allowed)."""
         pattern = "/".join(glob.escape(p).replace(glob.escape(PLACEHOLDER), "*") for p in self.rest)
         regex = _target_regex(self.rest)
@@ -105,7 +116,7 @@ class Template:
             return found
         for path in self.root.glob(pattern):
             m = regex.fullmatch(path.relative_to(self.root).as_posix())
-            if m and TARGET.fullmatch(m.group("t")) and path.is_file() and self.allows(path, kb):
+            if m and TARGET.fullmatch(m.group("t")) and path.is_file() and self.allows(path):
                 found.add(m.group("t"))
         return found
 
@@ -159,24 +170,25 @@ def section_of(text: str, wanted: str) -> tuple[str, str] | None:
 
 
 class BestPractices:
-    """The configured templates over one notes folder."""
+    """The configured templates over the notes folders."""
 
-    def __init__(self, templates: list[str], kb: Path):
-        self.kb = kb
-        self.templates = [Template.parse(t, kb) for t in templates]
+    def __init__(self, templates: list[str], folders: Folders | Path):
+        if isinstance(folders, Path):
+            folders = Folders([NotesFolder(folders.name, folders)])
+        self.templates = [Template.parse(t, folders) for t in templates]
 
     @classmethod
-    def from_settings(cls, settings: Settings, kb: Path | None = None) -> BestPractices | None:
+    def from_settings(cls, settings: Settings, folders: Folders | None = None) -> BestPractices | None:
         """None when `[best_practice] path_templates` is empty: the tool is then not offered at all."""
         templates = settings.best_practice.path_templates
         if not templates:
             return None
-        return cls(templates, kb if kb is not None else settings.require_kb())
+        return cls(templates, folders if folders is not None else settings.folders())
 
     def targets(self) -> list[str]:
         found: set[str] = set()
         for template in self.templates:
-            found |= template.targets(self.kb)
+            found |= template.targets()
         return sorted(found, key=lambda t: (t.casefold(), t))
 
     def _named(self) -> str:
@@ -208,17 +220,17 @@ class BestPractices:
             path = template.path_for(name)
             if not path.is_file():
                 continue
-            if not template.allows(path, self.kb):
+            if not template.allows(path):
                 where = "the notes folder" if template.in_notes else f"{template.root}"
-                raise UsageError(f"the best-practice document {template.shown(name, self.kb)} leads outside {where} "
+                raise UsageError(f"the best-practice document {template.shown(name)} leads outside {where} "
                                  f"(a symbolic link?), so groove does not read it; {self._named()}")
             return name, template, path.resolve()
-        looked = ", ".join(t.shown(name, self.kb) for t in self.templates)
+        looked = ", ".join(t.shown(name) for t in self.templates)
         raise NotFoundError(f"no best-practice document for target {name!r} (looked for {looked}); {self._named()}")
 
     def answer(self, target: str, section: str | None = None) -> BestPracticeAnswer:
         name, template, path = self.find(target)
-        shown = template.shown(name, self.kb)
+        shown = template.shown(name)
         try:
             text = read_config_text(path, what="best-practice document", max_bytes=MAX_DOCUMENT_BYTES)
         except FileNotFoundError:

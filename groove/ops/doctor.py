@@ -21,9 +21,10 @@ from typing import Any, Callable
 from groove.config import ConfigError, Settings, read_config_text
 from groove.corpus.cjk import cjk_share
 from groove.corpus.globs import MAX_GLOB_CHARS, MAX_GLOB_STARS
-from groove.corpus.scan import IGNORE_FILE, Ignore, refused_lines, scan
+from groove.corpus.scan import IGNORE_FILE, Ignore, ScanResult, refused_lines, scan
 from groove.embed.embedder import make_embedder, model_fit_warning
 from groove.errors import GrooveError
+from groove.folders import Folders
 from groove.store import db, reads, shadow
 
 SAMPLE = 2000  # chunks read to judge the notes' script mix (as app.MODEL_FIT_SAMPLE)
@@ -80,10 +81,22 @@ def check_ignore_file(kb: Path) -> list[Finding]:
                     f"edit {path}: fix or delete {bad[0].split(':')[0]}", len(bad), bad[:EXAMPLES])]
 
 
-def check_folder(con: Any, settings: Settings, kb: Path) -> tuple[list[Finding], list[str]]:
-    """Notes on disk but not indexed, indexed but gone, changed since indexed. Returns the gone paths too."""
+def scan_folders(settings: Settings, folders: Folders) -> ScanResult:
+    """Every folder's scan under the index's paths (a folder's name in front when there are several)."""
     ix = settings.index
-    result = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes)
+    out = ScanResult()
+    for folder in folders:
+        kb = folder.path
+        one = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes)
+        out.files.update({folders.outer(folder, rel): info for rel, info in one.files.items()})
+        out.skipped.update({folders.outer(folder, rel): why for rel, why in one.skipped.items()})
+        out.linked_dirs.update({folders.outer(folder, rel.rstrip("/")) + "/": why for rel, why in one.linked_dirs.items()})
+    return out
+
+
+def check_folder(con: Any, settings: Settings, folders: Folders) -> tuple[list[Finding], list[str]]:
+    """Notes on disk but not indexed, indexed but gone, changed since indexed. Returns the gone paths too."""
+    result = scan_folders(settings, folders)
     indexed = {p: (size, mtime) for p, size, mtime in con.execute("SELECT path, size, mtime_ns FROM documents")}
     skipped = {r[0] for r in con.execute("SELECT path FROM skipped")}
     on_disk = set(result.files)
@@ -293,10 +306,11 @@ def _guarded(name: str, run: Callable[[], list[Finding]]) -> list[Finding]:
 
 
 def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
-    kb = settings.require_kb()
+    folders = settings.folders()
     path = settings.resolved_index_path()
-    report: dict[str, Any] = {"kb_path": str(kb), "index_path": str(path), "fixed": []}
-    findings = check_ignore_file(kb)
+    report: dict[str, Any] = {"kb_path": folders.describe(), "index_path": str(path), "fixed": [],
+                              "folders": [{"name": f.name, "path": str(f.path)} for f in folders]}
+    findings = [f for folder in folders for f in check_ignore_file(folder.path)]
     if not path.exists():
         findings.append(Finding("error", "no_index", f"there is no index at {path}", "groove index"))
         return _finish(report, findings)
@@ -304,7 +318,7 @@ def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
     # (refused at once, naming the holder, while another groove process writes); the checks alone take none.
     lock = _writer_lock(path) if fix else None
     try:
-        return _diagnose(settings, kb, path, report, findings, fix)
+        return _diagnose(settings, folders, path, report, findings, fix)
     finally:
         if lock is not None:
             lock.release()
@@ -320,13 +334,18 @@ def _writer_lock(path: Path) -> db.WriterLock:
     return lock
 
 
-def _diagnose(settings: Settings, kb: Path, path: Path, report: dict[str, Any], findings: list[Finding],
+def _diagnose(settings: Settings, folders: Folders, path: Path, report: dict[str, Any], findings: list[Finding],
               fix: bool) -> dict[str, Any]:
     con = db.connect_sync(path)
     try:
         if not db._has_table(con, "meta") or db.read_identity_sync(con)[0] is None:
             findings.append(Finding("error", "not_an_index", f"{path} is not a groove index", "groove index --rebuild"))
             return _finish(report, findings)
+        for shown, folder in zip(report["folders"], folders):  # each folder's notes in the index
+            prefix = folders.prefix(folder)
+            shown["notes"] = con.execute("SELECT count(*) FROM documents WHERE substr(path, 1, ?) = ?",
+                                         (len(prefix), prefix)).fetchone()[0] if prefix else \
+                con.execute("SELECT count(*) FROM documents").fetchone()[0]
         vec_table = "vec_embeddings"  # the active set (a switch's shadow set is checked by check_model)
         ignore_ok = not any(f.check == "ignore_file" for f in findings)
 
@@ -336,7 +355,7 @@ def _diagnose(settings: Settings, kb: Path, path: Path, report: dict[str, Any], 
             out += _guarded("model", lambda: check_model(con, settings))
             gone: list[str] = []
             if ignore_ok:
-                folder, gone = check_folder(con, settings, kb)
+                folder, gone = check_folder(con, settings, folders)
                 out += folder
             out += _guarded("chunks", lambda: check_chunks(con, vec_table))
             out += _guarded("fts", lambda: check_fts(con))
@@ -365,6 +384,9 @@ def _finish(report: dict[str, Any], findings: list[Finding]) -> dict[str, Any]:
 
 def format_text(report: dict[str, Any]) -> str:
     lines = [f"index {report['index_path']}  notes {report['kb_path']}"]
+    if len(report.get("folders") or []) > 1:
+        lines += [f"folder {f['name']}: {f['path']}" + (f" ({f['notes']} notes indexed)" if "notes" in f else "")
+                  for f in report["folders"]]
     for line in report["fixed"]:
         lines.append(f"fixed: {line}")
     for f in report["findings"]:

@@ -212,12 +212,16 @@ def validate(settings: Settings, *, fail_fast: bool = False, schema: Path | None
     """Every note's frontmatter against the configuration's `[validate]`, or the schema file `schema`."""
     if schema is not None:
         settings = settings.model_copy(update={"validate_": load_schema(schema)})
-    kb = settings.require_kb()
+    folders = settings.folders()
     ix = settings.index
-    result = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes)
+    files = {}
+    for folder in folders:
+        kb = folder.path
+        result = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes)
+        files.update({folders.outer(folder, rel): info for rel, info in result.files.items()})
     findings: list[Finding] = []
     checked = 0
-    for rel, info in sorted(result.files.items()):
+    for rel, info in sorted(files.items()):
         try:
             text, _ = read_note(info, ix.max_file_bytes)
         except FileNotFoundError:
@@ -232,7 +236,8 @@ def validate(settings: Settings, *, fail_fast: bool = False, schema: Path | None
             break
     rules = settings.validate_
     return {
-        "kb_path": str(kb),
+        "kb_path": folders.describe(),
+        "folders": {f.name: str(f.path) for f in folders} if folders.named else None,
         "notes_checked": checked,
         "schema": bool(rules.required or rules.fields),
         "schema_file": str(schema) if schema is not None else None,
@@ -242,9 +247,14 @@ def validate(settings: Settings, *, fail_fast: bool = False, schema: Path | None
     }
 
 
-def display_path(kb: Path, rel: str) -> str:
+def display_path(report: dict[str, Any], rel: str) -> str:
     """The note's path as CI annotations want it: relative to the working directory when inside it."""
-    full = kb / rel
+    named = report.get("folders")
+    if named:  # several folders: the first part of the path names the folder
+        head, _, rest = rel.partition("/")
+        full = Path(named.get(head, report["kb_path"])) / rest
+    else:
+        full = Path(report["kb_path"]) / rel
     try:
         return full.relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
@@ -252,8 +262,7 @@ def display_path(kb: Path, rel: str) -> str:
 
 
 def format_text(report: dict[str, Any]) -> str:
-    kb = Path(report["kb_path"])
-    lines = [f"{display_path(kb, f['path'])}:{f['line']}: {f['message']}" for f in report["findings"]]
+    lines = [f"{display_path(report, f['path'])}:{f['line']}: {f['message']}" for f in report["findings"]]
     if not report["schema"]:
         lines.append(f"(the schema file {report['schema_file']} requires nothing: only checked that frontmatter parses)"
                      if report.get("schema_file") else
@@ -271,7 +280,6 @@ def _escape(value: str, prop: bool = False) -> str:
 
 def format_github(report: dict[str, Any]) -> str:
     """GitHub Actions workflow commands: one `::error file=...,line=...::message` per finding."""
-    kb = Path(report["kb_path"])
-    lines = [f"::error file={_escape(display_path(kb, f['path']), True)},line={f['line']},title=groove validate::"
+    lines = [f"::error file={_escape(display_path(report, f['path']), True)},line={f['line']},title=groove validate::"
              f"{_escape(f['message'])}" for f in report["findings"]]
     return "\n".join(lines) + ("\n" if lines else "")

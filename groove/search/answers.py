@@ -583,6 +583,14 @@ class EmbeddingFailures(Answer):
     next_retry_at: str | None
 
 
+class FolderStatus(Answer):
+    """One notes folder the index holds."""
+
+    name: str = Field(description="its name: the first part of its notes' paths when there are several folders")
+    path: str = Field(description="where it is on disk")
+    notes: int = Field(description="its notes in the index")
+
+
 class IndexStatus(Answer):
     """What the index file holds (`groove status` without a running service reads only this)."""
 
@@ -595,7 +603,8 @@ class IndexStatus(Answer):
     dimension: int
     schema_version: int
     index_path: str
-    kb_path: str | None
+    kb_path: str | None = Field(description="the notes folder (several: `name = path; ...`)")
+    folders: list[FolderStatus] = Field(default_factory=list, description="each notes folder, with its notes")
     last_indexed_at: str | None = Field(description="ISO-8601 UTC")
     skipped: list[SkippedFile]
     warnings: list[NoteWarnings]
@@ -639,6 +648,8 @@ def status_text(st: StatusAnswer) -> str:
            f" · uptime {st.uptime_s:g} s",
            f"last indexed {st.last_indexed_at or 'never'} · last change {st.last_change_at or 'none'}",
            f"notes {st.kb_path} · index {st.index_path}"]
+    if len(st.folders) > 1:
+        out.append("folders " + " · ".join(f"{f.name} ({f.notes} notes, {f.path})" for f in st.folders))
     for name, task in st.tasks.items():
         if task.last_error and task.state not in ("running", "ok", "watching"):
             out.append(f"task {name} {task.state}: {task.last_error} (retry {task.retry_at or 'not scheduled'})")

@@ -42,7 +42,8 @@ class FilterArgs(BaseModel):
     path_globs: list[str] | None = Field(
         None, max_length=MAX_PATH_GLOBS,
         description=(
-            "Only notes whose path matches (gitignore-style globs; a leading ! excludes). "
+            "Only notes whose path matches (gitignore-style globs; a leading ! excludes; with several notes "
+            "folders a path starts with its folder's name: work/**). "
             f"At most {MAX_PATH_GLOBS} globs, each at most {MAX_GLOB_CHARS} characters with at most "
             f"{MAX_GLOB_STARS} '*'."))
     tags_any: list[str] | None = Field(

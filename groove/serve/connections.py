@@ -1,8 +1,11 @@
 """The connection cap and the header timeout, in a uvicorn h11 protocol subclass (`GuardedH11Protocol`).
 
-At most `max_connections` connections are open; past it a new connection closes the oldest one that has
-not sent a request yet, taken from the peer address holding the most connections (or, when every
-connection is busy, is closed itself). A connection that has not
+At most `max_connections` connections are open; past it a new connection makes room by closing one of
+the peer address holding the most connections: its oldest connection that has not sent a request yet,
+or, when all of its connections are busy and it holds more than the newcomer's address, its oldest busy
+one. Another client's connection is never closed for a flood (a connection accepted while the server
+was behind once lost to it); when the newcomer's own address is the one holding the most, the newcomer
+is closed itself. A connection that has not
 sent its request headers within `header_timeout_s` is closed. Both are counted in the storm log, never
 logged once per connection.
 """
@@ -38,7 +41,7 @@ class GuardedH11Protocol(H11Protocol):
         if len(self.connections) > self.max_connections:
             victim = self._victim()
             if victim is not None:
-                victim._close("idle_closed_at_cap")
+                victim._close("idle_closed_at_cap" if victim._idle() else "busy_closed_at_cap")
             else:
                 self._close("refused_at_cap")
 
@@ -46,18 +49,28 @@ class GuardedH11Protocol(H11Protocol):
         return str(self.client[0]) if self.client else ""
 
     def _victim(self) -> "GuardedH11Protocol | None":
-        """The oldest idle connection of the peer address holding the most connections (so one address
-        flooding the server sheds its own connections first, not another client's fresh one)."""
+        """Who makes room for this new connection: always one of the peer address holding the most
+        connections (so one address flooding the server sheds its own connections, never another
+        client's fresh one). Its oldest idle connection; when all of them are busy (bodies trickling in,
+        requests in flight) and that address holds more than this connection's own, its oldest busy one;
+        else None (this connection is refused)."""
         held: dict[str, int] = {}
-        idle: list[GuardedH11Protocol] = []
         for c in self.connections:
             if isinstance(c, GuardedH11Protocol):
                 held[c._peer()] = held.get(c._peer(), 0) + 1
-                if c is not self and c._idle():
-                    idle.append(c)
-        if not idle:
+        top = max(held, key=lambda p: held[p], default=None)
+        if top is None:
             return None
-        return min(idle, key=lambda c: (-held[c._peer()], c._idle_since))
+        theirs = [c for c in self.connections
+                  if isinstance(c, GuardedH11Protocol) and c is not self and c._peer() == top
+                  and not c.transport.is_closing()]
+        idle = [c for c in theirs if c._idle()]
+        if idle:
+            return min(idle, key=lambda c: c._idle_since)
+        mine = self._peer()
+        if theirs and top != mine and held[top] > held.get(mine, 0):
+            return min(theirs, key=lambda c: c._idle_since)
+        return None
 
     def _idle(self) -> bool:
         return (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing()

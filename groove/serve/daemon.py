@@ -28,6 +28,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Awaitable, Callable
 
 import anyio
@@ -205,7 +206,7 @@ class Daemon:
                     tg.start_soon(self._supervised, "watcher", self._watch_once)
                 else:  # a folder that changes only by deploy: the startup and periodic reconciles, and reindex
                     self.tasks["watcher"].ok(WATCH_OFF)
-                    log.info("watch_off", kb=str(self.index.kb), reconcile_interval_s=self.settings.watch.reconcile_interval_s)
+                    log.info("watch_off", kb=self.index.folders.describe(), reconcile_interval_s=self.settings.watch.reconcile_interval_s)
                 if self.settings.watch.reconcile_interval_s > 0:
                     tg.start_soon(self._periodic_loop)
                 self._full_requested += 1
@@ -393,18 +394,42 @@ class Daemon:
             self.tasks["watcher"].state = state
 
     async def _watch_once(self) -> None:
-        """One life of the watcher; `_supervised` restarts it (with backoff) when it dies."""
-        await watch(
-            self.index.kb,
-            self.submit_paths,
-            debounce_ms=self.settings.watch.debounce_ms,
-            extensions=self.index.indexer.parsers.extensions,  # the indexer's parser registry decides
-            index_path=self.index.path,
-            stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
-            on_state=self._set_watch_state,
-            on_lost=lambda: self._changes_send.send(FULL),  # a batch watchfiles could not decode
-            ignored=self.index.indexer.ignore.path_ignored,  # what .grooveignore and .gitignore leave out
-        )
+        """One life of the watcher; `_supervised` restarts it (with backoff) when it dies. Several notes
+        folders: a watch each, their paths handed on under the folder's name; the watcher is "watching"
+        while every one is, else it names the folder that is not (`/healthz` fails then)."""
+        folders = self.index.folders
+        indexer = self.index.indexer
+
+        def one(folder):
+            if not folders.named:
+                return self.submit_paths, self._set_watch_state
+
+            async def on_batch(rels: set[str]) -> None:
+                await self.submit_paths({folders.outer(folder, r) for r in rels})
+
+            def on_state(state: str) -> None:
+                states[folder.name] = state
+                waiting = [f"{name}: {st}" for name, st in states.items() if st != "watching"]
+                self._set_watch_state("watching" if not waiting else "; ".join(waiting))
+
+            return on_batch, on_state
+
+        states = {f.name: "starting" for f in folders}
+        async with anyio.create_task_group() as tg:
+            for folder in folders:
+                on_batch, on_state = one(folder)
+                tg.start_soon(partial(
+                    watch,
+                    folder.path,
+                    on_batch,
+                    debounce_ms=self.settings.watch.debounce_ms,
+                    extensions=indexer.parsers.extensions,  # the indexer's parser registry decides
+                    index_path=self.index.path,
+                    stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
+                    on_state=on_state,
+                    on_lost=lambda: self._changes_send.send(FULL),  # a batch watchfiles could not decode
+                    ignored=indexer.ignore_of(folder).path_ignored,  # what .grooveignore and .gitignore leave out
+                ))
 
     async def _periodic_loop(self) -> None:
         while True:
@@ -431,7 +456,7 @@ class Daemon:
     async def service_status(self) -> dict[str, Any]:
         """The daemon's own fields of `index_status`, beside the index's."""
         return dict(
-            kb_path=str(self.index.kb),
+            kb_path=self.index.folders.describe(),
             watcher=self.watcher_state,
             healthy=self.health()[0],
             tasks={name: t.to_dict() for name, t in self.tasks.items()},

@@ -121,8 +121,8 @@ def stdio_command(settings: Settings) -> list[str]:
     cmd = [exe or "groove", "serve", "--transport", "stdio"]
     if settings.config_file:
         cmd += ["--config", str(settings.config_file)]
-    if settings.kb_path:
-        cmd += ["--kb", str(settings.kb_path)]  # resolved when loaded
+    for folder in settings.kb_path:  # resolved when loaded; several: each with its name
+        cmd += ["--kb", f"{folder.name}={folder.path}" if len(settings.kb_path) > 1 else str(folder.path)]
     if settings.index_path:
         cmd += ["--index", str(settings.index_path)]
     return cmd
@@ -302,7 +302,7 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
                      reason="no groove serve answers for this index")
         daemon = Daemon(settings)
         server = build_server(daemon, settings.serve.http)
-        log.info("serve_start", transport=transport, kb=str(daemon.index.kb), index=str(daemon.index.path))
+        log.info("serve_start", transport=transport, kb=daemon.index.folders.describe(), index=str(daemon.index.path))
         try:
             await _run(settings, daemon, server, transport, sock, host, wire)
         except BaseExceptionGroup as group:

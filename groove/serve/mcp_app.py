@@ -35,6 +35,7 @@ from mcp_types import (INVALID_PARAMS, Completion, CompletionArgument, Completio
 
 from groove import __version__
 from groove.config import HTTPSettings
+from groove.folders import Folders
 from groove.logs import get_logger
 from groove.search.answers import NOTE_URI_PREFIX, note_uri
 from groove.search.request import MAX_QUERY_BYTES
@@ -78,6 +79,15 @@ groove searches the user's Markdown notes (a local folder, often mixed Japanese 
 """
 
 
+def instructions_for(folders: Folders) -> str:
+    """The server instructions; with several notes folders, their names (every note's path starts with one)."""
+    if not folders.named:
+        return INSTRUCTIONS
+    names = ", ".join(f"{f.name}/" for f in folders)
+    return (INSTRUCTIONS + f"- The notes come from {len(folders)} folders: {names}. Every path starts with its "
+            "folder's name; to search one folder, pass path_globs like [\"NAME/**\"].\n")
+
+
 def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServer:
     """The MCP server for one daemon, composed: the tools (`tools.py`) behind the call guard (`guard.py`),
     the note resources (`resources.py`) and their change notifications (`events.py`), the prompts
@@ -86,7 +96,7 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
     server: MCPServer = MCPServer(
         "groove",
         title="groove: search your notes",
-        instructions=INSTRUCTIONS,
+        instructions=instructions_for(daemon.index.folders),
         version=__version__,
         subscriptions=bus,
         log_level="WARNING",

@@ -55,6 +55,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from groove.api import RelatedRequest, TopicsRequest
 from groove.errors import GrooveError, NotFoundError
+from groove.folders import Folders
 from groove.logs import get_logger
 from groove.search.answers import DocumentAnswer, SearchAnswer
 from groove.search.compiler import QueryError
@@ -272,11 +273,14 @@ def obsidian_url(kb: Path, path: str) -> str | None:
     return f"obsidian://open?vault={quote(kb.name, safe='')}&file={quote(path, safe='')}"
 
 
-def note_answer(doc: DocumentAnswer, kb: Path) -> dict[str, Any]:
-    """The note endpoint's answer: the note as `get_document` answers it, its text rendered, the Obsidian link."""
+def note_answer(doc: DocumentAnswer, folders: Folders) -> dict[str, Any]:
+    """The note endpoint's answer: the note as `get_document` answers it, its text rendered, the Obsidian link
+    (the vault is the note's own folder, the file its path in that folder)."""
     mime = note_mime(doc.path)
     out = doc.model_dump(mode="json")
-    out.update(mime=mime, html=render_note(doc.content, doc.path, mime), obsidian_url=obsidian_url(kb, doc.path))
+    where = folders.locate(doc.path)
+    out.update(mime=mime, html=render_note(doc.content, doc.path, mime),
+               obsidian_url=obsidian_url(where[0].path, where[1]) if where is not None else None)
     return out
 
 
@@ -390,7 +394,7 @@ def mount_ui(server: MCPServer, daemon: Daemon) -> None:
             except NotFoundError:
                 _checked(path, lenient=False)  # not a note: a backslash or an encoded separator is refused as such
                 raise
-            return await anyio.to_thread.run_sync(note_answer, doc, daemon.index.kb)
+            return await anyio.to_thread.run_sync(note_answer, doc, daemon.index.folders)
         return await _json(answer, "ui_note_failed", "reading the note")
 
     @server.custom_route(RELATED_PATH, methods=["GET"], include_in_schema=False)

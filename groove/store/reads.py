@@ -116,6 +116,14 @@ async def status(conn: aiosqlite.Connection, *, index_path: Path) -> dict[str, A
     }
 
 
+async def count_documents_under(conn: aiosqlite.Connection, prefix: str) -> int:
+    """How many notes have a path starting with `prefix` ('' = all of them)."""
+    if not prefix:
+        return int(await _scalar(conn, "SELECT count(*) FROM documents") or 0)
+    return int(await _scalar(conn, "SELECT count(*) FROM documents WHERE substr(path, 1, ?) = ?",
+                             (len(prefix), prefix)) or 0)
+
+
 async def get_document(conn: aiosqlite.Connection, path: str, *, with_chunks: bool = False) -> dict[str, Any] | None:
     """One whole note (its chunks joined in order), or None when it is not indexed. `with_chunks` adds
     "chunks": each chunk's (heading, context, start_line, characters), in order (to read a part of it)."""

@@ -1,4 +1,4 @@
-"""Reconcile the notes folder with the index.
+"""Reconcile the notes folders with the index.
 
 Used by `groove index` (one full pass, through `groove.app.Index`) and by the daemon (full passes at start
 and periodically, path batches from the watcher). Unchanged files (same size
@@ -6,12 +6,18 @@ and mtime) are skipped without reading; a changed file is parsed and its chunk
 list diffed by chunk hash; a new file whose bytes equal a vanished file's is a
 rename and moves the document row. Vectors are reused by text hash, so
 renames and moved sections embed nothing.
+
+With several notes folders (groove/folders.py) each is scanned with its own ignore rules and its notes
+are stored under its name; everything here works on those index paths, and only the file system calls
+use the folder's own path. A folder taken out of the configuration leaves its notes "gone" (deleted),
+and one added is scanned like any new notes; the others' notes are unchanged, so nothing of theirs is
+read or embedded again.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -37,6 +43,7 @@ from groove.corpus.scan import (
     stat_note,
 )
 from groove.embed.embedder import Embedder
+from groove.folders import Folders, NotesFolder
 from groove.logs import get_logger
 from groove.store import writer
 
@@ -86,16 +93,35 @@ class ReconcileStats:
 class Indexer:
     """The single writer's logic. Owns the write connection."""
 
-    def __init__(self, conn: aiosqlite.Connection, kb: Path, settings: IndexSettings, embedder: Embedder,
+    def __init__(self, conn: aiosqlite.Connection, folders: Folders | Path, settings: IndexSettings, embedder: Embedder,
                  parsers: ParserSettings | None = None):
         self.conn = conn
-        self.kb = kb  # resolved once, by the settings
+        # resolved once, by the settings; a bare Path is one folder
+        self.folders = folders if isinstance(folders, Folders) else Folders([NotesFolder(folders.name, folders)])
         self.settings = settings  # the [index] section (and [parsers]): all the indexer reads
         self.embedder = embedder
         # The parser registry decides which files are notes and how each kind is read and parsed.
         self.parsers = Parsers(settings, parsers)
-        self.ignore = Ignore(self.kb, settings.exclude_dirs, self.parsers.extensions,
-                             self.parsers.size_limits(), gitignore=settings.gitignore)
+        # Each folder's own ignore rules (its .grooveignore, its git repository's .gitignore files).
+        self.ignores = {f.name: Ignore(f.path, settings.exclude_dirs, self.parsers.extensions,
+                                       self.parsers.size_limits(), gitignore=settings.gitignore)
+                        for f in self.folders}
+
+    def ignore_of(self, folder: NotesFolder) -> Ignore:
+        return self.ignores[folder.name]
+
+    def _scan(self, folder: NotesFolder, subdir: str = ""):
+        """`scan` of one folder (or a folder inside it), its paths made index paths."""
+        result = scan(folder.path, self.ignore_of(folder), self.settings.max_file_bytes, subdir)
+        if not self.folders.named:
+            return result
+        out = type(result)()
+        o = self.folders.outer
+        out.files = {o(folder, rel): replace(info, rel=o(folder, rel)) for rel, info in result.files.items()}
+        out.skipped = {o(folder, rel): reason for rel, reason in result.skipped.items()}
+        out.unreadable_dirs = {o(folder, rel): reason for rel, reason in result.unreadable_dirs.items()}
+        out.linked_dirs = {o(folder, rel.rstrip("/")) + "/": reason for rel, reason in result.linked_dirs.items()}
+        return out
 
     # -- parsing --------------------------------------------------------------
     def _read(self, info: FileInfo) -> tuple[str | bytes, str]:
@@ -120,8 +146,16 @@ class Indexer:
     async def reconcile_all(self, progress: Progress | None = None) -> ReconcileStats:
         """One full pass: every file on disk against every document in the index."""
         started = time.perf_counter()
-        self.ignore.reload()
-        result = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.max_file_bytes)
+        result = None
+        for folder in self.folders:
+            self.ignore_of(folder).reload()
+            one = await anyio.to_thread.run_sync(self._scan, folder)
+            if result is None:
+                result = one
+            else:
+                for key in ("files", "skipped", "unreadable_dirs", "linked_dirs"):
+                    getattr(result, key).update(getattr(one, key))
+        assert result is not None  # Folders is never empty
         known = await self._known()
         gone = set(known) - set(result.files)
         kept = self._keep_unreadable(result.unreadable_dirs, gone)
@@ -180,44 +214,52 @@ class Indexer:
         kept: dict[str, str] = {}
         linked: dict[str, str] = {}
         for rel in sorted(set(rels)):
-            path = self.kb / rel
             if name_problem(rel) is not None:
                 # A name that cannot be stored as text (not UTF-8, a newline): report it, index nothing.
                 shown = printable(rel)
-                if self.ignore.file_wanted(shown):
+                where = self.folders.locate(shown)
+                if where is not None and self.ignore_of(where[0]).file_wanted(where[1]):
                     skipped[shown] = name_problem(rel) or ""
                 continue
+            where = self.folders.locate(rel)
+            if where is None:  # in no configured folder (one taken out of the configuration)
+                gone |= {p for p in known if p == rel or p.startswith(rel + "/")}
+                continue
+            folder, inner = where
+            ignore = self.ignore_of(folder)
+            path = folder.path / inner if inner else folder.path
             if rel.rsplit("/", 1)[-1] in (IGNORE_FILE, GITIGNORE_FILE):
                 # Ignore rules changed (.grooveignore, or a .gitignore at any depth): everything may be in or out now.
                 return await self.reconcile_all()
-            if linked_dir(self.kb, rel):
-                if not self.ignore.dir_ignored(rel):
+            if inner and linked_dir(folder.path, inner):
+                if not ignore.dir_ignored(inner):
                     linked[rel + "/"] = linked_dir_reason(path)
                 continue
+            under_rel = rel + "/" if inner or self.folders.named else ""
             if path.is_dir() and not path.is_symlink():
                 if rel in known:
                     gone.add(rel)  # a note replaced by a folder of the same name
-                if self.ignore.dir_ignored(rel):
-                    gone |= {p for p in known if p.startswith(rel + "/")}
+                if inner and ignore.dir_ignored(inner):
+                    gone |= {p for p in known if p.startswith(under_rel)}
                     continue
-                sub = await anyio.to_thread.run_sync(scan, self.kb, self.ignore, self.settings.max_file_bytes, rel)
+                sub = await anyio.to_thread.run_sync(self._scan, folder, inner)
                 present.update(sub.files)
                 skipped.update(sub.skipped)
                 # Notes the index has under this folder that are no longer there.
-                under = {p for p in known if p.startswith(rel + "/") and p not in sub.files and p not in sub.skipped}
+                under = {p for p in known if p.startswith(under_rel) and p not in sub.files and p not in sub.skipped}
                 kept.update(self._keep_unreadable(sub.unreadable_dirs, under))
                 gone |= under  # (a note skipped now loses its rows through record_skipped)
                 continue
             prefix_gone = {p for p in known if p.startswith(rel + "/")}
             if prefix_gone and not path.is_dir():
                 gone |= prefix_gone  # a folder vanished (deleted, renamed away, or replaced by a file)
-            if not self.ignore.file_wanted(rel):
+            if not inner or not ignore.file_wanted(inner):
                 if rel in known:
                     gone.add(rel)
                 continue
-            info, reason = stat_note(self.kb, rel, *self.ignore.size_limit(rel, self.settings.max_file_bytes))
+            info, reason = stat_note(folder.path, inner, *ignore.size_limit(inner, self.settings.max_file_bytes))
             if info is not None:
-                present[rel] = info
+                present[rel] = replace(info, rel=rel)
             elif reason is not None:
                 skipped[rel] = reason
             elif rel in known:
