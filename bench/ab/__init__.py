@@ -20,6 +20,7 @@ VARIANTS = {
     "engine": "bench.ab.engine",
     "engine-index": "bench.ab.engine_index",
     "centres": "bench.ab.centres",
+    "folders": "bench.ab.folders",
     "fts": "bench.ab.fts",
     "knn-scale": "bench.ab.knn_scale",
     "merge": "bench.ab.merge",
