@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from groove import trust
-from groove.errors import ConfigError, UsageError
+from groove.errors import ConfigError
 from groove.folders import Folders, NotesFolder, anchored_spec, parse_folders
 
 APP = "groove"
@@ -383,7 +383,7 @@ class Settings(BaseSettings):
         return Folders(self.kb_path)
 
     def require_kb(self) -> Path:
-        """The one notes folder (checked); with several, the first (what needs one place: a default index name)."""
+        """The notes folder, checked (with several, the first; `folders()` gives them all)."""
         return self.folders().first.path
 
     def resolved_index_path(self) -> Path:

@@ -176,13 +176,14 @@ class Folders:
     def relative(self, given: str) -> str:
         """A note as a person named it (an index path, or a file path inside one of the folders) -> its index path."""
         candidate = Path(given).expanduser()
-        if candidate.is_absolute() or (not self.named and candidate.exists()):
+        if candidate.is_absolute() or candidate.exists():
             real = candidate.resolve()
             for f in self.items:
                 if real.is_relative_to(f.path):
                     return self.outer(f, real.relative_to(f.path).as_posix())
-            raise UsageError(f"{given} is not inside the notes folder" + (
-                f" {self.first.path}" if not self.named else "s " + ", ".join(str(f.path) for f in self.items)))
+            if candidate.is_absolute() or not self.named:  # (several folders: `work/plan.md` may be both)
+                raise UsageError(f"{given} is not inside the notes folder" + (
+                    f" {self.first.path}" if not self.named else "s " + ", ".join(str(f.path) for f in self.items)))
         return given
 
     def describe(self) -> str:

@@ -25,6 +25,7 @@ from groove import service
 from groove.api import ListRequest, SearchRequest
 from groove.app import Index, index_once
 from groove.config import ConfigError, load_settings
+from groove.errors import UsageError
 from groove.serve.daemon import Daemon
 from mcp_support import FAKE_GROOVE, ServerProcess, serve_argv, server_env
 from test_ui import _driver, _load, _note_path, _open_hit, _paths, _run_search, _wait, browser_binaries  # noqa: F401
@@ -386,3 +387,13 @@ def test_validate_checks_every_folder_and_points_at_the_real_file(tmp_path, two)
     assert done.returncode == 1, done.stderr
     assert f"{two['beta'].relative_to(tmp_path)}/broken.md:" in done.stdout  # the file on disk, not beta/broken.md
     assert "5 note(s) checked" in done.stdout
+
+
+def test_a_note_named_by_its_file_on_disk_is_found_under_its_folder_from_anywhere(tmp_path, two, monkeypatch):
+    folders = settings_of(tmp_path, two["alpha"], two["beta"]).folders()
+    assert folders.relative(str(two["beta"] / "sencha.md")) == "beta/sencha.md"  # absolute
+    monkeypatch.chdir(two["beta"])
+    assert folders.relative("sencha.md") == "beta/sencha.md"  # relative to where the command runs
+    assert folders.relative("alpha/tea.md") == "alpha/tea.md"  # an index path stays one
+    with pytest.raises(UsageError, match="is not inside the notes folders"):
+        folders.relative(str(tmp_path / "elsewhere.md"))

@@ -34,6 +34,7 @@ from groove.corpus.scan import (
     FileInfo,
     Ignore,
     NoteReadError,
+    ScanResult,
     linked_dir,
     linked_dir_reason,
     name_problem,
@@ -110,12 +111,12 @@ class Indexer:
     def ignore_of(self, folder: NotesFolder) -> Ignore:
         return self.ignores[folder.name]
 
-    def _scan(self, folder: NotesFolder, subdir: str = ""):
+    def _scan(self, folder: NotesFolder, subdir: str = "") -> ScanResult:
         """`scan` of one folder (or a folder inside it), its paths made index paths."""
         result = scan(folder.path, self.ignore_of(folder), self.settings.max_file_bytes, subdir)
         if not self.folders.named:
             return result
-        out = type(result)()
+        out = ScanResult()
         o = self.folders.outer
         out.files = {o(folder, rel): replace(info, rel=o(folder, rel)) for rel, info in result.files.items()}
         out.skipped = {o(folder, rel): reason for rel, reason in result.skipped.items()}
