@@ -62,6 +62,15 @@ def test_a_calibration_serves_the_same_model_while_the_collection_moves_by_five_
 
 # --- the decision ------------------------------------------------------------------------------
 
+def test_a_calibration_serves_only_the_quality_floor_it_was_measured_under():
+    floored = Calibration(answered=0.9, unanswered=0.86, queries=64, vectors=1000, model="m", min_quality=0.3)
+    assert floored.serves("m", 1000, 0.3) and not floored.serves("m", 1000, None) and not floored.serves("m", 1000, 0.5)
+    assert not CAL.serves("m", 1000, 0.3)  # one stored before the floor was part of it is measured again
+    assert Calibration.from_dict(json.loads(json.dumps(floored.to_dict()))) == floored
+    old = {k: v for k, v in CAL.to_dict().items() if k != "min_quality"}
+    assert Calibration.from_dict(old).min_quality is None
+
+
 def test_the_top_cosine_is_placed_between_the_indexs_own_references():
     f = features({"vector": vector_leg(0.88, 0.86)}, {}, CAL)
     assert f["vector_position"] == pytest.approx(0.5) and f["vector_gap"] == pytest.approx(0.5)
@@ -211,6 +220,39 @@ def test_groove_index_stores_the_calibration_with_the_index(vault):
     assert cal.model == BagOfWordsEmbedder().identity and cal.queries >= 8
 
 
+def test_with_the_quality_filter_on_the_calibration_is_measured_on_the_chunks_a_search_shows(kb, make_settings):
+    # A scale measured over every chunk put a searched top cosine lower than it is (the hidden stubs are
+    # not searched) and flagged answerable queries: the sample and its searches keep to the shown chunks.
+    from groove.search.retrievers import calibration_passages
+    from groove.store import db
+
+    for name, parts in TOPICS.items():
+        write(kb / f"{name}.md", f"# {name.title()}\n\n" + "\n\n".join(f"{p.capitalize()}." for p in parts) + "\n")
+    for i in range(12):
+        write(kb / f"stub{i}.md", f"# Stub {i}\n\nTODO TBD FIXME WIP TODO TBD\n")  # long enough, no substance
+    settings = make_settings(kb, **{"quality_filter.enabled": True})
+    anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
+    con = db.connect_sync(settings.resolved_index_path(), readonly=True)
+    try:
+        stored = json.loads(con.execute("SELECT value FROM meta WHERE key = 'off_topic_calibration'").fetchone()[0])
+        hidden = {r[0] for r in con.execute("SELECT id FROM chunks WHERE quality < 0.3 AND length(content) >= 20")}
+    finally:
+        con.close()
+    assert stored["min_quality"] == settings.quality_filter.threshold == 0.3
+    assert len(hidden) >= 12
+
+    async def sampled(floor):
+        conn = await db.connect(settings.resolved_index_path(), readonly=True)
+        try:
+            return {cid for cid, _, _ in await calibration_passages(conn, 1000, floor)}
+        finally:
+            await conn.close()
+
+    assert hidden <= anyio.run(sampled, None)  # every chunk, unfloored
+    shown = anyio.run(sampled, 0.3)
+    assert shown and not (shown & hidden)
+
+
 def test_eval_reports_both_rates_beside_recall(vault, tmp_path):
     path = tmp_path / "golden.yaml"
     path.write_text("queries:\n"
@@ -230,7 +272,7 @@ def test_while_one_search_measures_a_moved_index_the_others_keep_the_last_scale_
     started, release = anyio.Event(), anyio.Event()
     fresh = Calibration(answered=0.8, unanswered=0.4, queries=64, vectors=1, model=stale.model)
 
-    async def slow_measure(self, reading, model, size):  # fault injection: a measurement that takes its time
+    async def slow_measure(self, reading, model, size, floor=None):  # fault injection: a measurement that takes its time
         started.set()
         await release.wait()
         return fresh

@@ -66,19 +66,23 @@ class Calibration:
     queries: int
     vectors: int         # vectors in the index when measured (size = max id - removed)
     model: str
+    min_quality: float | None = None  # the quality floor searches use by default, measured under (decision 0020)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Calibration":
+        floor = d.get("min_quality")
         return cls(answered=float(d["answered"]), unanswered=float(d["unanswered"]), queries=int(d["queries"]),
-                   vectors=int(d["vectors"]), model=str(d["model"]))
+                   vectors=int(d["vectors"]), model=str(d["model"]),
+                   min_quality=float(floor) if floor is not None else None)
 
-    def serves(self, model: str, vectors: int) -> bool:
-        """Still this index's scale: the same model, and the collection grew or shrank by at most
-        REUSE_DRIFT of itself or REUSE_MIN vectors, whichever is more."""
-        return model == self.model and abs(vectors - self.vectors) <= max(REUSE_DRIFT * self.vectors, REUSE_MIN)
+    def serves(self, model: str, vectors: int, min_quality: float | None = None) -> bool:
+        """Still this index's scale: the same model and quality floor, and the collection grew or shrank by
+        at most REUSE_DRIFT of itself or REUSE_MIN vectors, whichever is more."""
+        return (model == self.model and min_quality == self.min_quality
+                and abs(vectors - self.vectors) <= max(REUSE_DRIFT * self.vectors, REUSE_MIN))
 
 
 def synthetic_query(text: str, seed: int) -> str:
@@ -93,7 +97,8 @@ def synthetic_query(text: str, seed: int) -> str:
     return clean[start:start + WINDOW_CHARS]
 
 
-def calibrate(answered: Sequence[float], unanswered: Sequence[float], *, model: str, vectors: int) -> Calibration | None:
+def calibrate(answered: Sequence[float], unanswered: Sequence[float], *, model: str, vectors: int,
+              min_quality: float | None = None) -> Calibration | None:
     """The references from the synthetic queries' top cosines (with and without their note);
     None when too few were measured or the two do not separate (a degenerate collection)."""
     if len(answered) < 8 or len(unanswered) < 8:
@@ -101,7 +106,8 @@ def calibrate(answered: Sequence[float], unanswered: Sequence[float], *, model: 
     a, u = statistics.median(answered), statistics.median(unanswered)
     if a - u < 1e-3:
         return None
-    return Calibration(answered=round(a, 5), unanswered=round(u, 5), queries=len(answered), vectors=vectors, model=model)
+    return Calibration(answered=round(a, 5), unanswered=round(u, 5), queries=len(answered), vectors=vectors, model=model,
+                       min_quality=min_quality)
 
 
 def features(legs: dict[str, Sequence[tuple[int, float]]], evidence: dict[str, float],

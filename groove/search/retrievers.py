@@ -533,12 +533,15 @@ async def calibration_state(conn: aiosqlite.Connection) -> tuple[str, int, str |
     return str(model or ""), max(0, int(max_id or 0) - int(removed or 0)), stored
 
 
-async def calibration_passages(conn: aiosqlite.Connection, k: int) -> list[tuple[int, int, str]]:
-    """(chunk id, doc id, content) of up to `k` embedded chunks, a fixed pseudo-random sample
-    (ordered by a multiplicative hash of the id), for the off_topic calibration."""
+async def calibration_passages(conn: aiosqlite.Connection, k: int,
+                               min_quality: float | None = None) -> list[tuple[int, int, str]]:
+    """(chunk id, doc id, content) of up to `k` embedded chunks (with `min_quality`, of those scoring at
+    least that: the ones a search shows), a fixed pseudo-random sample (ordered by a multiplicative hash
+    of the id), for the off_topic calibration and the language centres."""
+    kept, floor = (" AND quality >= ?", (min_quality,)) if min_quality else ("", ())
     cur = await conn.execute(
-        "SELECT id, doc_id, content FROM chunks WHERE embedding_id IS NOT NULL AND length(content) >= 20"
-        " ORDER BY (id * 2654435761) % 4294967291, id LIMIT ?", (k,))
+        "SELECT id, doc_id, content FROM chunks WHERE embedding_id IS NOT NULL AND length(content) >= 20" + kept
+        + " ORDER BY (id * 2654435761) % 4294967291, id LIMIT ?", (*floor, k))
     return [(int(a), int(b), str(c)) for a, b, c in await cur.fetchall()]
 
 
@@ -602,7 +605,7 @@ class SqliteSearchReads:
         return await calibration_state(self.conn)
 
     async def calibration_passages(self, k: int) -> list[tuple[int, int, str]]:
-        return await calibration_passages(self.conn, k)
+        return await calibration_passages(self.conn, k, self.min_quality)
 
     async def chunk_docs(self, ids: Sequence[int]) -> dict[int, int]:
         return await chunk_docs(self.conn, ids)
