@@ -102,6 +102,7 @@ class Service:
     def __init__(self, index: Index, supervisor: Supervisor | None = None):
         self.index = index
         self.supervisor = supervisor
+        self.folders = index.folders  # the notes folders (several: every note's path starts with its folder's name)
 
     async def _ready(self) -> None:
         if self.supervisor is not None:

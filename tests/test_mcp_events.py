@@ -7,6 +7,7 @@ that went away is forgotten.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 
 from groove.api import ListRequest
 from groove.errors import NotFoundError
+from groove.folders import Folders, NotesFolder
 from groove.search.answers import DocumentAnswer, DocumentPage, document_answer, document_page
 from groove.search.compiler import QueryError
 from groove.serve.mcp_app import build_server, events_of, note_uri
@@ -34,6 +36,7 @@ class StandInDaemon:
         self.reconciled = anyio.Event()
         self.reconciled.set()
         self.service = self
+        self.folders = Folders([NotesFolder("notes", Path("/notes"))])  # one folder, as the service has it
 
     async def list_documents(self, req: ListRequest) -> DocumentPage:
         cursor, limit = req.cursor, req.limit

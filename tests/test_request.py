@@ -3,6 +3,7 @@ and the MCP tool's schema is the model's."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,6 +13,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from groove.errors import GrooveError
+from groove.folders import Folders, NotesFolder
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError
 from groove.search.request import MAX_FILTER_ITEMS, SearchRequest
@@ -60,6 +62,7 @@ class RecordingDaemon:
         self.reconciled.set()
         self.requests: list[SearchRequest] = []
         self.service = self  # build_server calls `daemon.service` (groove.api.Service): the stand-in answers itself
+        self.folders = Folders([NotesFolder("notes", Path("/notes"))])  # one folder, as the service has it
 
     async def search(self, req: SearchRequest) -> SearchAnswer:
         self.requests.append(req)

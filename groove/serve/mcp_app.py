@@ -96,7 +96,7 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
     server: MCPServer = MCPServer(
         "groove",
         title="groove: search your notes",
-        instructions=instructions_for(daemon.index.folders),
+        instructions=instructions_for(daemon.service.folders),
         version=__version__,
         subscriptions=bus,
         log_level="WARNING",
