@@ -93,8 +93,8 @@ def parse_folders(items: Iterable[object], *, base: Path | None = None) -> tuple
         given = path.name  # the name as written (a symlink keeps its own name), unless it is "." or ".."
         path = path.resolve()
         if name is None:
-            base = given if given not in ("", ".", "..") else path.name
-            name = folder_name(base) or _safe_name(base)
+            written = given if given not in ("", ".", "..") else path.name
+            name = folder_name(written) or _safe_name(written)
         out.append(NotesFolder(str(name), path))
     _check(out)
     return tuple(out)

@@ -112,6 +112,16 @@ def test_kb_path_as_a_list_in_groove_toml_is_read_relative_to_the_file(tmp_path,
     assert [(f.name, f.path) for f in settings.kb_path] == [("alpha", two["alpha"]), ("b", two["beta"])]
 
 
+def test_every_relative_folder_of_a_list_is_read_against_the_same_base(tmp_path, two):
+    from groove.folders import parse_folders
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.chdir(elsewhere)  # not the base: a path read against the cwd would be elsewhere/alpha
+    folders = parse_folders(["alpha", "b = beta"], base=tmp_path)
+    assert [(f.name, f.path) for f in folders] == [("alpha", two["alpha"]), ("b", two["beta"])]
+
+
 def test_groove_kb_path_takes_one_folder_or_a_json_list(tmp_path, two, monkeypatch):
     monkeypatch.setenv("GROOVE_KB_PATH", str(two["alpha"]))
     assert [f.name for f in load_settings(None).kb_path] == ["alpha"]
