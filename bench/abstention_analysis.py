@@ -108,13 +108,18 @@ def fit(feats: list[str], train: list[tuple[list[dict], float]], C: float = 1.0)
     return m
 
 
+def by_kind(s, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """The scores of the answerable rows and of the unanswerable ones."""
+    return (np.array([x for x, r in zip(s, rows) if not r["unanswerable"]]),
+            np.array([x for x, r in zip(s, rows) if r["unanswerable"]]))
+
+
 def evaluate(score_fn, sets: dict, thr: float) -> dict:
     out = {}
     for name in ("ja_tune", "en_tune", "fx", "ja_test", "en_test"):
         rows = sets[name]
         s = score_fn(rows)
-        ans = np.array([x for x, r in zip(s, rows) if not r["unanswerable"]])
-        un = np.array([x for x, r in zip(s, rows) if r["unanswerable"]])
+        ans, un = by_kind(s, rows)
         fa, fu = rates(ans, un, thr)
         d = {"answerable": round(fa, 3), "unanswerable": round(fu, 3),
              "auroc": round(auroc(ans.tolist(), un.tolist()), 3)}
@@ -285,8 +290,7 @@ def ceilings(base: Path) -> None:
         for name in ("ja_tune", "ja_test", "en_tune", "en_test", "fx"):
             rows = sets[name]
             s = fn(rows)
-            ans = np.array([x for x, r in zip(s, rows) if not r["unanswerable"]])
-            un = np.array([x for x, r in zip(s, rows) if r["unanswerable"]])
+            ans, un = by_kind(s, rows)
             held = np.array([x for x, r in zip(s, rows) if r["kind"] == "held_out"])
             out[name] = (round(recall_at_5(ans, un), 3), round(recall_at_5(ans, held), 3) if len(held) else None)
         print(f"  {'+'.join(feats) if feats != ['score'] else 'today score (fixed weights)'}: {json.dumps(out)}")

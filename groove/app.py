@@ -451,8 +451,7 @@ class Index:
     def quality_floor(self) -> float | None:
         """The score under which the graph and `groove tune` leave chunks out, as a search without min_quality or
         include_low_quality does: `[quality_filter] threshold` while the filter is on (decision 0020)."""
-        q = self.settings.quality_filter
-        return (q.threshold or None) if q.enabled else None
+        return self.settings.quality_filter.floor()
 
     async def links(self, path: str, *, limit: int = 100) -> LinksAnswer:
         """A note's outgoing links, backlinks and unresolved links (corpus/links.py)."""

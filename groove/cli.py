@@ -23,7 +23,7 @@ from groove.config import (ConfigError, FusionSettings, Settings, load_settings,
 from groove.evaluate.report import EvalReport, TuneReport
 from groove.evaluate.tune import METRICS as TUNE_METRICS
 from groove.errors import GrooveError, UsageError
-from groove.folders import split_spec
+from groove.folders import anchored_spec
 from groove.logs import configure as configure_logs
 from groove.logs import get_logger
 from groove.progress import ProgressBar, say
@@ -69,12 +69,7 @@ def _folder_flags(given: list[str] | None) -> list[str] | None:
     """--kb values as folder specs with absolute paths (relative to where the command runs), or None."""
     if not given:
         return None
-    out = []
-    for spec in given:
-        name, raw = split_spec(spec)
-        path = os.path.abspath(Path(raw).expanduser()) if raw else raw
-        out.append(f"{name} = {path}" if name is not None else path)
-    return out
+    return [str(anchored_spec(spec, Path.cwd())) for spec in given]
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
@@ -620,8 +615,7 @@ def cmd_client_config(args: argparse.Namespace) -> int:
         if exe is None:
             raise UsageError("cannot find the groove command (not beside this Python, not on PATH): "
                              "install groove, or run this from its venv's bin folder")
-        folders = settings.folders()  # the client's groove needs the notes folders, like `groove serve`
-        kb = [str(f.path) if not folders.named else f"{f.name}={f.path}" for f in folders]
+        kb = settings.folders().kb_flags()  # the client's groove needs the notes folders, like `groove serve`
         target = clients.Target("stdio", command=(exe, *clients.stdio_args(
             config=str(settings.config_file) if settings.config_file else None, kb=kb,
             index=str(settings.index_path) if settings.index_path else None)))

@@ -186,6 +186,10 @@ class QualityFilterSettings(_Section):
     enabled: bool = Field(True, description="hide chunks that score under the threshold from search and related")
     threshold: float = Field(0.3, ge=0.0, le=1.0, description="the score under which a chunk is hidden, 0..1")
 
+    def floor(self) -> float | None:
+        """The score under which a search that asks for no other bar hides chunks; None: nothing is hidden."""
+        return (self.threshold or None) if self.enabled else None
+
 
 class EvalSettings(_Section):
     """`[eval]`: the run history `groove eval` keeps beside the index, and its regression gate."""
@@ -399,16 +403,13 @@ def default_index_path(kb: Path | Folders) -> Path:
     Never inside the notes folder: people sync and commit their vaults. `kb` is the
     resolved folder (Settings.kb_path is resolved once, when the settings load).
     """
-    if isinstance(kb, Folders):
-        if not kb.named:
-            kb = kb.first.path
-        else:
-            key = hashlib.sha256(kb.describe().encode()).hexdigest()[:16]
-            name = "+".join(f.name for f in kb)
-            name = "".join(ch if ch.isalnum() or ch in "-_+" else "_" for ch in name)[:40]
-            return Path(platformdirs.user_data_dir(APP)) / "indexes" / f"{name}-{key}.sqlite"
-    key = hashlib.sha256(str(kb).encode()).hexdigest()[:16]
-    name = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in kb.name)[:40] or "notes"
+    if isinstance(kb, Folders) and kb.named:  # "+" joins the names; one folder's name keeps its old spelling
+        keyed, base, keep = kb.describe(), "+".join(f.name for f in kb), "-_+"
+    else:
+        path = kb.first.path if isinstance(kb, Folders) else kb
+        keyed, base, keep = str(path), path.name, "-_"
+    key = hashlib.sha256(keyed.encode()).hexdigest()[:16]
+    name = "".join(ch if ch.isalnum() or ch in keep else "_" for ch in base)[:40] or "notes"
     return Path(platformdirs.user_data_dir(APP)) / "indexes" / f"{name}-{key}.sqlite"
 
 

@@ -136,6 +136,11 @@ class Folders:
             raise ConfigError("no notes folder configured")
         self.named = len(self.items) > 1  # one folder: no name in front of its notes' paths
 
+    @classmethod
+    def one(cls, path: Path) -> "Folders":
+        """One notes folder (named by its base name)."""
+        return cls([NotesFolder(path.name, path)])
+
     def __iter__(self):
         return iter(self.items)
 
@@ -165,14 +170,6 @@ class Folders:
                 return f, rest
         return None
 
-    def file(self, outer: str) -> Path | None:
-        """Where a note (or folder) of the index is on disk; None when no folder holds it."""
-        found = self.locate(outer)
-        if found is None:
-            return None
-        folder, inner = found
-        return folder.path / inner if inner else folder.path
-
     def relative(self, given: str) -> str:
         """A note as a person named it (an index path, or a file path inside one of the folders) -> its index path."""
         candidate = Path(given).expanduser()
@@ -185,6 +182,10 @@ class Folders:
                 raise UsageError(f"{given} is not inside the notes folder" + (
                     f" {self.first.path}" if not self.named else "s " + ", ".join(str(f.path) for f in self.items)))
         return given
+
+    def kb_flags(self) -> list[str]:
+        """The `--kb` values that give `groove serve` these folders: the path, or `name=path` each of several."""
+        return [f"{f.name}={f.path}" if self.named else str(f.path) for f in self.items]
 
     def describe(self) -> str:
         """One line: the folder's path, or `name = path` for each of several."""

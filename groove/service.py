@@ -653,8 +653,8 @@ def plan_install(platform: Platform, *, name: str | None, config: Path | None, k
                            "or leave --port out to have a free one chosen")
     flags: list[str] = []
     if (name is not None or kb is not None) and notes is not None:
-        for f in notes:
-            flags += ["--kb", f"{f.name}={f.path}" if notes.named else str(f.path)]
+        for flag in notes.kb_flags():
+            flags += ["--kb", flag]
     if name is not None or index is not None:
         flags += ["--index", str(index_abs)]
     bind = join_bind(host, port) if port is not None else file_bind

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from groove.config import ConfigError, Settings, read_config_text
 from groove.errors import GrooveError, NotFoundError, UsageError
-from groove.folders import Folders, NotesFolder
+from groove.folders import Folders
 
 MAX_TARGET_CHARS = 100
 MAX_SECTION_CHARS = 200
@@ -174,7 +174,7 @@ class BestPractices:
 
     def __init__(self, templates: list[str], folders: Folders | Path):
         if isinstance(folders, Path):
-            folders = Folders([NotesFolder(folders.name, folders)])
+            folders = Folders.one(folders)
         self.templates = [Template.parse(t, folders) for t in templates]
 
     @classmethod

@@ -41,12 +41,13 @@ import hashlib
 import os
 import stat
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from groove.corpus.globs import GlobSet, parse_lines, shown
 from groove.errors import GrooveError
+from groove.folders import Folders, NotesFolder
 from groove.config import ConfigError, read_config_text
 from groove.logs import get_logger
 
@@ -332,6 +333,31 @@ def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> S
                 result.skipped[rel] = reason
         stack.extend(reversed(subdirs))
     return result
+
+
+def under_folder(result: ScanResult, folders: Folders, folder: NotesFolder) -> ScanResult:
+    """A scan of one of `folders` with its paths made index paths (its name in front when there are several)."""
+    if not folders.named:
+        return result
+    o = folders.outer
+    return ScanResult(
+        files={o(folder, rel): replace(info, rel=o(folder, rel)) for rel, info in result.files.items()},
+        skipped={o(folder, rel): reason for rel, reason in result.skipped.items()},
+        unreadable_dirs={o(folder, rel): reason for rel, reason in result.unreadable_dirs.items()},
+        linked_dirs={o(folder, rel.rstrip("/")) + "/": reason for rel, reason in result.linked_dirs.items()},
+    )
+
+
+def scan_folders(folders: Folders, ignore_of: Callable[[NotesFolder], Ignore], max_file_bytes: int) -> ScanResult:
+    """`scan` of every folder, each with its own ignore rules, as one result under the index's paths."""
+    out = ScanResult()
+    for folder in folders:
+        one = under_folder(scan(folder.path, ignore_of(folder), max_file_bytes), folders, folder)
+        out.files.update(one.files)
+        out.skipped.update(one.skipped)
+        out.unreadable_dirs.update(one.unreadable_dirs)
+        out.linked_dirs.update(one.linked_dirs)
+    return out
 
 
 def stat_note(root: Path, rel: str, max_file_bytes: int, setting: str = "max_file_bytes") -> tuple[FileInfo | None, str | None]:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from groove.config import ConfigError, Settings, read_config_text
 from groove.corpus.cjk import cjk_share
 from groove.corpus.globs import MAX_GLOB_CHARS, MAX_GLOB_STARS
-from groove.corpus.scan import IGNORE_FILE, Ignore, ScanResult, refused_lines, scan
+from groove.corpus.scan import IGNORE_FILE, Ignore, refused_lines, scan_folders
 from groove.embed.embedder import make_embedder, model_fit_warning
 from groove.errors import GrooveError
 from groove.folders import Folders
@@ -81,22 +81,11 @@ def check_ignore_file(kb: Path) -> list[Finding]:
                     f"edit {path}: fix or delete {bad[0].split(':')[0]}", len(bad), bad[:EXAMPLES])]
 
 
-def scan_folders(settings: Settings, folders: Folders) -> ScanResult:
-    """Every folder's scan under the index's paths (a folder's name in front when there are several)."""
-    ix = settings.index
-    out = ScanResult()
-    for folder in folders:
-        kb = folder.path
-        one = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes)
-        out.files.update({folders.outer(folder, rel): info for rel, info in one.files.items()})
-        out.skipped.update({folders.outer(folder, rel): why for rel, why in one.skipped.items()})
-        out.linked_dirs.update({folders.outer(folder, rel.rstrip("/")) + "/": why for rel, why in one.linked_dirs.items()})
-    return out
-
-
 def check_folder(con: Any, settings: Settings, folders: Folders) -> tuple[list[Finding], list[str]]:
     """Notes on disk but not indexed, indexed but gone, changed since indexed. Returns the gone paths too."""
-    result = scan_folders(settings, folders)
+    ix = settings.index
+    result = scan_folders(folders, lambda f: Ignore(f.path, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore),
+                          ix.max_file_bytes)
     indexed = {p: (size, mtime) for p, size, mtime in con.execute("SELECT path, size, mtime_ns FROM documents")}
     skipped = {r[0] for r in con.execute("SELECT path FROM skipped")}
     on_disk = set(result.files)
@@ -342,10 +331,7 @@ def _diagnose(settings: Settings, folders: Folders, path: Path, report: dict[str
             findings.append(Finding("error", "not_an_index", f"{path} is not a groove index", "groove index --rebuild"))
             return _finish(report, findings)
         for shown, folder in zip(report["folders"], folders):  # each folder's notes in the index
-            prefix = folders.prefix(folder)
-            shown["notes"] = con.execute("SELECT count(*) FROM documents WHERE substr(path, 1, ?) = ?",
-                                         (len(prefix), prefix)).fetchone()[0] if prefix else \
-                con.execute("SELECT count(*) FROM documents").fetchone()[0]
+            shown["notes"] = con.execute(*reads.documents_under(folders.prefix(folder))).fetchone()[0]
         vec_table = "vec_embeddings"  # the active set (a switch's shadow set is checked by check_model)
         ignore_ok = not any(f.check == "ignore_file" for f in findings)
 

@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from groove.config import ConfigError, FieldRule, Settings, ValidateSettings, read_config_text
 from groove.corpus.markdown import normalise_text
-from groove.corpus.scan import Ignore, NoteReadError, read_note, scan
+from groove.corpus.scan import Ignore, NoteReadError, read_note, scan_folders
 
 
 @dataclass
@@ -214,11 +214,8 @@ def validate(settings: Settings, *, fail_fast: bool = False, schema: Path | None
         settings = settings.model_copy(update={"validate_": load_schema(schema)})
     folders = settings.folders()
     ix = settings.index
-    files = {}
-    for folder in folders:
-        kb = folder.path
-        result = scan(kb, Ignore(kb, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes)
-        files.update({folders.outer(folder, rel): info for rel, info in result.files.items()})
+    files = scan_folders(folders, lambda f: Ignore(f.path, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore),
+                         ix.max_file_bytes).files
     findings: list[Finding] = []
     checked = 0
     for rel, info in sorted(files.items()):

@@ -236,7 +236,7 @@ class Searcher:
         (decision 0020), both the passages its synthetic queries come from and the ones they find;
         a scale measured over every chunk put a searched top cosine lower than it is, and flagged
         more answerable queries (SciFact test: 12.5% with it, 8.7% with the filter off)."""
-        floor = self.quality.threshold if self.quality.enabled else None
+        floor = self.quality.floor()
         reading = _as_reading(source, self.vectors, floor)
         if state is None:
             async with reading() as store:
@@ -402,9 +402,7 @@ class Searcher:
         nothing is hidden."""
         if req.include_low_quality:
             return None
-        floor = req.min_quality if req.min_quality is not None else (
-            self.quality.threshold if self.quality.enabled else None)
-        return floor or None
+        return (req.min_quality or None) if req.min_quality is not None else self.quality.floor()
 
     async def _explain_quality(self, source: "aiosqlite.Connection | Reading", run: Run, response: dict[str, Any],
                                spare: Callable[[], AsyncContextManager[Any]] | None) -> dict[str, Any]:

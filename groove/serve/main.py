@@ -40,6 +40,7 @@ from mcp.server.stdio import stdio_server
 
 from groove import EXAMPLE_NOTES  # `--examples`: the checkout's examples/notes, or the wheel's copy
 from groove.config import ConfigError, Settings, replace_settings
+from groove.folders import Folders
 from groove.logs import get_logger
 from groove.serve.daemon import Daemon
 from groove.serve.http import (
@@ -121,8 +122,9 @@ def stdio_command(settings: Settings) -> list[str]:
     cmd = [exe or "groove", "serve", "--transport", "stdio"]
     if settings.config_file:
         cmd += ["--config", str(settings.config_file)]
-    for folder in settings.kb_path:  # resolved when loaded; several: each with its name
-        cmd += ["--kb", f"{folder.name}={folder.path}" if len(settings.kb_path) > 1 else str(folder.path)]
+    if settings.kb_path:  # resolved when loaded; several: each with its name
+        for flag in Folders(settings.kb_path).kb_flags():
+            cmd += ["--kb", flag]
     if settings.index_path:
         cmd += ["--index", str(settings.index_path)]
     return cmd

@@ -116,12 +116,14 @@ async def status(conn: aiosqlite.Connection, *, index_path: Path) -> dict[str, A
     }
 
 
+def documents_under(prefix: str) -> tuple[str, tuple]:
+    """The statement (and its arguments) counting the notes whose path starts with `prefix` ('' = all)."""
+    return "SELECT count(*) FROM documents WHERE substr(path, 1, ?) = ?", (len(prefix), prefix)
+
+
 async def count_documents_under(conn: aiosqlite.Connection, prefix: str) -> int:
     """How many notes have a path starting with `prefix` ('' = all of them)."""
-    if not prefix:
-        return int(await _scalar(conn, "SELECT count(*) FROM documents") or 0)
-    return int(await _scalar(conn, "SELECT count(*) FROM documents WHERE substr(path, 1, ?) = ?",
-                             (len(prefix), prefix)) or 0)
+    return int(await _scalar(conn, *documents_under(prefix)) or 0)
 
 
 async def get_document(conn: aiosqlite.Connection, path: str, *, with_chunks: bool = False) -> dict[str, Any] | None:

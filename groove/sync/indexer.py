@@ -41,7 +41,9 @@ from groove.corpus.scan import (
     printable,
     read_note,
     scan,
+    scan_folders,
     stat_note,
+    under_folder,
 )
 from groove.embed.embedder import Embedder
 from groove.folders import Folders, NotesFolder
@@ -98,7 +100,7 @@ class Indexer:
                  parsers: ParserSettings | None = None):
         self.conn = conn
         # resolved once, by the settings; a bare Path is one folder
-        self.folders = folders if isinstance(folders, Folders) else Folders([NotesFolder(folders.name, folders)])
+        self.folders = folders if isinstance(folders, Folders) else Folders.one(folders)
         self.settings = settings  # the [index] section (and [parsers]): all the indexer reads
         self.embedder = embedder
         # The parser registry decides which files are notes and how each kind is read and parsed.
@@ -111,18 +113,10 @@ class Indexer:
     def ignore_of(self, folder: NotesFolder) -> Ignore:
         return self.ignores[folder.name]
 
-    def _scan(self, folder: NotesFolder, subdir: str = "") -> ScanResult:
-        """`scan` of one folder (or a folder inside it), its paths made index paths."""
+    def _scan(self, folder: NotesFolder, subdir: str) -> ScanResult:
+        """`scan` of a folder inside one notes folder, its paths made index paths."""
         result = scan(folder.path, self.ignore_of(folder), self.settings.max_file_bytes, subdir)
-        if not self.folders.named:
-            return result
-        out = ScanResult()
-        o = self.folders.outer
-        out.files = {o(folder, rel): replace(info, rel=o(folder, rel)) for rel, info in result.files.items()}
-        out.skipped = {o(folder, rel): reason for rel, reason in result.skipped.items()}
-        out.unreadable_dirs = {o(folder, rel): reason for rel, reason in result.unreadable_dirs.items()}
-        out.linked_dirs = {o(folder, rel.rstrip("/")) + "/": reason for rel, reason in result.linked_dirs.items()}
-        return out
+        return under_folder(result, self.folders, folder)
 
     # -- parsing --------------------------------------------------------------
     def _read(self, info: FileInfo) -> tuple[str | bytes, str]:
@@ -147,16 +141,9 @@ class Indexer:
     async def reconcile_all(self, progress: Progress | None = None) -> ReconcileStats:
         """One full pass: every file on disk against every document in the index."""
         started = time.perf_counter()
-        result = None
-        for folder in self.folders:
-            self.ignore_of(folder).reload()
-            one = await anyio.to_thread.run_sync(self._scan, folder)
-            if result is None:
-                result = one
-            else:
-                for key in ("files", "skipped", "unreadable_dirs", "linked_dirs"):
-                    getattr(result, key).update(getattr(one, key))
-        assert result is not None  # Folders is never empty
+        for ignore in self.ignores.values():
+            ignore.reload()
+        result = await anyio.to_thread.run_sync(scan_folders, self.folders, self.ignore_of, self.settings.max_file_bytes)
         known = await self._known()
         gone = set(known) - set(result.files)
         kept = self._keep_unreadable(result.unreadable_dirs, gone)
