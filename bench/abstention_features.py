@@ -43,7 +43,8 @@ def _queries(root: Path, part: str, fixture: Path | None) -> list[dict]:
         return [{"_id": q["id"], "text": q["query"], "kind": "answerable" if q["expected"] else
                  ("cross_language" if False else "off_topic"), "lang": q.get("lang")} for q in data["queries"]]
     with open(root / part / "queries.jsonl", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [r for r in rows if r["kind"] != "held_out_covered"]  # another note answers it (bench/abstention.py)
 
 
 def _z(top: float, rest: list[float]) -> float:
@@ -79,10 +80,11 @@ def _doc_list(scored: list[tuple[int, float]], doc_of: dict[int, int], k: int) -
     return out
 
 
-async def collect(root: Path, fixture: Path | None) -> None:
+async def collect(root: Path, fixture: Path | None, sentences: bool = False) -> None:
     from groove.app import Index
     from groove.config import load_settings
     from groove.search import offtopic
+    from groove.corpus.chunking import _split_sentences
     from groove.search.compiler import compile_query
     from groove.search.evidence import coverage, term_weights
     from groove.search.pipeline import Searcher, SearchRequest, full_text_plan
@@ -270,6 +272,38 @@ async def collect(root: Path, fixture: Path | None) -> None:
                     f["vcov1"] = cov1
                     f["vcov3"] = cov3
                     costs.setdefault("vector_top_coverage", []).append((time.perf_counter() - c0) * 1000)
+                    # (g) a second look at sentences: the vector leg's top passages cut into sentences
+                    # (and pairs of neighbouring ones), embedded as passages; the best cosine with the query
+                    c0 = time.perf_counter()
+                    if vec and sentences:
+                        top3 = [c for c, _ in vec[:3]]
+                        tx = await store.fetch_texts(top3)
+                        singles: list[str] = []
+                        pairs: list[str] = []
+                        first_n = 0
+                        for i_, c in enumerate(top3):
+                            body = tx.get(c)
+                            if not body:
+                                continue
+                            ss = [s_.strip() for _, s_ in _split_sentences(0, body) if s_.strip()]
+                            singles += ss
+                            pairs += [a_ + " " + b_ for a_, b_ in zip(ss, ss[1:])]
+                            if i_ == 0:
+                                first_n = len(ss)
+                        if singles:
+                            sv = np.asarray(emb.embed_documents(singles + pairs), dtype=np.float32)
+                            sv /= np.linalg.norm(sv, axis=1, keepdims=True)
+                            sc = sv @ q_n
+                            n1 = len(singles)
+                            base_u = cal.unanswered if cal else 0.0
+                            f["sent_max"] = float(sc.max())
+                            f["sent1_max"] = float(sc[:n1].max())
+                            f["sent2_max"] = float(sc[n1:].max()) if len(sc) > n1 else float(sc[:n1].max())
+                            f["sent_first_max"] = float(sc[:max(1, first_n)].max())
+                            f["sent_pos"] = (float(sc.max()) - base_u) / scale
+                            f["sent_minus_top"] = float(sc.max()) - cos[0]
+                            f["sent_count"] = float(len(sc))
+                    costs.setdefault("sentence_second_look", []).append((time.perf_counter() - c0) * 1000)
                     f["qlen_neg"] = -len(text)
                     f["search_ms"] = search_ms
                     out.append({"id": q["_id"], "kind": q["kind"], "lang": q.get("lang"),
@@ -304,11 +338,13 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("collect")
     c.add_argument("root", type=Path)
     c.add_argument("--fixture", type=Path, default=None)
+    c.add_argument("--sentences", action="store_true",
+                   help="also (g), the second look at sentences (embeds about 50 passages a query)")
     a_ = sub.add_parser("analyze")
     a_.add_argument("base", type=Path)
     a = p.parse_args(argv)
     if a.cmd == "collect":
-        asyncio.run(collect(a.root, a.fixture))
+        asyncio.run(collect(a.root, a.fixture, a.sentences))
         return 0
     from bench.abstention_analysis import analyze, analyze_more, ceilings
     analyze(a.base)

@@ -4,6 +4,8 @@ ranks as it did."""
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from conftest import EXAMPLES, write
 from groove.app import Index, index_once, search_once
 from groove.config import load_settings
-from groove.search import language
+from groove.search import language, offtopic
 from groove.search.request import SearchRequest
 
 # Across the two languages of the example notes: the question, the note that answers it.
@@ -52,6 +54,31 @@ def test_explain_names_the_centres_of_a_mixed_index(examples):
     answer = anyio.run(lambda: search_once(examples, SearchRequest(query="非同期ランタイム", explain=True)))
     centres = answer.explain["language_centres"]
     assert centres["alpha"] == language.ALPHA and centres["cjk_passages"] > 10 and centres["other_passages"] > 10
+
+
+def test_a_mixed_index_stores_its_off_topic_calibration_on_the_centred_scale_too(examples):
+    from groove.search.offtopic import Calibration
+    from groove.store import db
+
+    con = db.connect_sync(examples.resolved_index_path(), readonly=True)
+    try:
+        stored = con.execute("SELECT value FROM meta WHERE key = 'off_topic_calibration'").fetchone()[0]
+    finally:
+        con.close()
+    cal = Calibration.from_dict(json.loads(stored))
+    assert cal.centred and cal.answered_centred > cal.unanswered_centred
+    assert cal.answered > cal.unanswered  # the raw scale stays for a best passage in the query's own language
+
+
+def test_off_topic_reads_a_best_passage_in_the_other_language_on_the_centred_scale(examples):
+    # A Japanese question answered by an English note: its raw cosine sits a language below the
+    # Japanese passages' scale; read there it was flagged (decision 0017, 2026-12-04).
+    answer = anyio.run(lambda: search_once(examples, SearchRequest(query="非同期ランタイムの使い方", explain=True)))
+    o = answer.explain["off_topic"]
+    assert o["scale"] == "centred" and o["threshold"] == offtopic.CENTRED.threshold
+    assert answer.off_topic is False
+    own = anyio.run(lambda: search_once(examples, SearchRequest(query="鶏の照り焼きのたれの配合", explain=True)))
+    assert own.explain["off_topic"]["scale"] == "cosine" and own.off_topic is False
 
 
 def test_a_one_language_index_has_no_centres_and_ranks_by_raw_cosine(tmp_path):
@@ -118,3 +145,13 @@ def test_the_score_centres_the_other_language_and_keeps_the_own_languages_order(
     assert [cid for cid, _ in ranked] == [2, 3, 1]  # the answer first, then the Japanese pair
     assert float(ja_near @ q) > float(ja_other_topic @ q)
     assert {cid: s for cid, s in ranked} == pytest.approx(expected, abs=1e-5)
+
+
+def test_a_best_passage_on_the_other_side_of_the_midpoint_than_the_querys_text_is_across():
+    centres = language.Centres(cjk=np.array([1.0, 0, 0], dtype=np.float32), other=np.array([0, 1.0, 0], dtype=np.float32),
+                               counts=(20, 20), vectors=40, model="m")
+    vectors = {1: _unit([0.2, 0.9, 0.3]), 2: _unit([0.9, 0.2, 0.3])}  # an English passage, a Japanese one
+    assert language.across(centres, "非同期ランタイムの使い方", [(1, 0.3), (2, 0.1)], vectors)
+    assert not language.across(centres, "非同期ランタイムの使い方", [(2, 0.3), (1, 0.1)], vectors)
+    assert language.across(centres, "async runtime", [(2, 0.3)], vectors)
+    assert not language.across(centres, "async runtime", [], vectors)  # nothing found: nothing across

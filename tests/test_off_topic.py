@@ -92,8 +92,48 @@ def test_full_text_evidence_and_agreement_raise_the_score_and_can_clear_the_flag
     weak = features(legs, {"words": 0.0}, CAL)
     strong = features(legs, {"words": 0.9}, CAL)
     assert strong["agreement"] and not weak["agreement"]  # a leg without evidence does not agree
-    assert score(strong) == pytest.approx(score(weak) + offtopic.EVIDENCE_WEIGHT * 0.9 + offtopic.AGREEMENT_WEIGHT)
+    assert score(strong) == pytest.approx(score(weak) + offtopic.COSINE.evidence * 0.9 + offtopic.COSINE.agreement)
     assert is_off_topic(weak, has_results=True) and not is_off_topic(strong, has_results=True)
+
+
+# --- a mixed-language index: the centred scale (decision 0017, 2026-12-04) -----------------------
+
+CENTRED_CAL = Calibration(answered=0.90, unanswered=0.86, queries=64, vectors=1000, model="m",
+                          answered_centred=0.14, unanswered_centred=0.08)
+
+
+def test_a_mixed_language_calibration_keeps_both_scales_and_survives_a_round_trip():
+    cal = calibrate([0.9] * 9, [0.85] * 9, model="m", vectors=50, answered_centred=[0.14] * 9,
+                    unanswered_centred=[0.08] * 9)
+    assert cal.centred and (cal.answered_centred, cal.unanswered_centred) == (0.14, 0.08)
+    assert Calibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
+    # centred references that do not separate are left out: that index reads raw cosines
+    flat = calibrate([0.9] * 9, [0.85] * 9, model="m", vectors=50, answered_centred=[0.1] * 9,
+                     unanswered_centred=[0.1] * 9)
+    assert flat is not None and not flat.centred
+
+
+def test_a_calibration_without_centred_references_does_not_serve_an_index_with_language_centres():
+    assert CAL.serves("m", 1000) and not CAL.serves("m", 1000, None, True)
+    assert CENTRED_CAL.serves("m", 1000, None, True) and CENTRED_CAL.serves("m", 1000)
+
+
+def test_a_cross_language_answer_is_placed_on_the_centred_scale_not_on_raw_cosines():
+    # A Japanese question's English answer: a raw cosine below the in-domain unanswered reference
+    # (a language apart), a centred score near the answered one.
+    raw = features({"vector": vector_leg(0.84, 0.83)}, {}, CENTRED_CAL)
+    centred = features({"vector": vector_leg(0.135, 0.09)}, {}, CENTRED_CAL, centred=True)
+    assert raw["scale"] == "cosine" and is_off_topic(raw, has_results=True)
+    assert centred["scale"] == "centred" and centred["vector_position"] == pytest.approx(0.9167, abs=1e-3)
+    assert not is_off_topic(centred, has_results=True)
+    assert offtopic.thresholds(centred)["threshold"] == offtopic.CENTRED.threshold
+    # an off-topic query sits below the centred unanswered reference
+    assert is_off_topic(features({"vector": vector_leg(0.07, 0.05)}, {}, CENTRED_CAL, centred=True), has_results=True)
+
+
+def test_without_centred_references_the_centred_leg_is_read_as_cosines():
+    f = features({"vector": vector_leg(0.88, 0.86)}, {}, CAL, centred=True)
+    assert f["scale"] == "cosine" and f["vector_position"] == pytest.approx(0.5)
 
 
 def test_without_a_calibrated_vector_leg_the_full_text_evidence_alone_decides():
@@ -272,7 +312,7 @@ def test_while_one_search_measures_a_moved_index_the_others_keep_the_last_scale_
     started, release = anyio.Event(), anyio.Event()
     fresh = Calibration(answered=0.8, unanswered=0.4, queries=64, vectors=1, model=stale.model)
 
-    async def slow_measure(self, reading, model, size, floor=None):  # fault injection: a measurement that takes its time
+    async def slow_measure(self, reading, model, size, floor=None, centres=None):  # fault injection: a measurement that takes its time
         started.set()
         await release.wait()
         return fresh
@@ -298,3 +338,25 @@ def test_while_one_search_measures_a_moved_index_the_others_keep_the_last_scale_
 
     anyio.run(main)
     assert got["second"] is stale and got["first"] is fresh
+
+
+def test_a_japanese_query_weighs_its_full_text_evidence_more_than_an_english_one():
+    legs = {"vector": vector_leg(0.855, 0.85)}
+    english = features(legs, {"words": 0.2}, CAL)
+    japanese = features(legs, {"trigram": 0.2}, CAL, cjk=True)
+    assert offtopic.weights(japanese) == offtopic.COSINE_CJK and offtopic.weights(english) == offtopic.COSINE
+    assert score(english) == pytest.approx(-0.125 + 2.0 * 0.2 + 1.0 * 0.125, abs=1e-4)  # position, evidence, gap
+    assert score(japanese) == pytest.approx(-0.125 + 3.0 * 0.2 + 0.25 * 0.125, abs=1e-4)  # rounded to 4 places
+    assert is_off_topic(english, has_results=True) and not is_off_topic(japanese, has_results=True)
+    # a cross-language best passage is read on the centred scale, whatever the query's language
+    centred = features({"vector": vector_leg(0.135, 0.09)}, {}, CENTRED_CAL, centred=True, cjk=True)
+    assert offtopic.weights(centred) == offtopic.CENTRED
+
+
+def test_a_japanese_query_without_a_full_text_leg_keeps_the_english_weights():
+    # The Japanese weights lean on the full-text evidence; the vector retriever has none to give
+    # (on JaQuAD, `--retriever vector` flagged 24% of the answerable with them, 12.5% without).
+    vector_only = features({"vector": vector_leg(0.855, 0.85)}, {}, CAL, cjk=True)
+    assert vector_only["full_text"] is False and offtopic.weights(vector_only) == offtopic.COSINE
+    hybrid = features({"vector": vector_leg(0.855, 0.85)}, {"trigram": 0.0}, CAL, cjk=True)
+    assert hybrid["full_text"] is True and offtopic.weights(hybrid) == offtopic.COSINE_CJK

@@ -121,4 +121,11 @@ def rerank(centres: Centres, query: np.ndarray, text: str, candidates: Sequence[
     return [(ids[i], round(float(s[i]), 6)) for i in order]
 
 
-__all__ = ["ALPHA", "Centres", "SAMPLE", "WIDEN", "is_cjk_text", "measure", "rerank"]
+def across(centres: Centres, text: str, ranked: Sequence[tuple[int, float]], vectors: dict[int, np.ndarray]) -> bool:
+    """The best of `ranked` is a passage of the other language than the query's."""
+    if not ranked or ranked[0][0] not in vectors:
+        return False
+    return bool(centres.sides(vectors[ranked[0][0]][None, :])[0] != is_cjk_text(text))
+
+
+__all__ = ["ALPHA", "Centres", "SAMPLE", "WIDEN", "across", "is_cjk_text", "measure", "rerank"]

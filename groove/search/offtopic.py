@@ -21,9 +21,20 @@ one, and bm25 ranks whatever matches. The flag weighs three things the pipeline 
 off_topic = vector_position + EVIDENCE_WEIGHT x evidence + GAP_WEIGHT x vector_gap
             + AGREEMENT_WEIGHT x agreement < THRESHOLD,
 with the constants measured on the tune halves of JaQuAD and SciFact sets and the bilingual
-fixture (decision 0017). Without a calibrated vector leg (full text only, vectors degraded, or
-nothing embedded yet) the evidence alone decides: off_topic when it is below FTS_ONLY_THRESHOLD.
-An empty result list is off topic. The flag never changes the results or their order.
+fixture (decision 0017). A Japanese query (CJK text) has its own weights (COSINE_CJK): its
+full-text evidence, character n-grams it shares with the best hits, separates answered from
+unanswered better than in English, and the standout less.
+
+In an index of two languages the vector leg ranks with the language taken out (search/language.py).
+A query whose best passage is in the other language is read on that scale: the calibration
+measures `answered` and `unanswered` there too (the same synthetic queries, ranked as such a
+search ranks), and the sum is compared with CENTRED's threshold. On raw cosines a Japanese
+question answered by an English note sits a language below the Japanese passages' scale, and the
+bilingual fixture's held-out cross-language questions were flagged one time in five.
+
+Without a calibrated vector leg (full text only, vectors degraded, or nothing embedded yet) the
+evidence alone decides: off_topic when it is below FTS_ONLY_THRESHOLD. An empty result list is
+off topic. The flag never changes the results or their order.
 """
 
 from __future__ import annotations
@@ -40,13 +51,29 @@ REUSE_MIN = 64             # or by this many vectors (a few notes added to a sma
 GAP_DEPTH = 10             # the standout: the best cosine minus the 10th, on the calibrated scale
 AGREEMENT_DEPTH = 10       # the vector leg's best passage counts as agreed on within a leg's top 10
 
-# Measured on the tune halves of the JaQuAD and SciFact sets and on the bilingual fixture
-# (bench/abstention.py, docs/decisions/0017): the most unanswerable queries flagged with at
-# most about 5% of the answerable ones on each.
-EVIDENCE_WEIGHT = 2.0
-GAP_WEIGHT = 1.0
-AGREEMENT_WEIGHT = 0.5
-THRESHOLD = 0.45
+
+@dataclass(frozen=True)
+class Weights:
+    """How the decision weighs the signals on one scale, and where it cuts."""
+
+    evidence: float
+    gap: float
+    agreement: float
+    threshold: float
+
+
+# Raw cosines (a one-language index): measured on the tune halves of the JaQuAD and SciFact sets
+# and on the bilingual fixture (bench/abstention.py, docs/decisions/0017): the most unanswerable
+# queries flagged with at most about 5% of the answerable ones on each.
+COSINE = Weights(evidence=2.0, gap=1.0, agreement=0.5, threshold=0.45)
+# Raw cosines, a query in Japanese (CJK text): its full-text evidence (character n-grams the best hits
+# share with it) tells more than in English, and the standout adds nothing; measured on the JaQuAD
+# tune half and the bilingual fixture's Japanese questions (golden and tune files), the same bound.
+COSINE_CJK = Weights(evidence=3.0, gap=0.25, agreement=0.0, threshold=0.45)
+# Language-centred scores, read when the best passage is in the other language than the query's (a
+# mixed-language index): the same weights; the threshold measured on the bilingual fixture's tune sets
+# (tests/fixtures/bilingual/heldout/*.tune.yaml) and its golden queries, the same bound (decision 0017, 2026-12-04).
+CENTRED = Weights(evidence=2.0, gap=1.0, agreement=0.5, threshold=0.9)
 FTS_ONLY_THRESHOLD = 0.2
 POSITION_RANGE = (-3.0, 3.0)  # a far-off query or a quote of a passage says no more beyond these
 GAP_RANGE = (-3.0, 6.0)
@@ -67,21 +94,32 @@ class Calibration:
     vectors: int         # vectors in the index when measured (size = max id - removed)
     model: str
     min_quality: float | None = None  # the quality floor searches use by default, measured under (decision 0020)
+    # In a mixed-language index (search/language.py), the same two references on the scale the vector
+    # leg scores with there (the language taken out); None in a one-language index.
+    answered_centred: float | None = None
+    unanswered_centred: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Calibration":
-        floor = d.get("min_quality")
-        return cls(answered=float(d["answered"]), unanswered=float(d["unanswered"]), queries=int(d["queries"]),
-                   vectors=int(d["vectors"]), model=str(d["model"]),
-                   min_quality=float(floor) if floor is not None else None)
+        def opt(key: str) -> float | None:
+            return float(d[key]) if d.get(key) is not None else None
 
-    def serves(self, model: str, vectors: int, min_quality: float | None = None) -> bool:
-        """Still this index's scale: the same model and quality floor, and the collection grew or shrank by
-        at most REUSE_DRIFT of itself or REUSE_MIN vectors, whichever is more."""
-        return (model == self.model and min_quality == self.min_quality
+        return cls(answered=float(d["answered"]), unanswered=float(d["unanswered"]), queries=int(d["queries"]),
+                   vectors=int(d["vectors"]), model=str(d["model"]), min_quality=opt("min_quality"),
+                   answered_centred=opt("answered_centred"), unanswered_centred=opt("unanswered_centred"))
+
+    @property
+    def centred(self) -> bool:
+        return self.answered_centred is not None and self.unanswered_centred is not None
+
+    def serves(self, model: str, vectors: int, min_quality: float | None = None, centred: bool = False) -> bool:
+        """Still this index's scale: the same model and quality floor, the centred references when the
+        index has language centres, and the collection grew or shrank by at most REUSE_DRIFT of itself or
+        REUSE_MIN vectors, whichever is more."""
+        return (model == self.model and min_quality == self.min_quality and (self.centred or not centred)
                 and abs(vectors - self.vectors) <= max(REUSE_DRIFT * self.vectors, REUSE_MIN))
 
 
@@ -97,31 +135,46 @@ def synthetic_query(text: str, seed: int) -> str:
     return clean[start:start + WINDOW_CHARS]
 
 
-def calibrate(answered: Sequence[float], unanswered: Sequence[float], *, model: str, vectors: int,
-              min_quality: float | None = None) -> Calibration | None:
-    """The references from the synthetic queries' top cosines (with and without their note);
-    None when too few were measured or the two do not separate (a degenerate collection)."""
+def _references(answered: Sequence[float], unanswered: Sequence[float]) -> tuple[float, float] | None:
     if len(answered) < 8 or len(unanswered) < 8:
         return None
     a, u = statistics.median(answered), statistics.median(unanswered)
-    if a - u < 1e-3:
+    return None if a - u < 1e-3 else (round(a, 5), round(u, 5))
+
+
+def calibrate(answered: Sequence[float], unanswered: Sequence[float], *, model: str, vectors: int,
+              min_quality: float | None = None, answered_centred: Sequence[float] = (),
+              unanswered_centred: Sequence[float] = ()) -> Calibration | None:
+    """The references from the synthetic queries' top cosines (with and without their note), and in a
+    mixed-language index their top scores with the language taken out; None when too few were measured
+    or the two do not separate (a degenerate collection). Centred references that do not separate are
+    left out: that index's searches read raw cosines, as a one-language index's."""
+    raw = _references(answered, unanswered)
+    if raw is None:
         return None
-    return Calibration(answered=round(a, 5), unanswered=round(u, 5), queries=len(answered), vectors=vectors, model=model,
-                       min_quality=min_quality)
+    centred = _references(answered_centred, unanswered_centred) or (None, None)
+    return Calibration(answered=raw[0], unanswered=raw[1], queries=len(answered), vectors=vectors, model=model,
+                       min_quality=min_quality, answered_centred=centred[0], unanswered_centred=centred[1])
 
 
 def features(legs: dict[str, Sequence[tuple[int, float]]], evidence: dict[str, float],
-             cal: Calibration | None) -> dict[str, Any]:
-    """What the decision reads: the vector leg's top cosine, its place on the calibrated scale
+             cal: Calibration | None, *, centred: bool = False, cjk: bool = False) -> dict[str, Any]:
+    """What the decision reads: the vector leg's top score, its place on the calibrated scale
     (`vector_position`) and how far it stands above the 10th (`vector_gap`, on the same scale), the
     best full-text evidence, and whether the legs agree on the best passage. `legs` hold
-    (chunk id, score) best first, the vector leg's score a cosine."""
+    (chunk id, score) best first, the vector leg's score a cosine, or with `centred` the language-centred
+    score of a mixed-language index (search/language.py), placed on the calibration's centred references
+    (`scale` says which). `cjk`: the query is Japanese (or Chinese) text, weighed by its own weights
+    when a full-text leg ran (`evidence` has a leg)."""
     vector = legs.get("vector") or []
     top = float(vector[0][1]) if vector else None
     position = gap = None
+    centred = centred and cal is not None and cal.centred
     if top is not None and cal is not None:
-        scale = cal.answered - cal.unanswered
-        position = round((top - cal.unanswered) / scale, 4)
+        answered, unanswered = ((cal.answered_centred, cal.unanswered_centred) if centred
+                                else (cal.answered, cal.unanswered))
+        scale = answered - unanswered
+        position = round((top - unanswered) / scale, 4)
         if len(vector) >= GAP_DEPTH:
             gap = round((top - float(vector[GAP_DEPTH - 1][1])) / scale, 4)
     agreement = False
@@ -131,20 +184,31 @@ def features(legs: dict[str, Sequence[tuple[int, float]]], evidence: dict[str, f
                         for name, scored in legs.items() if name != "vector" and evidence.get(name, 0.0) > 0)
     return {"vector_top": None if top is None else round(top, 5), "vector_position": position,
             "vector_gap": gap, "evidence": round(float(max(evidence.values(), default=0.0)), 4),
-            "agreement": agreement}
+            "agreement": agreement, "scale": "centred" if centred else "cosine", "query_cjk": cjk,
+            "full_text": bool(evidence)}
 
 
 def _clip(x: float, bounds: tuple[float, float]) -> float:
     return min(max(x, bounds[0]), bounds[1])
 
 
+def weights(f: dict[str, Any]) -> Weights:
+    """The weights of the scale the features were placed on, and of the query's language."""
+    if f.get("scale") == "centred":
+        return CENTRED
+    # the Japanese weights lean on the full-text evidence: a search without full text (the vector
+    # retriever) has none to give, and keeps the others
+    return COSINE_CJK if f.get("query_cjk") and f.get("full_text") else COSINE
+
+
 def score(f: dict[str, Any]) -> float | None:
     """The combined score (higher: more likely answered); None without a calibrated vector position."""
     if f.get("vector_position") is None:
         return None
-    return round(_clip(f["vector_position"], POSITION_RANGE) + EVIDENCE_WEIGHT * f["evidence"]
-                 + GAP_WEIGHT * _clip(f.get("vector_gap") or 0.0, GAP_RANGE)
-                 + AGREEMENT_WEIGHT * float(f["agreement"]), 4)
+    w = weights(f)
+    return round(_clip(f["vector_position"], POSITION_RANGE) + w.evidence * f["evidence"]
+                 + w.gap * _clip(f.get("vector_gap") or 0.0, GAP_RANGE)
+                 + w.agreement * float(f["agreement"]), 4)
 
 
 def is_off_topic(f: dict[str, Any], *, has_results: bool) -> bool:
@@ -155,10 +219,11 @@ def is_off_topic(f: dict[str, Any], *, has_results: bool) -> bool:
     s = score(f)
     if s is None:
         return f["evidence"] < FTS_ONLY_THRESHOLD
-    return s < THRESHOLD
+    return s < weights(f).threshold
 
 
-def thresholds() -> dict[str, float]:
-    """The decision's constants, for explain."""
-    return {"evidence_weight": EVIDENCE_WEIGHT, "gap_weight": GAP_WEIGHT, "agreement_weight": AGREEMENT_WEIGHT,
-            "threshold": THRESHOLD, "fts_only_threshold": FTS_ONLY_THRESHOLD}
+def thresholds(f: dict[str, Any] | None = None) -> dict[str, float]:
+    """The decision's constants for these features' scale, for explain."""
+    w = weights(f or {})
+    return {"evidence_weight": w.evidence, "gap_weight": w.gap, "agreement_weight": w.agreement,
+            "threshold": w.threshold, "fts_only_threshold": FTS_ONLY_THRESHOLD}

@@ -201,6 +201,7 @@ class Run:
     calibration: offtopic.Calibration | None = None  # the index's similarity scale (off_topic)
     centres: language.Centres | None = None  # the index's language means (a mixed-language index), else None
     raw_vector: list[tuple[int, float]] | None = None  # the vector leg by raw cosine, when centres reorder it
+    across: bool = False  # the vector leg's best passage is in the other language than the query's
     min_quality: float | None = None         # the legs leave out the chunks scoring under it (None: none)
 
 
@@ -242,8 +243,11 @@ class Searcher:
             async with reading() as store:
                 state = await store.calibration_state()
         model, size, stored = state
+        # A mixed-language index is calibrated on the scale its vector leg scores with as well (decision 0017).
+        centres = await self.centres_for(source, state) if self.settings.language_centres else None
+        centred = centres is not None
         cal = self.calibration
-        if cal is not None and cal.serves(model, size, floor):
+        if cal is not None and cal.serves(model, size, floor, centred):
             return cal
         if size == 0 or self._uncalibrated == (model, size):
             return None
@@ -251,14 +255,14 @@ class Searcher:
             return cal  # another search is measuring the moved index: this one keeps the last scale, not waiting
         async with self._calibrating:
             cal = self.calibration
-            if cal is not None and cal.serves(model, size, floor):
+            if cal is not None and cal.serves(model, size, floor, centred):
                 return cal
             try:
                 cal = offtopic.Calibration.from_dict(json.loads(stored)) if stored else None
             except (ValueError, KeyError, TypeError):
                 cal = None
-            if cal is None or not cal.serves(model, size, floor):
-                cal = await self._measure_calibration(reading, model, size, floor)
+            if cal is None or not cal.serves(model, size, floor, centred):
+                cal = await self._measure_calibration(reading, model, size, floor, centres)
             if cal is None:
                 self._uncalibrated = (model, size)  # measured, and too few passages: not again until it moves
             else:
@@ -294,29 +298,45 @@ class Searcher:
         return self.centres
 
     async def _measure_calibration(self, reading: Callable[[], AsyncContextManager[SearchReads]],
-                                   model: str, size: int, floor: float | None = None) -> offtopic.Calibration | None:
+                                   model: str, size: int, floor: float | None = None,
+                                   centres: language.Centres | None = None) -> offtopic.Calibration | None:
+        """The synthetic queries' best cosine with and without their note; with `centres`, also their
+        best score as the vector leg of a mixed-language index ranks (the same two KNNs and weighing)."""
         t = time.perf_counter()
         async with reading() as store:
             passages = await store.calibration_passages(offtopic.CALIBRATION_QUERIES)
-        vectors = []
+        queries, vectors = [], []
         try:
             for cid, _, text in passages:
-                vectors.append(await self.embed_query(offtopic.synthetic_query(text, cid)))
+                queries.append(offtopic.synthetic_query(text, cid))
+                vectors.append(await self.embed_query(queries[-1]))
         except Exception as exc:  # noqa: BLE001 - no calibration: off_topic falls back to the evidence
             log.warning("off_topic_calibration_failed", error=repr(exc))
             return None
-        answered, unanswered = [], []
+        answered, unanswered, answered_c, unanswered_c = [], [], [], []
+        depth = offtopic.CALIBRATION_DEPTH
         async with reading() as store:
-            for (_, doc, _), vec in zip(passages, vectors):
-                near = await store.vector_scored(vec, offtopic.CALIBRATION_DEPTH, None, None)
+            for (_, doc, _), text, vec in zip(passages, queries, vectors):
+                near = await store.vector_scored(vec, depth, None, None)
                 if not near:
                     continue
-                docs = await store.chunk_docs([c for c, _ in near])
-                answered.append(1.0 - near[0][1] ** 2 / 2.0)
-                other = next((d for c, d in near if docs.get(c) != doc), None)
-                if other is not None:
-                    unanswered.append(1.0 - other ** 2 / 2.0)
-        cal = offtopic.calibrate(answered, unanswered, model=model, vectors=size, min_quality=floor)
+                scored = [(c, 1.0 - d * d / 2.0) for c, d in near]
+                if centres is not None:
+                    across = await store.vector_scored(centres.query(vec, text), depth * language.WIDEN, None, None)
+                    candidates = [c for c, _ in near] + [c for c, _ in across]
+                    weighed = language.rerank(centres, vec, text, candidates, await store.fetch_vectors(candidates),
+                                              len(candidates))
+                else:
+                    weighed = []
+                docs = await store.chunk_docs(list({c for c, _ in scored + weighed}))
+                for ranked, a, u in ((scored, answered, unanswered), (weighed, answered_c, unanswered_c)):
+                    if ranked:
+                        a.append(ranked[0][1])
+                        other = next((s for c, s in ranked if docs.get(c) != doc), None)
+                        if other is not None:
+                            u.append(other)
+        cal = offtopic.calibrate(answered, unanswered, model=model, vectors=size, min_quality=floor,
+                                 answered_centred=answered_c, unanswered_centred=unanswered_c)
         log.debug("off_topic_calibrated", measured=len(answered), ms=_ms(t),
                  **(cal.to_dict() if cal else {"calibration": None}))
         return cal
@@ -390,6 +410,7 @@ class Searcher:
                     candidates = [cid for cid, _ in nearest] + [cid for cid, _ in across]
                     vectors = await store.fetch_vectors(candidates)
                     run.legs["vector"] = language.rerank(run.centres, qvec, cq.vector_text, candidates, vectors, run.n)
+                    run.across = language.across(run.centres, cq.vector_text, run.legs["vector"], vectors)
                 run.timings["vector_ms"] = _ms(t)
             response = await self._fuse_and_refine(store, run)
         if req.explain:
@@ -547,9 +568,11 @@ class Searcher:
         hits = apply_match_spans(hits, phrases)
 
         pending = await store.pending_count()
-        # off_topic reads raw cosines: its calibration is on that scale (search/offtopic.py)
-        signal = offtopic.features({**legs, "vector": run.raw_vector} if run.raw_vector is not None else legs,
-                                   evidence, run.calibration)
+        # off_topic reads raw cosines, except when the best passage is in the other language than the query's:
+        # then the language-centred scores the vector leg ranked with (search/offtopic.py, decision 0017)
+        centred = run.across and run.calibration is not None and run.calibration.centred
+        signal = offtopic.features(legs if centred or run.raw_vector is None else {**legs, "vector": run.raw_vector},
+                                   evidence, run.calibration, centred=centred, cjk=language.is_cjk_text(cq.vector_text))
         response: dict[str, Any] = {
             "results": [h.to_dict() for h in hits],
             "low_confidence": conf,
@@ -589,7 +612,7 @@ class Searcher:
                                        if expr and name in (sent or {})},
                 fusion={"method": s.fusion.method, "weights": leg_weights, "evidence": evidence,
                         "evidence_low": s.fusion.evidence_low, "evidence_high": s.fusion.evidence_high},
-                off_topic={**signal, "score": offtopic.score(signal), **offtopic.thresholds(),
+                off_topic={**signal, "score": offtopic.score(signal), **offtopic.thresholds(signal),
                            "calibration": run.calibration.to_dict() if run.calibration else None},
                 language_centres=run.centres.describe() if run.centres else None,
                 pool_per_retriever=n,
