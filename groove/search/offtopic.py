@@ -18,9 +18,9 @@ one, and bm25 ranks whatever matches. The flag weighs three things the pipeline 
 - **standout**: how far the best cosine stands above the 10th (`vector_gap`, on the same scale);
 - **agreement**: the vector leg's best passage is among the top passages of a full-text leg.
 
-off_topic = vector_position + EVIDENCE_WEIGHT x evidence + GAP_WEIGHT x vector_gap
-            + AGREEMENT_WEIGHT x agreement < THRESHOLD,
-with the constants measured on the tune halves of JaQuAD and SciFact sets and the bilingual
+off_topic = vector_position + w.evidence x evidence + w.gap x vector_gap
+            + w.agreement x agreement < w.threshold,
+with the weights `w` (COSINE) measured on the tune halves of JaQuAD and SciFact sets and the bilingual
 fixture (decision 0017). A Japanese query (CJK text) has its own weights (COSINE_CJK): its
 full-text evidence, character n-grams it shares with the best hits, separates answered from
 unanswered better than in English, and the standout less.
@@ -222,8 +222,8 @@ def is_off_topic(f: dict[str, Any], *, has_results: bool) -> bool:
     return s < weights(f).threshold
 
 
-def thresholds(f: dict[str, Any] | None = None) -> dict[str, float]:
-    """The decision's constants for these features' scale, for explain."""
-    w = weights(f or {})
+def thresholds(f: dict[str, Any]) -> dict[str, float]:
+    """The decision's constants for these features' scale and query, for explain."""
+    w = weights(f)
     return {"evidence_weight": w.evidence, "gap_weight": w.gap, "agreement_weight": w.agreement,
             "threshold": w.threshold, "fts_only_threshold": FTS_ONLY_THRESHOLD}

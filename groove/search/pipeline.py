@@ -167,6 +167,21 @@ async def leg_evidence(reads_: SearchReads, table: str, terms: list[str], scored
     return round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
 
 
+async def centred_vector_leg(store: SearchReads, centres: language.Centres, qvec: np.ndarray, text: str, n: int,
+                             exclude: Any, allowed: Any, limit: int | None = None
+                             ) -> tuple[list[tuple[int, float]], list[tuple[int, float]], dict[int, np.ndarray]]:
+    """The vector leg of a mixed-language index (search/language.py, decision 0019): the raw query's
+    `n` nearest and the centred query's WIDEN x `n`, weighed by `Centres.scores`. Returns the raw KNN
+    (chunk id, distance), the weighed `limit` best (all candidates when None) and the fetched vectors.
+    A search and the off_topic calibration both rank this way, so the calibration's centred scale is
+    the one a search reads."""
+    nearest = await store.vector_scored(qvec, n, exclude, allowed)
+    across = await store.vector_scored(centres.query(qvec, text), n * language.WIDEN, exclude, allowed)
+    candidates = [cid for cid, _ in nearest] + [cid for cid, _ in across]
+    vectors = await store.fetch_vectors(candidates)
+    return nearest, language.rerank(centres, qvec, text, candidates, vectors, limit or len(candidates)), vectors
+
+
 def complete_legs(legs: dict[str, Sequence[tuple[int, float]]], n: int) -> dict[str, float]:
     """The full-text legs that returned fewer than the `n` asked for, so every chunk they match,
     each with the score of a chunk it does not match (0: no bm25), for z-fusion."""
@@ -317,17 +332,13 @@ class Searcher:
         depth = offtopic.CALIBRATION_DEPTH
         async with reading() as store:
             for (_, doc, _), text, vec in zip(passages, queries, vectors):
-                near = await store.vector_scored(vec, depth, None, None)
+                if centres is not None:
+                    near, weighed, _ = await centred_vector_leg(store, centres, vec, text, depth, None, None)
+                else:
+                    near, weighed = await store.vector_scored(vec, depth, None, None), []
                 if not near:
                     continue
                 scored = [(c, 1.0 - d * d / 2.0) for c, d in near]
-                if centres is not None:
-                    across = await store.vector_scored(centres.query(vec, text), depth * language.WIDEN, None, None)
-                    candidates = [c for c, _ in near] + [c for c, _ in across]
-                    weighed = language.rerank(centres, vec, text, candidates, await store.fetch_vectors(candidates),
-                                              len(candidates))
-                else:
-                    weighed = []
                 docs = await store.chunk_docs(list({c for c, _ in scored + weighed}))
                 for ranked, a, u in ((scored, answered, unanswered), (weighed, answered_c, unanswered_c)):
                     if ranked:
@@ -403,13 +414,9 @@ class Searcher:
                     nearest = await store.vector_scored(qvec, run.n, run.exclude, run.allowed_docs)
                     run.legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
                 else:  # a mixed-language index: the language taken out of the similarity (search/language.py)
-                    nearest = await store.vector_scored(qvec, run.n, run.exclude, run.allowed_docs)
+                    nearest, run.legs["vector"], vectors = await centred_vector_leg(
+                        store, run.centres, qvec, cq.vector_text, run.n, run.exclude, run.allowed_docs, run.n)
                     run.raw_vector = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
-                    centred = run.centres.query(qvec, cq.vector_text)
-                    across = await store.vector_scored(centred, run.n * language.WIDEN, run.exclude, run.allowed_docs)
-                    candidates = [cid for cid, _ in nearest] + [cid for cid, _ in across]
-                    vectors = await store.fetch_vectors(candidates)
-                    run.legs["vector"] = language.rerank(run.centres, qvec, cq.vector_text, candidates, vectors, run.n)
                     run.across = language.across(run.centres, cq.vector_text, run.legs["vector"], vectors)
                 run.timings["vector_ms"] = _ms(t)
             response = await self._fuse_and_refine(store, run)
