@@ -27,6 +27,7 @@ import csv
 import json
 import random
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from bench.common import DEFAULT_DATA
@@ -120,9 +121,18 @@ def build(data: Path, name: str, out: Path, *, answerable: int = 200, held_out: 
         if r["kind"] == "held_out" and r["_id"] in covered:  # another note answers it after all: not unanswerable
             r["kind"] = "held_out_covered"
             del r["unanswerable"]
+    counts = {part: {k: sum(1 for r in chunk if r["kind"] == k)
+                     for k in ("answerable", "held_out", "held_out_covered", "cross_language")}
+              for part, chunk in write_halves(out, rows, lambda r: sorted(qrels[r["_id"]])).items()}
+    return {"set": name, "docs": len(keep), "left_out_groups": len(gone), "seed": seed, **counts}
+
+
+def write_halves(out: Path, rows: list[dict], relevant: Callable[[dict], Iterable[str]]) -> dict[str, list[dict]]:
+    """`rows` cut in a tune and a test half, each a BEIR folder under `out`: queries.jsonl (an
+    unanswerable row says so) and qrels/train.tsv (each answerable row's `relevant` corpus ids)."""
     half = len(rows) // 2
-    counts = {}
-    for part, chunk in (("tune", rows[:half]), ("test", rows[half:])):
+    parts = {"tune": rows[:half], "test": rows[half:]}
+    for part, chunk in parts.items():
         folder = out / part
         (folder / "qrels").mkdir(parents=True, exist_ok=True)
         with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
@@ -132,11 +142,9 @@ def build(data: Path, name: str, out: Path, *, answerable: int = 200, held_out: 
             f.write("query-id\tcorpus-id\tscore\n")
             for r in chunk:
                 if r["kind"] == "answerable":
-                    for d in sorted(qrels[r["_id"]]):
+                    for d in relevant(r):
                         f.write(f"{r['_id']}\t{d}\t1\n")
-        counts[part] = {k: sum(1 for r in chunk if r["kind"] == k)
-                        for k in ("answerable", "held_out", "held_out_covered", "cross_language")}
-    return {"set": name, "docs": len(keep), "left_out_groups": len(gone), "seed": seed, **counts}
+    return parts
 
 
 async def _rows(root: Path, part: str, retriever: str = "hybrid") -> dict:

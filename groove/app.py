@@ -38,11 +38,11 @@ from groove.embed.embedder import Embedder, embedder_for_index, make_embedder, m
 from groove.embed.pool import BulkLimiter, QueryBatcher
 from groove.embed.reranker import CrossEncoderReranker
 from groove.errors import EmbedderError, NotFoundError, UsageError
-from groove.evaluate import history, tune
+from groove.evaluate import history, offtopic_offset, tune
 from groove.evaluate.golden import GoldenError, JudgedQuery, load as load_golden
 from groove.evaluate.leaks import quoted_queries
 from groove.evaluate.metrics import KS
-from groove.evaluate.report import EvalReport, EvalRun, HistoryComparison, Leak, TuneReport
+from groove.evaluate.report import EvalReport, EvalRun, HistoryComparison, Leak, OffTopicTuning, TuneReport
 from groove.evaluate.runner import run_eval
 from groove.logs import get_logger
 from groove.search.answers import (DocumentAnswer, DocumentPage, IndexStatus, LinksAnswer, RelatedAnswer, SearchAnswer,
@@ -51,7 +51,7 @@ from groove.search.answers import (DocumentAnswer, DocumentPage, IndexStatus, Li
 from groove.search.compiler import QueryError, compile_query
 from groove.search.pipeline import Reranker, Searcher
 from groove.search.related import related_notes
-from groove.search import parts
+from groove.search import offtopic, parts
 from groove.search.request import DocumentRequest, LineRange, SearchRequest
 from groove.store import db, reads, shadow, writer
 from groove.store.interface import VECTOR_TABLE, SqliteShadowStore
@@ -729,6 +729,13 @@ async def tune_once(
                     progress("retrieving legs", i + 1, len(weightings))
             cur = await conn.execute("SELECT c.id, d.path, c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id")
             hits = {cid: {"path": path, "heading": heading} for cid, path, heading in await cur.fetchall()}
+        off_topic = None
+        if any(q.unanswerable for q in queries):
+            if progress:
+                progress("off_topic", 0, len(queries))
+            off_topic = await _off_topic_tuning(index, queries, limit, settings.search.off_topic.threshold_offset)
+            if progress:
+                progress("off_topic", len(queries), len(queries))
         index_path = str(index.path)
     if progress:
         progress("scoring settings", 0, len(grid))
@@ -740,8 +747,29 @@ async def tune_once(
         raise UsageError(str(exc)) from None
     refine_on = [name for name, on in (("mmr", settings.search.mmr.enabled), ("rerank", settings.search.rerank_by_default),
                                        ("parent_retriever", settings.search.parent_retriever.enabled)) if on]
-    return TuneReport(**result, source=str(source), index_path=index_path, count=len(queries) - len(skipped),
-                      skipped=skipped, limit=limit, refine_stages_ignored=refine_on)
+    return TuneReport(**result, source=str(source), index_path=index_path, count=sum(1 for q in queries if not q.unanswerable) - len(skipped), skipped=skipped, limit=limit,
+                      refine_stages_ignored=refine_on, off_topic=off_topic)
+
+
+async def _off_topic_tuning(index: Index, queries: Sequence[JudgedQuery], limit: int,
+                            current: float) -> OffTopicTuning | None:
+    """Every judged query through the default hybrid search once; the offset its margins support."""
+    run = await index.evaluate(queries, retriever="hybrid", limit=limit, request_options={},
+                               ks=tuple(k for k in KS if k <= limit) or (limit,))
+    rows = [(r.unanswerable, offtopic.margin(r.off_topic_evidence) if r.off_topic_evidence else None, r.off_topic)
+            for r in run.queries]
+    p = offtopic_offset.propose(rows, current)
+    if p is None:
+        return None
+
+    def named(pair: tuple[float | None, float | None]) -> dict[str, float | None]:
+        return {"answerable_flagged": None if pair[0] is None else round(pair[0], 4),
+                "unanswerable_flagged": None if pair[1] is None else round(pair[1], 4)}
+
+    return OffTopicTuning(answerable=sum(1 for r in rows if not r[0]), unanswerable=sum(1 for r in rows if r[0]),
+                          current_offset=current, offset=p.offset, now=named(p.now), held_out=named(p.held_out),
+                          recommend=p.recommend, reason=p.reason,
+                          block=offtopic_offset.block(p.offset) if p.recommend else None)
 
 
 __all__ = ["Index", "eval_once", "index_once", "links_once", "read_status", "related_once", "reranker_factory",

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from groove import EXAMPLE_NOTES, __version__, service, trust  # EXAMPLE_NOTES: `--examples`
 from groove.config import (ConfigError, FusionSettings, Settings, load_settings, read_config_file, read_config_text,
                            user_config_file)
-from groove.evaluate.report import EvalReport, TuneReport
+from groove.evaluate.report import EvalReport, OffTopicTuning, TuneReport
 from groove.evaluate.tune import METRICS as TUNE_METRICS
 from groove.errors import GrooveError, UsageError
 from groove.folders import anchored_spec
@@ -476,7 +476,28 @@ def format_tune_text(r: TuneReport) -> str:
             f"the held-out gain {cv.gain:+.4f} is not above its noise: its 95% interval reaches 0"
         lines.append(f"recommendation: keep the defaults ({why})" if r.current == FusionSettings().model_dump()
                      else f"recommendation: keep the current [search.fusion] settings ({why})")
+    if r.off_topic is not None:
+        lines += [""] + _format_off_topic_tuning(r.off_topic)
     return "\n".join(lines) + "\n"
+
+
+def _format_off_topic_tuning(t: OffTopicTuning) -> list[str]:
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
+    lines = [
+        f"off_topic: {t.answerable} answerable and {t.unanswerable} unanswerable queries; "
+        f"threshold_offset now {t.current_offset:+.2f}",
+        f"  flagged now:                 answerable {pct(t.now['answerable_flagged'])}, "
+        f"unanswerable {pct(t.now['unanswerable_flagged'])}",
+        f"  offset {t.offset:+.2f}, held out:     answerable {pct(t.held_out['answerable_flagged'])}, "
+        f"unanswerable {pct(t.held_out['unanswerable_flagged'])} (leave-one-out; at most 5% of answerable on the others)",
+    ]
+    if t.recommend and t.block:
+        lines += [f"recommendation: {t.reason}; paste this into groove.toml:", "", t.block.rstrip("\n")]
+    else:
+        lines.append(f"recommendation: keep threshold_offset = {t.current_offset:.2f} ({t.reason})")
+    return lines
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -522,7 +543,7 @@ def _add_eval_tools_parsers(sub: Any) -> None:
     _format_option(p)
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("tune", help="sweep the fusion knobs on judged queries (cross-validated); prints, never writes")
+    p = sub.add_parser("tune", help="sweep the fusion knobs on judged queries, and with unanswerable ones place the off_topic line (cross-validated); prints, never writes")
     _common(p, examples=True)
     p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
     p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")

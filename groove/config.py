@@ -164,6 +164,12 @@ class ParentRetrieverSettings(_Section):
     max_expanded_tokens: int = Field(2000, ge=1)
 
 
+class OffTopicSettings(_Section):
+    """`[search.off_topic]`: where this vault's line for the off_topic flag sits (decision 0017)."""
+
+    threshold_offset: float = Field(0.0, ge=-3.0, le=3.0, description="added to the off_topic flag's threshold: above 0 flags more questions as not covered by the notes, below 0 fewer; `groove tune` proposes one from a golden set with answerable and unanswerable queries")
+
+
 class SearchSettings(_Section):
     default_limit: int = Field(10, ge=1, le=100)
     min_confidence_ratio: float = Field(1.5, gt=0, description="with fusion method rrf: low_confidence when top / mean(top 10) is below this")
@@ -175,6 +181,7 @@ class SearchSettings(_Section):
     fusion: FusionSettings = Field(default_factory=FusionSettings)
     mmr: MMRSettings = Field(default_factory=MMRSettings)
     parent_retriever: ParentRetrieverSettings = Field(default_factory=ParentRetrieverSettings)
+    off_topic: OffTopicSettings = Field(default_factory=OffTopicSettings)
 
 
 class QualityFilterSettings(_Section):

@@ -297,7 +297,9 @@ EVAL_ROW_KEYS = {"id", "query", "unanswerable", "top", "low_confidence", "off_to
 EVAL_SCORE_KEYS = {"ranks", "recall@10", "rr", "ndcg@10"}
 HISTORY_KEYS = {"status", "exit_code", "baseline", "deltas", "regressions", "differs", "path", "recorded"}
 TUNE_KEYS = {"metric", "settings_tried", "cv", "current", "best", "recommend", "block", "source", "index_path",
-             "count", "skipped", "limit", "refine_stages_ignored"}
+             "count", "skipped", "limit", "refine_stages_ignored", "off_topic"}
+OFF_TOPIC_TUNING_KEYS = {"answerable", "unanswerable", "current_offset", "offset", "now", "held_out", "recommend",
+                         "reason", "block"}
 GOLDEN = """queries:
   - id: glaze
     query: glaze the chicken
@@ -332,6 +334,11 @@ def test_the_json_of_eval_and_tune_keeps_its_keys(daemon):
     result = json.loads(tuned.stdout)
     assert set(result) == TUNE_KEYS, set(result) ^ TUNE_KEYS
     assert {"best", "heldout", "gain", "interval", "wins", "losses", "sign_p"} <= set(result["cv"])
+    # the unanswerable query places the off_topic line (too few to recommend one); it is not a skipped query
+    assert result["skipped"] == [] and result["count"] == 2
+    assert set(result["off_topic"]) == OFF_TOPIC_TUNING_KEYS
+    assert (result["off_topic"]["answerable"], result["off_topic"]["unanswerable"]) == (2, 1)
+    assert result["off_topic"]["recommend"] is False and "at least 10 answerable" in result["off_topic"]["reason"]
 
 
 def test_the_text_of_a_search_is_the_one_rendering_mcp_shows_with_passages_cut_for_a_terminal(daemon):

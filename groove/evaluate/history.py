@@ -84,6 +84,9 @@ def fingerprint(
         **({"language_centres": False} if not search.language_centres else {}),
         # only while it hides something (decision 0020): a run without it compares with the runs recorded before it
         **({"quality_filter": {"threshold": quality.threshold}} if quality.enabled and quality.threshold else {}),
+        # only when moved from 0 (decision 0017): the runs recorded before the setting existed still compare
+        **({"off_topic": {"threshold_offset": search.off_topic.threshold_offset}}
+           if search.off_topic.threshold_offset else {}),
     }
 
 

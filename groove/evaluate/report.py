@@ -124,6 +124,20 @@ class CrossValidation(_Report):
     queries: int
 
 
+class OffTopicTuning(_Report):
+    """Where the golden set puts `[search.off_topic] threshold_offset` (groove/evaluate/offtopic_offset.py)."""
+
+    answerable: int
+    unanswerable: int
+    current_offset: float
+    offset: float = Field(description="the largest offset flagging at most 5% of the answerable queries, on all of them")
+    now: dict[str, float | None] = Field(description="answerable and unanswerable flagged with the current offset")
+    held_out: dict[str, float | None] = Field(description="the same, each query flagged by the offset chosen on the others")
+    recommend: bool
+    reason: str
+    block: str | None = Field(description="a paste-ready [search.off_topic] table when recommended")
+
+
 class TuneReport(_Report):
     """`groove tune`: every fusion setting scored offline, and whether to change the current one."""
 
@@ -140,6 +154,7 @@ class TuneReport(_Report):
     skipped: list[str]
     limit: int
     refine_stages_ignored: list[str]
+    off_topic: OffTopicTuning | None = Field(None, description="with unanswerable queries in the set: the off_topic offset")
 
 
 def to_json(report: BaseModel) -> dict[str, Any]:
@@ -148,4 +163,4 @@ def to_json(report: BaseModel) -> dict[str, Any]:
 
 
 __all__ = ["Baseline", "Confidence", "CrossValidation", "EvalReport", "EvalRun", "HistoryComparison", "Leak",
-           "QueryRow", "TuneReport", "to_json"]
+           "OffTopicTuning", "QueryRow", "TuneReport", "to_json"]

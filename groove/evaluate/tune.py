@@ -70,13 +70,14 @@ async def collect_legs(
     without the chunks under `min_quality` as search leaves them out (the quality filter, decision 0020).
 
     `vectors` maps a compiled query's vector text to its embedding (absent: no vector leg).
-    Returns the legs and the ids of queries that do not compile (skipped)."""
+    Returns the legs and the ids of queries that do not compile (skipped). Unanswerable queries
+    (`expected: []`) are left out: there is no ranking of theirs to judge (the off_topic offset is
+    tuned on them, groove/evaluate/offtopic_offset.py)."""
     n = pool_size(limit)
     reads_ = retrievers.SqliteSearchReads(conn, min_quality=min_quality)
     out, skipped = [], []
     for q in queries:
         if q.unanswerable:  # tune weighs rankings; an unanswerable query has none to judge
-            skipped.append(q.id)
             continue
         try:
             cq = compile_query(q.query)

@@ -214,7 +214,9 @@ def explain_text(answer: SearchAnswer) -> str:
                  f" ({cal['queries']} synthetic queries, {cal['vectors']} vectors)") if cal else "not calibrated (full-text evidence alone)"
         out.append(f"  off_topic:        {answer.off_topic}; vector top {o.get('vector_top')}, position {o.get('vector_position')},"
                    f" evidence {o.get('evidence')}, agreement {o.get('agreement')}; score {o.get('score')}"
-                   f" (threshold {o.get('threshold')}; without vectors evidence < {o.get('fts_only_threshold')}); {scale}")
+                   f" (threshold {o.get('threshold')}"
+                   + (f", with [search.off_topic] threshold_offset {o['threshold_offset']:+g}" if o.get("threshold_offset") else "")
+                   + f"; without vectors evidence < {o.get('fts_only_threshold')}); {scale}")
     c = e.get("candidates") or {}
     out.append(f"  candidates:       fts {c.get('fts')}, vector {c.get('vector')}, fused {c.get('fused')}"
                f" (pool {e.get('pool_per_retriever')} per retriever)")

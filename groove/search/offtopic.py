@@ -211,19 +211,28 @@ def score(f: dict[str, Any]) -> float | None:
                  + w.agreement * float(f["agreement"]), 4)
 
 
-def is_off_topic(f: dict[str, Any], *, has_results: bool) -> bool:
-    """The decision (module docstring): the combined score below THRESHOLD; without a calibrated
-    vector position, the evidence below FTS_ONLY_THRESHOLD; always when nothing was found."""
+def margin(f: dict[str, Any]) -> float | None:
+    """How far the combined score sits above its scale's threshold (negative: flagged at offset 0);
+    None without a calibrated vector position. `groove tune` places a vault's offset on it."""
+    s = score(f)
+    return None if s is None else round(s - weights(f).threshold, 4)
+
+
+def is_off_topic(f: dict[str, Any], *, has_results: bool, offset: float = 0.0) -> bool:
+    """The decision (module docstring): the combined score below its threshold plus `offset`
+    (`[search.off_topic] threshold_offset`); without a calibrated vector position, the evidence
+    below FTS_ONLY_THRESHOLD; always when nothing was found."""
     if not has_results:
         return True
-    s = score(f)
-    if s is None:
+    m = margin(f)
+    if m is None:
         return f["evidence"] < FTS_ONLY_THRESHOLD
-    return s < weights(f).threshold
+    return m < offset
 
 
-def thresholds(f: dict[str, Any]) -> dict[str, float]:
+def thresholds(f: dict[str, Any], offset: float = 0.0) -> dict[str, float]:
     """The decision's constants for these features' scale and query, for explain."""
     w = weights(f)
     return {"evidence_weight": w.evidence, "gap_weight": w.gap, "agreement_weight": w.agreement,
-            "threshold": w.threshold, "fts_only_threshold": FTS_ONLY_THRESHOLD}
+            "threshold": round(w.threshold + offset, 4), "threshold_offset": offset,
+            "fts_only_threshold": FTS_ONLY_THRESHOLD}
