@@ -747,8 +747,9 @@ async def tune_once(
         raise UsageError(str(exc)) from None
     refine_on = [name for name, on in (("mmr", settings.search.mmr.enabled), ("rerank", settings.search.rerank_by_default),
                                        ("parent_retriever", settings.search.parent_retriever.enabled)) if on]
-    return TuneReport(**result, source=str(source), index_path=index_path, count=sum(1 for q in queries if not q.unanswerable) - len(skipped), skipped=skipped, limit=limit,
-                      refine_stages_ignored=refine_on, off_topic=off_topic)
+    answerable = sum(1 for q in queries if not q.unanswerable)  # the unanswerable ones place the off_topic line
+    return TuneReport(**result, source=str(source), index_path=index_path, count=answerable - len(skipped),
+                      skipped=skipped, limit=limit, refine_stages_ignored=refine_on, off_topic=off_topic)
 
 
 async def _off_topic_tuning(index: Index, queries: Sequence[JudgedQuery], limit: int,
@@ -756,8 +757,9 @@ async def _off_topic_tuning(index: Index, queries: Sequence[JudgedQuery], limit:
     """Every judged query through the default hybrid search once; the offset its margins support."""
     run = await index.evaluate(queries, retriever="hybrid", limit=limit, request_options={},
                                ks=tuple(k for k in KS if k <= limit) or (limit,))
-    rows = [(r.unanswerable, offtopic.margin(r.off_topic_evidence) if r.off_topic_evidence else None, r.off_topic)
-            for r in run.queries]
+    # a search that found nothing is off topic whatever the line: no margin, its flag stays
+    rows = [(r.unanswerable, offtopic.margin(r.off_topic_evidence) if r.off_topic_evidence and r.top else None,
+             r.off_topic) for r in run.queries]
     p = offtopic_offset.propose(rows, current)
     if p is None:
         return None
