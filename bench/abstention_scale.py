@@ -165,7 +165,8 @@ def _lang(name: str, r: dict, docs_lang: dict[str, str]) -> str:
     if name.startswith("docs"):
         return docs_lang[r["id"]]
     if name.startswith("fx"):
-        return "ja" if any("\u3040" <= ch <= "\u9fff" for ch in r["query"]) else "en"
+        from groove.search.language import is_cjk_text
+        return "ja" if is_cjk_text(r["query"]) else "en"
     return "ja" if "ja" in name else "en"
 
 

@@ -562,10 +562,12 @@ class Index:
         return self.folders.relative(given)
 
     async def evaluate(self, queries: Sequence[JudgedQuery], *, retriever: str, limit: int,
-                       request_options: dict[str, Any], ks: Sequence[int] = KS) -> EvalRun:
-        """Judged queries through the search pipeline; query vectors computed in batches up front."""
-        cache: dict[str, np.ndarray] = {}
-        if retriever != "fts":
+                       request_options: dict[str, Any], ks: Sequence[int] = KS,
+                       vectors: dict[str, np.ndarray] | None = None) -> EvalRun:
+        """Judged queries through the search pipeline; query vectors computed in batches up front
+        (or given: `vectors`, a compiled query's vector text -> its embedding, as tune has them)."""
+        cache: dict[str, np.ndarray] = dict(vectors or {})
+        if retriever != "fts" and vectors is None:
             texts = query_vector_texts(queries)
             vectors = await anyio.to_thread.run_sync(self.embedder.embed_queries, texts)
             cache = dict(zip(texts, vectors))
@@ -733,7 +735,8 @@ async def tune_once(
         if any(q.unanswerable for q in queries):
             if progress:
                 progress("off_topic", 0, len(queries))
-            off_topic = await _off_topic_tuning(index, queries, limit, settings.search.off_topic.threshold_offset)
+            off_topic = await _off_topic_tuning(index, queries, vectors, limit,
+                                                settings.search.off_topic.threshold_offset)
             if progress:
                 progress("off_topic", len(queries), len(queries))
         index_path = str(index.path)
@@ -752,11 +755,12 @@ async def tune_once(
                       skipped=skipped, limit=limit, refine_stages_ignored=refine_on, off_topic=off_topic)
 
 
-async def _off_topic_tuning(index: Index, queries: Sequence[JudgedQuery], limit: int,
-                            current: float) -> OffTopicTuning | None:
-    """Every judged query through the default hybrid search once; the offset its margins support."""
+async def _off_topic_tuning(index: Index, queries: Sequence[JudgedQuery], vectors: dict[str, np.ndarray],
+                            limit: int, current: float) -> OffTopicTuning | None:
+    """Every judged query through the default hybrid search once (with the query vectors tune already
+    embedded); the offset its margins support."""
     run = await index.evaluate(queries, retriever="hybrid", limit=limit, request_options={},
-                               ks=tuple(k for k in KS if k <= limit) or (limit,))
+                               ks=tuple(k for k in KS if k <= limit) or (limit,), vectors=vectors)
     # a search that found nothing is off topic whatever the line: no margin, its flag stays
     rows = [(r.unanswerable, offtopic.margin(r.off_topic_evidence) if r.off_topic_evidence and r.top else None,
              r.off_topic) for r in run.queries]

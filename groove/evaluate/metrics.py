@@ -80,18 +80,21 @@ def aggregate(scores: Sequence[QueryScore], ks: Sequence[int] = KS) -> dict[str,
     return {k: round(v, 4) for k, v in out.items()}
 
 
+def flagged_shares(flags: Sequence[tuple[bool, bool]]) -> tuple[float | None, float | None]:
+    """(unanswerable, flagged off_topic) per query -> (share of answerable flagged, share of
+    unanswerable flagged), unrounded; None for a kind the set has no query of."""
+    answerable = [f for u, f in flags if not u]
+    unanswerable = [f for u, f in flags if u]
+    return (sum(answerable) / len(answerable) if answerable else None,
+            sum(unanswerable) / len(unanswerable) if unanswerable else None)
+
+
 def abstention(flags: Sequence[tuple[bool, bool]]) -> dict[str, float]:
     """(unanswerable, flagged off_topic) per query -> `off_topic_answerable`, the share of answerable
     queries flagged (false alarms), and `off_topic_unanswerable`, the share of unanswerable ones
     flagged; each only when the set has queries of that kind."""
-    out = {}
-    answerable = [f for u, f in flags if not u]
-    unanswerable = [f for u, f in flags if u]
-    if answerable:
-        out["off_topic_answerable"] = round(sum(answerable) / len(answerable), 4)
-    if unanswerable:
-        out["off_topic_unanswerable"] = round(sum(unanswerable) / len(unanswerable), 4)
-    return out
+    shares = zip(("off_topic_answerable", "off_topic_unanswerable"), flagged_shares(flags))
+    return {k: round(v, 4) for k, v in shares if v is not None}
 
 
 def auroc(positive: Sequence[float], negative: Sequence[float]) -> float | None:

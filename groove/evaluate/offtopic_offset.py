@@ -19,6 +19,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from groove.evaluate.metrics import flagged_shares
+
 MAX_ANSWERABLE_FLAGGED = 0.05  # the issue's bound on false alarms
 MIN_ANSWERABLE = 10            # fewer: 5% of them is no query at all, and the offset is noise
 MIN_UNANSWERABLE = 5
@@ -39,10 +41,9 @@ def choose(answerable_margins: Sequence[float], max_flagged: float = MAX_ANSWERA
 
 
 def rates(rows: Sequence[Row], flagged: Sequence[bool]) -> tuple[float | None, float | None]:
-    """(share of answerable flagged, share of unanswerable flagged); None for a kind with no query."""
-    ans = [f for (un, _, _), f in zip(rows, flagged) if not un]
-    una = [f for (un, _, _), f in zip(rows, flagged) if un]
-    return (sum(ans) / len(ans) if ans else None, sum(una) / len(una) if una else None)
+    """(share of answerable flagged, share of unanswerable flagged), as `groove eval` counts them
+    (unrounded); None for a kind with no query."""
+    return flagged_shares([(un, f) for (un, _, _), f in zip(rows, flagged)])
 
 
 def _flag(row: Row, offset: float) -> bool:

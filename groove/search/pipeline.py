@@ -583,8 +583,7 @@ class Searcher:
         response: dict[str, Any] = {
             "results": [h.to_dict() for h in hits],
             "low_confidence": conf,
-            "off_topic": offtopic.is_off_topic(signal, has_results=bool(hits),
-                                               offset=self.settings.off_topic.threshold_offset),
+            "off_topic": offtopic.is_off_topic(signal, has_results=bool(hits), offset=s.off_topic.threshold_offset),
             "off_topic_evidence": signal,  # for groove eval and explain; not a field of the answer
             "filter_applied": req.compiled_filters.to_dict() if not req.compiled_filters.empty else None,
             "pending_chunks": pending,
@@ -620,7 +619,7 @@ class Searcher:
                                        if expr and name in (sent or {})},
                 fusion={"method": s.fusion.method, "weights": leg_weights, "evidence": evidence,
                         "evidence_low": s.fusion.evidence_low, "evidence_high": s.fusion.evidence_high},
-                off_topic={**signal, "score": offtopic.score(signal), **offtopic.thresholds(signal, self.settings.off_topic.threshold_offset),
+                off_topic={**signal, "score": offtopic.score(signal), **offtopic.thresholds(signal, s.off_topic.threshold_offset),
                            "calibration": run.calibration.to_dict() if run.calibration else None},
                 language_centres=run.centres.describe() if run.centres else None,
                 pool_per_retriever=n,
