@@ -1,25 +1,55 @@
 """The connection cap and the header timeout, in a uvicorn h11 protocol subclass (`GuardedH11Protocol`).
 
-At most `max_connections` connections are open; past it a new connection makes room by closing one of
-the peer address holding the most connections: its oldest connection that has not sent a request yet,
-or, when all of its connections are busy and it holds more than the newcomer's address, its oldest busy
-one. Another client's connection is never closed for a flood (a connection accepted while the server
-was behind once lost to it); when the newcomer's own address is the one holding the most, the newcomer
-is closed itself. A connection that has not
-sent its request headers within `header_timeout_s` is closed. Both are counted in the storm log, never
-logged once per connection.
+At most `max_connections` live connections are open (one already closing, its client gone or itself
+shed, is on its way out and does not count); past it a new connection makes room by closing one of the
+peer address holding the most connections (`make_room`, the pure rule): its oldest connection that has
+not sent a request yet, or, when all of its connections are busy and it holds more than the newcomer's
+address, its oldest busy one. Another client's connection is never closed for a flood (a connection
+accepted while the server was behind once lost to it); when the newcomer's own address is the one
+holding the most, the newcomer is closed itself. A connection that has not sent its request headers
+within `header_timeout_s` is closed. Both are counted in the storm log, never logged once per connection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from groove.config import HTTPSettings
 from groove.serve.storm import StormLog
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One open connection as the cap sees it: its peer address, whether it is idle (no request in
+    progress) and when it connected or last finished a response (oldest first to go)."""
+
+    peer: str
+    idle: bool
+    since: float
+
+
+def make_room(newcomer: Slot, live: list[Slot]) -> int | None:
+    """Which of `live` (the other open connections) closes so `newcomer` may stay, or None: the newcomer
+    is refused. Always one of the peer address holding the most connections (counting the newcomer), so
+    one address flooding the server sheds its own connections, never another client's fresh one: its
+    oldest idle connection; when all of them are busy (bodies trickling in, requests in flight) and that
+    address holds more than the newcomer's own, its oldest busy one."""
+    held: dict[str, int] = {newcomer.peer: 1}
+    for slot in live:
+        held[slot.peer] = held.get(slot.peer, 0) + 1
+    top = max(held, key=lambda p: held[p])
+    theirs = [i for i, slot in enumerate(live) if slot.peer == top]
+    idle = [i for i in theirs if live[i].idle]
+    if idle:
+        return min(idle, key=lambda i: live[i].since)
+    if theirs and top != newcomer.peer and held[top] > held[newcomer.peer]:
+        return min(theirs, key=lambda i: live[i].since)
+    return None
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -38,39 +68,20 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_made(transport)
         self._idle_since = time.monotonic()
         self._arm_header_timer()
-        if len(self.connections) > self.max_connections:
-            victim = self._victim()
+        # Only live connections count: one already closing (its client hung up, or it was shed) frees its
+        # slot within a loop turn, and counting it once refused a client's connection beside it.
+        live = [c for c in self.connections
+                if isinstance(c, GuardedH11Protocol) and c is not self and not c.transport.is_closing()]
+        if len(live) + 1 > self.max_connections:
+            victim = make_room(self._slot(), [c._slot() for c in live])
             if victim is not None:
-                victim._close("idle_closed_at_cap" if victim._idle() else "busy_closed_at_cap")
+                shed = live[victim]
+                shed._close("idle_closed_at_cap" if shed._idle() else "busy_closed_at_cap")
             else:
                 self._close("refused_at_cap")
 
-    def _peer(self) -> str:
-        return str(self.client[0]) if self.client else ""
-
-    def _victim(self) -> "GuardedH11Protocol | None":
-        """Who makes room for this new connection: always one of the peer address holding the most
-        connections (so one address flooding the server sheds its own connections, never another
-        client's fresh one). Its oldest idle connection; when all of them are busy (bodies trickling in,
-        requests in flight) and that address holds more than this connection's own, its oldest busy one;
-        else None (this connection is refused)."""
-        held: dict[str, int] = {}
-        for c in self.connections:
-            if isinstance(c, GuardedH11Protocol):
-                held[c._peer()] = held.get(c._peer(), 0) + 1
-        top = max(held, key=lambda p: held[p], default=None)
-        if top is None:
-            return None
-        theirs = [c for c in self.connections
-                  if isinstance(c, GuardedH11Protocol) and c is not self and c._peer() == top
-                  and not c.transport.is_closing()]
-        idle = [c for c in theirs if c._idle()]
-        if idle:
-            return min(idle, key=lambda c: c._idle_since)
-        mine = self._peer()
-        if theirs and top != mine and held[top] > held.get(mine, 0):
-            return min(theirs, key=lambda c: c._idle_since)
-        return None
+    def _slot(self) -> Slot:
+        return Slot(peer=str(self.client[0]) if self.client else "", idle=self._idle(), since=self._idle_since)
 
     def _idle(self) -> bool:
         return (self.cycle is None or self.cycle.response_complete) and not self.transport.is_closing()
@@ -102,4 +113,4 @@ def guarded_protocol(http: HTTPSettings, storm: StormLog) -> type[GuardedH11Prot
     })
 
 
-__all__ = ["GuardedH11Protocol", "guarded_protocol"]
+__all__ = ["GuardedH11Protocol", "Slot", "guarded_protocol", "make_room"]
