@@ -14,6 +14,7 @@ from conftest import EXAMPLES, write
 from groove.app import Index, index_once, search_once
 from groove.config import load_settings
 from groove.search import language, offtopic
+from groove.search.answers import explain_text
 from groove.search.request import SearchRequest
 
 # Across the two languages of the example notes: the question, the note that answers it.
@@ -80,8 +81,16 @@ def test_off_topic_reads_a_best_passage_in_the_other_language_on_the_centred_sca
     assert o["scale"] == "centred" and o["threshold"] == offtopic.CENTRED.threshold
     assert o["vector_top"] < 0.5  # a centred score, not a cosine (those sit near 0.9 with this model)
     assert o["calibration"]["unanswered_centred"] < o["calibration"]["answered_centred"] < 0.5
+    # the text explain names the scale and places the top between that scale's references, not the cosine ones
+    cal = o["calibration"]
+    text = explain_text(answer)
+    assert "centred scale: vector top" in text
+    assert f"calibrated (centred) answered {cal['answered_centred']:.3f} / unanswered {cal['unanswered_centred']:.3f}" in text
     own = anyio.run(lambda: search_once(examples, SearchRequest(query="鶏の照り焼きのたれの配合", explain=True)))
     assert own.explain["off_topic"]["scale"] == "cosine" and own.off_topic is False
+    own_cal = own.explain["off_topic"]["calibration"]
+    assert (f"calibrated answered {own_cal['answered']:.3f} / unanswered {own_cal['unanswered']:.3f}"
+            in explain_text(own)) and "cosine scale: vector top" in explain_text(own)
 
 
 def test_a_one_language_index_has_no_centres_and_ranks_by_raw_cosine(tmp_path):

@@ -189,6 +189,19 @@ def budget_text(budget: SearchBudget) -> str:
     return line
 
 
+def _calibration_text(o: dict) -> str:
+    """The references the vector top was placed between: the language-centred ones when the best
+    passage was read on that scale (a mixed-language index), else the cosine ones."""
+    cal = o.get("calibration")
+    if not cal:
+        return "not calibrated (full-text evidence alone)"
+    centred = o.get("scale") == "centred" and cal.get("answered_centred") is not None
+    answered, unanswered = ((cal["answered_centred"], cal["unanswered_centred"]) if centred
+                            else (cal["answered"], cal["unanswered"]))
+    return (f"calibrated{' (centred)' if centred else ''} answered {answered:.3f} / unanswered {unanswered:.3f}"
+            f" ({cal['queries']} synthetic queries, {cal['vectors']} vectors)")
+
+
 def explain_text(answer: SearchAnswer) -> str:
     """How the query was compiled and scored (`explain`), for a reader."""
     e = answer.explain or {}
@@ -209,14 +222,12 @@ def explain_text(answer: SearchAnswer) -> str:
     out.append(f"  fusion:           {f.get('method')}; leg weights: {legs or '(no leg returned anything)'}")
     o = e.get("off_topic")
     if o:
-        cal = o.get("calibration")
-        scale = (f"calibrated answered {cal['answered']:.3f} / unanswered {cal['unanswered']:.3f}"
-                 f" ({cal['queries']} synthetic queries, {cal['vectors']} vectors)") if cal else "not calibrated (full-text evidence alone)"
-        out.append(f"  off_topic:        {answer.off_topic}; vector top {o.get('vector_top')}, position {o.get('vector_position')},"
+        out.append(f"  off_topic:        {answer.off_topic}; {o.get('scale', 'cosine')} scale: vector top {o.get('vector_top')},"
+                   f" position {o.get('vector_position')}, gap {o.get('vector_gap')},"
                    f" evidence {o.get('evidence')}, agreement {o.get('agreement')}; score {o.get('score')}"
                    f" (threshold {o.get('threshold')}"
                    + (f", with [search.off_topic] threshold_offset {o['threshold_offset']:+g}" if o.get("threshold_offset") else "")
-                   + f"; without vectors evidence < {o.get('fts_only_threshold')}); {scale}")
+                   + f"; without vectors evidence < {o.get('fts_only_threshold')}); {_calibration_text(o)}")
     c = e.get("candidates") or {}
     out.append(f"  candidates:       fts {c.get('fts')}, vector {c.get('vector')}, fused {c.get('fused')}"
                f" (pool {e.get('pool_per_retriever')} per retriever)")
