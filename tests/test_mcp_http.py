@@ -107,6 +107,9 @@ async def test_the_tools_are_listed_with_described_parameter_schemas(served):
                                                                  "exclude_paths", "filters"}
     assert tools["get_document"].input_schema["required"] == ["path"]
     assert tools["search"].annotations.read_only_hint is True
+    # the flag's description says what each value means, and that an unflagged answer still has to be read
+    assert "off_topic (true when the notes most likely do not answer" in tools["search"].description
+    assert "false is no promise" in tools["search"].description
     assert tools["reindex"].annotations.read_only_hint is False
 
 
@@ -308,6 +311,7 @@ async def test_the_workflow_prompts_teach_the_tools_to_combine_cite_paths_and_su
     assert "do not answer" in texts["where_silent"] and "own knowledge" in texts["where_silent"]
     for name, text in texts.items():
         assert "`search`" in text and "low_confidence: true" in text and "path:start_line-end_line" in text, name
+        assert "off_topic: true" in text and "off_topic: false is no promise" in text, name
     assert missing.value.error.code == types.INVALID_PARAMS
     assert missing.value.error.message.startswith("prompt 'changed_since' needs the argument 'date'")
 
@@ -446,6 +450,7 @@ async def test_the_resource_capabilities_are_advertised_in_both_eras(served):
             caps = client.server_capabilities.resources
             assert caps is not None and caps.subscribe is True and caps.list_changed is True, mode
             assert "search" in (client.instructions or "")
+            assert "`off_topic: false` is no promise" in (client.instructions or ""), mode
 
 
 # --- HTTP security and limits ----------------------------------------------------------------

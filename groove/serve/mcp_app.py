@@ -63,7 +63,9 @@ groove searches the user's Markdown notes (a local folder, often mixed Japanese 
   tags_all, date_from / date_to (frontmatter date) and fields (frontmatter key = value).
 - `off_topic: true` in a search response means the notes most likely do not answer the
   question: say the notes do not cover it; do not quote the returned passages as if they
-  answered (they are only the nearest ones). `low_confidence: true` means something else:
+  answered (they are only the nearest ones). `off_topic: false` is no promise: a question
+  close to a note (its subject, a detail it never wrote down) is often not flagged, so use
+  a passage only when it states the answer. `low_confidence: true` means something else:
   several notes score alike, so compare the top few before choosing one.
 - `pending_chunks` in a search response counts passages not yet embedded: when it is
   above 0, a note may be findable by its words but not yet by meaning, so an empty or

@@ -66,7 +66,8 @@ PROMPTS = [
 
 CITE = ("Cite every passage you use by its path and line range (path:start_line-end_line). When a search "
         "answers with off_topic: true, the notes most likely do not cover the question: say so instead of "
-        "answering from the passages it returned; with low_confidence: true, several notes score alike, so "
+        "answering from the passages it returned; off_topic: false is no promise, so use a passage only "
+        "when it states the answer; with low_confidence: true, several notes score alike, so "
         "compare them before relying on one; when pending_chunks > 0, say the index is still embedding.")
 
 

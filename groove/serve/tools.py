@@ -118,7 +118,8 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         content, match spans, and position: the page, slide or sheet rows for a hit in a PDF, PowerPoint or
         Excel file), off_topic (true when the notes most likely do not answer the query: the results are only
         the nearest passages; tell the user the notes do not cover it rather than answering from them, and do not
-        present them as the answer), low_confidence (true when no note stands out from the next: several notes
+        present them as the answer; false is no promise: a question close to a note, about a detail it never
+        wrote down, is often not flagged, so use a passage only when it states the answer), low_confidence (true when no note stands out from the next: several notes
         may be meant; read or compare the top few before choosing), filter_applied, pending_chunks (passages still waiting for their embedding:
         a note saved moments ago may be found by its words but not yet by meaning), vectors_degraded (true when
         the query could not be embedded, so the results come from full text alone) and startup_reconcile_done
