@@ -294,3 +294,29 @@ def ceilings(base: Path) -> None:
             held = np.array([x for x, r in zip(s, rows) if r["kind"] == "held_out"])
             out[name] = (round(recall_at_5(ans, un), 3), round(recall_at_5(ans, held), 3) if len(held) else None)
         print(f"  {'+'.join(feats) if feats != ['score'] else 'today score (fixed weights)'}: {json.dumps(out)}")
+
+
+def beside_score(root: Path, sets: dict[str, list[dict]], features: tuple[str, ...],
+                 combos: tuple[tuple[str, ...], ...]) -> None:
+    """One candidate signal's rows (`sets`: tune and test, each row today's `score` and the candidate
+    `features`) against today's score: each feature's AUROC (all unanswerable / held-out only), then
+    today's score plus each combination, fitted on the tune half with its threshold at MAX_FALSE of
+    tune's answerable, and the test half's rates (bench/abstention_sae.py, bench/abstention_maxsim.py)."""
+    for part, rows in sets.items():
+        held = [r for r in rows if r["kind"] != "cross_language"]
+        line = {}
+        for k in ("score",) + features:
+            ans, un = by_kind([val(r, k) for r in rows], rows)
+            ans_h, un_h = by_kind([val(r, k) for r in held], held)
+            line[k] = f"{auroc(ans.tolist(), un.tolist()):.3f} / {auroc(ans_h.tolist(), un_h.tolist()):.3f}"
+        print(json.dumps({"root": str(root), "part": part, "auroc all / held-out only": line}))
+    for extra in combos:
+        feats = ["score", *extra]
+        model = fit(feats, [(sets["tune"], 1.0)])
+        thr = threshold_for([by_kind(model.score(sets["tune"]), sets["tune"])[0]])
+        ans, un = by_kind(model.score(sets["test"]), sets["test"])
+        fa, fu = rates(ans, un, thr)
+        held = [r for r in sets["test"] if r["kind"] != "cross_language"]
+        print(json.dumps({"root": str(root), "features": "+".join(feats), "test_auroc": round(auroc(ans.tolist(), un.tolist()), 3),
+                          "test_answerable_flagged": round(fa, 3), "test_unanswerable_flagged": round(fu, 3),
+                          "test_held_out_flagged": round(rates(*by_kind(model.score(held), held), thr)[1], 3)}))

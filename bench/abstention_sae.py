@@ -108,26 +108,11 @@ async def collect(root: Path) -> None:
 
 
 def analyze(roots: list[Path]) -> None:
-    from bench.abstention_analysis import auroc, by_kind, fit, rates, threshold_for, val
+    from bench.abstention_analysis import beside_score
 
     for root in roots:
         sets = {p: [json.loads(line) for line in open(root / f"sae.{p}.jsonl", encoding="utf-8")] for p in ("tune", "test")}
-        for part, rows in sets.items():
-            held = [r for r in rows if r["kind"] != "cross_language"]
-            line = {}
-            for k in ("score",) + FEATURES:
-                ans, un = by_kind([val(r, k) for r in rows], rows)
-                ans_h, un_h = by_kind([val(r, k) for r in held], held)
-                line[k] = f"{auroc(ans.tolist(), un.tolist()):.3f} / {auroc(ans_h.tolist(), un_h.tolist()):.3f}"
-            print(json.dumps({"root": str(root), "part": part, "auroc all / held-out only": line}))
-        for extra in COMBOS:
-            feats = ["score", *extra]
-            model = fit(feats, [(sets["tune"], 1.0)])
-            thr = threshold_for([by_kind(model.score(sets["tune"]), sets["tune"])[0]])  # <= 5% of tune's answerable
-            ans, un = by_kind(model.score(sets["test"]), sets["test"])
-            fa, fu = rates(ans, un, thr)
-            print(json.dumps({"root": str(root), "features": "+".join(feats), "test_auroc": round(auroc(ans.tolist(), un.tolist()), 3),
-                              "test_answerable_flagged": round(fa, 3), "test_unanswerable_flagged": round(fu, 3)}))
+        beside_score(root, sets, FEATURES, COMBOS)
 
 
 def main(argv: list[str] | None = None) -> int:
