@@ -8,10 +8,12 @@ and its gap in cosine units, so any other references place it anew):
 
     python -m bench.abstention_scale rows      # ROOT/rows/<set>.json, the sets of bench.abstention,
                                                # bench.abstention_docs and tests/fixtures/bilingual/heldout
-    python -m bench.abstention_scale refs      # ROOT/refs.json: references per synthetic-query maker
+    python -m bench.abstention_scale refs [w12 ...]  # ROOT/refs.json: references per synthetic-query maker
     python -m bench.abstention_scale score w12 first_sentence sentence w12_clean    # rates per set and language
     python -m bench.abstention_scale score --fixed 0.0127 0.02 0.03                 # one scale for every index
     python -m bench.abstention_scale perlang   # references split by the synthetic query's script
+    python -m bench.abstention_scale gaprefs   # ROOT/gaprefs.json: the synthetic queries' standout per index
+    python -m bench.abstention_scale gapscore  # the standout placed on each index's own, rates per set
 
 The indexes are those the other abstention benches build (ROOT /tmp/abst: en, ja, mix = both notes
 folders in one index, fx = tests/fixtures/bilingual, docs). `w12` (today's 12-word windows) reproduces
@@ -107,7 +109,7 @@ def makers() -> dict[str, Callable[[str, int], str]]:
             "sentence": lambda text, seed: _cut(_sentences(text)[seed % len(_sentences(text))])}
 
 
-async def refs() -> None:
+async def refs(only: list[str] | None = None) -> None:
     from groove.app import Index
     from groove.search import offtopic
     from groove.search.retrievers import SqliteSearchReads
@@ -120,6 +122,8 @@ async def refs() -> None:
                 async with idx.reading() as conn:
                     model, size, _ = await SqliteSearchReads(conn, None, None).calibration_state()
                 for name, make in makers().items():
+                    if only and name not in only:
+                        continue
                     offtopic.synthetic_query = make  # the one the calibration calls
                     idx.searcher.calibration = None
                     cal = await idx.searcher.calibration_for(idx.reading, (model, size, None))  # measured, not stored
@@ -159,6 +163,105 @@ async def perlang(k: int = 128) -> None:
                               "unanswered": round(statistics.median(u), 5) if u else None}))
 
 
+async def gaprefs() -> None:
+    """Per index, the synthetic queries' standout (best score minus the GAP_DEPTH-th, in the scale's own
+    units), with their note in the results (`answered`) and left out (`unanswered`), on raw cosines
+    and, in a mixed-language index, on the centred scale: the same passages, queries and KNNs as the
+    calibration (Searcher._measure_calibration), read one step further."""
+    from groove.app import Index
+    from groove.search import offtopic
+    from groove.search.pipeline import _as_reading, centred_vector_leg
+
+    out: dict[str, Any] = {}
+    g = offtopic.GAP_DEPTH
+    for index in INDEXES:
+        async with Index.open(_settings(index), readonly=True) as idx:
+            se = idx.searcher
+            reading = _as_reading(idx.reading, se.vectors, se.quality.floor())
+            async with reading() as store:
+                model, size, _ = await store.calibration_state()
+            centres = await se.centres_for(idx.reading, (model, size, None)) if se.settings.language_centres else None
+            async with reading() as store:
+                passages = await store.calibration_passages(offtopic.CALIBRATION_QUERIES)
+            queries = [offtopic.synthetic_query(t, c) for c, _, t in passages]
+            vectors = [await se.embed_query(q) for q in queries]
+            gaps: dict[str, list[float]] = {"answered": [], "unanswered": [], "answered_centred": [],
+                                            "unanswered_centred": []}
+            async with reading() as store:
+                for (_, doc, _), text, vec in zip(passages, queries, vectors):
+                    if centres is not None:
+                        near, weighed, _ = await centred_vector_leg(store, centres, vec, text,
+                                                                    offtopic.CALIBRATION_DEPTH, None, None)
+                    else:
+                        near, weighed = await store.vector_scored(vec, offtopic.CALIBRATION_DEPTH, None, None), []
+                    scored = [(c, 1.0 - d * d / 2.0) for c, d in near]
+                    docs = await store.chunk_docs(list({c for c, _ in scored + weighed}))
+                    for ranked, suffix in ((scored, ""), (weighed, "_centred")):
+                        if len(ranked) >= g:
+                            gaps["answered" + suffix].append(ranked[0][1] - ranked[g - 1][1])
+                        others = [s_ for c, s_ in ranked if docs.get(c) != doc]
+                        if len(others) >= g:
+                            gaps["unanswered" + suffix].append(others[0] - others[g - 1])
+            out[index] = {k: round(statistics.median(v), 5) if len(v) >= 8 else None for k, v in gaps.items()}
+            print(json.dumps({"index": index, **out[index]}), flush=True)
+    (ROOT / "gaprefs.json").write_text(json.dumps(out, indent=1))
+
+
+def _gap_placed(f: dict, cal: dict, gref: dict, side: str, shift: float) -> dict:
+    """The row's standout less its index's synthetic standout (`side`: answered or unanswered, on the
+    row's scale), plus one constant `shift` for every index, in the scale's units."""
+    f = dict(f)
+    if f.get("vector_gap") is None or f.get("vector_position") is None:
+        return f
+    centred = f.get("scale") == "centred"
+    a, u = ("answered_centred", "unanswered_centred") if centred else ("answered", "unanswered")
+    ref = gref.get(side + ("_centred" if centred else ""))
+    if ref is None:
+        return f
+    f["vector_gap"] = f["vector_gap"] - ref / (cal[a] - cal[u]) + shift
+    return f
+
+
+def gapscore(side: str, shifts: list[float]) -> None:
+    """Every set's rates per language with the standout placed on its index's own (`_gap_placed`),
+    for each `shift`; with no shift, today's rows as they are, for the side-by-side."""
+    from groove.search import offtopic
+
+    refs_ = json.loads((ROOT / "refs.json").read_text())
+    gref = json.loads((ROOT / "gaprefs.json").read_text())
+    docs_lang = _docs_lang()
+    for shift in [None, *shifts]:
+        for name, (index, _) in SETS.items():
+            rs = _rows(name)
+            line: dict[str, str] = {}
+            for lang in ("en", "ja"):
+                sel = [r for r in rs if _lang(name, r, docs_lang) == lang]
+                flags = [(r["unanswerable"], offtopic.is_off_topic(
+                    r["off_topic_evidence"] if shift is None else
+                    _gap_placed(r["off_topic_evidence"], refs_[f"{index}:w12"], gref[index], side, shift),
+                    has_results=bool(r.get("top")))) for r in sel]
+                a = [f for un, f in flags if not un]
+                u = [f for un, f in flags if un]
+                if a or u:
+                    line[lang] = f"answerable {sum(a)}/{len(a)}, unanswerable {sum(u)}/{len(u)}"
+            print(json.dumps({"standout": "today" if shift is None else f"{side} {shift:+g}", "set": name, **line}))
+
+
+def _docs_lang() -> dict[str, str]:
+    docs_lang = {}
+    for part in ("tune", "test"):
+        with open(ROOT / "docs" / part / "queries.jsonl", encoding="utf-8") as f:
+            docs_lang.update({r["_id"]: r["lang"] for r in map(json.loads, f)})
+    return docs_lang
+
+
+def _rows(name: str) -> list[dict]:
+    rs = json.loads((ROOT / "rows" / f"{name}.json").read_text())
+    if name.startswith("mix"):
+        rs = [r for r in rs if not r["id"].startswith("x-")]  # same-language questions only
+    return rs
+
+
 # --- scoring again ---------------------------------------------------------------------------------------
 
 def _lang(name: str, r: dict, docs_lang: dict[str, str]) -> str:
@@ -190,16 +293,11 @@ def score(makers_: list[str], fixed: list[float]) -> None:
     from groove.search import offtopic
 
     refs_ = json.loads((ROOT / "refs.json").read_text())
-    docs_lang = {}
-    for part in ("tune", "test"):
-        with open(ROOT / "docs" / part / "queries.jsonl", encoding="utf-8") as f:
-            docs_lang.update({r["_id"]: r["lang"] for r in map(json.loads, f)})
+    docs_lang = _docs_lang()
     runs = [(m, None) for m in makers_] + [("w12", c) for c in fixed]
     for maker, c in runs:
         for name, (index, _) in SETS.items():
-            rs = json.loads((ROOT / "rows" / f"{name}.json").read_text())
-            if name.startswith("mix"):
-                rs = [r for r in rs if not r["id"].startswith("x-")]  # same-language questions only
+            rs = _rows(name)
             old, new = refs_[f"{index}:w12"], refs_[f"{index}:{maker}"]
             line: dict[str, str] = {}
             for lang in ("en", "ja"):
@@ -215,16 +313,23 @@ def score(makers_: list[str], fixed: list[float]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.abstention_scale", description=__doc__.split("\n\n")[0])
-    p.add_argument("step", choices=("rows", "refs", "score", "perlang"))
-    p.add_argument("makers", nargs="*", default=[], help="score: the references to score with (refs.json keys)")
+    p.add_argument("step", choices=("rows", "refs", "score", "perlang", "gaprefs", "gapscore"))
+    p.add_argument("makers", nargs="*", default=[], help="score: the references to score with (refs.json keys); refs: the makers to measure (all)")
     p.add_argument("--fixed", type=float, nargs="*", default=[], help="score: one scale for every index instead")
+    p.add_argument("--side", choices=("answered", "unanswered"), default="unanswered",
+                   help="gapscore: which synthetic standout a row's is placed on")
+    p.add_argument("--shift", type=float, nargs="*", default=[], help="gapscore: the constants to add back")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
     if a.step == "rows":
         asyncio.run(rows())
     elif a.step == "refs":
-        asyncio.run(refs())
+        asyncio.run(refs(a.makers))
     elif a.step == "perlang":
         asyncio.run(perlang())
+    elif a.step == "gaprefs":
+        asyncio.run(gaprefs())
+    elif a.step == "gapscore":
+        gapscore(a.side, a.shift)
     else:
         score(a.makers or ["w12"], a.fixed)
     return 0
