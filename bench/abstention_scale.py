@@ -14,6 +14,7 @@ and its gap in cosine units, so any other references place it anew):
     python -m bench.abstention_scale perlang   # references split by the synthetic query's script
     python -m bench.abstention_scale gaprefs   # ROOT/gaprefs.json: the synthetic queries' standout per index
     python -m bench.abstention_scale gapscore  # the standout placed on each index's own, rates per set
+    python -m bench.abstention_scale refit     # the three weight sets fitted again on every tune half at once
 
 The indexes are those the other abstention benches build (ROOT /tmp/abst: en, ja, mix = both notes
 folders in one index, fx = tests/fixtures/bilingual, docs). `w12` (today's 12-word windows) reproduces
@@ -262,6 +263,79 @@ def _rows(name: str) -> list[dict]:
     return rs
 
 
+_TODAY_GROUPS = ("cosine", "cjk", "centred")
+
+
+def _group(f: dict) -> str | None:
+    """Which of offtopic's weight sets decides this row (offtopic.weights), None without a position."""
+    from groove.search import offtopic
+    if f.get("vector_position") is None:
+        return None
+    w = offtopic.weights(f)
+    return {offtopic.COSINE: "cosine", offtopic.COSINE_CJK: "cjk", offtopic.CENTRED: "centred"}[w]
+
+
+def _rates(weights: dict[str, tuple[float, float, float, float]], part: str) -> dict[str, tuple[int, int, int, int]]:
+    """Per set of `part` (fx_golden counts as tune): answerable flagged, answerable, unanswerable
+    flagged, unanswerable, with `weights` (group -> evidence, gap, agreement, threshold)."""
+    from groove.search import offtopic
+    out = {}
+    for name in SETS:
+        if part not in name and not (part == "tune" and name == "fx_golden"):
+            continue
+        fa = a = fu = u = 0
+        for r in _rows(name):
+            f, g = r["off_topic_evidence"], _group(r["off_topic_evidence"])
+            if g is None or not r.get("top"):
+                flag = offtopic.is_off_topic(f, has_results=bool(r.get("top")))
+            else:
+                we, wg, wa, th = weights[g]
+                flag = (offtopic._clip(f["vector_position"], offtopic.POSITION_RANGE) + we * f["evidence"]
+                        + wg * offtopic._clip(f.get("vector_gap") or 0.0, offtopic.GAP_RANGE)
+                        + wa * float(f["agreement"])) < th
+            if r["unanswerable"]:
+                u, fu = u + 1, fu + flag
+            else:
+                a, fa = a + 1, fa + flag
+        out[name] = (fa, a, fu, u)
+    return out
+
+
+def refit() -> None:
+    """Each weight set in turn (the others held), on a grid, chosen on every tune half at once: at most
+    5% of each set's answerable flagged (one more for 40 or more), the most unanswerable caught on
+    average over the sets; then today's and the fitted weights' rates on both halves."""
+    from groove.search import offtopic
+
+    def ok_and_catch(w: dict) -> tuple[bool, float]:
+        rates = _rates(w, "tune").values()
+        ok = all(fa <= max(1, round(0.05 * a)) + (a >= 40) for fa, a, _, _ in rates if a)
+        catches = [fu / u for _, _, fu, u in rates if u]
+        return ok, sum(catches) / len(catches)
+
+    today = {g: (w.evidence, w.gap, w.agreement, w.threshold) for g, w in
+             zip(_TODAY_GROUPS, (offtopic.COSINE, offtopic.COSINE_CJK, offtopic.CENTRED))}
+    best = dict(today)
+    for g in _TODAY_GROUPS:
+        found = []
+        for we in (0.0, 1.0, 2.0, 3.0):
+            for wg in (0.0, 0.25, 0.5, 1.0):
+                for wa in (0.0, 0.5):
+                    for th in (x / 20 for x in range(-20, 41)):
+                        ok, c = ok_and_catch({**best, g: (we, wg, wa, th)})
+                        if ok:
+                            found.append((c, (we, wg, wa, th)))
+        found.sort(reverse=True)
+        print(json.dumps({"group": g, "today": today[g], "today_ok_catch": ok_and_catch(best),
+                          "best": found[:3]}))
+        if found:
+            best[g] = found[0][1]
+    for label, w in (("today", today), ("fitted", best)):
+        for part in ("tune", "test"):
+            print(json.dumps({"weights": label, "part": part, **{k: "{}/{}, {}/{}".format(*v)
+                                                                  for k, v in _rates(w, part).items()}}))
+
+
 # --- scoring again ---------------------------------------------------------------------------------------
 
 def _lang(name: str, r: dict, docs_lang: dict[str, str]) -> str:
@@ -313,7 +387,7 @@ def score(makers_: list[str], fixed: list[float]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.abstention_scale", description=__doc__.split("\n\n")[0])
-    p.add_argument("step", choices=("rows", "refs", "score", "perlang", "gaprefs", "gapscore"))
+    p.add_argument("step", choices=("rows", "refs", "score", "perlang", "gaprefs", "gapscore", "refit"))
     p.add_argument("makers", nargs="*", default=[], help="score: the references to score with (refs.json keys); refs: the makers to measure (all)")
     p.add_argument("--fixed", type=float, nargs="*", default=[], help="score: one scale for every index instead")
     p.add_argument("--side", choices=("answered", "unanswered"), default="unanswered",
@@ -330,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(gaprefs())
     elif a.step == "gapscore":
         gapscore(a.side, a.shift)
+    elif a.step == "refit":
+        refit()
     else:
         score(a.makers or ["w12"], a.fixed)
     return 0
