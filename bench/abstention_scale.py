@@ -226,25 +226,13 @@ def _gap_placed(f: dict, cal: dict, gref: dict, side: str, shift: float) -> dict
 def gapscore(side: str, shifts: list[float]) -> None:
     """Every set's rates per language with the standout placed on its index's own (`_gap_placed`),
     for each `shift`; with no shift, today's rows as they are, for the side-by-side."""
-    from groove.search import offtopic
-
     refs_ = json.loads((ROOT / "refs.json").read_text())
     gref = json.loads((ROOT / "gaprefs.json").read_text())
     docs_lang = _docs_lang()
     for shift in [None, *shifts]:
         for name, (index, _) in SETS.items():
-            rs = _rows(name)
-            line: dict[str, str] = {}
-            for lang in ("en", "ja"):
-                sel = [r for r in rs if _lang(name, r, docs_lang) == lang]
-                flags = [(r["unanswerable"], offtopic.is_off_topic(
-                    r["off_topic_evidence"] if shift is None else
-                    _gap_placed(r["off_topic_evidence"], refs_[f"{index}:w12"], gref[index], side, shift),
-                    has_results=bool(r.get("top")))) for r in sel]
-                a = [f for un, f in flags if not un]
-                u = [f for un, f in flags if un]
-                if a or u:
-                    line[lang] = f"answerable {sum(a)}/{len(a)}, unanswerable {sum(u)}/{len(u)}"
+            line = _per_language(name, docs_lang, lambda f: f if shift is None else
+                                 _gap_placed(f, refs_[f"{index}:w12"], gref[index], side, shift))
             print(json.dumps({"standout": "today" if shift is None else f"{side} {shift:+g}", "set": name, **line}))
 
 
@@ -254,6 +242,21 @@ def _docs_lang() -> dict[str, str]:
         with open(ROOT / "docs" / part / "queries.jsonl", encoding="utf-8") as f:
             docs_lang.update({r["_id"]: r["lang"] for r in map(json.loads, f)})
     return docs_lang
+
+
+def _per_language(name: str, docs_lang: dict[str, str], place: Callable[[dict], dict]) -> dict[str, str]:
+    """A set's flag counts per language, each row's features first placed by `place`."""
+    from groove.search import offtopic
+    rs = _rows(name)
+    line: dict[str, str] = {}
+    for lang in ("en", "ja"):
+        flags = [(r["unanswerable"], offtopic.is_off_topic(place(r["off_topic_evidence"]), has_results=bool(r.get("top"))))
+                 for r in rs if _lang(name, r, docs_lang) == lang]
+        a = [f for un, f in flags if not un]
+        u = [f for un, f in flags if un]
+        if a or u:
+            line[lang] = f"answerable {sum(a)}/{len(a)}, unanswerable {sum(u)}/{len(u)}"
+    return line
 
 
 def _rows(name: str) -> list[dict]:
@@ -364,24 +367,13 @@ def _placed(f: dict, old: dict, new: dict | None, fixed: float | None) -> dict:
 
 
 def score(makers_: list[str], fixed: list[float]) -> None:
-    from groove.search import offtopic
-
     refs_ = json.loads((ROOT / "refs.json").read_text())
     docs_lang = _docs_lang()
     runs = [(m, None) for m in makers_] + [("w12", c) for c in fixed]
     for maker, c in runs:
         for name, (index, _) in SETS.items():
-            rs = _rows(name)
             old, new = refs_[f"{index}:w12"], refs_[f"{index}:{maker}"]
-            line: dict[str, str] = {}
-            for lang in ("en", "ja"):
-                sel = [r for r in rs if _lang(name, r, docs_lang) == lang]
-                flags = [(r["unanswerable"], offtopic.is_off_topic(_placed(r["off_topic_evidence"], old, new, c),
-                                                                   has_results=bool(r.get("top")))) for r in sel]
-                a = [f for un, f in flags if not un]
-                u = [f for un, f in flags if un]
-                if a or u:
-                    line[lang] = f"answerable {sum(a)}/{len(a)}, unanswerable {sum(u)}/{len(u)}"
+            line = _per_language(name, docs_lang, lambda f: _placed(f, old, new, c))
             print(json.dumps({"references": maker if c is None else f"fixed scale {c}", "set": name, **line}))
 
 
