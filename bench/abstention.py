@@ -148,7 +148,7 @@ def write_halves(out: Path, rows: list[dict], relevant: Callable[[dict], Iterabl
 
 
 async def _rows(root: Path, part: str, retriever: str = "hybrid") -> dict:
-    from groove.app import eval_once
+    from tests.support.oneshot import eval_once
     from groove.evaluate.report import to_json
     from groove.config import load_settings
 

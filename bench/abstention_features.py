@@ -81,7 +81,7 @@ def _doc_list(scored: list[tuple[int, float]], doc_of: dict[int, int], k: int) -
 
 
 async def collect(root: Path, fixture: Path | None, sentences: bool = False) -> None:
-    from groove.app import Index
+    from groove.index import Index
     from groove.config import load_settings
     from groove.search import offtopic
     from groove.corpus.chunking import _split_sentences

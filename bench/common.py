@@ -311,11 +311,11 @@ def _ram_gib() -> float | None:
 def machine_details() -> dict[str, Any]:
     """What the report's header names: CPU, cores, RAM, OS, Python, SQLite, sqlite-vec, torch and the models'
     packages. Reads versions without importing torch (which takes seconds)."""
-    from groove.store import db
+    from groove.store import connection
 
     sqlite_version = vec_version = None
     try:
-        con = db.connect_sync(":memory:")
+        con = connection.connect_sync(":memory:")
         try:
             sqlite_version = con.execute("SELECT sqlite_version()").fetchone()[0]
             vec_version = con.execute("SELECT vec_version()").fetchone()[0]
@@ -330,7 +330,7 @@ def machine_details() -> dict[str, Any]:
         "os": platform.platform(terse=False),
         "python_impl": f"{platform.python_implementation()} {platform.python_version()}",
         "sqlite": sqlite_version,
-        "sqlite_driver": db.DRIVER.__name__,
+        "sqlite_driver": connection.DRIVER.__name__,
         "sqlite_vec": vec_version,
         "torch": _version("torch"),
         "sentence_transformers": _version("sentence-transformers"),

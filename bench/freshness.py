@@ -1,6 +1,6 @@
 """`freshness`: from saving a note to finding it, by its words and by its meaning.
 
-The in-process `Daemon` (groove.serve.daemon) watches a tmp notes folder: the
+The in-process `Daemon` (groove.daemon) watches a tmp notes folder: the
 shipped examples/notes plus N SciFact docs, indexed before the daemon starts.
 Each edit writes one note (even edits: a new file; odd edits: an existing
 SciFact note overwritten) on a topic far from the rest of the folder, holding
@@ -148,8 +148,8 @@ async def _wait_reverted(daemon, word: str) -> None:
 
 async def run(args: argparse.Namespace) -> Report:
     from groove.embed.embedder import make_embedder
-    from groove.app import index_once
-    from groove.serve.daemon import Daemon
+    from tests.support.oneshot import index_once
+    from groove.daemon import Daemon
 
     t_start = time.perf_counter()
     m0 = machine()

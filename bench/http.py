@@ -203,7 +203,7 @@ def _server_summary(rows: list[dict]) -> dict:
 
 
 async def run(args: argparse.Namespace) -> Report:
-    from groove.app import index_once
+    from tests.support.oneshot import index_once
 
     t_start = time.perf_counter()
     m0 = machine()

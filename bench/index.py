@@ -8,7 +8,7 @@ One run, one process, one loaded model:
    a scratch index, timed as `text_pass_s`; its distinct chunk texts are read back.
    One batch of them warms the model up (excluded).
 4. raw encode #1: `embedder.embed_documents(texts)` in one call (same batch size).
-5. `groove.app.index_once` into a fresh index (scan, parse, write, embed, gc).
+5. `groove.index.index_once` into a fresh index (scan, parse, write, embed, gc).
 6. raw encode #2: the same call again, to show the noise between identical runs.
 
 The texts the real index embedded are read back from it and compared with the
@@ -57,9 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 async def _distinct_texts(index_path: Path) -> list[str]:
     """The distinct chunk texts of an index, in first-seen order: what the indexer embeds."""
-    from groove.store import db
+    from groove.store import connection
 
-    conn = await db.connect(index_path, readonly=True)
+    conn = await connection.connect(index_path, readonly=True)
     try:
         cur = await conn.execute("SELECT content FROM chunks GROUP BY hash ORDER BY MIN(id)")
         return [r[0] for r in await cur.fetchall()]
@@ -69,11 +69,11 @@ async def _distinct_texts(index_path: Path) -> list[str]:
 
 async def _text_pass(settings, embedder, kb: Path, index_path: Path) -> dict:
     """Reconcile without embedding: the parse + FTS half of indexing."""
-    from groove.store import db, reads
+    from groove.store import connection, reads
     from groove.sync.indexer import Indexer
 
     reads.prepare_index(index_path, model=embedder.identity, dimension=embedder.dimension, kb_path=str(kb.resolve()))
-    conn = await db.connect(index_path)
+    conn = await connection.connect(index_path)
     try:
         stats = await Indexer(conn, kb, settings.index, embedder).reconcile_all()
         return stats.to_dict()
@@ -83,7 +83,7 @@ async def _text_pass(settings, embedder, kb: Path, index_path: Path) -> dict:
 
 async def run(args: argparse.Namespace) -> Report:
     from groove.embed.embedder import make_embedder
-    from groove.app import index_once
+    from tests.support.oneshot import index_once
 
     t_start = time.perf_counter()
     m0 = machine()
@@ -181,9 +181,9 @@ async def edit_cost(data: Path, docs: int, *, embedder=None) -> dict:
     of the note with the most chunks gets one sentence more and `index_once` runs again. Returns the texts
     the edit run embedded (1 when only the edited chunk changed), its time and the first full index's time.
     `embedder`: the model to use (default: the configured one, loaded and warmed up first, outside the timings)."""
-    from groove.app import index_once
+    from tests.support.oneshot import index_once
     from groove.embed.embedder import make_embedder
-    from groove.store import db
+    from groove.store import connection
 
     with tempfile.TemporaryDirectory(prefix="groove-bench-edit-") as tmp_s:
         tmp = Path(tmp_s)
@@ -195,7 +195,7 @@ async def edit_cost(data: Path, docs: int, *, embedder=None) -> dict:
         embedder.embed_documents(["warm up the model"])
         with Timer() as t_full:
             full = await index_once(settings, embedder=embedder)
-        conn = await db.connect(settings.resolved_index_path(), readonly=True)
+        conn = await connection.connect(settings.resolved_index_path(), readonly=True)
         try:
             cur = await conn.execute("SELECT d.path, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
                                      " GROUP BY d.id ORDER BY count(*) DESC, d.path LIMIT 1")

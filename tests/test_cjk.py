@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from groove.corpus.cjk import cjk_query, cjk_terms, has_cjk, query_terms
-from groove.store import db
+from groove.store import connection, schema
 
 
 def test_a_run_of_kanji_and_kana_becomes_overlapping_bigrams_and_its_last_character():
@@ -40,7 +40,7 @@ def test_query_terms_are_deduplicated_in_order_and_capped():
 
 
 def _table(rows: list[str]) -> sqlite3.Connection:
-    con = db.DRIVER.connect(":memory:")
+    con = connection.DRIVER.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(content, tokenize='unicode61')")
     con.executemany("INSERT INTO t(rowid, content) VALUES (?, ?)", [(i, cjk_terms(r)) for i, r in enumerate(rows, 1)])
     return con
@@ -75,7 +75,7 @@ def test_every_segmented_note_is_accepted_by_a_real_fts5_table():
     pytest.importorskip("hypothesis")
     from hypothesis import given, settings, strategies as st
 
-    con = db.DRIVER.connect(":memory:")
+    con = connection.DRIVER.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(content, tokenize='unicode61')")
 
     @settings(max_examples=200, deadline=None)
@@ -91,8 +91,8 @@ def test_every_segmented_note_is_accepted_by_a_real_fts5_table():
 
 def test_an_index_of_schema_2_gains_the_bigram_table_from_its_chunks_without_re_embedding(tmp_path):
     path = tmp_path / "old.sqlite"
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
     con.execute("INSERT INTO documents(id, path, title, size, mtime_ns, hash, indexed_at) VALUES (1, 'a.md', 'a', 1, 1, 'h', 0)")
     con.execute("INSERT INTO chunks(id, doc_id, ordinal, heading, level, context, content, start_line, end_line, hash, queued_at)"
                 " VALUES (1, 1, 0, '首都', 2, '', 'フランスの首都はパリ', 1, 2, 'x', 0)")
@@ -104,9 +104,9 @@ def test_an_index_of_schema_2_gains_the_bigram_table_from_its_chunks_without_re_
     con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
 
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
-    assert db.get_meta_sync(con, "schema_version") == str(db.SCHEMA_VERSION)
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    assert schema.get_meta_sync(con, "schema_version") == str(schema.SCHEMA_VERSION)
     assert con.execute("SELECT rowid FROM fts_cjk WHERE fts_cjk MATCH ?", (cjk_query("首都"),)).fetchall() == [(1,)]
     # The triggers keep it in step from now on.
     con.execute("UPDATE chunks SET content = '日本の首都は東京' WHERE id = 1")

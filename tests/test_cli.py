@@ -26,7 +26,7 @@ from mcp import Client
 
 from conftest import GROOVE, write
 from groove.cli import build_parser
-from groove.serve.local import socket_path
+from groove.serve.process.local import socket_path
 from groove.sync.report import IndexReport
 from mcp_support import ServerProcess, free_port, note, server_env
 
@@ -456,7 +456,7 @@ def test_a_socket_path_too_long_for_the_platform_moves_to_a_private_temp_folder(
 def test_examples_means_the_shipped_example_notes_for_every_read_command(tmp_path):
     from conftest import EXAMPLES
     from groove.cli import EXAMPLE_NOTES
-    from groove.serve.main import EXAMPLE_NOTES as SERVED
+    from groove.serve.process.main import EXAMPLE_NOTES as SERVED
 
     assert EXAMPLE_NOTES == SERVED == EXAMPLES.resolve()  # the same folder `groove serve --examples` serves
     index = str(tmp_path / "i.sqlite")

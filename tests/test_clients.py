@@ -137,7 +137,7 @@ def test_the_examples_flag_gives_the_entry_for_the_shipped_notes_make_serve_serv
 
 
 def test_the_startup_lines_name_client_config_with_the_folder_being_served(tmp_path):
-    from groove.serve.http import client_snippets
+    from groove.serve.http.server import client_snippets
 
     kb = tmp_path / "my notes"
     text = client_snippets("http://127.0.0.1:3100/mcp", ["/x/groove", "serve", "--transport", "stdio", "--kb", str(kb)])

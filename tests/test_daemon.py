@@ -18,10 +18,10 @@ import anyio
 
 from conftest import ROOT, eventually, section_text, write
 from fakes import BagOfWordsEmbedder
-from groove.api import ListRequest
+from groove.api.service import ListRequest
 from groove.search.pipeline import SearchRequest
-from groove.serve.daemon import BusyError, Daemon
-from groove.store import db
+from groove.daemon import BusyError, Daemon
+from groove.store import connection
 from groove.sync.report import IndexReport
 
 TIMEOUT = 60.0
@@ -197,7 +197,7 @@ async def test_concurrent_queries_are_embedded_together(kb, make_settings):
 
 
 def consistency(path: Path) -> dict[str, int]:
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     try:
         q = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
         con.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('integrity-check')")
@@ -229,10 +229,10 @@ async def test_kill_9_during_a_large_index_then_restart_ends_complete_and_consis
         while time.monotonic() < deadline and proc.poll() is None:
             if index.exists():
                 try:
-                    con = db.connect_sync(index, readonly=True)
+                    con = connection.connect_sync(index, readonly=True)
                     done = con.execute("SELECT count(*) FROM embeddings").fetchone()[0]
                     con.close()
-                except db.DBError:
+                except connection.DBError:
                     done = 0
                 if done >= 32:
                     proc.send_signal(signal.SIGKILL)

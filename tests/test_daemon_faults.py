@@ -16,10 +16,10 @@ from mcp import Client
 from conftest import eventually, write
 from fakes import BagOfWordsEmbedder, InjectedFault
 from groove.search.request import SearchRequest
-from groove.serve import daemon as daemon_module
-from groove.serve.daemon import Daemon, ReindexError
-from groove.serve.http import Allowed, build_app
-from groove.serve.mcp_app import build_server
+from groove import daemon as daemon_module
+from groove.daemon import Daemon, ReindexError
+from groove.serve.http.server import Allowed, build_app
+from groove.serve.mcp.server import build_server
 from test_daemon import fast, idle, paths_for, running
 
 PORT = 3999  # only in Host headers: the app is called in process, nothing listens

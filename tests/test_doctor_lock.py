@@ -1,4 +1,4 @@
-"""`groove doctor --fix` is a writer (issue 20 point 8): it takes the index's `db.WriterLock` like `groove index`
+"""`groove doctor --fix` is a writer (issue 20 point 8): it takes the index's `writer_lock.WriterLock` like `groove index`
 and `groove serve`, so beside a running daemon it is refused at once, naming the daemon, and touches nothing;
 `groove doctor` without --fix takes no lock and reports beside it. Real processes, real files."""
 
@@ -13,9 +13,9 @@ import pytest
 
 from conftest import ROOT, write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once
+from support.oneshot import index_once
 from groove.ops import doctor
-from groove.store import db
+from groove.store import connection, writer_lock
 from mcp_support import FAKE_GROOVE, ServerProcess, server_env
 
 REFUSED = "is being written by another groove process"
@@ -33,13 +33,13 @@ def notes(kb: Path) -> None:
 
 
 def add_ghost_row(index: Path) -> None:
-    con = db.connect_sync(index)
+    con = connection.connect_sync(index)
     con.execute(f"INSERT INTO fts_cjk(rowid, heading, context, content) VALUES ({GHOST}, '', '', 'ghost')")
     con.close()
 
 
 def ghost_rows(index: Path) -> int:
-    con = db.connect_sync(index, readonly=True)
+    con = connection.connect_sync(index, readonly=True)
     try:
         return con.execute("SELECT count(*) FROM fts_cjk WHERE rowid = ?", (GHOST,)).fetchone()[0]
     finally:
@@ -68,7 +68,7 @@ def test_doctor_fix_beside_a_running_daemon_is_refused_naming_it_and_the_index_i
         assert len(fix.stderr.strip().splitlines()) == 1 and "Traceback" not in fix.stderr
         assert fix.stdout == ""  # refused before any check ran
         assert ghost_rows(index) == 1  # nothing repaired
-        assert json.loads(db.lock_path(index).read_text())["pid"] == server.proc.pid  # the daemon still holds it
+        assert json.loads(writer_lock.lock_path(index).read_text())["pid"] == server.proc.pid  # the daemon still holds it
 
         as_json = groove(tmp_path, "doctor", "--fix", "--kb", str(kb), "--index", str(index), "--format", "json")
         assert as_json.returncode == 1 and REFUSED in json.loads(as_json.stdout)["error"]
@@ -102,8 +102,8 @@ def test_doctor_fix_holds_the_writer_lock_while_it_repairs_and_gives_it_back(kb,
     refusals: list[str] = []
 
     def repair_while_another_writer_tries(*args, **kwargs):
-        with pytest.raises(db.IndexLockedError) as refused:  # e.g. a `groove serve` starting meanwhile
-            db.WriterLock(index).acquire()
+        with pytest.raises(writer_lock.IndexLockedError) as refused:  # e.g. a `groove serve` starting meanwhile
+            writer_lock.WriterLock(index).acquire()
         refusals.append(str(refused.value))
         return real_repair(*args, **kwargs)
 
@@ -111,7 +111,7 @@ def test_doctor_fix_holds_the_writer_lock_while_it_repairs_and_gives_it_back(kb,
     report = doctor.diagnose(settings, fix=True)
     assert report["fixed"] == ["rebuilt the three full-text tables from the chunks"] and ghost_rows(index) == 0
     assert refusals and REFUSED in refusals[0]
-    after = db.WriterLock(index)
+    after = writer_lock.WriterLock(index)
     after.acquire()  # given back once doctor is done
     after.release()
 
@@ -122,11 +122,11 @@ def test_doctor_without_fix_takes_no_lock_so_it_reports_while_a_writer_holds_it(
     anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
     index = settings.resolved_index_path()
     add_ghost_row(index)
-    holder = db.WriterLock(index)
+    holder = writer_lock.WriterLock(index)
     holder.acquire()
     try:
         assert "fts_rows_without_chunks" in checks(doctor.diagnose(settings))
-        with pytest.raises(db.IndexLockedError, match=REFUSED):
+        with pytest.raises(writer_lock.IndexLockedError, match=REFUSED):
             doctor.diagnose(settings, fix=True)
         assert ghost_rows(index) == 1
     finally:

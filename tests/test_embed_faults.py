@@ -11,9 +11,9 @@ import anyio
 
 from conftest import eventually, write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once
+from support.oneshot import index_once
 from groove.search.request import SearchRequest
-from groove.serve.daemon import Daemon
+from groove.daemon import Daemon
 from test_daemon import fast, running
 
 POISON = "xylofailure"

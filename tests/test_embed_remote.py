@@ -542,7 +542,7 @@ def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(
 async def test_while_the_backend_is_down_notes_stay_pending_searches_use_full_text_and_embedding_resumes(fault, kb, make_settings):
     from conftest import eventually
     from groove.search.pipeline import SearchRequest
-    from groove.serve.daemon import Daemon
+    from groove.daemon import Daemon
 
     import anyio
 
@@ -585,7 +585,7 @@ async def test_while_the_backend_times_out_chunks_stay_pending_with_backoff_sear
         fault, kb, make_settings):
     from conftest import eventually
     from groove.search.pipeline import SearchRequest
-    from groove.serve.daemon import Daemon
+    from groove.daemon import Daemon
 
     import anyio
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT, write
 from fakes import BagOfWordsEmbedder
-from groove.app import eval_once, index_once
+from support.oneshot import eval_once, index_once
 from groove.config import replace_settings
 from groove.errors import UsageError
 from groove.evaluate.golden import GoldenError

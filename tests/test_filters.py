@@ -14,12 +14,12 @@ import anyio
 import pytest
 
 from conftest import write
-from groove.api import ListRequest
-from groove.app import index_once, search_once
+from groove.api.service import ListRequest
+from support.oneshot import index_once, search_once
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest
-from groove.serve.daemon import Daemon
-from groove.store import db
+from groove.daemon import Daemon
+from groove.store import connection, schema
 
 
 def note(title: str, tags: list[str], date: str | None = None) -> str:
@@ -88,7 +88,7 @@ async def test_tags_all_needs_every_tag_under_the_same_folding(tagged_kb, make_s
 def test_the_index_stores_tags_folded_and_shows_them_as_written(tagged_kb, make_settings):
     settings = make_settings(tagged_kb)
     anyio.run(lambda: index_once(settings))
-    con = db.connect_sync(settings.resolved_index_path(), readonly=True)
+    con = connection.connect_sync(settings.resolved_index_path(), readonly=True)
     try:
         stored = {t for (t,) in con.execute("SELECT tag FROM doc_tags")}
         shown = json.loads(con.execute("SELECT tags FROM documents WHERE path = 'fullwidth.md'").fetchone()[0])
@@ -123,7 +123,7 @@ def test_an_index_from_schema_1_gets_its_tags_folded_by_the_next_reconcile(tagge
     settings = make_settings(tagged_kb)
     anyio.run(lambda: index_once(settings))
     path = settings.resolved_index_path()
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     try:  # what a version-1 index held: the tags as written
         con.execute("DELETE FROM doc_tags")
         con.execute(
@@ -133,11 +133,11 @@ def test_an_index_from_schema_1_gets_its_tags_folded_by_the_next_reconcile(tagge
     finally:
         con.close()
     anyio.run(lambda: index_once(settings))
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
         version = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
         stored = {t for (t,) in con.execute("SELECT tag FROM doc_tags")}
     finally:
         con.close()
-    assert int(version) == db.SCHEMA_VERSION
+    assert int(version) == schema.SCHEMA_VERSION
     assert stored == {"ünïcode", "日本語", "abc", "plain"}

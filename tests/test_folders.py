@@ -21,12 +21,13 @@ import pytest
 
 from conftest import eventually, write
 from fakes import BagOfWordsEmbedder
-from groove import service
-from groove.api import ListRequest, SearchRequest
-from groove.app import Index, index_once
+from groove.autostart import install as installer, instances, platforms
+from groove.api.service import ListRequest, SearchRequest
+from groove.index import Index
+from support.oneshot import index_once
 from groove.config import ConfigError, load_settings
 from groove.errors import UsageError
-from groove.serve.daemon import Daemon
+from groove.daemon import Daemon
 from mcp_support import FAKE_GROOVE, ServerProcess, serve_argv, server_env
 from test_ui import _driver, _load, _note_path, _open_hit, _paths, _run_search, _wait, browser_binaries  # noqa: F401
 from test_vault_extras import running
@@ -318,17 +319,17 @@ def test_a_service_instance_serves_several_folders_and_another_may_not_take_one_
     home = tmp_path / "home"
     env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
     specs = [str(two["alpha"]), f"b={two['beta']}"]
-    plan = service.plan_install("linux", name="work", config=None, kb=specs, index=None, port=None,
+    plan = instances.plan_install("linux", name="work", config=None, kb=specs, index=None, port=None,
                                 host="127.0.0.1", env=env, probe=lambda host, port: True)
     assert plan.flags[:4] == ["--kb", f"alpha={two['alpha']}", "--kb", f"b={two['beta']}"]
-    service.install("linux", config=None, command=["/opt/groove/bin/groove"], env=env, runner=_NoManager(),
+    installer.install("linux", config=None, command=["/opt/groove/bin/groove"], env=env, runner=_NoManager(),
                     flags=plan.flags, name="work")
-    [inst] = service.installed_instances("linux", env)
+    [inst] = instances.installed_instances("linux", env)
     assert inst.folders == [str(two["alpha"]), str(two["beta"])]
     assert inst.folder == f"alpha = {two['alpha']}; b = {two['beta']}"
-    with pytest.raises(service.ServiceError, match=f"the notes folder {two['beta']} is already served by the groove "
+    with pytest.raises(platforms.ServiceError, match=f"the notes folder {two['beta']} is already served by the groove "
                                                    "service instance 'work'"):
-        service.plan_install("linux", name="home", config=None, kb=[str(two["beta"])], index=None, port=None,
+        instances.plan_install("linux", name="home", config=None, kb=[str(two["beta"])], index=None, port=None,
                              host="127.0.0.1", env=env, probe=lambda host, port: True)
 
 
@@ -384,7 +385,7 @@ def test_the_web_view_shows_each_folder_and_opens_a_note_of_the_second_in_its_ow
 
 
 def test_the_mcp_instructions_name_the_folders_only_when_there_are_several(tmp_path, two):
-    from groove.serve.mcp_app import INSTRUCTIONS, instructions_for
+    from groove.serve.mcp.server import INSTRUCTIONS, instructions_for
 
     assert instructions_for(settings_of(tmp_path, two["alpha"]).folders()) == INSTRUCTIONS
     several = instructions_for(settings_of(tmp_path, two["alpha"], f"仕事={two['beta']}").folders())

@@ -16,11 +16,12 @@ import pytest
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.app import Index, index_once, search_once
+from groove.index import Index
+from support.oneshot import index_once, search_once
 from groove.search import retrievers
 from groove.search.compiler import compile_query
 from groove.search.pipeline import SearchRequest
-from groove.store import db
+from groove.store import connection
 
 NOTES = 120
 
@@ -86,7 +87,7 @@ async def _statements(conn, run) -> list[str]:
 async def _leg_statements(settings, query: str, table: str = "fts_chunks") -> tuple[str, list[str]]:
     """The expression of `query` for one table (the trigram table: the seeds' whole expression;
     the word table: its words), and the full-text statements one leg ran for it."""
-    conn = await db.connect(settings.resolved_index_path(), readonly=True)
+    conn = await connection.connect(settings.resolved_index_path(), readonly=True)
     try:
         cq = compile_query(query)
         expr = cq.match_expr if table == "fts_chunks" else cq.word_expr
@@ -130,7 +131,7 @@ async def test_a_rare_word_beside_very_common_words_finds_the_rare_words_notes_f
 async def test_leaving_out_a_term_in_more_than_half_the_chunks_keeps_fts5s_own_order_of_the_rare_terms_rows(common):
     """Past half the table FTS5 clamps a term's idf to almost 0: the pruned leg must rank the rows
     the rare terms match exactly as bm25 over the whole expression does."""
-    conn = await db.connect(common.resolved_index_path(), readonly=True)
+    conn = await connection.connect(common.resolved_index_path(), readonly=True)
     try:
         full = compile_query("the zymurgy with quasar notes").match_expr
         whole = await _ranked_by_fts5(conn, full)
@@ -151,7 +152,7 @@ async def test_a_query_made_only_of_common_words_still_returns_the_notes_of_its_
 
 
 async def test_a_filtered_leg_with_common_terms_returns_the_unfiltered_ids_restricted_to_the_allowed_notes(common):
-    conn = await db.connect(common.resolved_index_path(), readonly=True)
+    conn = await connection.connect(common.resolved_index_path(), readonly=True)
     try:
         allowed = [r[0] for r in await _sql(conn, "SELECT id FROM documents WHERE path < 'n050.md'")]
         chunks = {r[0] for r in await _sql(conn, "SELECT id FROM chunks WHERE doc_id IN (%s)" % ",".join(map(str, allowed)))}
@@ -180,7 +181,7 @@ async def test_terms_are_kept_rarest_first_while_they_weigh_enough_and_their_pos
         write(kb / f"m{i:02d}.md", "# M\n\n" + " ".join(w for k, w in enumerate(words) if i % 8 <= k) + "\n")
     settings = load_settings(None, kb_path=kb, index_path=tmp_path / "mid.sqlite")
     await index_once(settings, embedder=BagOfWordsEmbedder())
-    conn = await db.connect(settings.resolved_index_path(), readonly=True)
+    conn = await connection.connect(settings.resolved_index_path(), readonly=True)
     try:
         expr = compile_query(" ".join(reversed(words))).match_expr
         by_weight = await retrievers.prune_common_terms(conn, "fts_chunks", expr)
@@ -207,7 +208,7 @@ async def test_the_chunk_counts_follow_a_note_written_by_another_connection(tmp_
     write(kb / "b.md", "# B\n\nnothing here\n")
     settings = load_settings(None, kb_path=kb, index_path=tmp_path / "fresh.sqlite")
     await index_once(settings, embedder=BagOfWordsEmbedder())
-    conn = await db.connect(settings.resolved_index_path(), readonly=True)
+    conn = await connection.connect(settings.resolved_index_path(), readonly=True)
     try:
         before = await retrievers.term_doc_freq(conn, "fts_chunks", ["zymurgy"])
         write(kb / "c.md", "# C\n\nzymurgy twice zymurgy\n")

@@ -28,7 +28,7 @@ from structlog.testing import capture_logs
 
 from conftest import ROOT, write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once, search_once
+from support.oneshot import index_once, search_once
 from groove.corpus import globs
 from groove.corpus.globs import MAX_GLOB_CHARS, MAX_GLOB_STARS, GlobError
 from groove.corpus.scan import Ignore, scan
@@ -184,7 +184,7 @@ def test_matching_is_linear_so_a_star_question_glob_search_returns_through_the_r
         import json, sys
         import anyio
         from fakes import BagOfWordsEmbedder
-        from groove.app import search_once
+        from support.oneshot import search_once
         from groove.config import load_settings
         from groove.search.request import SearchRequest
         settings = load_settings(None, kb_path=sys.argv[1], index_path=sys.argv[2])

@@ -26,9 +26,9 @@ import pytest
 import hostile
 from conftest import ROOT, write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once, read_status
+from support.oneshot import index_once, read_status
 from groove.corpus import scan as scan_mod
-from groove.store import db
+from groove.store import connection
 
 FAKE_GROOVE = [sys.executable, str(ROOT / "tests" / "fake_groove.py")]
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -41,7 +41,7 @@ def run_cli(kb: Path, index: Path, *extra: str, fmt: str = "json", timeout: floa
 
 
 def db_rows(index: Path, sql: str, *args) -> list[tuple]:
-    con = db.connect_sync(index)
+    con = connection.connect_sync(index)
     try:
         return con.execute(sql, args).fetchall()
     finally:
@@ -306,7 +306,7 @@ async def test_a_file_name_that_is_not_utf8_never_stops_the_watcher_and_is_repor
 
 
 async def test_a_small_note_in_the_same_batch_as_a_huge_one_is_written_first(kb, make_settings):
-    from groove.app import Index
+    from groove.index import Index
 
     write(kb / "big.md", hostile.long_words_note(1_500_000))
     write(kb / "small.md", "# Small\n\nsmallword\n")

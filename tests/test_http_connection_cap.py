@@ -11,8 +11,8 @@ from uvicorn.config import Config
 from uvicorn.server import ServerState
 
 from groove.config import HTTPSettings
-from groove.serve.connections import Slot, guarded_protocol, make_room
-from groove.serve.storm import StormLog
+from groove.serve.http.connections import Slot, guarded_protocol, make_room
+from groove.serve.http.storm import StormLog
 
 
 def test_the_flooding_address_sheds_its_oldest_idle_connection_first():

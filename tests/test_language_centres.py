@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES, write
-from groove.app import Index, index_once, search_once
+from groove.index import Index
+from support.oneshot import index_once, search_once
 from groove.config import load_settings
 from groove.search import language, offtopic
 from groove.search.answers import explain_text
@@ -59,9 +60,9 @@ def test_explain_names_the_centres_of_a_mixed_index(examples):
 
 def test_a_mixed_index_stores_its_off_topic_calibration_on_the_centred_scale_too(examples):
     from groove.search.offtopic import Calibration
-    from groove.store import db
+    from groove.store import connection
 
-    con = db.connect_sync(examples.resolved_index_path(), readonly=True)
+    con = connection.connect_sync(examples.resolved_index_path(), readonly=True)
     try:
         stored = con.execute("SELECT value FROM meta WHERE key = 'off_topic_calibration'").fetchone()[0]
     finally:

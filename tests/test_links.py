@@ -21,15 +21,16 @@ from mcp import Client, StdioServerParameters
 
 from conftest import ROOT, eventually, write
 from fakes import BagOfWordsEmbedder
-from groove.api import LinksRequest, RelatedRequest, Service
-from groove.app import Index, index_once
+from groove.api.service import LinksRequest, RelatedRequest, Service
+from groove.index import Index
+from support.oneshot import index_once
 from groove.corpus import links as links_mod
 from groove.corpus.links import links_in, note_names, resolve
 from groove.corpus.markdown import parse_note
 from groove.ops import doctor
 from groove.search.answers import note_uri
-from groove.serve.resources import BACKLINKS_META
-from groove.store import db
+from groove.serve.mcp.resources import BACKLINKS_META
+from groove.store import connection, schema
 from mcp_support import FAKE_GROOVE, ServerProcess, serve_argv, server_env
 
 
@@ -193,27 +194,27 @@ def test_an_index_of_schema_6_is_upgraded_with_links_filled_from_its_chunks_and_
     settings = make_settings(kb)
     build(settings)
     path = settings.resolved_index_path()
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     fresh = con.execute("SELECT source_id, line, kind, target, name, heading, block, alias, target_id FROM links"
                         " ORDER BY id").fetchall()
     before = con.execute("SELECT id, indexed_at FROM documents ORDER BY id").fetchall()
-    computed = db.get_meta_sync(con, "embeddings_computed")
+    computed = schema.get_meta_sync(con, "embeddings_computed")
     con.execute("DROP TABLE links")  # what an index of schema 6 was: no link tables
     con.execute("DROP TABLE note_names")
     con.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
     con.close()
-    for later in range(7, db.SCHEMA_VERSION):  # only the links step runs here: the later ones are other tests'
-        monkeypatch.setitem(db.MIGRATIONS, later, "")
+    for later in range(7, schema.SCHEMA_VERSION):  # only the links step runs here: the later ones are other tests'
+        monkeypatch.setitem(schema.MIGRATIONS, later, "")
     embedder = BagOfWordsEmbedder()
     again = build(settings, embedder)
     assert again.unchanged == len(VAULT) and embedder.document_calls == 0  # nothing read again, nothing embedded
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
         assert con.execute("SELECT source_id, line, kind, target, name, heading, block, alias, target_id FROM links"
                            " ORDER BY source_id, line, id").fetchall() == sorted(fresh, key=lambda r: (r[0], r[1]))
         assert con.execute("SELECT id, indexed_at FROM documents ORDER BY id").fetchall() == before
-        assert db.get_meta_sync(con, "embeddings_computed") == computed
-        assert int(db.get_meta_sync(con, "schema_version")) == db.SCHEMA_VERSION
+        assert schema.get_meta_sync(con, "embeddings_computed") == computed
+        assert int(schema.get_meta_sync(con, "schema_version")) == schema.SCHEMA_VERSION
     finally:
         con.close()
 
@@ -234,7 +235,7 @@ def test_doctor_finds_links_resolved_to_the_wrong_note_and_fix_resolves_them_aga
     vault(kb)
     settings = make_settings(kb)
     build(settings)
-    con = db.connect_sync(settings.resolved_index_path())
+    con = connection.connect_sync(settings.resolved_index_path())
     con.execute("UPDATE links SET target_id = NULL")
     con.close()
     assert doctor.diagnose(settings)["exit_code"] == 1

@@ -16,19 +16,19 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from groove.api import ListRequest
+from groove.api.service import ListRequest
 from groove.errors import NotFoundError
 from groove.folders import Folders, NotesFolder
-from groove.search.answers import DocumentAnswer, DocumentPage, document_answer, document_page
+from groove.api.answers import DocumentAnswer, DocumentPage, document_answer, document_page
 from groove.search.compiler import QueryError
-from groove.serve.mcp_app import build_server, events_of, note_uri
+from groove.serve.mcp.server import build_server, events_of, note_uri
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 
 
 class StandInDaemon:
     """The parts of Daemon the MCP layer uses, over an in-memory dict of notes: its listeners, and the
-    service API (`daemon.service`, a `groove.api.Service`), which the stand-in answers itself."""
+    service API (`daemon.service`, a `groove.api.service.Service`), which the stand-in answers itself."""
 
     def __init__(self, notes: dict[str, str]):
         self.notes = dict(notes)

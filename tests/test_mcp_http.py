@@ -20,7 +20,7 @@ from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
 from conftest import write
-from groove.serve.mcp_app import note_path, note_uri
+from groove.serve.mcp.server import note_path, note_uri
 from mcp_support import EVENT_TIMEOUT, ServerProcess, eventually, node_tools, note, server_env
 
 # resources/subscribe is the handshake era's API; the SDK flags it as removed in 2026-07-28.

@@ -17,8 +17,8 @@ from mcp import Client
 from starlette.responses import PlainTextResponse
 
 from conftest import EXAMPLES, GROOVE, write
-from groove.serve.http import Allowed, GuardMiddleware, parse_bind
-from groove.serve.mcp_app import note_path, note_uri
+from groove.serve.http.server import Allowed, GuardMiddleware, parse_bind
+from groove.serve.mcp.server import note_path, note_uri
 from mcp_support import ServerProcess, free_port, note, serve_argv, server_env
 
 
@@ -227,7 +227,7 @@ async def test_the_guard_answers_421_and_403_before_the_app_sees_the_request():
 
 
 def test_examples_folder_is_where_serve_looks_for_it():
-    from groove.serve.main import example_notes
+    from groove.serve.process.main import example_notes
 
     assert example_notes() == EXAMPLES.resolve()
     assert isinstance(example_notes(), Path)

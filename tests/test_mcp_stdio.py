@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
 from conftest import write
-from groove.serve.mcp_app import note_uri
+from groove.serve.mcp.server import note_uri
 from mcp_support import node_tools, note, serve_argv, server_env
 
 JAPANESE = "旅/北海道の旅程.md"
@@ -44,7 +44,7 @@ def stdio_setup(tmp_path_factory: pytest.TempPathFactory):
         mp.setenv("XDG_DATA_HOME", str(root / "data"))
         mp.chdir(root)
         from groove.config import load_settings
-        from groove.app import index_once
+        from support.oneshot import index_once
 
         anyio.run(lambda: index_once(load_settings(None, kb_path=kb, index_path=index)))
     return root, kb, index

@@ -1,4 +1,4 @@
-"""Schema migrations (issue 20 point 9): each step of `db.MIGRATIONS` runs in its own transaction, so a step
+"""Schema migrations (issue 20 point 9): each step of `schema.MIGRATIONS` runs in its own transaction, so a step
 that fails halfway is rolled back whole: the index stays at the version before it, with its tables and rows as
 they were, and one line says which step failed, why, and what to do. The next open migrates it. Real SQLite
 files; faults are injected steps (monkeypatch) or a real step whose SQL function raises."""
@@ -12,14 +12,14 @@ import pytest
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once
-from groove.store import db
+from support.oneshot import index_once
+from groove.store import connection, schema
 
 
 def new_index(path: Path) -> None:
     """An index at the current schema with one note, one chunk (with a vector record) and its full-text rows."""
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
     con.execute("INSERT INTO documents(id, path, title, size, mtime_ns, hash, indexed_at) VALUES (1, 'a.md', 'a', 1, 1, 'h', 0)")
     con.execute("INSERT INTO embeddings(id, hash, created_at) VALUES (3, 'x', 0)")
     con.execute("INSERT INTO chunks(id, doc_id, ordinal, heading, level, context, content, start_line, end_line, hash,"
@@ -37,7 +37,7 @@ def without_quality_scores(con) -> None:
 
 def as_schema_4(path: Path) -> None:
     """What an index of schema 4 looked like: no word table and no triggers filling it."""
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     without_quality_scores(con)
     for name in ("chunks_words_ai", "chunks_words_ad", "chunks_words_au"):
         con.execute(f"DROP TRIGGER {name}")
@@ -48,7 +48,7 @@ def as_schema_4(path: Path) -> None:
 
 def snapshot(path: Path) -> dict:
     """Everything a step could change: the schema (every table, index and trigger with its SQL), meta and the rows."""
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
         return {
             "schema": sorted(con.execute("SELECT type, name, sql FROM sqlite_master").fetchall(), key=str),
@@ -63,26 +63,26 @@ def snapshot(path: Path) -> dict:
 
 
 def version(path: Path) -> int:
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
-        return int(db.get_meta_sync(con, "schema_version"))
+        return int(schema.get_meta_sync(con, "schema_version"))
     finally:
         con.close()
 
 
 def has_table(path: Path, name: str) -> bool:
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
-        return db._has_table(con, name)
+        return schema._has_table(con, name)
     finally:
         con.close()
 
 
 def open_index(path: Path) -> None:
     """What a writer does as it opens the index (`reads.prepare_index`): create or check it, migrating."""
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     try:
-        db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+        schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
     finally:
         con.close()
 
@@ -95,11 +95,11 @@ def fault(con) -> None:
 def a_next_version(monkeypatch):
     """`a_next_version(sql)`: from now on groove is one schema newer, reached by the step `sql` (called again:
     the step replaced, e.g. fixed). Returns the version the step starts from (this groove's)."""
-    current = db.SCHEMA_VERSION
+    current = schema.SCHEMA_VERSION
 
     def step(sql: str) -> int:
-        monkeypatch.setattr(db, "SCHEMA_VERSION", current + 1)
-        monkeypatch.setitem(db.MIGRATIONS, current, sql)
+        monkeypatch.setattr(schema, "SCHEMA_VERSION", current + 1)
+        monkeypatch.setitem(schema.MIGRATIONS, current, sql)
         return current
     return step
 
@@ -120,10 +120,10 @@ def test_a_step_that_fails_halfway_leaves_the_index_at_the_previous_version_with
     old = a_next_version("CREATE TABLE half_done (x INTEGER);\n"
                          "DELETE FROM chunks;\n"
                          "UPDATE meta SET value = 'gone' WHERE key = 'model';\n" + HALFWAY[how] + "\n")
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     con.create_function("groove_test_fault", 0, fault)
-    with pytest.raises(db.MigrationError) as failed:
-        db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    with pytest.raises(schema.MigrationError) as failed:
+        schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
     assert not con.in_transaction  # rolled back, not left open for whoever writes next on this connection
     con.close()
     message = str(failed.value)
@@ -141,7 +141,7 @@ def test_after_a_failed_step_the_next_open_without_the_fault_migrates(tmp_path, 
     path = tmp_path / "index.sqlite"
     new_index(path)
     old = a_next_version("CREATE TABLE half_done (x INTEGER);\nINSERT INTO no_such_table VALUES (1);\n")
-    with pytest.raises(db.MigrationError, match=f"unchanged at schema version {old}"):
+    with pytest.raises(schema.MigrationError, match=f"unchanged at schema version {old}"):
         open_index(path)
     before = snapshot(path)
     a_next_version("CREATE TABLE half_done (x INTEGER);\n")  # the step, fixed
@@ -157,12 +157,12 @@ def test_the_steps_before_a_failing_one_stay_done_each_in_its_own_transaction(tm
     new_index(path)
     as_schema_4(path)
     old = a_next_version("CREATE TABLE half_done (x INTEGER);\nINSERT INTO no_such_table VALUES (1);\n")
-    with pytest.raises(db.MigrationError, match=f"from schema version {old} to {old + 1}"):
+    with pytest.raises(schema.MigrationError, match=f"from schema version {old} to {old + 1}"):
         open_index(path)
     # Step 4 -> 5 (the word table) committed; the failing step after it did not.
     # (a_next_version made this groove one schema newer: the real steps all ran, up to `old`)
-    assert version(path) == old == db.SCHEMA_VERSION - 1 and has_table(path, "fts_words") and not has_table(path, "half_done")
-    con = db.connect_sync(path, readonly=True)
+    assert version(path) == old == schema.SCHEMA_VERSION - 1 and has_table(path, "fts_words") and not has_table(path, "half_done")
+    con = connection.connect_sync(path, readonly=True)
     assert con.execute("SELECT rowid FROM fts_words WHERE fts_words MATCH 'candidate'").fetchall() == [(7,)]
     con.close()
 
@@ -174,15 +174,15 @@ def test_a_real_step_that_fails_halfway_is_rolled_back_whole_and_runs_again_on_t
     new_index(path)
     as_schema_4(path)
     before = snapshot(path)
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     con.create_function("groove_word_text", 1, lambda text: fault(None), deterministic=True)
-    with pytest.raises(db.MigrationError, match="from schema version 4 to 5 .*unchanged at schema version 4"):
-        db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    with pytest.raises(schema.MigrationError, match="from schema version 4 to 5 .*unchanged at schema version 4"):
+        schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
     con.close()
     assert snapshot(path) == before and not has_table(path, "fts_words")
     open_index(path)
-    assert version(path) == db.SCHEMA_VERSION
-    con = db.connect_sync(path, readonly=True)
+    assert version(path) == schema.SCHEMA_VERSION
+    con = connection.connect_sync(path, readonly=True)
     assert con.execute("SELECT rowid FROM fts_words WHERE fts_words MATCH 'candidate'").fetchall() == [(7,)]
     assert con.execute("SELECT embedding_id FROM chunks WHERE id = 7").fetchone() == (3,)  # nothing re-queued
     con.close()
@@ -195,7 +195,7 @@ def test_a_step_holding_a_statement_that_cannot_run_in_its_transaction_is_refuse
     new_index(path)
     before = snapshot(path)
     old = a_next_version(f"CREATE TABLE half_done (x INTEGER);\n{statement}\nCREATE TABLE other_half (x INTEGER);\n")
-    with pytest.raises(db.MigrationError, match=f"holds `{statement.split()[0].rstrip(';')}`.*a bug in groove"):
+    with pytest.raises(schema.MigrationError, match=f"holds `{statement.split()[0].rstrip(';')}`.*a bug in groove"):
         open_index(path)
     assert snapshot(path) == before and version(path) == old
 
@@ -206,7 +206,7 @@ def test_an_index_of_the_oldest_schema_migrates_step_by_step_to_the_schema_of_a_
     new_index(fresh)
     path = tmp_path / "old.sqlite"
     new_index(path)
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     # Schema 1: no CJK bigram or word tables (nor their triggers, nor the trigram vocabulary), embeddings
     # without AUTOINCREMENT and without the delete trigger, tags as written.
     for name in ("chunks_cjk_ai", "chunks_cjk_ad", "chunks_cjk_au", "chunks_words_ai", "chunks_words_ad",
@@ -225,16 +225,16 @@ def test_an_index_of_the_oldest_schema_migrates_step_by_step_to_the_schema_of_a_
     con.close()
 
     open_index(path)
-    assert version(path) == db.SCHEMA_VERSION
+    assert version(path) == schema.SCHEMA_VERSION
 
     def schema(p: Path) -> list[tuple[str, str]]:
-        con = db.connect_sync(p, readonly=True)
+        con = connection.connect_sync(p, readonly=True)
         try:
             return sorted(con.execute("SELECT type, name FROM sqlite_master").fetchall())
         finally:
             con.close()
     assert schema(path) == schema(fresh)
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     assert con.execute("SELECT id, hash FROM embeddings").fetchall() == [(3, "x")]  # nothing re-embedded
     assert con.execute("SELECT tag FROM doc_tags").fetchall() == [("topic",)]
     assert con.execute("SELECT mtime_ns, hash FROM documents").fetchall() == [(-1, "")]  # rewritten by the next reconcile
@@ -252,7 +252,7 @@ def test_groove_index_on_an_index_whose_upgrade_fails_says_so_and_the_next_run_u
     anyio.run(lambda: index_once(settings, embedder=embedder))
     path = settings.resolved_index_path()
     old = a_next_version("CREATE TABLE half_done (x INTEGER);\nINSERT INTO no_such_table VALUES (1);\n")
-    with pytest.raises(db.MigrationError, match=f"unchanged at schema version {old}"):
+    with pytest.raises(schema.MigrationError, match=f"unchanged at schema version {old}"):
         anyio.run(lambda: index_once(settings, embedder=embedder))
     assert version(path) == old and not has_table(path, "half_done")
     a_next_version("CREATE TABLE half_done (x INTEGER);\n")

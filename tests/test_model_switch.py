@@ -18,12 +18,12 @@ import pytest
 from conftest import GROOVE, eventually, section_text, write
 from fakes import BagOfWordsEmbedder
 from test_daemon import running
-from groove.app import index_once, read_status, search_once
+from support.oneshot import index_once, read_status, search_once
 from groove.config import E5_MODEL, MINILM_MODEL, EmbeddingSettings
 from groove.embed.embedder import embedder_for_index, settings_json
 from groove.errors import EmbedderError
 from groove.search.request import SearchRequest
-from groove.store import db
+from groove.store import connection
 
 TIMEOUT = 60.0
 
@@ -67,7 +67,7 @@ def notes(kb: Path, n: int = 6) -> None:
 
 
 def meta(settings) -> dict[str, str]:
-    con = db.connect_sync(settings.resolved_index_path())
+    con = connection.connect_sync(settings.resolved_index_path())
     try:
         return dict(con.execute("SELECT key, value FROM meta").fetchall())
     finally:
@@ -75,7 +75,7 @@ def meta(settings) -> dict[str, str]:
 
 
 def scalar(settings, sql: str):
-    con = db.connect_sync(settings.resolved_index_path())
+    con = connection.connect_sync(settings.resolved_index_path())
     try:
         return con.execute(sql).fetchone()[0]
     finally:
@@ -126,12 +126,12 @@ def test_groove_index_on_a_changed_model_builds_the_new_vectors_beside_and_swaps
     m = meta(settings)
     assert (m["model"], m["dimension"]) == ("model-new", "32")
     assert not any(k.startswith("shadow_") for k in m)
-    tables = {r for (r,) in db.connect_sync(settings.resolved_index_path()).execute(
+    tables = {r for (r,) in connection.connect_sync(settings.resolved_index_path()).execute(
         "SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert not {"embeddings_shadow", "vec_shadow"} & tables
     assert scalar(settings, "SELECT count(*) FROM chunks WHERE embedding_id IS NULL") == 0
     # The active vectors are the new model's: 32 floats each, equal to what it returns.
-    row = db.connect_sync(settings.resolved_index_path()).execute(
+    row = connection.connect_sync(settings.resolved_index_path()).execute(
         "SELECT c.content, v.embedding FROM chunks c JOIN vec_embeddings v ON v.rowid = c.embedding_id"
         " WHERE c.content LIKE '%stratovolcano%' LIMIT 1").fetchone()
     stored = np.frombuffer(row[1], dtype=np.float32)
@@ -191,7 +191,7 @@ def test_a_new_model_with_a_smaller_window_re_chunks_the_notes_first_and_embeds_
     assert scalar(settings, "SELECT count(*) FROM chunks WHERE embedding_id IS NULL") == 0
     # The new model embedded exactly the texts the index now holds, each once: none of the old
     # chunking's texts, which went away.
-    final = {r for (r,) in db.connect_sync(settings.resolved_index_path()).execute("SELECT content FROM chunks")}
+    final = {r for (r,) in connection.connect_sync(settings.resolved_index_path()).execute("SELECT content FROM chunks")}
     assert sorted(new.document_texts) == sorted(final)
     # The short note's text did not change: its old vector was kept until the swap.
     assert any("fits any window" in t for t in old.document_texts)
@@ -213,7 +213,7 @@ def test_going_back_to_the_old_model_abandons_the_switch(kb, make_settings):
 def test_a_read_only_command_with_the_new_model_is_refused_during_a_switch_saying_how_far_it_is(kb, make_settings):
     settings, old, new = half_switched(kb, make_settings)
 
-    with pytest.raises(db.ModelMismatchError, match="switching from model-old to model-new.*groove status"):
+    with pytest.raises(connection.ModelMismatchError, match="switching from model-old to model-new.*groove status"):
         anyio.run(lambda: search_once(settings, SearchRequest(query="caldera"), embedder=new))
     # The old model still reads it, and status reads it with either.
     resp = anyio.run(lambda: search_once(settings, SearchRequest(query="caldera"), embedder=old))

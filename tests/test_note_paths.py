@@ -18,8 +18,8 @@ from mcp.shared.exceptions import MCPError
 from conftest import write
 from fakes import BagOfWordsEmbedder
 from groove.search.pipeline import SearchRequest
-from groove.serve.daemon import Daemon
-from groove.serve.mcp_app import build_server
+from groove.daemon import Daemon
+from groove.serve.mcp.server import build_server
 
 ODD_NAMES = ["back\\slash.md", "%2e%2e%2fx.md", "dir/50%25 off.md", "dir/a\\..\\b.md"]
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.app import eval_once, index_once, search_once
+from support.oneshot import eval_once, index_once, search_once
 from groove.evaluate import golden
 from groove.evaluate.history import compare
 from groove.evaluate.metrics import abstention, auroc
@@ -250,8 +250,8 @@ def test_the_flag_does_not_change_the_results_or_their_order(vault):
 
 
 def test_groove_index_stores_the_calibration_with_the_index(vault):
-    from groove.store import db
-    con = db.connect_sync(vault.resolved_index_path(), readonly=True)
+    from groove.store import connection
+    con = connection.connect_sync(vault.resolved_index_path(), readonly=True)
     try:
         stored = con.execute("SELECT value FROM meta WHERE key = 'off_topic_calibration'").fetchone()
     finally:
@@ -264,7 +264,7 @@ def test_with_the_quality_filter_on_the_calibration_is_measured_on_the_chunks_a_
     # A scale measured over every chunk put a searched top cosine lower than it is (the hidden stubs are
     # not searched) and flagged answerable queries: the sample and its searches keep to the shown chunks.
     from groove.search.retrievers import calibration_passages
-    from groove.store import db
+    from groove.store import connection
 
     for name, parts in TOPICS.items():
         write(kb / f"{name}.md", f"# {name.title()}\n\n" + "\n\n".join(f"{p.capitalize()}." for p in parts) + "\n")
@@ -272,7 +272,7 @@ def test_with_the_quality_filter_on_the_calibration_is_measured_on_the_chunks_a_
         write(kb / f"stub{i}.md", f"# Stub {i}\n\nTODO TBD FIXME WIP TODO TBD\n")  # long enough, no substance
     settings = make_settings(kb, **{"quality_filter.enabled": True})
     anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
-    con = db.connect_sync(settings.resolved_index_path(), readonly=True)
+    con = connection.connect_sync(settings.resolved_index_path(), readonly=True)
     try:
         stored = json.loads(con.execute("SELECT value FROM meta WHERE key = 'off_topic_calibration'").fetchone()[0])
         hidden = {r[0] for r in con.execute("SELECT id FROM chunks WHERE quality < 0.3 AND length(content) >= 20")}
@@ -282,7 +282,7 @@ def test_with_the_quality_filter_on_the_calibration_is_measured_on_the_chunks_a_
     assert len(hidden) >= 12
 
     async def sampled(floor):
-        conn = await db.connect(settings.resolved_index_path(), readonly=True)
+        conn = await connection.connect(settings.resolved_index_path(), readonly=True)
         try:
             return {cid for cid, _, _ in await calibration_passages(conn, 1000, floor)}
         finally:
@@ -305,7 +305,7 @@ def test_eval_reports_both_rates_beside_recall(vault, tmp_path):
 
 
 def test_while_one_search_measures_a_moved_index_the_others_keep_the_last_scale_instead_of_waiting(vault, monkeypatch):
-    from groove.app import Index
+    from groove.index import Index
     from groove.search.pipeline import Searcher
 
     stale = Calibration(answered=0.9, unanswered=0.5, queries=64, vectors=1, model=BagOfWordsEmbedder().identity)

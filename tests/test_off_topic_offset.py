@@ -16,7 +16,7 @@ from hypothesis import given, strategies as st
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.app import eval_once, search_once, tune_once
+from support.oneshot import eval_once, search_once, tune_once
 from groove.config import ConfigError, load_settings, replace_settings
 from groove.evaluate import offtopic_offset as oo
 from groove.search import offtopic

@@ -16,7 +16,8 @@ import pytest
 from conftest import ROOT, write
 from documents import docx_bytes, pdf_bytes, pptx_bytes, xlsx_bytes
 from fakes import BagOfWordsEmbedder
-from groove.app import Index, index_once, read_status, search_once
+from groove.index import Index
+from support.oneshot import index_once, read_status, search_once
 from groove.config import IndexSettings, ParserSettings
 from groove.corpus.chunking import estimate_tokens
 from groove.corpus.parsers import ChunkOptions, Parsers
@@ -335,7 +336,7 @@ def test_groove_index_and_search_on_the_command_line_find_a_pdf_page_and_a_slide
 
 async def test_the_watcher_picks_up_an_enabled_document_dropped_into_the_folder_and_ignores_a_disabled_one(
         kb, make_settings):
-    from groove.serve.daemon import Daemon
+    from groove.daemon import Daemon
 
     from conftest import eventually
 
@@ -372,7 +373,7 @@ async def test_an_mcp_client_finds_a_pdf_page_and_reads_its_text_over_stdio(tmp_
     from mcp import Client, StdioServerParameters
 
     from groove.config import load_settings
-    from groove.serve.mcp_app import note_uri
+    from groove.serve.mcp.server import note_uri
     from mcp_support import serve_argv, server_env
 
     kb = tmp_path / "notes"

@@ -26,7 +26,7 @@ import anyio
 import pytest
 import yaml
 
-from groove.app import eval_once, index_once
+from support.oneshot import eval_once, index_once
 from groove.config import load_settings
 from groove.evaluate.report import EvalReport
 

@@ -23,14 +23,15 @@ from mcp import Client, StdioServerParameters
 
 from conftest import QUALITY_FILTER_OFF, write
 from fakes import BagOfWordsEmbedder
-from groove.app import Index, index_once, related_once, search_once
+from groove.index import Index
+from support.oneshot import index_once, related_once, search_once
 from groove.config import QualityFilterSettings, Settings, load_settings, replace_settings
 from groove.corpus import quality
 from groove.search import retrievers
 from groove.search.answers import search_text
 from groove.search.compiler import QueryError
 from groove.search.request import SearchRequest, tool_fields
-from groove.store import db
+from groove.store import connection, schema
 from groove.store.vectors import VectorMatrix
 from mcp_support import FAKE_GROOVE, serve_argv, server_env
 
@@ -72,7 +73,7 @@ def paths(answer) -> list[str]:
 
 
 def rows(index: Path, sql: str, args: tuple = ()) -> list[tuple]:
-    con = db.connect_sync(index, readonly=True)
+    con = connection.connect_sync(index, readonly=True)
     try:
         return con.execute(sql, args).fetchall()
     finally:
@@ -213,7 +214,7 @@ def test_hidden_chunks_never_cost_a_leg_a_result(tmp_path):
     query = BagOfWordsEmbedder().embed_query("kubernetes")
 
     async def legs():
-        con = await db.connect(index, readonly=True)
+        con = await connection.connect(index, readonly=True)
         matrix = VectorMatrix(index, "vec_embeddings", 1 << 30)
         try:
             unfiltered = await retrievers.vector_scored(con, query, 5)
@@ -241,7 +242,7 @@ def test_a_vector_leg_with_more_hidden_vectors_than_sqlite_vecs_k_scans_the_chun
     monkeypatch.setattr(retrievers, "MAX_KNN_K", 8)  # k would be 3 + 14 hidden vectors
 
     async def leg():
-        con = await db.connect(settings.resolved_index_path(), readonly=True)
+        con = await connection.connect(settings.resolved_index_path(), readonly=True)
         try:
             return await retrievers.vector_scored(con, query, 3, min_quality=0.3)
         finally:
@@ -320,19 +321,19 @@ def test_an_index_of_the_schema_before_the_scores_gets_them_from_its_chunks_with
                      **{"index.min_chunk_tokens": 0})
     index = settings.resolved_index_path()
     scored = sorted(rows(index, "SELECT id, text_quality, quality FROM chunks"))
-    step = next(v for v, sql in db.MIGRATIONS.items() if "ADD COLUMN quality" in sql)
-    con = db.connect_sync(index)
+    step = next(v for v, sql in schema.MIGRATIONS.items() if "ADD COLUMN quality" in sql)
+    con = connection.connect_sync(index)
     con.execute("DROP INDEX chunks_quality")
     con.execute("ALTER TABLE chunks DROP COLUMN quality")
     con.execute("ALTER TABLE chunks DROP COLUMN text_quality")
-    db.set_meta_sync(con, "schema_version", str(step))
+    schema.set_meta_sync(con, "schema_version", str(step))
     con.close()
     embedded = rows(index, "SELECT count(*), max(id) FROM embeddings")
     computed = rows(index, "SELECT value FROM meta WHERE key = 'embeddings_computed'")
 
     embedder = BagOfWordsEmbedder()
     report = anyio.run(lambda: index_once(settings, embedder=embedder))
-    assert int(rows(index, "SELECT value FROM meta WHERE key = 'schema_version'")[0][0]) == db.SCHEMA_VERSION
+    assert int(rows(index, "SELECT value FROM meta WHERE key = 'schema_version'")[0][0]) == schema.SCHEMA_VERSION
     assert sorted(rows(index, "SELECT id, text_quality, quality FROM chunks")) == scored
     assert any(q < own for _, own, q in scored)  # the template factor came back too
     assert embedder.document_calls == 0 and report.pending_chunks == 0  # nothing embedded again

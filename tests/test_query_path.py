@@ -18,13 +18,14 @@ import pytest
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.app import Index, index_once
+from groove.index import Index
+from support.oneshot import index_once
 from groove.embed.pool import QueryBatcher
 from groove.search import retrievers
 from groove.search.compiler import compile_query
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest, Searcher
-from groove.store import db
+from groove.store import connection
 from groove.store.pool import ReaderPool
 from groove.sync import embedding as embedding_mod
 
@@ -47,7 +48,7 @@ def tagged(tmp_path_factory) -> object:
 
 
 async def test_a_filtered_full_text_leg_ranks_exactly_as_the_unfiltered_leg_restricted_to_the_allowed_notes(tagged):
-    conn = await db.connect(tagged.resolved_index_path(), readonly=True)
+    conn = await connection.connect(tagged.resolved_index_path(), readonly=True)
     try:
         cur = await conn.execute("SELECT d.id FROM documents d JOIN doc_tags t ON t.doc_id = d.id WHERE t.tag = 'rare'")
         allowed = sorted(r[0] for r in await cur.fetchall())
@@ -65,7 +66,7 @@ async def test_a_filtered_full_text_leg_ranks_exactly_as_the_unfiltered_leg_rest
 async def test_the_filtered_full_text_statement_hands_fts5_no_rowid_constraint(tagged):
     """A rowid constraint on the FTS table makes SQLite run the MATCH (and bm25) once per allowed
     id (the plan's index string starts with '='): 12.6 s at 100k chunks. The plan must show one MATCH."""
-    conn = await db.connect(tagged.resolved_index_path(), readonly=True)
+    conn = await connection.connect(tagged.resolved_index_path(), readonly=True)
     statements: list[str] = []
     try:
         await conn.set_trace_callback(statements.append)
@@ -138,7 +139,7 @@ async def test_the_full_text_half_runs_while_the_query_is_being_embedded(tagged)
         await fts_seen.wait()
         return BagOfWordsEmbedder().embed_query(text)
 
-    conn = await db.connect(tagged.resolved_index_path(), readonly=True)
+    conn = await connection.connect(tagged.resolved_index_path(), readonly=True)
 
     @asynccontextmanager
     async def reading() -> AsyncIterator[Any]:
@@ -252,7 +253,7 @@ async def test_warm_up_loads_an_unloaded_model_once_and_leaves_a_loaded_or_remot
 
 
 async def test_the_daemon_loads_the_model_when_it_starts_not_at_the_first_search(make_settings, kb: Path):
-    from groove.serve.daemon import Daemon
+    from groove.daemon import Daemon
 
     write(kb / "a.md", "# A\n\nsome words to index\n")
     model = _Unloaded()

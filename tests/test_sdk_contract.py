@@ -1,4 +1,4 @@
-"""One test per reach into the mcp SDK's private parts (groove/serve/sdk.py): when an SDK upgrade
+"""One test per reach into the mcp SDK's private parts (groove/serve/mcp/sdk.py): when an SDK upgrade
 removes or changes one, the test named after it fails with a message saying what to look at."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import ListResourcesResult, PaginatedRequestParams
 
-from groove.serve import sdk
+from groove.serve.mcp import sdk
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 
-HINT = "the mcp SDK changed (groove pins mcp=={pinned}, found {found}); update groove/serve/sdk.py: {what}"
+HINT = "the mcp SDK changed (groove pins mcp=={pinned}, found {found}); update groove/serve/mcp/sdk.py: {what}"
 
 
 def hint(what: str) -> str:

@@ -12,13 +12,13 @@ import pytest
 
 from conftest import EXAMPLES, ROOT, write
 from groove.config import load_settings, replace_settings
-from groove.app import eval_once, index_once, search_once
+from support.oneshot import eval_once, index_once, search_once
 from groove.search import retrievers
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError, compile_query
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest
-from groove.store import db
+from groove.store import connection
 
 
 def build(kb: Path, index: Path, **overrides):
@@ -215,7 +215,7 @@ def test_explain_tells_a_person_everything_that_happened(corpus):
 
 
 async def test_the_fts_half_runs_as_one_statement_over_the_union_of_its_phrases(corpus):
-    conn = await db.connect(corpus.resolved_index_path(), readonly=True)
+    conn = await connection.connect(corpus.resolved_index_path(), readonly=True)
     statements: list[str] = []
     await conn.set_trace_callback(statements.append)
     try:
@@ -233,7 +233,7 @@ async def test_a_32_phrase_query_is_one_fts_statement_not_one_per_phrase(corpus)
     words = [f"w{i:02d}{'abcdefghij'[i % 10]}x" for i in range(32)]
     cq = compile_query(" ".join(words))
     assert cq.match_expr.count(" OR ") == 31
-    conn = await db.connect(corpus.resolved_index_path(), readonly=True)
+    conn = await connection.connect(corpus.resolved_index_path(), readonly=True)
     statements: list[str] = []
     await conn.set_trace_callback(statements.append)
     try:

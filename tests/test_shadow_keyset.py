@@ -12,8 +12,8 @@ import numpy as np
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once
-from groove.store import db, shadow
+from support.oneshot import index_once
+from groove.store import connection, shadow
 from groove.store.interface import SqliteShadowStore
 
 TEXTS = 240
@@ -28,12 +28,12 @@ async def _switching(tmp_path):
         write(kb / f"n{i:03d}.md", f"# Note {i}\n\ntext number {i} of the switch\n")
     settings = load_settings(None, kb_path=kb, index_path=tmp_path / "switch.sqlite")
     await index_once(settings, embedder=BagOfWordsEmbedder())
-    con = db.connect_sync(settings.resolved_index_path())
+    con = connection.connect_sync(settings.resolved_index_path())
     try:
         shadow.begin_sync(con, model="model-new", dimension=8, settings_json=None)
     finally:
         con.close()
-    return await db.connect(settings.resolved_index_path())
+    return await connection.connect(settings.resolved_index_path())
 
 
 async def _steps(conn, work) -> tuple[int, object]:

@@ -1,4 +1,4 @@
-"""`groove serve --transport stdio` beside a running service attaches to it (groove/serve/attach.py).
+"""`groove serve --transport stdio` beside a running service attaches to it (groove/serve/process/attach.py).
 
 Real processes: a `groove serve --transport http` subprocess owns the index; an MCP client starts
 `groove serve --transport stdio` as Claude Desktop would, over real pipes, with the MCP Python SDK.
@@ -19,7 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from conftest import eventually, write
-from groove.serve.local import socket_path
+from groove.serve.process.local import socket_path
 from mcp_support import FAKE_GROOVE, ServerProcess, note, serve_argv, server_env
 
 def _notes(root: Path) -> Path:

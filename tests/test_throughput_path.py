@@ -21,17 +21,17 @@ import pytest
 
 from conftest import ROOT, write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once
+from support.oneshot import index_once
 from groove.embed.embedder import quiet_openmp
 from groove.search.pipeline import SearchRequest, Searcher
-from groove.store import db
+from groove.store import connection
 from groove.store.pool import ReadConnection, ReaderPool, connect_reader
 
 
 @pytest.fixture
 def small_index(tmp_path: Path) -> Path:
     path = tmp_path / "rows.sqlite"
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     con.execute("CREATE TABLE t (n INTEGER, word TEXT)")
     con.executemany("INSERT INTO t VALUES (?, ?)", [(i, f"w{i}") for i in range(200)])
     con.close()
@@ -64,7 +64,7 @@ async def test_a_pool_statement_and_its_rows_take_one_trip_to_the_connections_th
             rows = await cur.fetchall()
             assert [r[0] for r in rows] == [0, 1, 2, 3, 4]
             assert trips[0] == 1
-        plain = await db.connect(small_index, readonly=True)
+        plain = await connection.connect(small_index, readonly=True)
         try:
             trips = _trips(plain)
             cur = await plain.execute("SELECT n FROM t WHERE n < ? ORDER BY n", (5,))
@@ -99,9 +99,9 @@ async def test_a_fetched_cursor_reads_like_an_aiosqlite_cursor(small_index: Path
 async def test_a_bad_statement_on_a_pool_connection_raises_the_drivers_error_and_the_connection_goes_on(small_index: Path):
     conn = await connect_reader(small_index)
     try:
-        with pytest.raises(db.DRIVER.Error, match="no such table"):
+        with pytest.raises(connection.DRIVER.Error, match="no such table"):
             await conn.execute("SELECT * FROM missing")
-        with pytest.raises(db.DRIVER.Error, match="readonly"):
+        with pytest.raises(connection.DRIVER.Error, match="readonly"):
             await conn.execute("INSERT INTO t VALUES (1, 'x')")
         cur = await conn.execute("SELECT max(n) FROM t")
         assert (await cur.fetchone())[0] == 199
@@ -125,7 +125,7 @@ async def test_a_search_through_the_pool_answers_exactly_as_over_a_plain_connect
 
     searcher = Searcher(settings.search, embed_query=embed)
     pool = ReaderPool(settings.resolved_index_path(), size=2)
-    plain = await db.connect(settings.resolved_index_path(), readonly=True)
+    plain = await connection.connect(settings.resolved_index_path(), readonly=True)
     try:
         for query in ("ranking fusion", "tokenizers -fusion", "日本語", '"search engines" note'):
             req = SearchRequest(query=query, limit=8, explain=False)

@@ -14,7 +14,8 @@ import pytest
 
 from conftest import ROOT, write
 from fakes import BagOfWordsEmbedder
-from groove.app import Index, index_once, tune_once
+from groove.index import Index
+from support.oneshot import index_once, tune_once
 from groove.config import FusionSettings, load_settings, replace_settings
 from groove.evaluate import tune
 from groove.evaluate.golden import load as load_golden

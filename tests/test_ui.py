@@ -364,7 +364,7 @@ def _balanced(html: str) -> bool:
 
 
 def test_a_passage_is_rendered_with_the_querys_matches_marked_in_its_text_only():
-    from groove.serve.ui import render_passage
+    from groove.serve.http.ui import render_passage
 
     content = ("## Feeding\n\nFeed the **sourdough** starter; see [sourdough](https://example.org/sourdough) and "
                "`sourdough`.\n\n京都の清水寺")
@@ -383,7 +383,7 @@ def test_a_passage_is_rendered_with_the_querys_matches_marked_in_its_text_only()
 
 
 def test_a_plain_text_note_is_shown_line_by_line_as_text_with_its_line_numbers():
-    from groove.serve.ui import render_note
+    from groove.serve.http.ui import render_note
 
     html = render_note("# not a heading\n<b>x</b> & y\n", "notes/plain.txt", "text/plain")
     assert html == ('<pre class="plain"><span data-line="1" data-line-end="1"># not a heading\n</span>'
@@ -406,7 +406,7 @@ def test_the_page_ships_inside_the_wheel(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = (tmp_path / "dist").glob("groove-*.whl")
     with zipfile.ZipFile(wheel) as zf:
-        shipped = zf.read("groove/serve/static/ui.html")
+        shipped = zf.read("groove/serve/http/static/ui.html")
     assert shipped == (ROOT / "groove" / "serve" / "static" / "ui.html").read_bytes()
 
 
@@ -922,14 +922,14 @@ SLOW_GROOVE = [sys.executable, "-c", textwrap.dedent(f"""
     import sys, time
     sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
     from fakes import BagOfWordsEmbedder
-    import groove.app
+    import groove.index
 
     class SlowEmbedder(BagOfWordsEmbedder):
         def embed_documents(self, texts):
             time.sleep({EMBED_DELAY_S} * len(texts))
             return super().embed_documents(texts)
 
-    groove.app.make_embedder = lambda settings: SlowEmbedder()
+    groove.index.make_embedder = lambda settings: SlowEmbedder()
     from groove.cli import main
     sys.exit(main())
 """)]

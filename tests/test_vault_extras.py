@@ -22,11 +22,11 @@ import pytest
 
 from conftest import GROOVE, eventually, write
 from fakes import BagOfWordsEmbedder
-from groove.api import ListRequest, SearchRequest
-from groove.app import index_once
+from groove.api.service import ListRequest, SearchRequest
+from support.oneshot import index_once
 from groove.corpus.frontmatter import DateError, date_from, read_date
 from groove.search.compiler import QueryError
-from groove.serve.daemon import Daemon
+from groove.daemon import Daemon
 from mcp_support import FAKE_GROOVE, ServerProcess, server_env
 
 TIMEOUT = 60.0
@@ -38,7 +38,7 @@ def note(title: str, body: str = "A note about tea.", date: str | None = None) -
 
 
 async def indexed_paths(settings) -> set[str]:
-    from groove.app import Index
+    from groove.index import Index
 
     async with Index.open(settings, readonly=True, embedder=BagOfWordsEmbedder()) as index:
         page = await index.list_documents(limit=500)
@@ -345,8 +345,8 @@ async def test_japanese_dates_are_understood_by_the_date_filters_and_an_unreadab
     assert set(warned) == {"before-reiwa.md", "someday.md"}
     assert "令和 began on 2019-05-01" in warned["before-reiwa.md"][0]
 
-    from groove.api import Service
-    from groove.app import Index
+    from groove.api.service import Service
+    from groove.index import Index
 
     async with Index.open(settings, readonly=True, embedder=BagOfWordsEmbedder()) as index:
         service = Service(index)

@@ -17,11 +17,12 @@ from structlog.testing import capture_logs
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.app import Index, index_once
+from groove.index import Index
+from support.oneshot import index_once
 from groove.config import load_settings
 from groove.search import retrievers
 from groove.search.request import SearchRequest
-from groove.store import db, writer
+from groove.store import connection, schema, writer
 from groove.store.interface import VECTOR_TABLE
 from groove.store.vectors import VectorMatrix
 
@@ -40,10 +41,10 @@ def hashes(prefix: str, n: int) -> list[str]:
 @pytest.fixture
 async def conn(tmp_path):
     path = tmp_path / "v.sqlite"
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m", dimension=DIM, kb_path="/kb")
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m", dimension=DIM, kb_path="/kb")
     con.close()
-    c = await db.connect(path)
+    c = await connection.connect(path)
     c.path = path  # where the matrix reads its first load from
     yield c
     await c.close()
@@ -166,8 +167,8 @@ async def test_over_its_memory_budget_sqlite_vec_answers_and_it_is_said_once(con
 
 def test_an_index_of_schema_3_keeps_its_vectors_and_ids_and_never_reuses_them_after(tmp_path):
     path = tmp_path / "old.sqlite"
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
     # Make it look like schema 3: embeddings without AUTOINCREMENT, no delete trigger.
     con.execute("DROP TRIGGER embeddings_ad")
     con.execute("DROP TABLE embeddings")
@@ -176,13 +177,13 @@ def test_an_index_of_schema_3_keeps_its_vectors_and_ids_and_never_reuses_them_af
     con.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     con.close()
 
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
-    assert db.get_meta_sync(con, "schema_version") == str(db.SCHEMA_VERSION)
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    assert schema.get_meta_sync(con, "schema_version") == str(schema.SCHEMA_VERSION)
     assert con.execute("SELECT id, hash FROM embeddings ORDER BY id").fetchall() == [(1, "h1"), (5, "h5")]
     assert "AUTOINCREMENT" in con.execute("SELECT sql FROM sqlite_master WHERE name = 'embeddings'").fetchone()[0]
     con.execute("DELETE FROM embeddings WHERE id = 5")
-    assert db.get_meta_sync(con, "vectors_removed") == "1"
+    assert schema.get_meta_sync(con, "vectors_removed") == "1"
     new_id = con.execute("INSERT INTO embeddings(hash, created_at) VALUES ('h6', 0) RETURNING id").fetchone()[0]
     assert new_id == 6
     con.close()
@@ -221,7 +222,7 @@ async def test_a_daemon_search_answers_from_memory_exactly_as_sqlite_vec_does(ta
 
 async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_the_first_search(tagged):
     from conftest import eventually
-    from groove.serve.daemon import Daemon
+    from groove.daemon import Daemon
 
     daemon = Daemon(tagged, embedder=BagOfWordsEmbedder())
     async with anyio.create_task_group() as tg:
@@ -236,7 +237,7 @@ async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_th
         shown = (await daemon.service.status()).vectors_in_memory
         daemon.stop()
     assert (shown.vectors, shown.mib) == (len(snap.ids), round(len(snap.ids) * snap.matrix.shape[1] * 4 / 2**20, 1))
-    con = db.connect_sync(tagged.resolved_index_path(), readonly=True)
+    con = connection.connect_sync(tagged.resolved_index_path(), readonly=True)
     assert snap.ids.tolist() == [r[0] for r in con.execute("SELECT id FROM embeddings ORDER BY id")]
     con.close()
 
@@ -255,7 +256,7 @@ async def test_a_copy_that_cannot_be_brought_up_to_date_lets_sqlite_vec_answer_a
 
 async def test_index_status_counts_the_vectors_embedded_since_the_copy_was_loaded(kb, make_settings):
     from conftest import eventually
-    from groove.serve.daemon import Daemon
+    from groove.daemon import Daemon
 
     for i in range(12):
         write(kb / f"n{i}.md", f"# Note {i}\n\nfresh words {i} about vectors.\n")

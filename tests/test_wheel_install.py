@@ -95,7 +95,7 @@ def test_the_wheel_carries_the_web_page_the_example_notes_and_the_groove_command
     with zipfile.ZipFile(installed.wheel) as whl:
         names = set(whl.namelist())
         entry_points = next(whl.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "groove/serve/static/ui.html" in names
+    assert "groove/serve/http/static/ui.html" in names
     notes = {p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.rglob("*") if p.is_file()}
     assert len(notes) >= 10
     assert {n.removeprefix("groove/_examples/notes/") for n in names if n.startswith("groove/_examples/notes/")} == notes

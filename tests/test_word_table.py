@@ -11,14 +11,14 @@ import pytest
 
 from conftest import write
 from fakes import BagOfWordsEmbedder
-from groove.app import index_once, search_once
+from support.oneshot import index_once, search_once
 from groove.config import load_settings
 from groove.corpus.words import word_text
 from groove.search import retrievers
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import compile_query
 from groove.search.pipeline import SearchRequest
-from groove.store import db
+from groove.store import connection, schema
 
 
 # --- routing (pure) ---------------------------------------------------------------------------
@@ -119,7 +119,7 @@ def test_an_unquoted_word_matches_whole_words_and_a_quoted_one_any_substring(vau
 
 def test_english_words_inside_japanese_notes_are_found_and_japanese_never_reaches_the_word_table(vault):
     assert "ja.md" in _paths(_fts(vault, "WAL"))  # a three-letter word, under the seeds' rules too
-    con = db.connect_sync(vault.resolved_index_path(), readonly=True)
+    con = connection.connect_sync(vault.resolved_index_path(), readonly=True)
     try:
         ja = con.execute("SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = 'ja.md'").fetchall()
         assert ja
@@ -142,7 +142,7 @@ def test_the_word_leg_keeps_exclusions_and_filters(vault):
 
 
 async def test_a_words_chunk_count_is_what_fts5_matches_for_its_stem(vault):
-    conn = await db.connect(vault.resolved_index_path(), readonly=True)
+    conn = await connection.connect(vault.resolved_index_path(), readonly=True)
     try:
         n_chunks = (await (await conn.execute("SELECT count(*) FROM chunks")).fetchone())[0]
         df, n = await retrievers.term_doc_freq(conn, "fts_words", ["properties", "biomaterial", "zzz"])
@@ -162,15 +162,15 @@ def test_the_word_table_follows_edits_and_deletions(tmp_path):
     assert _paths(_fts(settings, "quokkas")) == [] and _paths(_fts(settings, "wombats")) == ["a.md"]
     (kb / "a.md").unlink()
     anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
-    con = db.connect_sync(settings.resolved_index_path(), readonly=True)
+    con = connection.connect_sync(settings.resolved_index_path(), readonly=True)
     assert con.execute("SELECT count(*) FROM fts_words").fetchone() == (0,)
     con.close()
 
 
 def test_an_index_of_schema_4_gains_the_word_table_from_its_chunks_without_re_embedding(tmp_path):
     path = tmp_path / "old.sqlite"
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
     con.execute("INSERT INTO documents(id, path, title, size, mtime_ns, hash, indexed_at) VALUES (1, 'a.md', 'a', 1, 1, 'h', 0)")
     con.execute("INSERT INTO chunks(id, doc_id, ordinal, heading, level, context, content, start_line, end_line, hash,"
                 " embedding_id, queued_at) VALUES (7, 1, 0, 'Ranking', 2, '', 'Rerankers reorder the candidates', 1, 2, 'x', 3, 0)")
@@ -181,9 +181,9 @@ def test_an_index_of_schema_4_gains_the_word_table_from_its_chunks_without_re_em
     con.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     con.close()
 
-    con = db.connect_sync(path)
-    db.init_sync(con, model="m", dimension=4, kb_path="/kb")
-    assert db.get_meta_sync(con, "schema_version") == str(db.SCHEMA_VERSION)
+    con = connection.connect_sync(path)
+    schema.init_sync(con, model="m", dimension=4, kb_path="/kb")
+    assert schema.get_meta_sync(con, "schema_version") == str(schema.SCHEMA_VERSION)
     assert con.execute("SELECT rowid FROM fts_words WHERE fts_words MATCH 'candidate'").fetchall() == [(7,)]
     assert con.execute("SELECT embedding_id FROM chunks WHERE id = 7").fetchone() == (3,)  # nothing re-queued
     con.execute("UPDATE chunks SET content = 'Wombats dig' WHERE id = 7")

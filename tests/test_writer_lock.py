@@ -17,8 +17,8 @@ import pytest
 
 from conftest import GROOVE, ROOT, write
 from fakes import BagOfWordsEmbedder
-from groove.app import Index
-from groove.store.db import IndexLockedError, lock_path
+from groove.index import Index
+from groove.store.writer_lock import IndexLockedError, lock_path
 from mcp_support import ServerProcess, free_port, server_env
 
 REFUSED = "is being written by another groove process"
@@ -77,7 +77,7 @@ def test_a_second_writer_beside_a_running_daemon_is_refused_naming_it_and_reader
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from groove.store.db import WriterLock
+    from groove.store.writer_lock import WriterLock
     lock = WriterLock(Path(sys.argv[1]))
     lock.acquire()
     print("locked", flush=True)
@@ -124,11 +124,11 @@ async def test_two_writers_in_one_process_are_refused_too_and_the_lock_is_releas
 def test_groove_index_on_a_full_disk_says_so_instead_of_a_traceback(kb, tmp_path, monkeypatch, capsys):
     """SQLite's page limit on the writer's connection stands in for a full disk (SQLITE_FULL)."""
     from groove import cli
-    from groove.store import db
+    from groove.store import connection
 
     for i in range(30):
         write(kb / f"n{i}.md", f"# Note {i}\n\n" + f"Paragraph {i} about the estuary and its herons. " * 40 + "\n")
-    real_connect = db.connect_sync
+    real_connect = connection.connect_sync
 
     def small_disk(path, *, readonly=False):
         con = real_connect(path, readonly=readonly)
@@ -136,7 +136,7 @@ def test_groove_index_on_a_full_disk_says_so_instead_of_a_traceback(kb, tmp_path
             con.execute("PRAGMA max_page_count = 40")
         return con
 
-    monkeypatch.setattr(db, "connect_sync", small_disk)
+    monkeypatch.setattr(connection, "connect_sync", small_disk)
     code = cli.main(["index", "--kb", str(kb), "--index", str(tmp_path / "full.sqlite")])
     err = capsys.readouterr().err
     assert code == 1

@@ -47,7 +47,7 @@ async def measure(index: Path, data: Path | None = None, rounds: int = 3) -> dic
     from groove.search import language
     from groove.search.pipeline import Searcher
     from groove.search.retrievers import SqliteSearchReads
-    from groove.store import db
+    from groove.store import connection
     from groove.store.interface import VECTOR_TABLE
     from groove.store.vectors import VectorMatrix
 
@@ -55,7 +55,7 @@ async def measure(index: Path, data: Path | None = None, rounds: int = 3) -> dic
     settings = load_settings(None, kb_path=index.parent, index_path=index)
     embedder = make_embedder(settings.embedding)
     vectors = await anyio.to_thread.run_sync(embedder.embed_queries, queries)
-    conn = await db.connect(index, readonly=True)
+    conn = await connection.connect(index, readonly=True)
     searcher = Searcher(settings.search, embed_query=lambda t: None)  # only its centres are used
     try:
         centres = await searcher.centres_for(conn)

@@ -71,11 +71,11 @@ async def measure(index: Path, data: Path, keep: Path | None, split: str) -> dic
     import anyio
     import numpy as np
 
-    from groove.app import eval_once
+    from tests.support.oneshot import eval_once
     from groove.config import load_settings
     from groove.embed.embedder import make_embedder
     from groove.evaluate.metrics import aggregate, score_query
-    from groove.store import db
+    from groove.store import connection
 
     settings = load_settings(None, kb_path=index.parent / "notes", index_path=index)
     embedder = make_embedder(settings.embedding)
@@ -102,7 +102,7 @@ async def measure(index: Path, data: Path, keep: Path | None, split: str) -> dic
 
     beir = data / "scifact"
     report = await eval_once(settings, beir, retriever="vector", split=split, record=False, embedder=embedder)
-    conn = db.connect_sync(index, readonly=True)
+    conn = connection.connect_sync(index, readonly=True)
     try:
         chunks, notes = conn.execute("SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM documents)").fetchone()
     finally:

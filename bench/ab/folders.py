@@ -159,9 +159,9 @@ def folder_bytes(d: Path) -> int:
 
 
 def index_counts(path: Path) -> dict[str, int]:
-    from groove.store import db
+    from groove.store import connection
 
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
         notes, chunks = con.execute("SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks)").fetchone()
     finally:
@@ -170,7 +170,7 @@ def index_counts(path: Path) -> dict[str, int]:
 
 
 async def timed_build(settings, embedder) -> dict[str, Any]:
-    from groove.app import index_once
+    from tests.support.oneshot import index_once
 
     index_dir = settings.resolved_index_path().parent
     if index_dir.exists():
@@ -221,7 +221,7 @@ def score_side(runs: dict[str, list[str]], judged: list[dict[str, Any]], doc_lan
 async def measure(args: argparse.Namespace, data: Path, work: Path, report: Report) -> None:
     import anyio
 
-    from groove.app import Index
+    from groove.index import Index
     from groove.config import load_settings
     from groove.embed.embedder import make_embedder
     from groove.logs import configure

@@ -59,10 +59,10 @@ async def measure(index: Path, baseline: ModuleType, data: Path | None = None) -
     from groove.search import retrievers as this_retrievers
     from groove.search.pipeline import Searcher
     from groove.search.request import SearchRequest
-    from groove.store import db
+    from groove.store import connection
 
     queries = scale_queries(data_dir(data), 40)
-    conn = await db.connect(index, readonly=True)
+    conn = await connection.connect(index, readonly=True)
     vec = np.random.default_rng(7).standard_normal(384).astype(np.float32)
     vec /= np.linalg.norm(vec)
 

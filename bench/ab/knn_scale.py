@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def _measure(root: Path, n: int, data: Path) -> dict[str, Any]:
     from bench.common import make_settings
     from bench.scale import scale_queries
-    from groove.app import Index
+    from groove.index import Index
     from groove.search.request import SearchRequest
     from groove.store.interface import VECTOR_TABLE
     from groove.store.vectors import VectorMatrix

@@ -37,20 +37,20 @@ async def measure(index: Path, data: Path | None = None) -> dict[str, Any]:
     from groove.corpus.cjk import cjk_query
     from groove.search import retrievers
     from groove.search.compiler import compile_query
-    from groove.store import db
+    from groove.store import connection
 
     queries = scale_queries(data_dir(data), 40)
     with tempfile.TemporaryDirectory(prefix="groove-merge-ab-") as tmp:
         copy = Path(tmp) / "merged.sqlite"
         shutil.copyfile(index, copy)
-        con = db.connect_sync(copy)
+        con = connection.connect_sync(copy)
         merge_s = {}
         for table in retrievers.FTS_TABLES:
             t = time.perf_counter()
             con.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
             merge_s[table] = round(time.perf_counter() - t, 2)
         con.close()
-        sides = {"as_written": await db.connect(index, readonly=True), "merged": await db.connect(copy, readonly=True)}
+        sides = {"as_written": await connection.connect(index, readonly=True), "merged": await connection.connect(copy, readonly=True)}
         res: dict[str, list[float]] = {name: [] for name in sides}
         same = True
         try:

@@ -37,11 +37,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 async def measure(index: Path, queries: int) -> dict[str, Any]:
     from groove.search import retrievers
-    from groove.store import db
+    from groove.store import connection
     from groove.store.interface import VECTOR_TABLE
     from groove.store.vectors import VectorMatrix
 
-    conn = await db.connect(index, readonly=True)
+    conn = await connection.connect(index, readonly=True)
     try:
         cur = await conn.execute("SELECT count(*), (SELECT value FROM meta WHERE key = 'dimension') FROM embeddings")
         n, dim = await cur.fetchone()

@@ -70,10 +70,10 @@ async def measure(index: Path, data: Path | None = None, rounds: int = 3) -> dic
     from groove.search import retrievers
     from groove.search.compiler import compile_query
     from groove.search.pipeline import full_text_plan
-    from groove.store import db
+    from groove.store import connection
 
     queries = scale_queries(data_dir(data), 40)
-    conn = await db.connect(index, readonly=True)
+    conn = await connection.connect(index, readonly=True)
     reads_ = retrievers.SqliteSearchReads(conn)
     res: dict[str, dict[str, list[float]]] = {side: {"all": [], "en": [], "ja": []} for side in ("trigram", "words")}
     candidates: dict[str, int] = {"trigram": 0, "words": 0}

@@ -1,16 +1,76 @@
-"""`groove eval`: run judged queries through the same pipeline as `groove search`."""
+"""`groove eval`: run judged queries through the same pipeline as `groove search`.
+
+`evaluate_golden` is the whole command over an open index (the service API's `evaluate`): the judged
+queries through the pipeline (`run_eval`), the golden queries a note quotes (evaluate/leaks.py), and the
+comparison with the run history (evaluate/history.py).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any, Protocol, Sequence
 
 import aiosqlite
+import numpy as np
 
-from groove.evaluate.golden import JudgedQuery
+from groove.config import Settings
+from groove.embed.embedder import Embedder
+from groove.errors import UsageError
+from groove.evaluate import history
+from groove.evaluate.golden import GoldenError, JudgedQuery
+from groove.evaluate.golden import load as load_golden
+from groove.evaluate.leaks import quoted_queries
 from groove.evaluate.metrics import KS, abstention, aggregate, first_ranks, score_query
-from groove.evaluate.report import Confidence, EvalRun
+from groove.evaluate.report import Confidence, EvalReport, EvalRun, HistoryComparison, Leak
+from groove.logs import get_logger
 from groove.search.pipeline import Searcher
+from groove.search.compiler import QueryError, compile_query
 from groove.search.request import SearchRequest
+
+log = get_logger(__name__)
+
+
+class JudgedIndex(Protocol):
+    """What evaluating needs of an open index (`groove.index.Index` is one)."""
+
+    settings: Settings
+    embedder: Embedder
+    path: Path
+    reranker_model: str | None
+
+    def reading(self) -> AbstractAsyncContextManager[aiosqlite.Connection]: ...
+
+    def quality_floor(self) -> float | None: ...
+
+    async def evaluate(self, queries: Sequence[JudgedQuery], *, retriever: str, limit: int,
+                       request_options: dict[str, Any], ks: Sequence[int] = KS,
+                       vectors: dict[str, np.ndarray] | None = None) -> EvalRun: ...
+
+
+def judged_queries(source: Path, split: str | None, max_queries: int | None, *, at_least: int = 1) -> list[JudgedQuery]:
+    """The golden set's queries (the first `max_queries`); GoldenError when fewer than `at_least`."""
+    queries = load_golden(source, split)
+    if max_queries is not None:
+        queries = queries[:max_queries]
+    if len(queries) < at_least:
+        if not queries:
+            raise GoldenError(f"{source} has no judged queries{f' in split {split!r}' if split else ''}; nothing to evaluate")
+        raise GoldenError(f"{source} has {len(queries)} judged quer{'y' if len(queries) == 1 else 'ies'}; "
+                          f"{'tune' if at_least > 1 else 'eval'} needs at least {at_least}")
+    return queries
+
+
+def query_vector_texts(queries: Sequence[JudgedQuery]) -> list[str]:
+    """The distinct texts the vector leg embeds for these judged queries (a query the compiler
+    refuses has none), in order: what eval and tune embed once, up front, in batches."""
+    texts = []
+    for q in queries:
+        try:
+            texts.append(compile_query(q.query).vector_text)
+        except QueryError:
+            continue
+    return list(dict.fromkeys(t for t in texts if t.strip()))
 
 
 async def run_eval(
@@ -73,3 +133,57 @@ def confidence_split(per_query: Sequence[dict[str, Any]]) -> Confidence:
         top1_flagged=top1(flagged),
         top1_unflagged=top1(unflagged),
     )
+
+
+async def evaluate_golden(
+    index: JudgedIndex,
+    source: Path,
+    *,
+    retriever: str = "hybrid",
+    split: str | None = None,
+    limit: int = 10,
+    max_queries: int | None = None,
+    request_options: dict[str, Any] | None = None,
+    ks: Sequence[int] = KS,
+    record: bool = True,
+) -> EvalReport:
+    """`groove eval`: judged queries through the search pipeline, compared with the run history.
+
+    `.history` says how this run compares with the last one of the same configuration
+    fingerprint (groove/evaluate/history.py); the run is then recorded in
+    `<index>.eval.jsonl` unless `[eval] history = 0` or `record` is False.
+    `.leaks` lists golden queries a note quotes verbatim.
+    """
+    settings = index.settings
+    ks = tuple(ks)
+    if max(ks) > limit:
+        raise UsageError(f"--k {max(ks)} needs at least {max(ks)} results per query; pass --limit {max(ks)} or more")
+    queries = judged_queries(source, split, max_queries)
+    options = dict(request_options or {})
+    if index.reranker_model and options.get("rerank") is None:
+        options["rerank"] = True  # a model named on the command line applies unconditionally
+    run = await index.evaluate(queries, retriever=retriever, limit=limit, request_options=options, ks=ks)
+    async with index.reading() as conn:
+        leaks = [Leak(**leak) for leak in await quoted_queries(conn, queries)]
+    rerank_on = settings.search.rerank_by_default if options.get("rerank") is None else options["rerank"]
+    reranker = (index.reranker_model or settings.search.reranker or None) if rerank_on else None
+    fp = history.fingerprint(
+        model=index.embedder.identity, reranker=reranker, retriever=retriever, limit=limit, ks=ks,
+        queries=queries, search=settings.search, request_options=options, quality=settings.quality_filter,
+    )
+    path = history.history_path(index.path)
+    cmp = HistoryComparison(**history.compare(history.load(path), fp, run.metrics, settings.eval.regression_threshold),
+                            path=str(path))
+    if record and settings.eval.history > 0:
+        entry = history.record(fp, run.metrics, count=run.count, source=str(source),
+                               regressed=cmp.status == "regression")
+        try:
+            history.append(path, entry, settings.eval.history)
+            cmp.recorded = True
+        except OSError as exc:
+            log.warning("eval_history_not_written", path=str(path), error=exc.strerror or str(exc))
+    for leak in leaks:
+        log.warning("golden_query_quoted_in_note", query_id=leak.id, notes=leak.paths[:5],
+                    message="a note contains this judged query verbatim, so it may hold the answer key")
+    return EvalReport(**dict(run), index_path=str(index.path), source=str(source), leaks=leaks, history=cmp,
+                      fingerprint=fp)

@@ -21,16 +21,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import aiosqlite
+import anyio
 import numpy as np
 
 from groove.config import FusionSettings
 from groove.corpus.cjk import cjk_query
+from groove.errors import UsageError
+from groove.evaluate import offtopic_offset
 from groove.evaluate.golden import Expected, JudgedQuery
-from groove.evaluate.metrics import first_ranks, score_query
-from groove.search import retrievers
+from groove.evaluate.metrics import KS, first_ranks, score_query
+from groove.evaluate.report import OffTopicTuning, TuneReport
+from groove.evaluate.runner import JudgedIndex, judged_queries, query_vector_texts
+from groove.search import offtopic, retrievers
 from groove.search.compiler import QueryError, compile_query
 from groove.search.fusion import weighted_rrf, z_fusion
 from groove.search.pipeline import complete_legs, excludes_by_id, full_text_plan, fusion_weights, leg_evidence, pool_size
@@ -229,3 +235,83 @@ def fusion_block(s: FusionSettings) -> str:
     for key, value in s.model_dump().items():
         lines.append(f'{key} = "{value}"' if isinstance(value, str) else f"{key} = {float(value)!r}")
     return "\n".join(lines) + "\n"
+
+
+async def tune_golden(
+    index: JudgedIndex,
+    source: Path,
+    *,
+    split: str | None = None,
+    limit: int = 10,
+    max_queries: int | None = None,
+    metric: str = "ndcg@10",
+    progress: Callable[[str, int, int], None] | None = None,
+) -> TuneReport:
+    """`groove tune`: legs retrieved once per bm25 weighting, every fusion setting re-fused offline,
+    leave-one-query-out cross-validation. Writes nothing."""
+    settings = index.settings
+    queries = judged_queries(source, split, max_queries, at_least=2)
+    grid = candidates(settings.search.fusion)
+    texts = query_vector_texts(queries)
+    if progress:
+        progress("embedding queries", 0, len(texts))
+    vectors = dict(zip(texts, await anyio.to_thread.run_sync(index.embedder.embed_queries, texts)))
+    if progress:
+        progress("embedding queries", len(texts), len(texts))
+    legs: dict[Weights, list[QueryLegs]] = {}
+    skipped: list[str] = []
+    async with index.reading() as conn:
+        weightings = list(dict.fromkeys(bm25_of(s) for s in grid))
+        if progress:
+            progress("retrieving legs", 0, len(weightings))
+        for i, w in enumerate(weightings):
+            legs[w], skipped = await collect_legs(conn, queries, vectors, w, limit, index.quality_floor())
+            if progress:
+                progress("retrieving legs", i + 1, len(weightings))
+        cur = await conn.execute("SELECT c.id, d.path, c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id")
+        hits = {cid: {"path": path, "heading": heading} for cid, path, heading in await cur.fetchall()}
+    off_topic = None
+    if any(q.unanswerable for q in queries):
+        if progress:
+            progress("off_topic", 0, len(queries))
+        off_topic = await _off_topic_tuning(index, queries, vectors, limit,
+                                            settings.search.off_topic.threshold_offset)
+        if progress:
+            progress("off_topic", len(queries), len(queries))
+    index_path = str(index.path)
+    if progress:
+        progress("scoring settings", 0, len(grid))
+    try:
+        result = await anyio.to_thread.run_sync(
+            lambda: sweep(legs, hits, grid, limit, metric,
+                          progress=(lambda d, t: progress("scoring settings", d, t)) if progress else None))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    refine_on = [name for name, on in (("mmr", settings.search.mmr.enabled), ("rerank", settings.search.rerank_by_default),
+                                       ("parent_retriever", settings.search.parent_retriever.enabled)) if on]
+    answerable = sum(1 for q in queries if not q.unanswerable)  # the unanswerable ones place the off_topic line
+    return TuneReport(**result, source=str(source), index_path=index_path, count=answerable - len(skipped),
+                      skipped=skipped, limit=limit, refine_stages_ignored=refine_on, off_topic=off_topic)
+
+
+async def _off_topic_tuning(index: JudgedIndex, queries: Sequence[JudgedQuery], vectors: dict[str, np.ndarray],
+                            limit: int, current: float) -> OffTopicTuning | None:
+    """Every judged query through the default hybrid search once (with the query vectors tune already
+    embedded); the offset its margins support."""
+    run = await index.evaluate(queries, retriever="hybrid", limit=limit, request_options={},
+                               ks=tuple(k for k in KS if k <= limit) or (limit,), vectors=vectors)
+    # a search that found nothing is off topic whatever the line: no margin, its flag stays
+    rows = [(r.unanswerable, offtopic.margin(r.off_topic_evidence) if r.off_topic_evidence and r.top else None,
+             r.off_topic) for r in run.queries]
+    p = offtopic_offset.propose(rows, current)
+    if p is None:
+        return None
+
+    def named(pair: tuple[float | None, float | None]) -> dict[str, float | None]:
+        return {"answerable_flagged": None if pair[0] is None else round(pair[0], 4),
+                "unanswerable_flagged": None if pair[1] is None else round(pair[1], 4)}
+
+    return OffTopicTuning(answerable=sum(1 for r in rows if not r[0]), unanswerable=sum(1 for r in rows if r[0]),
+                          current_offset=current, offset=p.offset, now=named(p.now), held_out=named(p.held_out),
+                          recommend=p.recommend, reason=p.reason,
+                          block=offtopic_offset.block(p.offset) if p.recommend else None)

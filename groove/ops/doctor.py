@@ -6,7 +6,7 @@ that repairs it. Exit code: 0 clean (info only), 1 warnings, 2 errors.
 backs or rebuild what is derived from the chunks (gone notes, orphan chunks,
 dangling or unused vectors, the full-text tables), then checks again; the
 rest (re-embedding, a model change, a schema upgrade) needs the printed
-command. `fix=True` is a writer: it takes `db.WriterLock` and is refused,
+command. `fix=True` is a writer: it takes `writer_lock.WriterLock` and is refused,
 naming the holder, while another groove process (a running `groove serve`)
 writes the index; the checks alone take no lock. Imported by the CLI only.
 """
@@ -25,7 +25,7 @@ from groove.corpus.scan import IGNORE_FILE, Ignore, refused_lines, scan_folders
 from groove.embed.embedder import make_embedder, model_fit_warning
 from groove.errors import GrooveError
 from groove.folders import Folders
-from groove.store import db, reads, shadow
+from groove.store import connection, reads, schema, shadow, writer_lock
 
 SAMPLE = 2000  # chunks read to judge the notes' script mix (as app.MODEL_FIT_SAMPLE)
 EXAMPLES = 5
@@ -114,18 +114,18 @@ def check_folder(con: Any, settings: Settings, folders: Folders) -> tuple[list[F
 
 
 def check_schema(con: Any) -> list[Finding]:
-    version = int(db.get_meta_sync(con, "schema_version", "0") or 0)
-    if version < db.SCHEMA_VERSION:
-        return [Finding("warning", "schema_stale", f"the index has schema version {version}; this groove uses {db.SCHEMA_VERSION}",
+    version = int(schema.get_meta_sync(con, "schema_version", "0") or 0)
+    if version < schema.SCHEMA_VERSION:
+        return [Finding("warning", "schema_stale", f"the index has schema version {version}; this groove uses {schema.SCHEMA_VERSION}",
                         "groove index (upgrades it in place; nothing is re-embedded)")]
-    if version > db.SCHEMA_VERSION:
-        return [Finding("error", "schema_newer", f"the index has schema version {version}, newer than this groove ({db.SCHEMA_VERSION})",
+    if version > schema.SCHEMA_VERSION:
+        return [Finding("error", "schema_newer", f"the index has schema version {version}, newer than this groove ({schema.SCHEMA_VERSION})",
                         "upgrade groove, or groove index --rebuild")]
     return []
 
 
 def check_model(con: Any, settings: Settings) -> list[Finding]:
-    built_model, built_dim = db.read_identity_sync(con)
+    built_model, built_dim = schema.read_identity_sync(con)
     try:
         identity = make_embedder(settings.embedding).identity  # known without loading the model
     except GrooveError as exc:
@@ -207,7 +207,7 @@ def check_fts(con: Any) -> list[Finding]:
                                "groove doctor --fix (rebuilds it from the chunks)", absent, fixable=True))
         try:
             con.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-        except db.DBError as exc:
+        except connection.DBError as exc:
             out.append(Finding("error", "fts_integrity", f"the {label} full-text table fails its integrity check: {exc}",
                                "groove doctor --fix (rebuilds it from the chunks)", fixable=True))
     return out
@@ -216,10 +216,10 @@ def check_fts(con: Any) -> list[Finding]:
 def check_links(con: Any) -> list[Finding]:
     """Links resolved as the notes' names say now (a mismatch is repaired from them), and the links that name
     no note (info: each with its path and line)."""
-    if not db._has_table(con, "links"):
+    if not schema._has_table(con, "links"):
         return []  # an index before schema 7: check_schema says to upgrade it
     out = []
-    stale = _count(con, f"SELECT count(*) FROM links WHERE target_id IS NOT {db.LINK_TARGET}")
+    stale = _count(con, f"SELECT count(*) FROM links WHERE target_id IS NOT {schema.LINK_TARGET}")
     if stale:
         out.append(Finding("warning", "links_stale", f"{stale} link(s) point at another note than the one their "
                            "target names now (backlinks and related by links are off for them)",
@@ -244,7 +244,7 @@ def check_sqlite(con: Any) -> list[Finding]:
 
 def repair(con: Any, findings: list[Finding], gone: list[str], vec_table: str) -> list[str]:
     """The safe repairs for `findings`, in one transaction; what was done, one line each. The caller holds the
-    index's `db.WriterLock` (`diagnose(fix=True)`): no other groove process writes meanwhile."""
+    index's `writer_lock.WriterLock` (`diagnose(fix=True)`): no other groove process writes meanwhile."""
     names = {f.check for f in findings if f.fixable}
     done = []
     con.execute("BEGIN IMMEDIATE")
@@ -271,11 +271,11 @@ def repair(con: Any, findings: list[Finding], gone: list[str], vec_table: str) -
             con.executemany("DELETE FROM embeddings WHERE id = ?", [(i,) for i in ids])
             done.append(f"dropped {len(ids)} unused vector(s)")
         if "links_stale" in names or ("notes_gone" in names and gone):
-            con.execute(db.RESOLVE_LINKS)
+            con.execute(schema.RESOLVE_LINKS)
             done.append("resolved every link again from the notes' names")
         if names & {"fts_rows_without_chunks", "fts_chunks_missing", "fts_integrity"}:
             con.execute("INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild')")
-            for statement in db.split_sql(db.REFILL_CJK + db.REFILL_WORDS):
+            for statement in schema.split_sql(schema.REFILL_CJK + schema.REFILL_WORDS):
                 con.execute(statement)
             done.append("rebuilt the three full-text tables from the chunks")
         con.execute("COMMIT")
@@ -290,7 +290,7 @@ def repair(con: Any, findings: list[Finding], gone: list[str], vec_table: str) -
 def _guarded(name: str, run: Callable[[], list[Finding]]) -> list[Finding]:
     try:
         return run()
-    except db.DBError as exc:
+    except connection.DBError as exc:
         return [Finding("error", name, f"the {name} check could not run: {exc}", "groove index --rebuild")]
 
 
@@ -313,21 +313,21 @@ def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
             lock.release()
 
 
-def _writer_lock(path: Path) -> db.WriterLock:
-    lock = db.WriterLock(path)
+def _writer_lock(path: Path) -> writer_lock.WriterLock:
+    lock = writer_lock.WriterLock(path)
     try:
         lock.acquire()
-    except db.IndexLockedError as exc:
-        raise db.IndexLockedError(f"{exc}; so does `groove doctor` without --fix, which lists what --fix "
+    except writer_lock.IndexLockedError as exc:
+        raise writer_lock.IndexLockedError(f"{exc}; so does `groove doctor` without --fix, which lists what --fix "
                                   "would repair") from None
     return lock
 
 
 def _diagnose(settings: Settings, folders: Folders, path: Path, report: dict[str, Any], findings: list[Finding],
               fix: bool) -> dict[str, Any]:
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     try:
-        if not db._has_table(con, "meta") or db.read_identity_sync(con)[0] is None:
+        if not schema._has_table(con, "meta") or schema.read_identity_sync(con)[0] is None:
             findings.append(Finding("error", "not_an_index", f"{path} is not a groove index", "groove index --rebuild"))
             return _finish(report, findings)
         for shown, folder in zip(report["folders"], folders):  # each folder's notes in the index

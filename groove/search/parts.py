@@ -26,15 +26,39 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Sequence
 
+from pydantic import Field
+
 from groove.corpus.blocks import structure
 from groove.errors import NotFoundError
-from groove.search.answers import (DocumentPart, LeftOut, OmittedPassage, SearchAnswer, SearchBudget, SearchHit)
+from groove.search.answers import Answer, OmittedPassage, SearchAnswer, SearchBudget, SearchHit
 from groove.search.compiler import QueryError
 from groove.search.request import LineRange
 
 MAX_LISTED_HEADINGS = 40   # headings an error names (the rest are counted)
 MAX_GAP_HEADINGS = 20      # headings listed per run of lines left out
 MIN_LATER_PIECE = 80       # a trimmed passage after the first must keep at least this many characters
+
+
+class LeftOut(Answer):
+    """A run of the note's lines that a part did not return."""
+
+    lines: list[int] = Field(description="[first, last]: the lines left out (numbered as search hits number them)")
+    chars: int = Field(description="their characters")
+    headings: list[str] = Field(description="the headings that start in those lines, as paths below the title: "
+                                            "pass one as heading to read it")
+    more_headings: int = Field(0, description="headings in those lines beyond the ones listed")
+
+
+class DocumentPart(Answer):
+    """Which part of a note an answer holds (set when heading, lines or max_chars was given)."""
+
+    heading: str | None = Field(None, description="the section returned, as its full heading path (with heading)")
+    lines: list[int] = Field(description="[first, last]: the lines of the note content spans")
+    chars: int = Field(description="characters in content")
+    total_chars: int = Field(description="characters of the whole note's text (frontmatter not counted)")
+    omitted_chars: int = Field(description="characters of the note not in content (total_chars - chars)")
+    trimmed_chars: int = Field(description="characters max_chars cut from the end of the part asked for (0: none)")
+    left_out: list[LeftOut] = Field(description="what was not returned, in note order, with the headings in it")
 
 
 # --- lines ------------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from groove.search import filters as filters_mod
 from groove.search.compiler import quote_phrase
 from groove.search.hits import Hit
 from groove.store import reads
-from groove.store.db import FTS_TABLES
+from groove.store.schema import FTS_TABLES
 from groove.store.interface import VECTOR_TABLE
 from groove.store.vectors import VectorMatrix
 

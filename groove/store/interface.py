@@ -22,7 +22,7 @@ import numpy as np
 from groove.store import reads, shadow, writer
 
 # The vector table the search reads name (retrievers' KNN, filtered scan and MMR fetch
-# take it from here; the schema and the writer still spell it in store/db.py and writer.py).
+# take it from here; the schema and the writer still spell it in store/schema.py and writer.py).
 VECTOR_TABLE = "vec_embeddings"
 
 

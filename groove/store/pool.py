@@ -17,7 +17,7 @@ import aiosqlite
 import anyio
 from aiosqlite.context import contextmanager
 
-from groove.store import db
+from groove.store import connection
 
 
 class FetchedCursor:
@@ -72,8 +72,8 @@ class ReadConnection(aiosqlite.Connection):
 
 
 async def connect_reader(path: Path | str) -> ReadConnection:
-    """A read-only connection (as `db.connect(path, readonly=True)`) that fetches with each statement."""
-    conn = ReadConnection(lambda: db.connect_sync(path, readonly=True), iter_chunk_size=64)
+    """A read-only connection (as `connection.connect(path, readonly=True)`) that fetches with each statement."""
+    conn = ReadConnection(lambda: connection.connect_sync(path, readonly=True), iter_chunk_size=64)
     return await conn
 
 

@@ -11,7 +11,7 @@ import aiosqlite
 from groove.corpus.links import is_note_target
 from groove.corpus.tags import fold_tag
 from groove.logs import get_logger
-from groove.store import db, shadow
+from groove.store import connection, schema, shadow
 
 log = get_logger(__name__)
 
@@ -26,9 +26,9 @@ def prepare_index(path: Path, *, model: str, dimension: int, kb_path: str, setti
     configured is dropped. Returns None when the index answers with `model`.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    con = db.connect_sync(path)
+    con = connection.connect_sync(path)
     try:
-        answering_with = db.init_sync(con, model=model, dimension=dimension, kb_path=kb_path,
+        answering_with = schema.init_sync(con, model=model, dimension=dimension, kb_path=kb_path,
                                       settings_json=settings_json, allow_switch=switch)
         if answering_with is None:
             if shadow.drop_sync(con):
@@ -38,7 +38,7 @@ def prepare_index(path: Path, *, model: str, dimension: int, kb_path: str, setti
             log.info("model_switch_started", old=answering_with, new=model)
         else:
             log.info("model_switch_resumed", old=answering_with, new=model)
-        return {"from": answering_with, "settings": db.get_meta_sync(con, "embedding_settings") or None}
+        return {"from": answering_with, "settings": schema.get_meta_sync(con, "embedding_settings") or None}
     finally:
         con.close()
 
@@ -47,29 +47,29 @@ def check_existing_index(path: Path, *, model: str | None, dimension: int) -> No
     """For read-only commands: the index must exist and match the model (model None: any model,
     for `groove status`, which reads no vectors)."""
     if not path.exists():
-        raise db.IndexError_(f"no index at {path}; run `groove index` first")
-    con = db.connect_sync(path, readonly=True)
+        raise connection.IndexError_(f"no index at {path}; run `groove index` first")
+    con = connection.connect_sync(path, readonly=True)
     try:
-        built_model, built_dim = db.read_identity_sync(con)
-        version = int(db.get_meta_sync(con, "schema_version", "0") or 0) if built_model is not None else 0
+        built_model, built_dim = schema.read_identity_sync(con)
+        version = int(schema.get_meta_sync(con, "schema_version", "0") or 0) if built_model is not None else 0
         switching = shadow.state_sync(con) if built_model is not None else None
     finally:
         con.close()
     if built_model is None:
-        raise db.IndexError_(f"{path} is not a groove index; run `groove index --rebuild`")
+        raise connection.IndexError_(f"{path} is not a groove index; run `groove index --rebuild`")
     if model is None:
         pass
     elif switching and switching["model"] == model and (built_model, built_dim) != (model, dimension):
-        raise db.ModelMismatchError(
+        raise connection.ModelMismatchError(
             f"the index is switching from {built_model} to {model} and answers with {built_model} until "
             f"every note has its new vector; `groove index` (or the running daemon) finishes the switch, and "
             f"`groove status` shows how far it is"
         )
     else:
-        db.check_identity(built_model, built_dim, model=model, dimension=dimension)
-    if version < db.SCHEMA_VERSION:
-        raise db.IndexError_(
-            f"{path} has schema version {version}; this groove needs {db.SCHEMA_VERSION}. Run `groove index` "
+        schema.check_identity(built_model, built_dim, model=model, dimension=dimension)
+    if version < schema.SCHEMA_VERSION:
+        raise connection.IndexError_(
+            f"{path} has schema version {version}; this groove needs {schema.SCHEMA_VERSION}. Run `groove index` "
             "(or start `groove serve`) once to upgrade it in place: nothing is re-embedded"
         )
 
@@ -224,7 +224,7 @@ async def topics(conn: aiosqlite.Connection, *, depth: int = 2, limit: int = 100
     }
 
 
-# --- links (corpus/links.py; the tables: store/db.py) -------------------------------------------------
+# --- links (corpus/links.py; the tables: store/schema.py) -------------------------------------------------
 
 _LINK_COLUMNS = "l.line, l.kind, l.target, l.heading, l.block, l.alias"
 

@@ -20,7 +20,7 @@ from typing import Any, Collection, Sequence
 import aiosqlite
 import numpy as np
 
-from groove.store.db import get_meta_sync, set_meta_sync
+from groove.store.schema import get_meta_sync, set_meta_sync
 from groove.store.writer import Tx
 
 EMBEDDINGS = "embeddings_shadow"

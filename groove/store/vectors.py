@@ -30,7 +30,7 @@ import anyio
 import numpy as np
 
 from groove.logs import get_logger
-from groove.store import db
+from groove.store import connection
 
 log = get_logger(__name__)
 
@@ -145,7 +145,7 @@ def _read_all(path: Path, table: str, max_bytes: int) -> tuple[tuple[Any, ...], 
     """Every vector, on a connection of its own in one read transaction (the stamp read with
     them), streamed into the buffers' own arrays (no second copy): (stamp, buffers), or
     (stamp, vectors) when over budget."""
-    con = db.connect_sync(path, readonly=True)
+    con = connection.connect_sync(path, readonly=True)
     try:
         con.execute("BEGIN")
         stamp = tuple(con.execute(_STAMP_SQL).fetchone())

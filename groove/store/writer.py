@@ -21,7 +21,8 @@ from groove.corpus.links import note_names, resolve
 from groove.corpus.markdown import ParsedNote
 from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.tags import fold_tag
-from groove.store.db import FTS_TABLES, DBError
+from groove.store.connection import DBError
+from groove.store.schema import FTS_TABLES
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Reconcile the notes folders with the index.
 
-Used by `groove index` (one full pass, through `groove.app.Index`) and by the daemon (full passes at start
+Used by `groove index` (one full pass, through `groove.index.Index`) and by the daemon (full passes at start
 and periodically, path batches from the watcher). Unchanged files (same size
 and mtime) are skipped without reading; a changed file is parsed and its chunk
 list diffed by chunk hash; a new file whose bytes equal a vanished file's is a

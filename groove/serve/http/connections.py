@@ -20,7 +20,7 @@ from typing import Any
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from groove.config import HTTPSettings
-from groove.serve.storm import StormLog
+from groove.serve.http.storm import StormLog
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""SQLite: the driver rule, extension loading, the schema and its migrations.
+"""The index's schema: its tables, the versioned migrations between them, and the model it was built with.
 
 One file holds everything: documents, chunks, the three FTS5 tables over
 (heading, context, content): trigram, CJK bigrams and words (decisions 0006,
@@ -6,11 +6,6 @@ One file holds everything: documents, chunks, the three FTS5 tables over
 folded to one spelling (groove/corpus/normalize.py, decision 0018); the chunks
 keep the text as written, which is what is shown and embedded. WAL mode lets readers run beside the single
 writer.
-
-Driver rule (ENVIRONMENT.md): the standard library `sqlite3` when it can load
-extensions and its SQLite is 3.43 or newer (the word table is contentless with
-deletes, `contentless_delete`, new in 3.43); otherwise `sqlean` (a drop-in
-`sqlite3` with extension loading and FTS5 trigram).
 """
 
 from __future__ import annotations
@@ -19,109 +14,17 @@ import json
 import re
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-import aiosqlite
-import sqlite_vec
-
-from groove.errors import GrooveError
-from groove.corpus.cjk import cjk_terms
-from groove.corpus.links import links_json, links_of_chunks, note_names_json, resolve_json
-from groove.corpus.normalize import fold
-from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
-from groove.corpus.words import WORD_TOKENIZER, word_text
+from groove.corpus.quality import REPEAT_FREE
+from groove.corpus.words import WORD_TOKENIZER
+from groove.store.connection import DBError, IndexError_, ModelMismatchError, _write_failure
 
 SCHEMA_VERSION = 8
 # The FTS5 tables over (heading, context, content): trigram (the seed compiler's phrases), CJK
 # bigrams (decision 0006), stemmed words of spaced alphabets (decision 0014).
 FTS_TABLES = ("fts_chunks", "fts_cjk", "fts_words")
 
-
-class IndexError_(GrooveError):
-    """The index cannot be used as asked; the message says what to do."""
-
-
-class ModelMismatchError(IndexError_):
-    pass
-
-
-def pick_driver() -> ModuleType:
-    # Imported here, not at the top: the standard library's sqlite3 when it can load extensions,
-    # else sqlean, which is then the only driver this process imports.
-    import sqlite3
-
-    if hasattr(sqlite3.Connection, "enable_load_extension") and sqlite3.sqlite_version_info >= (3, 43, 0):
-        return sqlite3
-    import sqlean
-
-    return sqlean
-
-
-DRIVER = pick_driver()
-DBError = DRIVER.Error
-
-
-def connect_sync(path: Path | str, *, readonly: bool = False) -> Any:
-    """A driver connection with sqlite-vec loaded and our pragmas set."""
-    if readonly:
-        con = DRIVER.connect(f"file:{Path(path).as_posix()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None)
-    else:
-        con = DRIVER.connect(str(path), check_same_thread=False, isolation_level=None)
-    con.enable_load_extension(True)
-    sqlite_vec.load(con)
-    con.enable_load_extension(False)
-    # The trigram table's triggers fold text to one spelling with this one (groove/corpus/normalize.py).
-    con.create_function("groove_fold", 1, _fold_column, deterministic=True)
-    # The bigram table's triggers segment text with this function (groove/corpus/cjk.py).
-    con.create_function("groove_cjk_terms", 1, cjk_terms, deterministic=True)
-    # The word table's triggers cut the CJK runs out with this one (groove/corpus/words.py).
-    con.create_function("groove_word_text", 1, word_text, deterministic=True)
-    # Links between notes (groove/corpus/links.py): a note's name, which note a link names, and a note's links
-    # from its stored chunks (FILL_LINKS, RESOLVE_LINKS).
-    con.create_function("groove_note_names", 3, note_names_json, deterministic=True)
-    con.create_function("groove_link_target", 4, resolve_json, deterministic=True)
-    con.create_aggregate("groove_chunk_links", 3, _ChunkLinks)
-    # A chunk's quality score from its stored text, and a template's factor (groove/corpus/quality.py): QUALITY_SCORES.
-    con.create_function("groove_text_quality", 1, _text_quality_column, deterministic=True)
-    con.create_function("groove_repeat_factor", 1, repeat_factor, deterministic=True)
-    con.execute("PRAGMA busy_timeout = 10000")
-    if not readonly:
-        con.execute("PRAGMA journal_mode = WAL")
-        con.execute("PRAGMA synchronous = NORMAL")
-    con.execute("PRAGMA foreign_keys = ON")
-    return con
-
-
-def _fold_column(text: str | None) -> str:
-    return fold(text) if text else ""
-
-
-def _text_quality_column(text: str | None) -> float:
-    return text_quality(text) if text else 0.0
-
-
-class _ChunkLinks:
-    """`groove_chunk_links(ordinal, start_line, content)`, an aggregate over one note's chunks: its links as
-    JSON (corpus/links.py `links_json`). A note whose text the parser cannot take has none (`[]`) rather than
-    failing the statement: the table is derived, and `groove doctor --fix` fills it again."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[int, int, str]] = []
-
-    def step(self, ordinal: int, start_line: int, content: str | None) -> None:
-        self.rows.append((int(ordinal), int(start_line), content or ""))
-
-    def finalize(self) -> str:
-        try:
-            return links_json(links_of_chunks(self.rows))
-        except Exception:  # noqa: BLE001 - see the class doc
-            return "[]"
-
-
-async def connect(path: Path | str, *, readonly: bool = False) -> aiosqlite.Connection:
-    conn = aiosqlite.Connection(lambda: connect_sync(path, readonly=readonly), iter_chunk_size=64)
-    return await conn
 
 
 # --- schema ------------------------------------------------------------------
@@ -620,197 +523,3 @@ def remove_index_files(path: Path) -> None:
             p.unlink()
 
 
-# --- write errors a person can act on ---------------------------------------------------------
-
-def describe_write_error(exc: BaseException, *, resumes: bool = True) -> str:
-    """One sentence for a failed write: what happened and what to do (disk full, read-only index),
-    else the exception itself. The daemon (`resumes`) shows it in index_status and /healthz and retries;
-    `groove index` says to run it again."""
-    then = ("writing resumes by itself and searches keep working meanwhile" if resumes
-            else "then run groove index again (what was written so far is kept)")
-    known = _write_failure(exc)
-    if known:
-        return f"{known[0]}: {known[1]}; {then}"
-    return repr(exc)
-
-
-def _write_failure(exc: BaseException) -> tuple[str, str] | None:
-    """(what happened, what to do) for a write that failed for a reason a person can fix (a full disk, a
-    read-only index), else None."""
-    text = str(exc)
-    lowered = text.lower()
-    if isinstance(exc, DBError) or isinstance(exc, OSError):
-        if "database or disk is full" in lowered or getattr(exc, "errno", None) == 28:
-            return f"the disk holding the index is full ({text})", "free some space"
-        if "readonly database" in lowered or "read-only" in lowered:
-            return f"the index file cannot be written ({text})", "make it and its folder writable (e.g. chmod u+w)"
-    return None
-
-
-# --- one writer per index: an advisory lock beside it ------------------------------------------
-
-class IndexLockedError(IndexError_):
-    """Another groove process writes this index."""
-
-
-class IndexFolderError(IndexError_):
-    """The folder of the index cannot be written (permissions, a read-only file system)."""
-
-
-def unwritable_folder(index: Path, exc: OSError) -> IndexFolderError:
-    """One line naming the index's folder and why it cannot be written, for a writer that must create files there
-    (the index, its lock, SQLite's -wal and -shm files)."""
-    import errno
-
-    why = exc.strerror or str(exc)
-    if exc.errno == errno.EROFS:
-        why = "it is on a read-only file system"
-    elif exc.errno in (errno.EACCES, errno.EPERM):
-        why = "permission denied"
-    return IndexFolderError(f"cannot write in the index folder {index.parent} ({why}): make it writable, or give "
-                            "--index (or index_path) a file in a folder you can write; read-only commands "
-                            "(search, status) still work on an index that is there")
-
-
-def lock_path(path: Path) -> Path:
-    return Path(str(path) + ".lock")
-
-
-def _identity_lock_dir() -> Path:
-    """Where the locks on index files' identities live: one folder per user, in the runtime folder."""
-    import os
-    import tempfile
-
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"groove-locks-{os.getuid()}"
-
-
-def identity_lock_path(index: Path) -> Path | None:
-    """The lock of the index file's identity (device + inode), or None while there is no file."""
-    import os
-
-    try:
-        st = os.stat(index)
-    except OSError:
-        return None
-    return _identity_lock_dir() / f"{st.st_dev}-{st.st_ino}.lock"
-
-
-class WriterLock:
-    """`fcntl.flock` on `<index>.lock`, holding JSON {pid, command, started_at, index} of the process that writes,
-    and on the index file's identity (device + inode: a lock file in a per-user folder of the runtime folder).
-
-    Every writer (`groove index`, `groove serve`) takes it when it opens the index for writing and keeps
-    it until it closes; a second writer is refused at once with a message naming the first. The OS
-    drops the lock when its process dies (kill -9 included), so a stale file never blocks anyone.
-    Read-only commands never take it. The identity lock refuses a writer that reaches the same file
-    under another name (a hard link, a bind mount): `hold_identity` takes it as soon as the file
-    exists (at once for an existing index; after creating a new one).
-    """
-
-    def __init__(self, path: Path):
-        self.index = Path(path)
-        self.path = lock_path(self.index)
-        self._fd: int | None = None
-        self._identity_fd: int | None = None
-
-    def _info(self) -> bytes:
-        import os
-        import sys
-
-        return json.dumps({"pid": os.getpid(), "command": " ".join(["groove", *sys.argv[1:]]) if sys.argv else "groove",
-                           "started_at": time.time(), "index": str(self.index)}).encode("utf-8")
-
-    def acquire(self) -> None:
-        import os
-
-        if self._fd is not None:
-            return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise unwritable_folder(self.index, exc) from None
-        self._fd = self._take(fd)
-        try:
-            self.hold_identity()
-        except BaseException:
-            self.release()
-            raise
-
-    def hold_identity(self) -> None:
-        """Lock the index file's identity too; nothing to do while there is no file yet (call again once
-        it exists). IndexLockedError when another writer holds it through another name."""
-        import os
-
-        if self._identity_fd is not None:
-            return
-        path = identity_lock_path(self.index)
-        if path is None:
-            return
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._identity_fd = self._take(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), identity=True)
-
-    def _take(self, fd: int, *, identity: bool = False) -> int:
-        """Lock `fd` (closed when it cannot be), write who holds it, and return it. IndexLockedError names the
-        holder; for the identity lock, the other name the holder has the file under."""
-        import fcntl  # POSIX only; lazy so that the module imports everywhere
-        import os
-
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_holder(fd)
-            os.close(fd)
-            other = holder.get("index") if identity else None
-            through = f" as {other} (the same file under another name: a hard link?)" if other else ""
-            raise IndexLockedError(_locked_message(self.index, holder, through)) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, self._info(), 0)
-        return fd
-
-    def release(self) -> None:
-        import os
-
-        for name in ("_identity_fd", "_fd"):
-            fd = getattr(self, name)
-            if fd is None:
-                continue
-            try:
-                os.ftruncate(fd, 0)
-            except OSError:
-                pass
-            os.close(fd)  # closing the descriptor drops the flock
-            setattr(self, name, None)
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-
-def _read_holder(fd: int) -> dict[str, Any]:
-    import os
-
-    try:
-        data = os.pread(fd, 4096, 0)
-        holder = json.loads(data.decode("utf-8")) if data else {}
-        return holder if isinstance(holder, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _locked_message(index: Path, holder: dict[str, Any], through: str = "") -> str:
-    who = []
-    if holder.get("pid"):
-        who.append(f"pid {holder['pid']}")
-    if holder.get("command"):
-        who.append(f"`{holder['command']}`")
-    if isinstance(holder.get("started_at"), (int, float)):
-        who.append("since " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["started_at"])))
-    named = f" ({', '.join(who)})" if who else ""
-    return (f"the index {index} is being written by another groove process{named}{through}; stop that process first "
-            "(or use its MCP tools, e.g. reindex), or give this command another --index. Read-only commands "
-            "(search, status, related) work beside it")

@@ -29,7 +29,7 @@ The reaches, and why each is needed:
 8. `StreamableHTTPSessionManager._server_instances` again (`open_sessions`,
    `end_session`): the SDK's session cap answers 503 to every new handshake
    until a session ends or expires; groove instead ends the session idle the
-   longest to make room (`groove.serve.http.SessionGuard`), which needs the
+   longest to make room (`groove.serve.http.server.SessionGuard`), which needs the
    live session IDs and a way to terminate one of them.
 
 groove's own per-server state (the note events) is kept in a weak map here

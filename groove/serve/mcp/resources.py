@@ -17,13 +17,14 @@ from mcp_types import (INVALID_PARAMS, ListResourcesResult, ListResourceTemplate
                        ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
                        SubscribeRequestParams, TextResourceContents, UnsubscribeRequestParams)
 
-from groove.api import ListRequest, Service
+from groove.api.service import ListRequest, Service
 from groove.errors import GrooveError, NotFoundError
-from groove.search.answers import NOTE_URI_PREFIX, DocumentRef
-from groove.serve import sdk
+from groove.api.answers import DocumentRef
+from groove.search.answers import NOTE_URI_PREFIX
+from groove.serve.mcp import sdk
 from groove.serve.errors import request_error
-from groove.serve.events import NoteEvents
-from groove.serve.paths import (JSON_MIME_TYPE, NOTE_MIME_TYPE, TOPIC_KINDS, TOPICS_URI_PREFIX, note_mime,
+from groove.serve.mcp.events import NoteEvents
+from groove.serve.mcp.paths import (JSON_MIME_TYPE, NOTE_MIME_TYPE, TOPIC_KINDS, TOPICS_URI_PREFIX, note_mime,
                                 parse_uri)
 
 RESOURCE_PAGE_SIZE = 100

@@ -1,14 +1,13 @@
 """The index as one object: settings -> paths -> embedder -> connections -> searcher.
 
-`Index` is the only place that wires groove together. `groove index`,
-`search`, `status`, `related`, `eval` and the daemon all go through it:
+`Index` is the only place that wires groove together. Every front end reaches it through the
+service API (`groove.api.service.Service`), in one process or in the running service:
 
     async with Index.open(settings) as index:                 # writer: `groove index`
-        stats = await index.reconcile()
-        await index.embed_pending()
+        report = await Service(index).reindex()
 
     async with Index.open(settings, readonly=True) as index:  # the read commands
-        await index.search(SearchRequest(query="..."))
+        answer = await Service(index).search(SearchRequest(query="..."))
 
 The daemon opens it as a writer with a pool of read-only connections
 (`pool=True`): searches never wait for writes (decision 0003).
@@ -37,23 +36,20 @@ from groove.corpus.parsers import Parsers
 from groove.embed.embedder import Embedder, embedder_for_index, make_embedder, model_fit_warning, settings_json
 from groove.embed.pool import BulkLimiter, QueryBatcher
 from groove.embed.reranker import CrossEncoderReranker
-from groove.errors import EmbedderError, NotFoundError, UsageError
-from groove.evaluate import history, offtopic_offset, tune
-from groove.evaluate.golden import GoldenError, JudgedQuery, load as load_golden
-from groove.evaluate.leaks import quoted_queries
+from groove.errors import EmbedderError, NotFoundError
+from groove.evaluate.golden import JudgedQuery
 from groove.evaluate.metrics import KS
-from groove.evaluate.report import EvalReport, EvalRun, HistoryComparison, Leak, OffTopicTuning, TuneReport
-from groove.evaluate.runner import run_eval
+from groove.evaluate.report import EvalRun
+from groove.evaluate.runner import query_vector_texts, run_eval
 from groove.logs import get_logger
-from groove.search.answers import (DocumentAnswer, DocumentPage, IndexStatus, LinksAnswer, RelatedAnswer, SearchAnswer,
-                                   TopicsAnswer, VectorsInMemory, document_answer, document_page, links_answer,
-                                   related_answer, search_answer, topics_answer)
-from groove.search.compiler import QueryError, compile_query
+from groove.api.answers import DocumentAnswer, DocumentPage, IndexStatus, LinksAnswer, RelatedAnswer, TopicsAnswer, VectorsInMemory, document_answer, document_page, links_answer, related_answer, topics_answer
+from groove.search.answers import SearchAnswer, search_answer
+from groove.search.compiler import QueryError
 from groove.search.pipeline import Reranker, Searcher
 from groove.search.related import related_notes
-from groove.search import offtopic, parts
-from groove.search.request import DocumentRequest, LineRange, SearchRequest
-from groove.store import db, reads, shadow, writer
+from groove.search import parts
+from groove.search.request import LineRange, SearchRequest
+from groove.store import connection, reads, schema, shadow, writer, writer_lock
 from groove.store.interface import VECTOR_TABLE, SqliteShadowStore
 from groove.store.pool import ReaderPool
 from groove.store.vectors import VectorMatrix
@@ -75,18 +71,6 @@ def reranker_factory(settings: Settings, cli_model: str | None = None) -> Callab
         return None
     reranker = CrossEncoderReranker(name, settings.embedding.device)
     return lambda: reranker
-
-
-def query_vector_texts(queries: Sequence[JudgedQuery]) -> list[str]:
-    """The distinct texts the vector leg embeds for these judged queries (a query the compiler
-    refuses has none), in order: what eval and tune embed once, up front, in batches."""
-    texts = []
-    for q in queries:
-        try:
-            texts.append(compile_query(q.query).vector_text)
-        except QueryError:
-            continue
-    return list(dict.fromkeys(t for t in texts if t.strip()))
 
 
 MODEL_FIT_SAMPLE = 2000  # chunks read to judge the notes' script mix
@@ -112,6 +96,7 @@ class Index:
     def __init__(self, settings: Settings, *, embedder: Embedder | None = None, reranker_model: str | None = None,
                  bulk: BulkLimiter | None = None, previous_embedder: PreviousEmbedder = embedder_for_index):
         self.settings = settings
+        self.reranker_model = reranker_model  # a reranker named on the command line (it reranks unconditionally)
         self.folders: Folders = settings.folders()       # resolved once, here
         self.path: Path = settings.resolved_index_path()
         self.embedder: Embedder = embedder or make_embedder(settings.embedding)  # the configured model
@@ -129,7 +114,7 @@ class Index:
         self._full_reconciled = False              # the chunks reflect the folder (a switch may swap)
         self.last_switch: FinishedSwitch | None = None
         self._swapping = False
-        self.lock: db.WriterLock | None = None   # held while open for writing: one writer per index
+        self.lock: writer_lock.WriterLock | None = None   # held while open for writing: one writer per index
 
     # -- opening and closing ----------------------------------------------------------
     @classmethod
@@ -158,7 +143,7 @@ class Index:
 
     async def open_writer(self, *, rebuild: bool = False, pool: bool = False) -> None:
         """Create or check the index, open the write connection (and a reader pool for the daemon)."""
-        self.lock = db.WriterLock(self.path)
+        self.lock = writer_lock.WriterLock(self.path)
         self.lock.acquire()  # IndexLockedError, naming the other writer, before anything is touched
         try:
             await self._open_writer(rebuild=rebuild, pool=pool)
@@ -168,14 +153,14 @@ class Index:
 
     async def _open_writer(self, *, rebuild: bool, pool: bool) -> None:
         if rebuild:
-            db.remove_index_files(self.path)
+            schema.remove_index_files(self.path)
             log.info("index_rebuild", index=str(self.path))
         switch = reads.prepare_index(self.path, model=self.embedder.identity, dimension=self.embedder.dimension,
                                      kb_path=self.folders.describe(), settings_json=settings_json(self.settings.embedding),
                                      switch=True)
         if self.lock is not None:
             self.lock.hold_identity()  # a new index file exists now: lock its identity (device + inode) too
-        self.wconn = await db.connect(self.path)
+        self.wconn = await connection.connect(self.path)
         await writer.track_freed_vectors(self.wconn)
         # Chunks are cut for the configured model: it is the one that stays.
         try:
@@ -234,7 +219,7 @@ class Index:
         `groove status` reads no vectors); one read-only connection."""
         reads.check_existing_index(self.path, model=None if any_model else self.embedder.identity,
                                    dimension=self.embedder.dimension)
-        self.rconn = await db.connect(self.path, readonly=True)
+        self.rconn = await connection.connect(self.path, readonly=True)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -405,6 +390,22 @@ class Index:
         collected = await self.collect_garbage()
         merged = await self.merge_full_text(stats.chunks_written)
         return stats, collected, merged
+
+    async def index_all(self, progress: Progress | None = None) -> IndexReport:
+        """`groove index`: one full reconcile, every pending chunk embedded, the off_topic calibration stored,
+        and the report (a writer without a running service; the service's writer reconciles by itself)."""
+        started = time.perf_counter()
+        stats, collected, merged = await self.full_reconcile(progress=progress, embed=True)
+        await self.store_off_topic_calibration()
+        report = await self.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
+                                   full_text_merged=merged)
+        log.debug("index_done", **report.model_dump(exclude={"kb_path", "index_path"}))
+        return report
+
+    @property
+    def writable(self) -> bool:
+        """Open for writing (`groove index`, the daemon), not read-only."""
+        return self.wconn is not None
 
     async def merge_full_text(self, written: int) -> bool:
         """`groove index`, after a large write: the full-text tables merged into one segment each."""
@@ -583,200 +584,4 @@ class Index:
                                   request_options=request_options, ks=ks)
 
 
-# --- the commands, one call each (the CLI's and the tests' entry points) -------------------------
-
-async def index_once(settings: Settings, *, rebuild: bool = False, progress: Progress | None = None,
-                     embedder: Embedder | None = None) -> IndexReport:
-    """`groove index`: one full reconcile, then embed everything pending."""
-    started = time.perf_counter()
-    async with Index.open(settings, rebuild=rebuild, embedder=embedder) as index:
-        stats, collected, merged = await index.full_reconcile(progress=progress, embed=True)
-        await index.store_off_topic_calibration()
-        report = await index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
-                                    full_text_merged=merged)
-    log.debug("index_done", **report.model_dump(exclude={"kb_path", "index_path"}))
-    return report
-
-
-async def read_status(settings: Settings, *, embedder: Embedder | None = None) -> IndexStatus:
-    async with Index.open(settings, readonly=True, embedder=embedder, any_model=True) as index:
-        return await index.status()
-
-
-async def search_once(settings: Settings, req: SearchRequest, *, reranker_model: str | None = None,
-                      embedder: Embedder | None = None) -> SearchAnswer:
-    """`groove search`: one query against the index, read-only."""
-    if reranker_model and req.rerank is None:
-        req = req.model_copy(update={"rerank": True})  # a model named on the command line applies unconditionally
-    async with Index.open(settings, readonly=True, embedder=embedder, reranker_model=reranker_model) as index:
-        return await index.search(req)
-
-
-async def links_once(settings: Settings, path: str, *, limit: int = 100,
-                     embedder: Embedder | None = None) -> LinksAnswer:
-    """`groove links PATH`: a note's links and backlinks, read-only (no vectors read: any model's index)."""
-    async with Index.open(settings, readonly=True, embedder=embedder, any_model=True) as index:
-        return await index.links(index.note_path(path), limit=limit)
-
-
-async def related_once(settings: Settings, path: str, *, embedder: Embedder | None = None, **kw: Any) -> RelatedAnswer:
-    """`groove related PATH`: notes nearest in meaning, read-only."""
-    async with Index.open(settings, readonly=True, embedder=embedder) as index:
-        return await index.related(index.note_path(path), **kw)
-
-
-async def get_once(settings: Settings, req: DocumentRequest, *, embedder: Embedder | None = None) -> DocumentAnswer:
-    """`groove get PATH`: one note, or its part, read-only (no model is loaded: nothing is embedded)."""
-    async with Index.open(settings, readonly=True, embedder=embedder, any_model=True) as index:
-        return await index.get_document(index.note_path(req.path), heading=req.heading, lines=req.lines,
-                                        max_chars=req.max_chars)
-
-
-async def eval_once(
-    settings: Settings,
-    source: Path,
-    *,
-    retriever: str = "hybrid",
-    split: str | None = None,
-    limit: int = 10,
-    max_queries: int | None = None,
-    request_options: dict[str, Any] | None = None,
-    reranker_model: str | None = None,
-    embedder: Embedder | None = None,
-    ks: Sequence[int] = KS,
-    record: bool = True,
-) -> EvalReport:
-    """`groove eval`: judged queries through the search pipeline, compared with the run history.
-
-    `.history` says how this run compares with the last one of the same configuration
-    fingerprint (groove/evaluate/history.py); the run is then recorded in
-    `<index>.eval.jsonl` unless `[eval] history = 0` or `record` is False.
-    `.leaks` lists golden queries a note quotes verbatim.
-    """
-    ks = tuple(ks)
-    if max(ks) > limit:
-        raise UsageError(f"--k {max(ks)} needs at least {max(ks)} results per query; pass --limit {max(ks)} or more")
-    queries = load_golden(source, split)
-    if max_queries is not None:
-        queries = queries[:max_queries]
-    if not queries:
-        raise GoldenError(f"{source} has no judged queries{f' in split {split!r}' if split else ''}; nothing to evaluate")
-    options = dict(request_options or {})
-    if reranker_model and options.get("rerank") is None:
-        options["rerank"] = True
-    async with Index.open(settings, readonly=True, embedder=embedder, reranker_model=reranker_model) as index:
-        run = await index.evaluate(queries, retriever=retriever, limit=limit, request_options=options, ks=ks)
-        async with index.reading() as conn:
-            leaks = [Leak(**leak) for leak in await quoted_queries(conn, queries)]
-        rerank_on = settings.search.rerank_by_default if options.get("rerank") is None else options["rerank"]
-        reranker = (reranker_model or settings.search.reranker or None) if rerank_on else None
-        fp = history.fingerprint(
-            model=index.embedder.identity, reranker=reranker, retriever=retriever, limit=limit, ks=ks,
-            queries=queries, search=settings.search, request_options=options, quality=settings.quality_filter,
-        )
-        path = history.history_path(index.path)
-        index_path = str(index.path)
-    cmp = HistoryComparison(**history.compare(history.load(path), fp, run.metrics, settings.eval.regression_threshold),
-                            path=str(path))
-    if record and settings.eval.history > 0:
-        entry = history.record(fp, run.metrics, count=run.count, source=str(source),
-                               regressed=cmp.status == "regression")
-        try:
-            history.append(path, entry, settings.eval.history)
-            cmp.recorded = True
-        except OSError as exc:
-            log.warning("eval_history_not_written", path=str(path), error=exc.strerror or str(exc))
-    for leak in leaks:
-        log.warning("golden_query_quoted_in_note", query_id=leak.id, notes=leak.paths[:5],
-                    message="a note contains this judged query verbatim, so it may hold the answer key")
-    return EvalReport(**dict(run), index_path=index_path, source=str(source), leaks=leaks, history=cmp,
-                      fingerprint=fp)
-
-
-async def tune_once(
-    settings: Settings,
-    source: Path,
-    *,
-    split: str | None = None,
-    limit: int = 10,
-    max_queries: int | None = None,
-    metric: str = "ndcg@10",
-    embedder: Embedder | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> TuneReport:
-    """`groove tune`: legs retrieved once per bm25 weighting, every fusion setting re-fused offline,
-    leave-one-query-out cross-validation (groove/evaluate/tune.py). Writes nothing."""
-    queries = load_golden(source, split)
-    if max_queries is not None:
-        queries = queries[:max_queries]
-    if len(queries) < 2:
-        raise GoldenError(f"{source} has {len(queries)} judged quer{'y' if len(queries) == 1 else 'ies'}; tune needs at least 2")
-    grid = tune.candidates(settings.search.fusion)
-    async with Index.open(settings, readonly=True, embedder=embedder) as index:
-        texts = query_vector_texts(queries)
-        if progress:
-            progress("embedding queries", 0, len(texts))
-        vectors = dict(zip(texts, await anyio.to_thread.run_sync(index.embedder.embed_queries, texts)))
-        if progress:
-            progress("embedding queries", len(texts), len(texts))
-        legs: dict[tune.Weights, list[tune.QueryLegs]] = {}
-        skipped: list[str] = []
-        async with index.reading() as conn:
-            weightings = list(dict.fromkeys(tune.bm25_of(s) for s in grid))
-            if progress:
-                progress("retrieving legs", 0, len(weightings))
-            for i, w in enumerate(weightings):
-                legs[w], skipped = await tune.collect_legs(conn, queries, vectors, w, limit, index.quality_floor())
-                if progress:
-                    progress("retrieving legs", i + 1, len(weightings))
-            cur = await conn.execute("SELECT c.id, d.path, c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id")
-            hits = {cid: {"path": path, "heading": heading} for cid, path, heading in await cur.fetchall()}
-        off_topic = None
-        if any(q.unanswerable for q in queries):
-            if progress:
-                progress("off_topic", 0, len(queries))
-            off_topic = await _off_topic_tuning(index, queries, vectors, limit,
-                                                settings.search.off_topic.threshold_offset)
-            if progress:
-                progress("off_topic", len(queries), len(queries))
-        index_path = str(index.path)
-    if progress:
-        progress("scoring settings", 0, len(grid))
-    try:
-        result = await anyio.to_thread.run_sync(
-            lambda: tune.sweep(legs, hits, grid, limit, metric,
-                               progress=(lambda d, t: progress("scoring settings", d, t)) if progress else None))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    refine_on = [name for name, on in (("mmr", settings.search.mmr.enabled), ("rerank", settings.search.rerank_by_default),
-                                       ("parent_retriever", settings.search.parent_retriever.enabled)) if on]
-    answerable = sum(1 for q in queries if not q.unanswerable)  # the unanswerable ones place the off_topic line
-    return TuneReport(**result, source=str(source), index_path=index_path, count=answerable - len(skipped),
-                      skipped=skipped, limit=limit, refine_stages_ignored=refine_on, off_topic=off_topic)
-
-
-async def _off_topic_tuning(index: Index, queries: Sequence[JudgedQuery], vectors: dict[str, np.ndarray],
-                            limit: int, current: float) -> OffTopicTuning | None:
-    """Every judged query through the default hybrid search once (with the query vectors tune already
-    embedded); the offset its margins support."""
-    run = await index.evaluate(queries, retriever="hybrid", limit=limit, request_options={},
-                               ks=tuple(k for k in KS if k <= limit) or (limit,), vectors=vectors)
-    # a search that found nothing is off topic whatever the line: no margin, its flag stays
-    rows = [(r.unanswerable, offtopic.margin(r.off_topic_evidence) if r.off_topic_evidence and r.top else None,
-             r.off_topic) for r in run.queries]
-    p = offtopic_offset.propose(rows, current)
-    if p is None:
-        return None
-
-    def named(pair: tuple[float | None, float | None]) -> dict[str, float | None]:
-        return {"answerable_flagged": None if pair[0] is None else round(pair[0], 4),
-                "unanswerable_flagged": None if pair[1] is None else round(pair[1], 4)}
-
-    return OffTopicTuning(answerable=sum(1 for r in rows if not r[0]), unanswerable=sum(1 for r in rows if r[0]),
-                          current_offset=current, offset=p.offset, now=named(p.now), held_out=named(p.held_out),
-                          recommend=p.recommend, reason=p.reason,
-                          block=offtopic_offset.block(p.offset) if p.recommend else None)
-
-
-__all__ = ["Index", "eval_once", "index_once", "links_once", "read_status", "related_once", "reranker_factory",
-           "search_once", "tune_once"]
+__all__ = ["Index", "MAX_LINKS", "MAX_PAGE", "ModelSwitch", "reranker_factory"]

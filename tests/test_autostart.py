@@ -1,4 +1,4 @@
-"""`groove service`: rendering the unit and plist, installing them as real files
+"""`groove service` (groove/autostart/): rendering the unit and plist, installing them as real files
 under a temporary home, the service manager fault-injected through the runner,
 and sd_notify over a real datagram socket."""
 
@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, write
-from groove import service
+from groove.autostart import install as installer, instances, platforms, render
+from groove.config import default_index_path
 from groove.cli import main
-from groove.serve.sdnotify import notify
+from groove.serve.process.sdnotify import notify
 
 NO_BUS = "Failed to connect to bus: No medium found"
 
@@ -71,7 +72,7 @@ GROOVE = ["/opt/groove/bin/groove"]
 # --- rendering -----------------------------------------------------------------------------
 
 def test_the_systemd_unit_runs_this_groove_over_http_with_the_absolute_config(config: Path, env):
-    r = service.render("linux", config, command=GROOVE, env=env)
+    r = render.render("linux", config, command=GROOVE, env=env)
     assert r.path == Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user" / "groove.service"
     lines = r.text.splitlines()
     assert f"ExecStart=/opt/groove/bin/groove serve --transport http --config {config}" in lines
@@ -84,7 +85,7 @@ def test_the_systemd_unit_runs_this_groove_over_http_with_the_absolute_config(co
 
 
 def test_the_launchd_plist_parses_back_to_the_same_program_and_log_paths(config: Path, env, home: Path):
-    r = service.render("macos", config, command=GROOVE, env=env)
+    r = render.render("macos", config, command=GROOVE, env=env)
     assert r.path == home / "Library" / "LaunchAgents" / "com.groove.agent.plist"
     agent = plistlib.loads(r.text.encode())
     assert agent["Label"] == "com.groove.agent"
@@ -99,7 +100,7 @@ def test_the_launchd_plist_parses_back_to_the_same_program_and_log_paths(config:
 
 def test_xml_characters_in_paths_survive_the_plist():
     odd = "/Users/a&b/<notes> \"q\"/groove.toml"
-    agent = plistlib.loads(service.render_launchd_plist(["/x/groove"], odd, "/Users/a&b/Library/Logs/groove").encode())
+    agent = plistlib.loads(render.render_launchd_plist(["/x/groove"], odd, "/Users/a&b/Library/Logs/groove").encode())
     assert agent["ProgramArguments"][-1] == odd
 
 
@@ -111,12 +112,12 @@ def test_xml_characters_in_paths_survive_the_plist():
     ('/a "b"\\c', '"/a \\"b\\"\\\\c"'),
 ])
 def test_exec_start_arguments_are_escaped_for_systemd(arg: str, rendered: str):
-    assert service.systemd_quote(arg) == rendered
+    assert render.systemd_quote(arg) == rendered
 
 
 def test_a_dollar_in_the_program_path_stays_single_because_systemd_does_not_expand_it_there():
-    assert service.systemd_quote("/home/$me/groove", program=True) == "/home/$me/groove"
-    assert service.render_systemd_unit(["/h/$me/groove"], "/h/$me/g.toml").count("ExecStart=/h/$me/groove serve --transport http --config /h/$$me/g.toml") == 1
+    assert render.systemd_quote("/home/$me/groove", program=True) == "/home/$me/groove"
+    assert render.render_systemd_unit(["/h/$me/groove"], "/h/$me/g.toml").count("ExecStart=/h/$me/groove serve --transport http --config /h/$$me/g.toml") == 1
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
@@ -124,14 +125,14 @@ def test_systemds_own_parser_finds_an_executable_at_a_path_with_spaces_percent_a
     folder = tmp_path / "my venv" / "100% $HOME"
     exe = write(folder / "groove", "#!/bin/sh\nexit 0\n")
     exe.chmod(0o755)
-    good = service.render_systemd_unit([str(exe)], str(config))
+    good = render.render_systemd_unit([str(exe)], str(config))
     (tmp_path / "good").mkdir()
     write(tmp_path / "good" / "groove.service", good)
     ok = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "good" / "groove.service")],
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     # The control: the same path unescaped is split at the space and not found.
-    bad = good.replace(service.systemd_quote(str(exe), program=True), str(exe))
+    bad = good.replace(render.systemd_quote(str(exe), program=True), str(exe))
     assert bad != good
     (tmp_path / "bad").mkdir()
     write(tmp_path / "bad" / "groove.service", bad)
@@ -140,15 +141,15 @@ def test_systemds_own_parser_finds_an_executable_at_a_path_with_spaces_percent_a
     assert ko.returncode != 0
 
 
-@pytest.mark.parametrize("platform", service.PLATFORMS)
+@pytest.mark.parametrize("platform", platforms.PLATFORMS)
 def test_a_path_with_a_newline_is_refused_rather_than_written(platform, tmp_path: Path, env):
-    with pytest.raises(service.ServiceError, match="control characters"):
-        service.render(platform, tmp_path / "a\nb.toml", command=GROOVE, env=env)
+    with pytest.raises(platforms.ServiceError, match="control characters"):
+        render.render(platform, tmp_path / "a\nb.toml", command=GROOVE, env=env)
 
 
 def test_the_repository_copies_are_the_renderings_with_placeholders():
-    for rel, text in service.example_files().items():
-        assert (ROOT / rel).read_text(encoding="utf-8") == text, f"{rel} drifted: run `python -m groove.service`"
+    for rel, text in render.example_files().items():
+        assert (ROOT / rel).read_text(encoding="utf-8") == text, f"{rel} drifted: run `python -m groove.autostart.render`"
     unit = (ROOT / "systemd" / "groove.service").read_text()
     assert "ExecStart=@GROOVE_BIN@ serve --transport http --config @GROOVE_CONFIG@" in unit
     agent = plistlib.loads((ROOT / "launchd" / "com.groove.agent.plist").read_bytes())
@@ -166,17 +167,17 @@ def _executable(path: Path) -> Path:
 
 def test_the_running_groove_script_is_the_command(tmp_path: Path):
     script = _executable(tmp_path / "pipx" / "bin" / "groove")
-    assert service.groove_command(str(script), "/usr/bin/python3") == [str(script)]
+    assert platforms.groove_command(str(script), "/usr/bin/python3") == [str(script)]
 
 
 def test_otherwise_the_groove_beside_this_python_is_the_command(tmp_path: Path):
     script = _executable(tmp_path / "venv" / "bin" / "groove")
     python = tmp_path / "venv" / "bin" / "python"
-    assert service.groove_command("/usr/lib/pytest", str(python)) == [str(script)]
+    assert platforms.groove_command("/usr/lib/pytest", str(python)) == [str(script)]
 
 
 def test_without_a_groove_script_python_dash_m_runs_groove_for_real(tmp_path: Path):
-    command = service.groove_command("/usr/lib/pytest", str(tmp_path / "python"))
+    command = platforms.groove_command("/usr/lib/pytest", str(tmp_path / "python"))
     assert command == [str(tmp_path / "python"), "-m", "groove.cli"]
     # The same form with the real interpreter does start groove.
     real = [sys.executable, "-m", "groove.cli", "--version"]
@@ -185,80 +186,80 @@ def test_without_a_groove_script_python_dash_m_runs_groove_for_real(tmp_path: Pa
 
 
 def test_the_unit_goes_under_xdg_config_home_else_home_dot_config(home: Path):
-    assert service.unit_path("linux", {"HOME": str(home), "XDG_CONFIG_HOME": "/x/cfg"}) == Path("/x/cfg/systemd/user/groove.service")
-    assert service.unit_path("linux", {"HOME": str(home)}) == home / ".config/systemd/user/groove.service"
-    assert service.unit_path("linux", {"HOME": str(home), "XDG_CONFIG_HOME": "relative"}) == home / ".config/systemd/user/groove.service"
+    assert platforms.unit_path("linux", {"HOME": str(home), "XDG_CONFIG_HOME": "/x/cfg"}) == Path("/x/cfg/systemd/user/groove.service")
+    assert platforms.unit_path("linux", {"HOME": str(home)}) == home / ".config/systemd/user/groove.service"
+    assert platforms.unit_path("linux", {"HOME": str(home), "XDG_CONFIG_HOME": "relative"}) == home / ".config/systemd/user/groove.service"
 
 
 def test_platforms_other_than_linux_and_macos_are_refused_with_a_way_out():
-    assert service.detect_platform("linux") == "linux"
-    assert service.detect_platform("darwin") == "macos"
-    with pytest.raises(service.ServiceError, match="groove serve --transport http"):
-        service.detect_platform("win32")
+    assert platforms.detect_platform("linux") == "linux"
+    assert platforms.detect_platform("darwin") == "macos"
+    with pytest.raises(platforms.ServiceError, match="groove serve --transport http"):
+        platforms.detect_platform("win32")
 
 
 # --- config ----------------------------------------------------------------------------------
 
 def test_without_a_config_file_install_refuses_and_says_how_to_make_one(tmp_path: Path):
     suggested = tmp_path / "cfg" / "groove" / "groove.toml"
-    with pytest.raises(service.ServiceError) as err:
-        service.check_config(None, suggested)
+    with pytest.raises(platforms.ServiceError) as err:
+        instances.check_config(None, suggested)
     assert "groove.toml.example" in str(err.value)
     assert f"cp groove.toml.example {suggested}" in str(err.value)
 
 
 def test_a_config_without_kb_path_is_refused(tmp_path: Path):
     cfg = write(tmp_path / "groove.toml", "[search]\ndefault_limit = 5\n")
-    with pytest.raises(service.ServiceError, match="does not set kb_path"):
-        service.check_config(cfg, tmp_path / "x")
+    with pytest.raises(platforms.ServiceError, match="does not set kb_path"):
+        instances.check_config(cfg, tmp_path / "x")
 
 
 def test_a_config_whose_notes_folder_is_missing_is_refused(tmp_path: Path):
     cfg = write(tmp_path / "groove.toml", 'kb_path = "gone"\n')
-    with pytest.raises(service.ServiceError, match="does not exist"):
-        service.check_config(cfg, tmp_path / "x")
+    with pytest.raises(platforms.ServiceError, match="does not exist"):
+        instances.check_config(cfg, tmp_path / "x")
 
 
 def test_a_relative_kb_path_counts_from_the_config_file(tmp_path: Path):
     (tmp_path / "notes").mkdir()
     cfg = write(tmp_path / "groove.toml", 'kb_path = "notes"\n')
-    assert service.check_config(cfg, tmp_path / "x") == cfg
+    assert instances.check_config(cfg, tmp_path / "x") == cfg
 
 
 # --- install ---------------------------------------------------------------------------------
 
 def test_install_writes_the_unit_and_enables_it_now(config: Path, env):
     mgr = FakeManager()
-    report = service.install("linux", config=config, command=GROOVE, env=env, runner=mgr)
-    path = service.unit_path("linux", env)
+    report = installer.install("linux", config=config, command=GROOVE, env=env, runner=mgr)
+    path = platforms.unit_path("linux", env)
     assert report.exit_code == 0, report.err
-    assert path.read_text() == service.render_systemd_unit(GROOVE, str(config))
+    assert path.read_text() == render.render_systemd_unit(GROOVE, str(config))
     assert mgr.calls == [["systemctl", "--user", "daemon-reload"],
                          ["systemctl", "--user", "enable", "--now", "groove.service"]]
     assert f"wrote {path}" in report.out
 
 
 def test_reinstalling_a_changed_unit_restarts_a_running_groove_and_an_unchanged_one_does_not(config: Path, env):
-    service.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
+    installer.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
     same = FakeManager()
-    service.install("linux", config=config, command=GROOVE, env=env, runner=same)
+    installer.install("linux", config=config, command=GROOVE, env=env, runner=same)
     assert ["systemctl", "--user", "try-restart", "groove.service"] not in same.calls
     moved = FakeManager()
-    service.install("linux", config=config, command=["/new/venv/bin/groove"], env=env, runner=moved)
+    installer.install("linux", config=config, command=["/new/venv/bin/groove"], env=env, runner=moved)
     assert moved.calls[-1] == ["systemctl", "--user", "try-restart", "groove.service"]
-    assert "/new/venv/bin/groove serve" in service.unit_path("linux", env).read_text()
+    assert "/new/venv/bin/groove serve" in platforms.unit_path("linux", env).read_text()
 
 
 def test_no_start_enables_without_starting(config: Path, env):
     mgr = FakeManager()
-    report = service.install("linux", config=config, command=GROOVE, env=env, runner=mgr, start=False)
+    report = installer.install("linux", config=config, command=GROOVE, env=env, runner=mgr, start=False)
     assert mgr.calls[-1] == ["systemctl", "--user", "enable", "groove.service"]
     assert "next login" in report.out[-1]
 
 
 def test_without_a_systemd_user_session_the_unit_is_still_written_and_the_way_to_start_it_is_said(config: Path, env):
-    report = service.install("linux", config=config, command=GROOVE, env=env, runner=no_session)
-    path = service.unit_path("linux", env)
+    report = installer.install("linux", config=config, command=GROOVE, env=env, runner=no_session)
+    path = platforms.unit_path("linux", env)
     assert path.is_file()
     assert report.exit_code == 1
     [message] = report.err
@@ -270,23 +271,23 @@ def test_without_a_systemd_user_session_the_unit_is_still_written_and_the_way_to
 
 def test_a_start_that_fails_points_at_the_journal(config: Path, env):
     mgr = FakeManager(enable=(1, "", "Job for groove.service failed because a timeout was exceeded.\n"))
-    report = service.install("linux", config=config, command=GROOVE, env=env, runner=mgr)
+    report = installer.install("linux", config=config, command=GROOVE, env=env, runner=mgr)
     assert report.exit_code == 1
     assert "timeout was exceeded" in report.err[0] and "journalctl --user -u groove" in report.err[0]
 
 
 def test_dry_run_prints_the_unit_and_its_destination_and_touches_nothing(config: Path, env):
     mgr = FakeManager()
-    report = service.install("linux", True, config=config, command=GROOVE, env=env, runner=mgr)
-    path = service.unit_path("linux", env)
+    report = installer.install("linux", True, config=config, command=GROOVE, env=env, runner=mgr)
+    path = platforms.unit_path("linux", env)
     assert report.out[0] == f"would write {path}:"
-    assert service.render_systemd_unit(GROOVE, str(config)).rstrip("\n") in report.out
+    assert render.render_systemd_unit(GROOVE, str(config)).rstrip("\n") in report.out
     assert not path.exists() and mgr.calls == []
 
 
 def test_install_on_macos_writes_the_plist_makes_the_log_folder_and_bootstraps_it(config: Path, env, home: Path):
     mgr = FakeManager(bootout=(3, "", "Boot-out failed: 3: No such process\n"))
-    report = service.install("macos", config=config, command=GROOVE, env=env, runner=mgr)
+    report = installer.install("macos", config=config, command=GROOVE, env=env, runner=mgr)
     path = home / "Library" / "LaunchAgents" / "com.groove.agent.plist"
     assert report.exit_code == 0, report.err
     assert plistlib.loads(path.read_bytes())["Label"] == "com.groove.agent"
@@ -299,8 +300,8 @@ def test_install_on_macos_writes_the_plist_makes_the_log_folder_and_bootstraps_i
 
 def test_without_launchctl_the_plist_is_written_and_the_load_command_is_said(config: Path, env, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # the real runner finds no launchctl
-    report = service.install("macos", config=config, command=GROOVE, env=env)
-    assert service.unit_path("macos", env).is_file()
+    report = installer.install("macos", config=config, command=GROOVE, env=env)
+    assert platforms.unit_path("macos", env).is_file()
     assert report.exit_code == 1
     assert report.err[0].startswith("launchd not available (launchctl: command not found)")
     assert "launchctl bootstrap gui/" in report.err[0]
@@ -309,34 +310,34 @@ def test_without_launchctl_the_plist_is_written_and_the_load_command_is_said(con
 # --- uninstall / status ------------------------------------------------------------------------
 
 def test_uninstall_stops_disables_and_removes_the_unit(config: Path, env):
-    service.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
+    installer.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
     mgr = FakeManager()
-    report = service.uninstall("linux", env=env, runner=mgr)
+    report = installer.uninstall("linux", env=env, runner=mgr)
     assert report.exit_code == 0
-    assert not service.unit_path("linux", env).exists()
+    assert not platforms.unit_path("linux", env).exists()
     assert ["systemctl", "--user", "disable", "--now", "groove.service"] in mgr.calls
     assert mgr.calls.index(["systemctl", "--user", "disable", "--now", "groove.service"]) < len(mgr.calls) - 1
 
 
 def test_uninstall_without_a_session_still_removes_the_file_and_says_so(config: Path, env):
-    service.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
-    report = service.uninstall("linux", env=env, runner=no_session)
-    assert not service.unit_path("linux", env).exists()
+    installer.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
+    report = installer.uninstall("linux", env=env, runner=no_session)
+    assert not platforms.unit_path("linux", env).exists()
     assert report.exit_code == 1 and report.err[0].startswith("systemd user session not available")
 
 
 def test_uninstall_when_nothing_is_installed_changes_nothing(env):
     mgr = FakeManager()
-    report = service.uninstall("linux", env=env, runner=mgr)
+    report = installer.uninstall("linux", env=env, runner=mgr)
     assert report.exit_code == 0 and "not installed" in report.out[0] and mgr.calls == []
 
 
 def test_uninstall_on_macos_boots_out_and_removes_the_plist(config: Path, env):
-    service.install("macos", config=config, command=GROOVE, env=env, runner=FakeManager())
+    installer.install("macos", config=config, command=GROOVE, env=env, runner=FakeManager())
     mgr = FakeManager()
-    service.uninstall("macos", env=env, runner=mgr)
+    installer.uninstall("macos", env=env, runner=mgr)
     assert mgr.calls == [["launchctl", "bootout", f"gui/{os.getuid()}/com.groove.agent"]]
-    assert not service.unit_path("macos", env).exists()
+    assert not platforms.unit_path("macos", env).exists()
 
 
 @pytest.mark.parametrize("answer, state, code", [
@@ -346,13 +347,13 @@ def test_uninstall_on_macos_boots_out_and_removes_the_plist(config: Path, env):
     ((1, "", NO_BUS), "unknown", 4),
 ])
 def test_status_reports_the_file_and_what_systemctl_is_active_says(config: Path, env, answer, state, code):
-    service.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
+    installer.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
     mgr = FakeManager(is_active=answer)
-    report = service.status("linux", env=env, runner=mgr)
+    report = installer.status("linux", env=env, runner=mgr)
     assert mgr.calls == [["systemctl", "--user", "is-active", "groove.service"]]
     assert report.exit_code == code
     assert report.data["installed"] is True and report.data["state"] == state
-    assert report.data["path"] == str(service.unit_path("linux", env))
+    assert report.data["path"] == str(platforms.unit_path("linux", env))
     if code == 4:
         assert "systemd user session not available" in report.data["detail"]
 
@@ -374,11 +375,11 @@ gui/501/com.groove.agent = {
 
 
 def test_status_on_macos_reads_state_and_pid_from_launchctl_print(env):
-    report = service.status("macos", env=env, runner=FakeManager(print=(0, LAUNCHCTL_PRINT, "")))
+    report = installer.status("macos", env=env, runner=FakeManager(print=(0, LAUNCHCTL_PRINT, "")))
     assert report.exit_code == 0
     assert report.data["state"] == "running" and "pid 4242" in report.data["detail"]
     assert report.data["installed"] is False and "file is gone" in report.data["detail"]
-    not_loaded = service.status("macos", env=env, runner=FakeManager(print=(113, "", "Could not find service")))
+    not_loaded = installer.status("macos", env=env, runner=FakeManager(print=(113, "", "Could not find service")))
     assert not_loaded.exit_code == 3 and not_loaded.data["state"] == "not loaded"
 
 
@@ -473,9 +474,9 @@ def never_busy(host, port):
 def install_instance(platform, name, folder: Path, env, *, port=None, index=None, config=None, probe=never_busy,
                      runner=None):
     """plan_install + install, as `groove service install --name NAME --kb FOLDER` does."""
-    plan = service.plan_install(platform, name=name, config=config, kb=folder, index=index, port=port,
+    plan = instances.plan_install(platform, name=name, config=config, kb=folder, index=index, port=port,
                                 host="127.0.0.1", env=env, probe=probe)
-    report = service.install(platform, config=config, command=GROOVE, env=env, runner=runner or FakeManager(),
+    report = installer.install(platform, config=config, command=GROOVE, env=env, runner=runner or FakeManager(),
                              flags=plan.flags, name=name)
     return plan, report
 
@@ -490,7 +491,7 @@ def folders(tmp_path: Path) -> dict[str, Path]:
 
 def _exec_start(unit_text: str) -> list[str]:
     [line] = [l for l in unit_text.splitlines() if l.startswith("ExecStart=")]
-    return service.split_exec_start(line[len("ExecStart="):])
+    return instances.split_exec_start(line[len("ExecStart="):])
 
 
 def test_two_named_systemd_instances_get_their_own_unit_folder_index_and_port(folders, env):
@@ -518,7 +519,7 @@ def test_two_named_systemd_instances_get_their_own_unit_folder_index_and_port(fo
     assert "groove service status --name work" in report_w.out[-1]
     # Everything else in the two files is the same unit.
     strip = lambda t: [l for l in t.splitlines() if not l.startswith(("ExecStart=", "Description=", "# `groove"))]
-    assert strip(text_w) == strip(text_h) == strip(service.render_systemd_unit(GROOVE, None))
+    assert strip(text_w) == strip(text_h) == strip(render.render_systemd_unit(GROOVE, None))
 
 
 def test_two_named_launchd_instances_get_their_own_label_plist_logs_and_port(folders, env, home: Path):
@@ -549,9 +550,9 @@ def test_systemds_own_parser_accepts_the_units_of_two_instances(tmp_path: Path, 
     exe = write(tmp_path / "my venv" / "bin" / "groove", "#!/bin/sh\nexit 0\n")
     exe.chmod(0o755)
     for name, folder in (("work", folders["work"]), ("home", folders["home notes"])):
-        plan = service.plan_install("linux", name=name, config=None, kb=folder, index=None, port=None,
+        plan = instances.plan_install("linux", name=name, config=None, kb=folder, index=None, port=None,
                                     host="127.0.0.1", env=env, probe=never_busy)
-        service.install("linux", config=None, command=[str(exe)], env=env, runner=FakeManager(), flags=plan.flags,
+        installer.install("linux", config=None, command=[str(exe)], env=env, runner=FakeManager(), flags=plan.flags,
                         name=name)
     units = sorted((Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user").glob("groove-*.service"))
     assert [u.name for u in units] == ["groove-home.service", "groove-work.service"]
@@ -562,19 +563,19 @@ def test_systemds_own_parser_accepts_the_units_of_two_instances(tmp_path: Path, 
 @pytest.mark.parametrize("odd", ["/home/me/my notes", "/home/me/100% done", "/home/$USER/n", '/a "b"\\c'])
 def test_exec_start_reads_back_what_was_written(odd: str):
     argv = ["/opt/my venv/groove", "serve", "--kb", odd]
-    unit = service.render_systemd_unit(argv[:1], None, argv[2:])
+    unit = render.render_systemd_unit(argv[:1], None, argv[2:])
     assert _exec_start(unit) == [argv[0], "serve", "--transport", "http", "--kb", odd]
 
 
-@pytest.mark.parametrize("platform", service.PLATFORMS)
+@pytest.mark.parametrize("platform", platforms.PLATFORMS)
 def test_list_shows_each_instance_with_folder_port_and_state(platform, folders, config: Path, kb: Path, env):
-    service.install(platform, config=config, command=GROOVE, env=env, runner=FakeManager())  # the default one
+    installer.install(platform, config=config, command=GROOVE, env=env, runner=FakeManager())  # the default one
     install_instance(platform, "work", folders["work"], env)
     install_instance(platform, "home", folders["home notes"], env, port=4100)
     units = (["groove.service", "groove-work.service"] if platform == "linux"
              else ["com.groove.agent", "com.groove.agent.work"])
     running = "active" if platform == "linux" else "running"
-    report = service.list_instances(platform, env=env, runner=PerUnitManager({units[0]: running, units[1]: running}))
+    report = installer.list_instances(platform, env=env, runner=PerUnitManager({units[0]: running, units[1]: running}))
     assert report.exit_code == 0 and report.err == []
     rows = [line.split() for line in report.out]
     stopped = "inactive" if platform == "linux" else "not loaded"
@@ -586,27 +587,27 @@ def test_list_shows_each_instance_with_folder_port_and_state(platform, folders, 
     data = {i["name"]: i for i in report.data["instances"]}
     assert data["work"]["unit"] == units[1] and data["work"]["bind"] == "127.0.0.1:3101"
     assert data["default"]["config"] == str(config) and data["default"]["index"] == str(
-        service.default_index_path(kb.resolve()))
+        default_index_path(kb.resolve()))
 
 
 def test_list_with_nothing_installed_says_how_to_install(env):
-    report = service.list_instances("linux", env=env, runner=FakeManager())
+    report = installer.list_instances("linux", env=env, runner=FakeManager())
     assert report.data["instances"] == [] and "groove service install [--name NAME] --kb PATH" in report.out[0]
 
 
 def test_list_without_a_session_shows_the_instances_and_says_once_that_states_are_unknown(folders, env):
     install_instance("linux", "work", folders["work"], env)
     install_instance("linux", "home", folders["home notes"], env)
-    report = service.list_instances("linux", env=env, runner=no_session)
+    report = installer.list_instances("linux", env=env, runner=no_session)
     assert [line.split()[-1] for line in report.out[1:]] == ["unknown", "unknown"]
     assert report.err == [f"systemd user session not available: {NO_BUS}: the states are unknown"]
 
 
-@pytest.mark.parametrize("platform", service.PLATFORMS)
+@pytest.mark.parametrize("platform", platforms.PLATFORMS)
 def test_a_second_instance_of_the_same_folder_is_refused_naming_the_first(platform, folders, env, tmp_path: Path):
     install_instance(platform, "work", folders["work"], env)
-    before = sorted(p.name for p in service.unit_dir(platform, env).iterdir())
-    with pytest.raises(service.ServiceError) as err:
+    before = sorted(p.name for p in platforms.unit_dir(platform, env).iterdir())
+    with pytest.raises(platforms.ServiceError) as err:
         install_instance(platform, "again", folders["work"], env)
     unit = "groove-work.service" if platform == "linux" else "com.groove.agent.work"
     assert f"already served by the groove service instance 'work' ({unit})" in str(err.value)
@@ -614,23 +615,23 @@ def test_a_second_instance_of_the_same_folder_is_refused_naming_the_first(platfo
     # The same folder by another name (a symlink, a trailing slash) is the same folder.
     link = tmp_path / "link-to-work"
     link.symlink_to(folders["work"], target_is_directory=True)
-    with pytest.raises(service.ServiceError, match="instance 'work'"):
+    with pytest.raises(platforms.ServiceError, match="instance 'work'"):
         install_instance(platform, "again", link, env)
-    with pytest.raises(service.ServiceError, match="instance 'work'"):
+    with pytest.raises(platforms.ServiceError, match="instance 'work'"):
         install_instance(platform, None, Path(str(folders["work"]) + "/"), env)  # nor the default instance
-    assert sorted(p.name for p in service.unit_dir(platform, env).iterdir()) == before
+    assert sorted(p.name for p in platforms.unit_dir(platform, env).iterdir()) == before
 
 
 def test_the_default_instance_folder_from_its_config_counts_too(config: Path, kb: Path, env):
-    service.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
-    with pytest.raises(service.ServiceError, match=r"instance 'default' \(groove.service\).*`groove service uninstall`"):
+    installer.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
+    with pytest.raises(platforms.ServiceError, match=r"instance 'default' \(groove.service\).*`groove service uninstall`"):
         install_instance("linux", "notes", kb, env)
 
 
 def test_a_shared_index_is_refused_naming_the_instance_that_has_it(folders, env, tmp_path: Path):
     index = tmp_path / "shared.sqlite"
     install_instance("linux", "work", folders["work"], env, index=index)
-    with pytest.raises(service.ServiceError, match="index .*shared.sqlite is already used by the groove service instance 'work'"):
+    with pytest.raises(platforms.ServiceError, match="index .*shared.sqlite is already used by the groove service instance 'work'"):
         install_instance("linux", "home", folders["home notes"], env, index=index)
 
 
@@ -639,97 +640,97 @@ def test_reinstalling_an_instance_keeps_its_port_and_may_change_its_folder(folde
     install_instance("linux", "home", folders["home notes"], env)
     plan, report = install_instance("linux", "work", folders["third"], env)
     assert report.exit_code == 0 and plan.port == 3101 and not plan.port_chosen
-    assert f"--kb {folders['third']} " in service.unit_path("linux", env, "work").read_text()
+    assert f"--kb {folders['third']} " in platforms.unit_path("linux", env, "work").read_text()
 
 
 def test_a_port_another_instance_has_is_refused_and_a_free_one_is_chosen_around_a_busy_one(folders, env):
     install_instance("linux", "work", folders["work"], env, port=3101)
-    with pytest.raises(service.ServiceError, match="port 3101 is already the port of the groove service instance 'work'"):
+    with pytest.raises(platforms.ServiceError, match="port 3101 is already the port of the groove service instance 'work'"):
         install_instance("linux", "home", folders["home notes"], env, port=3101)
     # A real listener on the port that would come next: the one after it is chosen.
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         taken = busy.getsockname()[1]
-        assert service.port_is_free("127.0.0.1", taken) is False
-        with pytest.raises(service.ServiceError, match=f"port {taken} on 127.0.0.1 is in use by another program"):
-            install_instance("linux", "home", folders["home notes"], env, port=taken, probe=service.port_is_free)
-        picked = service.choose_port("127.0.0.1", set(), lambda h, p: p != 3102 and p != taken)
+        assert instances.port_is_free("127.0.0.1", taken) is False
+        with pytest.raises(platforms.ServiceError, match=f"port {taken} on 127.0.0.1 is in use by another program"):
+            install_instance("linux", "home", folders["home notes"], env, port=taken, probe=instances.port_is_free)
+        picked = instances.choose_port("127.0.0.1", set(), lambda h, p: p != 3102 and p != taken)
         assert picked == 3101
-        picked = service.choose_port("127.0.0.1", {3101}, lambda h, p: p != 3102)
+        picked = instances.choose_port("127.0.0.1", {3101}, lambda h, p: p != 3102)
         assert picked == 3103
-    free = service.choose_port("127.0.0.1", {3101})
-    assert free > 3101 and service.port_is_free("127.0.0.1", free)
-    with pytest.raises(service.ServiceError, match="no free port from 3101 to 3200"):
-        service.choose_port("127.0.0.1", set(), lambda h, p: False)
+    free = instances.choose_port("127.0.0.1", {3101})
+    assert free > 3101 and instances.port_is_free("127.0.0.1", free)
+    with pytest.raises(platforms.ServiceError, match="no free port from 3101 to 3200"):
+        instances.choose_port("127.0.0.1", set(), lambda h, p: False)
 
 
 @pytest.mark.parametrize("bad", ["Work", "-work", "work-", "my_notes", "a" * 33, "a/b", "..", "", "wörk", "work.2"])
 def test_bad_instance_names_are_refused_with_what_a_name_is(bad: str, folders, env):
-    with pytest.raises(service.ServiceError, match="is not an instance name: use 1 to 32 lowercase letters"):
+    with pytest.raises(platforms.ServiceError, match="is not an instance name: use 1 to 32 lowercase letters"):
         install_instance("linux", bad, folders["work"], env)
-    assert not service.unit_dir("linux", env).exists()
+    assert not platforms.unit_dir("linux", env).exists()
 
 
 def test_default_is_not_a_name_and_good_names_pass():
-    with pytest.raises(service.ServiceError, match="--name default means the instance installed without --name"):
-        service.check_name("default")
+    with pytest.raises(platforms.ServiceError, match="--name default means the instance installed without --name"):
+        platforms.check_name("default")
     for good in ("work", "w", "notes-2024", "a" * 32, "1"):
-        assert service.check_name(good) == good
+        assert platforms.check_name(good) == good
 
 
 @pytest.mark.parametrize("port", [0, -1, 65536])
 def test_a_port_out_of_range_is_refused(port, folders, env):
-    with pytest.raises(service.ServiceError, match=f"--port {port}: a port is a number from 1 to 65535"):
+    with pytest.raises(platforms.ServiceError, match=f"--port {port}: a port is a number from 1 to 65535"):
         install_instance("linux", "work", folders["work"], env, port=port)
 
 
 def test_a_named_instance_without_a_folder_is_refused(env):
-    with pytest.raises(service.ServiceError, match="a named instance needs its notes folder: pass --kb PATH"):
-        service.plan_install("linux", name="work", config=None, kb=None, index=None, port=None, host="127.0.0.1", env=env)
+    with pytest.raises(platforms.ServiceError, match="a named instance needs its notes folder: pass --kb PATH"):
+        instances.plan_install("linux", name="work", config=None, kb=None, index=None, port=None, host="127.0.0.1", env=env)
 
 
 def test_a_named_instance_takes_its_folder_and_index_from_a_config_file(tmp_path: Path, kb: Path, env):
     cfg = write(tmp_path / "work.toml", f'kb_path = "{kb}"\nindex_path = "idx/work.sqlite"\n[serve]\nbind = "[::1]:3100"\n')
     plan, report = install_instance("linux", "work", None, env, config=cfg)
     assert report.exit_code == 0
-    argv = _exec_start(service.unit_path("linux", env, "work").read_text())
+    argv = _exec_start(platforms.unit_path("linux", env, "work").read_text())
     assert argv[argv.index("--config") + 1] == str(cfg)
     assert argv[argv.index("--index") + 1] == str(tmp_path / "idx" / "work.sqlite")
     assert plan.folder == str(kb.resolve())
-    [inst] = service.installed_instances("linux", env)
+    [inst] = instances.installed_instances("linux", env)
     assert (inst.folder, inst.port) == (str(kb), 3101)
 
 
 def test_uninstall_of_one_instance_leaves_the_others(folders, env, config: Path):
-    service.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
+    installer.install("linux", config=config, command=GROOVE, env=env, runner=FakeManager())
     install_instance("linux", "work", folders["work"], env)
     install_instance("linux", "home", folders["home notes"], env)
     mgr = FakeManager()
-    report = service.uninstall("linux", env=env, runner=mgr, name="work")
+    report = installer.uninstall("linux", env=env, runner=mgr, name="work")
     assert report.exit_code == 0 and "stopped and disabled" in report.out
     assert ["systemctl", "--user", "disable", "--now", "groove-work.service"] in mgr.calls
-    assert [i.name for i in service.installed_instances("linux", env)] == ["default", "home"]
+    assert [i.name for i in instances.installed_instances("linux", env)] == ["default", "home"]
 
 
 def test_uninstalling_an_instance_that_is_not_there_names_the_ones_that_are(folders, env):
     install_instance("linux", "work", folders["work"], env)
-    with pytest.raises(service.ServiceError, match=r"no groove service instance named 'wrok' is installed \(installed: work;"):
-        service.uninstall("linux", env=env, runner=FakeManager(), name="wrok")
+    with pytest.raises(platforms.ServiceError, match=r"no groove service instance named 'wrok' is installed \(installed: work;"):
+        installer.uninstall("linux", env=env, runner=FakeManager(), name="wrok")
 
 
 def _real_index(kb: Path, index: Path) -> None:
     """A real groove index of `kb`, built by the real indexer (the bag-of-words embedder: no model to load)."""
     import anyio
     from fakes import BagOfWordsEmbedder
-    from groove.app import index_once
+    from support.oneshot import index_once
     from groove.config import load_settings
 
     write(kb / "a.md", "# A note\n\nSome words about tomatoes.\n")
     anyio.run(lambda: index_once(load_settings(None, kb_path=kb, index_path=index), embedder=BagOfWordsEmbedder()))
 
 
-@pytest.mark.parametrize("platform", service.PLATFORMS)
+@pytest.mark.parametrize("platform", platforms.PLATFORMS)
 def test_uninstall_purge_deletes_the_instances_index_and_nothing_else(platform, folders, env, tmp_path: Path):
     index = tmp_path / "data" / "work.sqlite"
     _real_index(folders["work"], index)
@@ -738,34 +739,34 @@ def test_uninstall_purge_deletes_the_instances_index_and_nothing_else(platform, 
     _real_index(folders["home notes"], other)
     install_instance(platform, "work", folders["work"], env, index=index)
     install_instance(platform, "home", folders["home notes"], env, index=other)
-    report = service.uninstall(platform, env=env, runner=FakeManager(), name="work", purge=True)
+    report = installer.uninstall(platform, env=env, runner=FakeManager(), name="work", purge=True)
     assert report.exit_code == 0, report.err
     assert f"deleted the index {index} and work.sqlite.eval.jsonl, work.sqlite.lock" in report.out
     assert sorted(p.name for p in index.parent.iterdir()) == ["home.sqlite", "home.sqlite.lock"]
     assert (folders["work"] / "a.md").is_file()  # the notes are never touched
     # Without --purge the index stays.
-    report = service.uninstall(platform, env=env, runner=FakeManager(), name="home")
+    report = installer.uninstall(platform, env=env, runner=FakeManager(), name="home")
     assert other.is_file() and not any("deleted" in line for line in report.out)
 
 
 def test_purge_keeps_an_index_a_process_still_writes_and_a_file_that_is_not_an_index(folders, env, tmp_path: Path):
-    from groove.store import db
+    from groove.store import writer_lock
 
     index = tmp_path / "work.sqlite"
     _real_index(folders["work"], index)
     install_instance("linux", "work", folders["work"], env, index=index)
-    writer = db.WriterLock(index)
+    writer = writer_lock.WriterLock(index)
     writer.acquire()
     try:
-        report = service.uninstall("linux", env=env, runner=FakeManager(), name="work", purge=True)
+        report = installer.uninstall("linux", env=env, runner=FakeManager(), name="work", purge=True)
     finally:
         writer.release()
     assert report.exit_code == 1 and report.err[0].startswith(f"--purge: the index {index} was kept:")
-    assert index.is_file() and not service.unit_path("linux", env, "work").exists()
+    assert index.is_file() and not platforms.unit_path("linux", env, "work").exists()
 
     precious = write(tmp_path / "precious.sqlite", "not an index\n")
     install_instance("linux", "home", folders["home notes"], env, index=precious)
-    report = service.uninstall("linux", env=env, runner=FakeManager(), name="home", purge=True)
+    report = installer.uninstall("linux", env=env, runner=FakeManager(), name="home", purge=True)
     assert report.exit_code == 1 and "is not a groove index, so --purge will not delete it" in report.err[0]
     assert precious.read_text() == "not an index\n"
 
@@ -773,7 +774,7 @@ def test_purge_keeps_an_index_a_process_still_writes_and_a_file_that_is_not_an_i
 def test_status_of_a_named_instance_names_its_folder_and_port(folders, env):
     install_instance("linux", "work", folders["work"], env)
     mgr = FakeManager(is_active=(0, "active\n", ""))
-    report = service.status("linux", env=env, runner=mgr, name="work")
+    report = installer.status("linux", env=env, runner=mgr, name="work")
     assert mgr.calls == [["systemctl", "--user", "is-active", "groove-work.service"]]
     assert report.exit_code == 0 and report.data["port"] == 3101 and report.data["folder"] == str(folders["work"])
     assert f"notes:     {folders['work']}" in report.out and "listens:   127.0.0.1:3101" in report.out
@@ -808,7 +809,7 @@ def test_cli_install_without_a_name_writes_the_default_unit_as_before(config, kb
     monkeypatch.setenv("HOME", str(home))
     assert main(["service", "install", "--dry-run", "--platform", "linux", "--config", str(config)]) == 0
     out = capsys.readouterr().out
-    assert service.render_systemd_unit(service.groove_command(), str(config)).rstrip("\n") in out
+    assert render.render_systemd_unit(platforms.groove_command(), str(config)).rstrip("\n") in out
     assert "--bind" not in out and "port:" not in out
 
 
@@ -832,22 +833,22 @@ def test_two_instances_under_the_real_systemd_user_manager(folders, tmp_path: Pa
     exe.chmod(0o755)
     try:
         for name, folder in zip(names, (folders["work"], folders["home notes"])):
-            plan = service.plan_install("linux", name=name, config=None, kb=folder, index=None, port=None,
+            plan = instances.plan_install("linux", name=name, config=None, kb=folder, index=None, port=None,
                                         host="127.0.0.1", env=env)
-            report = service.install("linux", config=None, command=[str(exe)], env=env, flags=plan.flags, name=name,
+            report = installer.install("linux", config=None, command=[str(exe)], env=env, flags=plan.flags, name=name,
                                      start=False)
             assert report.exit_code == 0, report.err
         enabled = subprocess.run(["systemctl", "--user", "is-enabled", *(f"groove-{n}.service" for n in names)],
                                  capture_output=True, text=True)
         assert enabled.stdout.split() == ["enabled", "enabled"]
-        listed = {i["name"]: i for i in service.list_instances("linux", env=env).data["instances"]}
+        listed = {i["name"]: i for i in installer.list_instances("linux", env=env).data["instances"]}
         assert {listed[n]["state"] for n in names} == {"inactive"}
         assert listed[names[0]]["folder"] == str(folders["work"])
     finally:
         for name in names:
-            if service.unit_path("linux", env, name).exists():
-                service.uninstall("linux", env=env, name=name)
-    assert not any(service.unit_path("linux", env, n).exists() for n in names)
+            if platforms.unit_path("linux", env, name).exists():
+                installer.uninstall("linux", env=env, name=name)
+    assert not any(platforms.unit_path("linux", env, n).exists() for n in names)
 
 
 # --- sd_notify -------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The daemon: task supervision. One anyio task group with the writer loop (the
 single writer), the embedding workers, the watcher, the periodic reconcile;
-the MCP transport runs beside it (`groove.serve.main`).
+the MCP transport runs beside it (`groove.serve.process.main`).
 
-Everything it reads or writes goes through `groove.app.Index`: reconciling,
+Everything it reads or writes goes through `groove.index.Index`: reconciling,
 `embed_batch()` (the same queue consumer `groove index` uses, with failing
 texts set aside under backoff), searches and document reads.
 
@@ -34,15 +34,15 @@ from typing import Any, Awaitable, Callable
 import anyio
 import anyio.abc
 
-from groove.api import Service
-from groove.app import Index
+from groove.api.service import Service
+from groove.index import Index
 from groove.backoff import doubling
 from groove.config import Settings
 from groove.embed.embedder import Embedder
 from groove.embed.pool import BulkLimiter
 from groove.errors import BusyError, GrooveError, NotFoundError
 from groove.logs import get_logger
-from groove.store.db import describe_write_error
+from groove.store.connection import describe_write_error
 from groove.sync.indexer import ReconcileStats
 from groove.sync.report import IndexReport
 from groove.sync.watcher import watch
@@ -129,9 +129,9 @@ class Daemon:
     def __init__(self, settings: Settings, embedder: Embedder | None = None, **index_options: Any):
         self.settings = settings
         self.index = Index(settings, embedder=embedder, bulk=BulkLimiter(settings.embedding.workers), **index_options)
-        self.service = Service(self.index, self)  # what every front end calls (groove.api)
+        self.service = Service(self.index, self)  # what every front end calls (groove.api.service)
         self.http_url: str | None = None    # the Streamable HTTP endpoint once it listens (a stdio client attaches there)
-        self.http_token: str | None = None  # its bearer token, told only over the local socket (serve/attach.py)
+        self.http_token: str | None = None  # its bearer token, told only over the local socket (serve/process/attach.py)
         self.tasks: dict[str, TaskHealth] = {
             name: TaskHealth() for name in ("writer", "reconcile", "watcher", "embedding")
         }
@@ -446,7 +446,7 @@ class Daemon:
             await self._full_event.wait()
         return self._full_error
 
-    # -- what the service API asks of a running service (groove.api.Supervisor) -------------
+    # -- what the service API asks of a running service (groove.api.service.Supervisor) -------------
     async def wait_ready(self) -> None:
         await self.ready.wait()
 

@@ -1,6 +1,6 @@
 """The web view at /ui: one static page and the JSON endpoints it reads.
 
-    GET  /ui               the page (groove/serve/static/ui.html: vanilla JS, no CDN, no external fonts)
+    GET  /ui               the page (groove/serve/http/static/ui.html: vanilla JS, no CDN, no external fonts)
     GET  /ui/api/status    the daemon's `index_status`, as the MCP tool returns it
     POST /ui/api/search    a `SearchRequest` as JSON -> the daemon's search response, each hit with its
                            passage rendered (`html`, the query's matches in <mark>)
@@ -13,7 +13,7 @@
 The routes are registered on the MCP server as custom routes (`mount_ui`), so
 they live in the same Starlette app as /mcp and /healthz, behind the same
 guard (Host, Origin, token where configured) and request body limit that
-`groove.serve.http.build_app` wraps around it. Every endpoint goes through the
+`groove.serve.http.server.build_app` wraps around it. Every endpoint goes through the
 service API (`daemon.service`), as the MCP tools do: the same validation, the
 same limits, the same one-line errors (here as `{"error": ...}` with the status
 `groove.serve.errors.http_status` gives: 400 for a bad request or a path that
@@ -53,16 +53,17 @@ from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from groove.api import RelatedRequest, TopicsRequest
+from groove.api.service import RelatedRequest, TopicsRequest
 from groove.errors import GrooveError, NotFoundError
 from groove.folders import Folders
 from groove.logs import get_logger
-from groove.search.answers import DocumentAnswer, SearchAnswer
+from groove.api.answers import DocumentAnswer
+from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError
 from groove.search.request import SearchRequest
-from groove.serve.daemon import Daemon
+from groove.daemon import Daemon
 from groove.serve.errors import http_status
-from groove.serve.paths import TEXT_MIME_TYPE, check_note_path, note_mime
+from groove.serve.mcp.paths import TEXT_MIME_TYPE, check_note_path, note_mime
 
 log = get_logger(__name__)
 
@@ -89,7 +90,7 @@ COMMON_HEADERS = {
 @lru_cache(maxsize=1)
 def page() -> tuple[bytes, str]:
     """The page's bytes and its Content-Security-Policy (hashes of its inline script and style)."""
-    html = resources.files("groove.serve").joinpath("static", PAGE_FILE).read_text(encoding="utf-8")
+    html = resources.files("groove.serve.http").joinpath("static", PAGE_FILE).read_text(encoding="utf-8")
     return html.encode("utf-8"), content_security_policy(html)
 
 

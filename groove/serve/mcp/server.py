@@ -4,7 +4,7 @@
 
 | module         | what it adds                                                                   |
 |----------------|--------------------------------------------------------------------------------|
-| `tools.py`     | the tools, each a thin call into the service API (`groove.api`)                |
+| `tools.py`     | the tools, each a thin call into the service API (`groove.api.service`)                |
 | `guard.py`     | the call guard: unknown tools and argument shapes (-32602), the rate (-32029)  |
 | `resources.py` | notes as resources `groove://note/<path>`, the topics listing                  |
 | `events.py`    | change notifications, for both protocol eras                                   |
@@ -39,15 +39,15 @@ from groove.folders import Folders
 from groove.logs import get_logger
 from groove.search.answers import NOTE_URI_PREFIX, note_uri
 from groove.search.request import MAX_QUERY_BYTES
-from groove.serve import sdk
-from groove.serve.daemon import Daemon
-from groove.serve.events import NoteEvents
-from groove.serve.guard import RATE_LIMITED, TokenBucket, ToolCallGuard
-from groove.serve.paths import TOPIC_KINDS, TOPICS_URI_PREFIX, check_note_path, note_path
-from groove.serve.prompts import PROMPTS, register_prompts
-from groove.serve.resources import register_resources
-from groove.serve.sdk import events_of
-from groove.serve.tools import register_tools, tool_result
+from groove.serve.mcp import sdk
+from groove.daemon import Daemon
+from groove.serve.mcp.events import NoteEvents
+from groove.serve.mcp.guard import RATE_LIMITED, TokenBucket, ToolCallGuard
+from groove.serve.mcp.paths import TOPIC_KINDS, TOPICS_URI_PREFIX, check_note_path, note_path
+from groove.serve.mcp.prompts import PROMPTS, register_prompts
+from groove.serve.mcp.resources import register_resources
+from groove.serve.mcp.sdk import events_of
+from groove.serve.mcp.tools import register_tools, tool_result
 
 log = get_logger(__name__)
 
@@ -93,7 +93,7 @@ def instructions_for(folders: Folders) -> str:
 def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServer:
     """The MCP server for one daemon, composed: the tools (`tools.py`) behind the call guard (`guard.py`),
     the note resources (`resources.py`) and their change notifications (`events.py`), the prompts
-    (`prompts.py`), completion and logging/setLevel. Every part calls the service API (groove.api)."""
+    (`prompts.py`), completion and logging/setLevel. Every part calls the service API (groove.api.service)."""
     bus = InMemorySubscriptionBus()
     server: MCPServer = MCPServer(
         "groove",

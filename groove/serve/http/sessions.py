@@ -12,10 +12,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from groove.serve import sdk
-from groove.serve.storm import StormLog
+from groove.serve.mcp import sdk
+from groove.serve.http.storm import StormLog
 
-MCP_PATH = "/mcp"  # where the SDK app serves MCP (groove.serve.http mounts it there)
+MCP_PATH = "/mcp"  # where the SDK app serves MCP (groove.serve.http.server mounts it there)
 
 
 class SessionGuard:
@@ -23,7 +23,7 @@ class SessionGuard:
 
     Tracks, per `Mcp-Session-Id`, when it was last used and how many of its requests are in flight
     (an open GET stream counts as in flight, so a listening client is never the one ended; the stream
-    limits of `groove.serve.streams` keep enough of them unheld). The SDK's own cap (set one above ours)
+    limits of `groove.serve.http.streams` keep enough of them unheld). The SDK's own cap (set one above ours)
     only answers 503 when every session is busy.
     """
 

@@ -163,7 +163,7 @@ async def _handle(daemon: Any, stream: anyio.abc.SocketStream) -> None:
 
 
 async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
-    from groove.api import LinksRequest, RelatedRequest
+    from groove.api.service import LinksRequest, RelatedRequest
     from groove.search.request import DocumentRequest, SearchRequest
 
     service = daemon.service
@@ -173,7 +173,7 @@ async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
         args = message.get("args") or {} if isinstance(message, dict) else {}
         if op not in OPS or not isinstance(args, dict):
             return {"ok": False, "error": f"unknown request {op!r}; this daemon answers {', '.join(OPS)}", "exit_code": 2}
-        if op == "endpoint":  # where a stdio client of this user can attach (serve/attach.py); 0600 socket, same uid
+        if op == "endpoint":  # where a stdio client of this user can attach (serve/process/attach.py); 0600 socket, same uid
             return {"ok": True, "result": {"url": daemon.http_url, "token": daemon.http_token}}
         if op == "search":
             result = await service.search(SearchRequest(**args.get("request", {})))

@@ -12,11 +12,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (INVALID_PARAMS, EmbeddedResource, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
                        PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, TextContent, TextResourceContents)
 
-from groove.api import Service
+from groove.api.service import Service
 from groove.errors import NotFoundError
 from groove.search.answers import note_uri
-from groove.serve import sdk
-from groove.serve.paths import NOTE_MIME_TYPE, check_note_path
+from groove.serve.mcp import sdk
+from groove.serve.mcp.paths import NOTE_MIME_TYPE, check_note_path
 
 
 PROMPTS = [

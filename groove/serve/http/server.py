@@ -47,11 +47,11 @@ from starlette.types import ASGIApp
 from groove.errors import GrooveError
 from groove.config import HTTPSettings, Settings
 from groove.logs import get_logger
-from groove.serve import sdk
-from groove.serve.bodies import BodyDeadline
-from groove.serve.connections import GuardedH11Protocol, guarded_protocol
-from groove.serve.daemon import Daemon
-from groove.serve.gate import (
+from groove.serve.mcp import sdk
+from groove.serve.http.bodies import BodyDeadline
+from groove.serve.http.connections import GuardedH11Protocol, guarded_protocol
+from groove.daemon import Daemon
+from groove.serve.http.access import (
     Allowed,
     GuardMiddleware,
     format_host,
@@ -59,10 +59,10 @@ from groove.serve.gate import (
     require_token_off_loopback,
     resolve_token,
 )
-from groove.serve.sessions import MCP_PATH, SessionGuard
-from groove.serve.storm import StormFilter, StormLog
-from groove.serve.streams import StreamGuard, StreamLimits
-from groove.serve.ui import UI_PATH, mount_ui
+from groove.serve.http.sessions import MCP_PATH, SessionGuard
+from groove.serve.http.storm import StormFilter, StormLog
+from groove.serve.http.streams import StreamGuard, StreamLimits
+from groove.serve.http.ui import UI_PATH, mount_ui
 
 log = get_logger(__name__)
 

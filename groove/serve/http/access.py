@@ -30,8 +30,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from groove.config import ConfigError, HTTPSettings
-from groove.serve.peers import FailureBackoff, peer_of
-from groove.serve.storm import StormLog
+from groove.serve.http.peers import FailureBackoff, peer_of
+from groove.serve.http.storm import StormLog
 from groove.trust import is_loopback_host
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")

@@ -8,7 +8,7 @@
   ever reaches the client (not a stray print, not a library's progress
   bar). When stdin closes the process exits: no orphaned servers.
 - http: Streamable HTTP via uvicorn, run as a task of the same task group
-  (see `groove.serve.http`). Once it listens, the URL and client
+  (see `groove.serve.http.server`). Once it listens, the URL and client
   configuration snippets are printed on stderr and systemd is told READY=1.
 
 SIGTERM / SIGINT: stop accepting (uvicorn stops listening, or stdin is let
@@ -42,8 +42,8 @@ from groove import EXAMPLE_NOTES  # `--examples`: the checkout's examples/notes,
 from groove.config import ConfigError, Settings, replace_settings
 from groove.folders import Folders
 from groove.logs import get_logger
-from groove.serve.daemon import Daemon
-from groove.serve.http import (
+from groove.daemon import Daemon
+from groove.serve.http.server import (
     MCP_PATH,
     Allowed,
     HTTPService,
@@ -55,11 +55,11 @@ from groove.serve.http import (
     require_token_off_loopback,
     resolve_token,
 )
-from groove.serve import sdk
-from groove.serve.attach import run_bridge
-from groove.serve.local import DaemonError, ask, serve_local
-from groove.serve.mcp_app import build_server
-from groove.serve.sdnotify import notify
+from groove.serve.mcp import sdk
+from groove.serve.process.attach import run_bridge
+from groove.serve.process.local import DaemonError, ask, serve_local
+from groove.serve.mcp.server import build_server
+from groove.serve.process.sdnotify import notify
 
 log = get_logger(__name__)
 
@@ -337,7 +337,7 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
 
     async with anyio.create_task_group() as tg:
         await tg.start(run_daemon)
-        await tg.start(serve_local, daemon)  # the command line's way in (groove.serve.local); gone on cancel
+        await tg.start(serve_local, daemon)  # the command line's way in (groove.serve.process.local); gone on cancel
         front = anyio.CancelScope()      # the transport
         watcher = anyio.CancelScope()    # the signal watcher
 
@@ -385,7 +385,7 @@ async def _serve_http(settings: Settings, service: HTTPService, host: str, daemo
         bound = str(service.sock.getsockname()[0])  # the address actually bound (0.0.0.0 stays 0.0.0.0)
         url = f"http://{format_host(bound)}:{service.port}{MCP_PATH}"
         token = bool(resolve_token(settings.serve.http))
-        # Where a stdio client of this user attaches instead of opening the index (serve/attach.py).
+        # Where a stdio client of this user attaches instead of opening the index (serve/process/attach.py).
         local_host = "127.0.0.1" if bound in ("0.0.0.0", "::") else format_host(bound)
         daemon.http_url = f"http://{local_host}:{service.port}{MCP_PATH}"
         daemon.http_token = resolve_token(settings.serve.http)

@@ -4,7 +4,7 @@ The normal set-up is a service in the background (`groove serve --transport http
 or the launchd agent) and an MCP client (Claude Desktop, Claude Code, Cursor) that starts `groove
 serve --transport stdio` itself. The second process cannot open the index as a writer (one writer
 per index), and should not load a second model. So before it opens anything, the stdio process asks
-the local endpoint beside the index (`serve/local.py`, a 0600 socket of the same user) whether a
+the local endpoint beside the index (`serve/process/local.py`, a 0600 socket of the same user) whether a
 service runs for this index and where its HTTP endpoint is; if one answers, this process becomes a
 bridge: JSON-RPC messages from stdin go to the service's Streamable HTTP endpoint and everything
 the service sends (responses, notifications on the session's event stream: `resources/updated`,

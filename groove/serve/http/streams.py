@@ -28,9 +28,9 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from groove.config import HTTPSettings
-from groove.serve.peers import peer_of
-from groove.serve.sessions import MCP_PATH
-from groove.serve.storm import StormLog
+from groove.serve.http.peers import peer_of
+from groove.serve.http.sessions import MCP_PATH
+from groove.serve.http.storm import StormLog
 
 LISTEN_METHOD = b"subscriptions/listen"
 RETRY_AFTER_S = 5

@@ -1,7 +1,7 @@
 """The service API: every operation groove answers, with a typed request and a typed answer.
 
-Every front end calls one `Service`: the MCP tools, resources and prompts (`serve/mcp_app.py`), the
-web view (`serve/ui.py`), the local socket the command line asks (`serve/local.py`), and the
+Every front end calls one `Service`: the MCP tools, resources and prompts (`serve/mcp/server.py`), the
+web view (`serve/http/ui.py`), the local socket the command line asks (`serve/process/local.py`), and the
 command line itself when no service runs (`cli.py`, over a one-shot `Index`). Each front end only
 turns its own input into a request and the answer into its own output; what an operation does,
 the readiness wait, and the state a running service adds to an answer are here, once.
@@ -20,27 +20,42 @@ The answers are the models of `groove.search.answers`; their errors are `GrooveE
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from pathlib import Path
+from typing import Any, Callable, Literal, Protocol
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from groove.app import MAX_LINKS, MAX_PAGE, Index
+from groove.index import MAX_LINKS, MAX_PAGE, Index
 from groove.corpus.best_practice import BestPracticeAnswer, BestPractices
 from groove.errors import UsageError
-from groove.search.answers import (DocumentAnswer, DocumentPage, IndexStatus, LinksAnswer, RelatedAnswer,
-                                   SearchAnswer, StatusAnswer, TopicsAnswer)
+from groove.evaluate.metrics import KS
+from groove.evaluate.report import EvalReport, TuneReport
+from groove.evaluate.runner import evaluate_golden
+from groove.evaluate.tune import tune_golden
+from groove.api.answers import DocumentAnswer, DocumentPage, IndexStatus, LinksAnswer, RelatedAnswer, StatusAnswer, TopicsAnswer
+from groove.search.answers import SearchAnswer
 from groove.search.filters import MAX_PATH_GLOBS
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT, MAX_NODES
-from groove.search.request import MAX_FILTER_ITEMS, MAX_LIMIT, DocumentRequest, FilterArgs, LineRange, SearchRequest
+from groove.search.compiler import QueryError
+from groove.search.request import MAX_FILTER_ITEMS, MAX_LIMIT, DocumentRequest, FilterArgs, LineRange, SearchRequest, describe
+from groove.sync.embedding import Progress
 from groove.sync.report import IndexReport, iso_times
 
-__all__ = ["DocumentRequest", "LineRange", "LinksRequest", "ListRequest", "RelatedRequest", "SearchRequest", "Service", "Supervisor",
-           "TopicsRequest"]
+__all__ = ["DocumentRequest", "EvalRequest", "LineRange", "LinksRequest", "ListRequest", "RelatedRequest", "SearchRequest",
+           "Service", "Supervisor", "TopicsRequest", "TuneRequest"]
 
 
 class _Request(BaseModel):
+    """A request's fields are checked as it is made: a bad one is a QueryError of one line (as a search's)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def __init__(self, **data: Any):
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise QueryError(describe(exc, (type(self),))) from None
 
 
 class RelatedRequest(_Request):
@@ -78,6 +93,29 @@ class TopicsRequest(_Request):
 
     depth: int = Field(2, ge=1, le=6)
     limit: int = Field(100, ge=1, le=MAX_PAGE)
+
+
+class EvalRequest(_Request):
+    """A golden set scored through the search pipeline (`groove eval`; evaluate/runner.py)."""
+
+    source: Path = Field(description="the golden set: a YAML file or a BEIR folder")
+    retriever: str = "hybrid"
+    split: str | None = None
+    limit: int = 10
+    max_queries: int | None = None
+    request_options: dict[str, Any] = Field(default_factory=dict, description="search options for every query")
+    ks: tuple[int, ...] = KS
+    record: bool = Field(True, description="append the run to the index's eval history")
+
+
+class TuneRequest(_Request):
+    """Fusion settings swept and cross-validated on a golden set (`groove tune`; evaluate/tune.py)."""
+
+    source: Path
+    split: str | None = None
+    limit: int = 10
+    max_queries: int | None = None
+    metric: str = "ndcg@10"
 
 
 class Supervisor(Protocol):
@@ -170,9 +208,25 @@ class Service:
             raise UsageError("no best-practice documents are configured: set [best_practice] path_templates")
         return await anyio.to_thread.run_sync(practices.answer, target, section)
 
-    async def reindex(self) -> IndexReport:
-        """Reconcile the whole folder now, through the running service's writer."""
-        if self.supervisor is None:
-            raise UsageError("reindex needs the running service; without one, run `groove index`")
+    async def reindex(self, progress: Progress | None = None) -> IndexReport:
+        """Reconcile the whole folder now: through the running service's writer, or (no service: `groove index`)
+        in this process over an index open for writing, every pending chunk embedded before it returns."""
+        if self.supervisor is not None:
+            await self._ready()
+            return await self.supervisor.full_reconcile()
+        if not self.index.writable:
+            raise UsageError("reindex needs the running service or the index open for writing; run `groove index`")
+        return await self.index.index_all(progress=progress)
+
+    async def evaluate(self, req: EvalRequest) -> EvalReport:
+        """Judged queries through the search pipeline, scored, compared with the run history (`groove eval`)."""
         await self._ready()
-        return await self.supervisor.full_reconcile()
+        return await evaluate_golden(self.index, req.source, retriever=req.retriever, split=req.split, limit=req.limit,
+                                     max_queries=req.max_queries, request_options=dict(req.request_options),
+                                     ks=req.ks, record=req.record)
+
+    async def tune(self, req: TuneRequest, progress: Callable[[str, int, int], None] | None = None) -> TuneReport:
+        """Fusion settings cross-validated on judged queries, to paste; writes nothing (`groove tune`)."""
+        await self._ready()
+        return await tune_golden(self.index, req.source, split=req.split, limit=req.limit,
+                                 max_queries=req.max_queries, metric=req.metric, progress=progress)

@@ -23,8 +23,8 @@ import anyio
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from groove.serve.peers import peer_of
-from groove.serve.storm import StormLog
+from groove.serve.http.peers import peer_of
+from groove.serve.http.storm import StormLog
 
 
 class _BodyCut(Exception):

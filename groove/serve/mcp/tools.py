@@ -1,4 +1,4 @@
-"""The MCP tools: each a thin call into the service API (groove.api), answering a `CallToolResult`
+"""The MCP tools: each a thin call into the service API (groove.api.service), answering a `CallToolResult`
 typed by a model of `groove.search.answers` (the SDK advertises its schema as `outputSchema` and
 validates the `structuredContent` against it; the text content is the model's text rendering).
 A failure becomes a tool error (`isError: true`, one line) in one place (`groove.serve.errors.tool_error`)."""
@@ -14,21 +14,21 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from groove.api import LinksRequest, ListRequest, RelatedRequest, Service, TopicsRequest
-from groove.app import MAX_LINKS, MAX_PAGE
+from groove.api.service import LinksRequest, ListRequest, RelatedRequest, Service, TopicsRequest
+from groove.index import MAX_LINKS, MAX_PAGE
 from groove.corpus.best_practice import MAX_SECTION_CHARS, MAX_TARGET_CHARS, BestPracticeAnswer, best_practice_text
 from groove.errors import GrooveError, NotFoundError
 from groove.search import answers
-from groove.search.answers import (DocumentAnswer, DocumentPage, LinksAnswer, RelatedAnswer, SearchAnswer, StatusAnswer,
-                                   TopicsAnswer)
+from groove.api.answers import DocumentAnswer, DocumentPage, LinksAnswer, RelatedAnswer, StatusAnswer, TopicsAnswer
+from groove.search.answers import SearchAnswer
 from groove.search.filters import MAX_PATH_GLOBS
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
 from groove.search.request import (MAX_DOCUMENT_CHARS, MAX_FILTER_ITEMS, MAX_HEADING_CHARS, MAX_LIMIT, MAX_QUERY_BYTES,
                                    MIN_BUDGET_CHARS, DocumentRequest, LineRange, SearchRequest, tool_fields)
 from groove.search.request import FilterArgs
 from groove.serve.errors import tool_error
-from groove.serve.guard import ToolCallGuard, bounded
-from groove.serve.paths import check_note_path
+from groove.serve.mcp.guard import ToolCallGuard, bounded
+from groove.serve.mcp.paths import check_note_path
 from groove.sync.report import IndexReport
 
 

@@ -23,8 +23,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from groove.logs import get_logger
 from groove.search.answers import note_uri
-from groove.serve import sdk
-from groove.serve.paths import parse_uri
+from groove.serve.mcp import sdk
+from groove.serve.mcp.paths import parse_uri
 
 log = get_logger(__name__)
 
