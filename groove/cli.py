@@ -19,8 +19,15 @@ from pydantic import BaseModel
 
 from groove import EXAMPLE_NOTES, __version__, trust  # EXAMPLE_NOTES: `--examples`
 from groove.autostart import install as installer, instances, platforms
-from groove.config import (ConfigError, FusionSettings, Settings, load_settings, read_config_file, read_config_text,
-                           user_config_file)
+from groove.config import (
+    ConfigError,
+    FusionSettings,
+    Settings,
+    load_settings,
+    read_config_file,
+    read_config_text,
+    user_config_file,
+)
 from groove.evaluate.report import EvalReport, OffTopicTuning, TuneReport
 from groove.evaluate.tune import METRICS as TUNE_METRICS
 from groove.errors import GrooveError, UsageError
@@ -36,34 +43,58 @@ __all__ = ["UsageError", "build_parser", "main"]
 
 # --- helpers ---------------------------------------------------------------------
 
+
 class _Once(argparse.Action):
     """A flag given at most once: a second `--kb` is refused, not silently put in place of the first."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         before = getattr(namespace, self.dest, None)
         if before is not None:
-            parser.error(f"{option_string} given twice ({before} and {values}): groove indexes one notes folder "
-                         f"at a time, so pass {option_string} once")
+            parser.error(
+                f"{option_string} given twice ({before} and {values}): groove indexes one notes folder "
+                f"at a time, so pass {option_string} once"
+            )
         setattr(namespace, self.dest, values)
 
 
 def _common(p: argparse.ArgumentParser, *, examples: bool = False) -> None:
     g = p.add_argument_group("common options")
-    g.add_argument("--config", type=Path, metavar="PATH", help="groove.toml to use (default: ./groove.toml, then the user config dir)")
-    g.add_argument("--kb", metavar="[NAME=]PATH", action="append",
-                   help="the notes folder (kb_path); repeat it for several, each answered under its name "
-                   "(NAME=PATH, else the folder's base name)")
+    g.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help="groove.toml to use (default: ./groove.toml, then the user config dir)",
+    )
+    g.add_argument(
+        "--kb",
+        metavar="[NAME=]PATH",
+        action="append",
+        help="the notes folder (kb_path); repeat it for several, each answered under its name "
+        "(NAME=PATH, else the folder's base name)",
+    )
     if examples:
-        g.add_argument("--examples", action="store_true",
-                       help="the example notes shipped with groove (examples/notes) instead of a folder of your own")
+        g.add_argument(
+            "--examples",
+            action="store_true",
+            help="the example notes shipped with groove (examples/notes) instead of a folder of your own",
+        )
     g.add_argument("--index", type=Path, metavar="PATH", dest="index_path", help="the SQLite index file (index_path)")
     g.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="log level (stderr)")
 
 
 def _format_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=["text", "json"], default="text",
-                   help='text for people, json for programs (errors too: {"error", "exit_code"} on stdout)')
+    p.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help='text for people, json for programs (errors too: {"error", "exit_code"} on stdout)',
+    )
 
 
 def _folder_flags(given: list[str] | None) -> list[str] | None:
@@ -79,8 +110,10 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
         if kb is not None:
             raise UsageError("--examples means the shipped example notes, --kb your own folder: pass one of them")
         if not EXAMPLE_NOTES.is_dir():
-            raise ConfigError("--examples means the example notes shipped with groove, and this installation "
-                              "has none; pass --kb PATH with your notes folder instead")
+            raise ConfigError(
+                "--examples means the example notes shipped with groove, and this installation "
+                "has none; pass --kb PATH with your notes folder instead"
+            )
         kb = EXAMPLE_NOTES
     overrides: dict[str, Any] = {
         "kb_path": kb,
@@ -144,6 +177,7 @@ NO_DAEMON_HINT = " (no groove serve answers for this index; one that runs answer
 
 # --- index / status -----------------------------------------------------------------
 
+
 def cmd_index(args: argparse.Namespace) -> int:
     settings = _settings(args)
     _loading_model(settings, reading=False)
@@ -151,13 +185,17 @@ def cmd_index(args: argparse.Namespace) -> int:
     try:
         summary = _in_process(settings, lambda service: service.reindex(progress=bar), rebuild=args.rebuild)
     except connection.DBError as exc:  # disk full, a read-only index: say so (what is written so far stays written)
-        raise connection.IndexError_(f"could not write the index {settings.resolved_index_path()}: "
-                             f"{connection.describe_write_error(exc, resumes=False)}") from exc
+        raise connection.IndexError_(
+            f"could not write the index {settings.resolved_index_path()}: "
+            f"{connection.describe_write_error(exc, resumes=False)}"
+        ) from exc
     finally:
         bar.close()
     if summary.pending_chunks:
-        say(f"{summary.pending_chunks} chunk(s) still wait for a vector (searchable by text only); "
-            "`groove index` again, or `groove serve`, embeds them")
+        say(
+            f"{summary.pending_chunks} chunk(s) still wait for a vector (searchable by text only); "
+            "`groove index` again, or `groove serve`, embeds them"
+        )
     else:
         say("embedding queue drained: every note is searchable by meaning")
 
@@ -168,7 +206,11 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"{s['deleted']} deleted, {s['unchanged']} unchanged, {s['skipped']} skipped\n"
             f"chunks: {s['chunks_written']} written, {s['chunks_embedded']} embedded; "
             f"{s['pending_chunks']} pending; {s['seconds']:.1f} s; finished {s['finished_at']}\n"
-            + ("full-text tables merged after the large write (faster full-text searches)\n" if s.get("full_text_merged") else "")
+            + (
+                "full-text tables merged after the large write (faster full-text searches)\n"
+                if s.get("full_text_merged")
+                else ""
+            )
             + "".join(f"skipped {x['path']}: {x['reason']}\n" for x in s.get("skipped_files", []))
             + "".join(f"kept {x['path']}: {x['reason']}\n" for x in s.get("kept_unreadable", []))
             + "".join(f"warning {x['path']}: {w}\n" for x in s.get("note_warnings", []) for w in x["warnings"])
@@ -184,13 +226,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     if answer is not None:
         st = answer.result  # the running service's StatusAnswer, as JSON
     else:
-        st = _in_process(settings, lambda service: service.status(), readonly=True, any_model=True).model_dump(mode="json")
+        st = _in_process(settings, lambda service: service.status(), readonly=True, any_model=True).model_dump(
+            mode="json"
+        )
 
     def text(s: dict) -> str:
         when = s["last_indexed_at"] or "never"
         folders = s.get("folders") or []
-        lines = [f"notes:        {s['kb_path']}"] if len(folders) < 2 else [
-            f"folder:       {f['name']}/ = {f['path']} ({f['notes']} notes)" for f in folders]
+        lines = (
+            [f"notes:        {s['kb_path']}"]
+            if len(folders) < 2
+            else [f"folder:       {f['name']}/ = {f['path']} ({f['notes']} notes)" for f in folders]
+        )
         lines += [
             f"index:        {s['index_path']}",
             f"model:        {s['model']} ({s['dimension']} dims)",
@@ -202,10 +249,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         switch = s.get("model_switch")
         if switch:
             share = switch["texts_done"] / switch["texts_total"] if switch["texts_total"] else 1.0
-            lines.append(f"switching to: {switch['to']}: {switch['texts_done']} of {switch['texts_total']} texts "
-                         f"embedded ({share:.0%}); searches use {switch['from']} until it is done")
+            lines.append(
+                f"switching to: {switch['to']}: {switch['texts_done']} of {switch['texts_total']} texts "
+                f"embedded ({share:.0%}); searches use {switch['from']} until it is done"
+            )
         if answer is not None:
-            lines.append(f"served by:    groove serve, pid {answer.pid}, up {s['uptime_s']:.0f} s (watcher: {s['watcher']})")
+            lines.append(
+                f"served by:    groove serve, pid {answer.pid}, up {s['uptime_s']:.0f} s (watcher: {s['watcher']})"
+            )
         fit = s.get("model_fit") or {}
         if fit.get("warning"):
             lines.append(f"model fit:    warning: {fit['warning']}")
@@ -223,28 +274,53 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 # --- search ---------------------------------------------------------------------------
 
+
 def _add_search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="how many results (1..100, default [search] default_limit)")
     p.add_argument("--retriever", choices=["hybrid", "fts", "vector"], default="hybrid", help="score one half alone")
     g = p.add_argument_group("refine stages")
-    g.add_argument("--reranker", metavar="MODEL", help="rerank with this cross-encoder (name or path); applies unconditionally")
+    g.add_argument(
+        "--reranker", metavar="MODEL", help="rerank with this cross-encoder (name or path); applies unconditionally"
+    )
     g.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="use the configured reranker")
     g.add_argument("--mmr", action=argparse.BooleanOptionalAction, default=None, help="MMR diversity re-rank")
     g.add_argument("--mmr-lambda", type=float, default=None, metavar="L", help="MMR relevance weight, 0..1")
-    g.add_argument("--mmr-same-doc-penalty", type=float, default=None, metavar="P", help="MMR same-document penalty, >= 0")
+    g.add_argument(
+        "--mmr-same-doc-penalty", type=float, default=None, metavar="P", help="MMR same-document penalty, >= 0"
+    )
     g.add_argument("--parent-retriever", action=argparse.BooleanOptionalAction, default=None, help="expand small hits")
     f = p.add_argument_group("filters")
-    f.add_argument("--path", action="append", dest="path_globs", metavar="GLOB", help="only paths matching (gitignore-style; !GLOB excludes); repeatable")
-    f.add_argument("--tag", action="append", dest="tags_any", metavar="TAG", help="notes with any of these tags; repeatable")
-    f.add_argument("--all-tags", action="append", dest="tags_all", metavar="TAG", help="notes with all of these tags; repeatable")
+    f.add_argument(
+        "--path",
+        action="append",
+        dest="path_globs",
+        metavar="GLOB",
+        help="only paths matching (gitignore-style; !GLOB excludes); repeatable",
+    )
+    f.add_argument(
+        "--tag", action="append", dest="tags_any", metavar="TAG", help="notes with any of these tags; repeatable"
+    )
+    f.add_argument(
+        "--all-tags", action="append", dest="tags_all", metavar="TAG", help="notes with all of these tags; repeatable"
+    )
     f.add_argument("--date-from", metavar="YYYY-MM-DD", help="frontmatter date on or after")
     f.add_argument("--date-to", metavar="YYYY-MM-DD", help="frontmatter date on or before")
-    f.add_argument("--field", action="append", dest="fields", metavar="KEY=VALUE", help="frontmatter KEY equals VALUE; repeatable")
+    f.add_argument(
+        "--field", action="append", dest="fields", metavar="KEY=VALUE", help="frontmatter KEY equals VALUE; repeatable"
+    )
     q = p.add_argument_group("quality filter (docs/search.md)")
-    q.add_argument("--min-quality", type=float, default=None, metavar="Q",
-                   help="hide passages scoring under Q, 0..1 (default [quality_filter] threshold, 0.3)")
-    q.add_argument("--include-low-quality", action="store_true",
-                   help="show low-quality passages too (stubs, headings or links only, templates)")
+    q.add_argument(
+        "--min-quality",
+        type=float,
+        default=None,
+        metavar="Q",
+        help="hide passages scoring under Q, 0..1 (default [quality_filter] threshold, 0.3)",
+    )
+    q.add_argument(
+        "--include-low-quality",
+        action="store_true",
+        help="show low-quality passages too (stubs, headings or links only, templates)",
+    )
 
 
 def _request_from_args(args: argparse.Namespace, settings: Settings, query: str) -> SearchRequest:
@@ -259,8 +335,12 @@ def _request_from_args(args: argparse.Namespace, settings: Settings, query: str)
         limit=args.limit if args.limit is not None else settings.search.default_limit,
         retriever=args.retriever,
         filters={
-            "path_globs": args.path_globs, "tags_any": args.tags_any, "tags_all": args.tags_all,
-            "date_from": args.date_from, "date_to": args.date_to, "fields": fields or None,
+            "path_globs": args.path_globs,
+            "tags_any": args.tags_any,
+            "tags_all": args.tags_all,
+            "date_from": args.date_from,
+            "date_to": args.date_to,
+            "fields": fields or None,
         },
         rerank=args.rerank,
         mmr=args.mmr,
@@ -306,8 +386,10 @@ def _line_range(text: str) -> dict[str, int]:
 
     m = re.fullmatch(r"\s*(\d+)\s*(?:([-+])\s*(\d+)\s*)?", text)
     if m is None:
-        raise UsageError(f"--lines takes FIRST-LAST (e.g. 12-40, as search prints a hit's lines), FIRST+COUNT "
-                         f"or FIRST (to the end), got {text!r}")
+        raise UsageError(
+            f"--lines takes FIRST-LAST (e.g. 12-40, as search prints a hit's lines), FIRST+COUNT "
+            f"or FIRST (to the end), got {text!r}"
+        )
     first = int(m.group(1))
     if m.group(2) is None:
         return {"from": first}
@@ -324,8 +406,12 @@ def cmd_get(args: argparse.Namespace) -> int:
     from groove.search.request import DocumentRequest
 
     settings = _settings(args)
-    req = DocumentRequest(path=settings.folders().relative(args.path), heading=args.heading,
-                          lines=_line_range(args.lines) if args.lines is not None else None, max_chars=args.max_chars)
+    req = DocumentRequest(
+        path=settings.folders().relative(args.path),
+        heading=args.heading,
+        lines=_line_range(args.lines) if args.lines is not None else None,
+        max_chars=args.max_chars,
+    )
     answer = _ask_daemon(args, settings, "get_document", {"request": req.model_dump(mode="json", exclude_none=True)})
     if answer is not None:
         result = DocumentAnswer.model_validate(answer.result)
@@ -342,9 +428,15 @@ def cmd_related(args: argparse.Namespace) -> int:
     from groove.api.answers import RelatedAnswer, related_text
 
     settings = _settings(args)
-    options: dict[str, Any] = {"limit": args.limit, "depth": args.depth, "fan_out": args.fan_out,
-                               "max_nodes": args.max_nodes, "by": args.by, "min_similarity": args.min_similarity,
-                               "exclude_paths": args.exclude_paths or []}
+    options: dict[str, Any] = {
+        "limit": args.limit,
+        "depth": args.depth,
+        "fan_out": args.fan_out,
+        "max_nodes": args.max_nodes,
+        "by": args.by,
+        "min_similarity": args.min_similarity,
+        "exclude_paths": args.exclude_paths or [],
+    }
     path = settings.folders().relative(args.path)
     answer = _ask_daemon(args, settings, "related", {"path": path, **options})
     if answer is not None:
@@ -381,6 +473,7 @@ def cmd_links(args: argparse.Namespace) -> int:
 
 # --- eval, tune, doctor, validate (issue 11) ------------------------------------------------
 
+
 def _ks(text: str) -> tuple[int, ...]:
     from groove.evaluate.metrics import parse_ks
 
@@ -393,22 +486,37 @@ def _ks(text: str) -> tuple[int, ...]:
 def cmd_eval(args: argparse.Namespace) -> int:
     settings = _settings(args)
     options = {
-        "rerank": args.rerank, "mmr": args.mmr, "mmr_lambda": args.mmr_lambda,
-        "mmr_same_doc_penalty": args.mmr_same_doc_penalty, "parent_retriever": args.parent_retriever,
+        "rerank": args.rerank,
+        "mmr": args.mmr,
+        "mmr_lambda": args.mmr_lambda,
+        "mmr_same_doc_penalty": args.mmr_same_doc_penalty,
+        "parent_retriever": args.parent_retriever,
     }
     ks = _ks(args.k)
     from groove.api.service import EvalRequest
     from groove.evaluate.runner import judged_queries
 
-    judged_queries(args.golden, args.split, args.max_queries)  # a golden set that cannot be read fails before the index opens
-    req = EvalRequest(source=args.golden, retriever=args.retriever, split=args.split, limit=args.limit,
-                      max_queries=args.max_queries, request_options=options, ks=ks, record=not args.no_record)
+    judged_queries(
+        args.golden, args.split, args.max_queries
+    )  # a golden set that cannot be read fails before the index opens
+    req = EvalRequest(
+        source=args.golden,
+        retriever=args.retriever,
+        split=args.split,
+        limit=args.limit,
+        max_queries=args.max_queries,
+        request_options=options,
+        ks=ks,
+        record=not args.no_record,
+    )
     result = _in_process(settings, lambda service: service.evaluate(req), readonly=True, reranker_model=args.reranker)
     _emit(result, args.format, format_eval_text)
     h = result.history
     for leak in result.leaks:
-        sys.stderr.write(f"groove: warning: golden query {leak.id} is quoted verbatim in {', '.join(leak.paths[:3])}"
-                         " (a leaked answer: the score overstates quality)\n")
+        sys.stderr.write(
+            f"groove: warning: golden query {leak.id} is quoted verbatim in {', '.join(leak.paths[:3])}"
+            " (a leaked answer: the score overstates quality)\n"
+        )
     if not args.fail_on_regression:
         return 0
     if h.status == "changed":
@@ -418,7 +526,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
     elif h.status == "regression":
         sys.stderr.write(
-            "groove: error: regression: " + ", ".join(f"{k} {h.deltas[k]:+.4f}" for k in h.regressions)
+            "groove: error: regression: "
+            + ", ".join(f"{k} {h.deltas[k]:+.4f}" for k in h.regressions)
             + f" (threshold {h.threshold}, against the run of {h.baseline.at if h.baseline else '-'})\n"
         )
     return int(h.exit_code)
@@ -432,30 +541,45 @@ def format_eval_text(r: EvalReport) -> str:
     def acc(v: float | None) -> str:
         return "-" if v is None else f"{v:.4f}"
 
-    lines = [f"{r.count} queries from {r.source} ({r.retriever})"
-             + (f": {r.answerable} answerable, {r.unanswerable} unanswerable" if r.unanswerable else "")]
+    lines = [
+        f"{r.count} queries from {r.source} ({r.retriever})"
+        + (f": {r.answerable} answerable, {r.unanswerable} unanswerable" if r.unanswerable else "")
+    ]
     for k, v in m.items():
         if k.startswith("off_topic_"):
             continue
         delta = h.deltas.get(k)
         lines.append(f"  {k:<10} {v:.4f}" + (f"  ({delta:+.4f})" if delta is not None else ""))
-    for k, what in (("off_topic_answerable", "of answerable queries flagged off_topic (lower is better)"),
-                    ("off_topic_unanswerable", "of unanswerable queries flagged off_topic (higher is better)")):
+    for k, what in (
+        ("off_topic_answerable", "of answerable queries flagged off_topic (lower is better)"),
+        ("off_topic_unanswerable", "of unanswerable queries flagged off_topic (higher is better)"),
+    ):
         if k in m:
             delta = h.deltas.get(k)
             lines.append(f"  {m[k]:.1%} {what}" + (f"  ({delta:+.4f})" if delta is not None else ""))
-    lines.append(f"  low_confidence on {c.flagged_share:.0%} of queries; top-1 right {acc(c.top1_flagged)} "
-                 f"when flagged, {acc(c.top1_unflagged)} when not")
+    lines.append(
+        f"  low_confidence on {c.flagged_share:.0%} of queries; top-1 right {acc(c.top1_flagged)} "
+        f"when flagged, {acc(c.top1_unflagged)} when not"
+    )
     if h.status == "no-history":
-        lines.append("history: first run with this index; it is the baseline" if h.recorded
-                     else "history: none yet, and this run was not recorded")
+        lines.append(
+            "history: first run with this index; it is the baseline"
+            if h.recorded
+            else "history: none yet, and this run was not recorded"
+        )
     elif h.status == "changed":
-        lines.append(f"history: no earlier run with this configuration (changed: {', '.join(h.differs)}); nothing compared")
+        lines.append(
+            f"history: no earlier run with this configuration (changed: {', '.join(h.differs)}); nothing compared"
+        )
     else:
-        lines.append(f"history: (+/-) against the run of {h.baseline.at if h.baseline else '-'} with the same configuration"
-                     + (f"; REGRESSION in {', '.join(h.regressions)}" if h.regressions else ""))
+        lines.append(
+            f"history: (+/-) against the run of {h.baseline.at if h.baseline else '-'} with the same configuration"
+            + (f"; REGRESSION in {', '.join(h.regressions)}" if h.regressions else "")
+        )
     if r.leaks:
-        lines.append(f"warning: {len(r.leaks)} judged quer{'y is' if len(r.leaks) == 1 else 'ies are'} quoted verbatim in a note")
+        lines.append(
+            f"warning: {len(r.leaks)} judged quer{'y is' if len(r.leaks) == 1 else 'ies are'} quoted verbatim in a note"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -465,8 +589,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from groove.evaluate.runner import judged_queries
 
     judged_queries(args.golden, args.split, args.max_queries, at_least=2)  # before the index opens
-    req = TuneRequest(source=args.golden, split=args.split, limit=args.limit, max_queries=args.max_queries,
-                      metric=args.metric)
+    req = TuneRequest(
+        source=args.golden, split=args.split, limit=args.limit, max_queries=args.max_queries, metric=args.metric
+    )
 
     def progress(stage: str, done: int, total: int) -> None:
         if done in (0, total):
@@ -492,16 +617,24 @@ def format_tune_text(r: TuneReport) -> str:
     if r.skipped:
         lines.append(f"  skipped {len(r.skipped)} queries that do not compile: {', '.join(r.skipped[:5])}")
     if r.refine_stages_ignored:
-        lines.append(f"  note: tuned on the fused list; {', '.join(r.refine_stages_ignored)} (on in your settings) not applied")
+        lines.append(
+            f"  note: tuned on the fused list; {', '.join(r.refine_stages_ignored)} (on in your settings) not applied"
+        )
     if r.recommend and r.block:
         lines.append("recommendation: the held-out gain is above its noise; paste this into groove.toml:")
         lines.append("")
         lines.append(r.block.rstrip("\n"))
     else:
-        why = "the current settings are already the best" if cv.best == 0 else \
-            f"the held-out gain {cv.gain:+.4f} is not above its noise: its 95% interval reaches 0"
-        lines.append(f"recommendation: keep the defaults ({why})" if r.current == FusionSettings().model_dump()
-                     else f"recommendation: keep the current [search.fusion] settings ({why})")
+        why = (
+            "the current settings are already the best"
+            if cv.best == 0
+            else f"the held-out gain {cv.gain:+.4f} is not above its noise: its 95% interval reaches 0"
+        )
+        lines.append(
+            f"recommendation: keep the defaults ({why})"
+            if r.current == FusionSettings().model_dump()
+            else f"recommendation: keep the current [search.fusion] settings ({why})"
+        )
     if r.off_topic is not None:
         lines += [""] + _format_off_topic_tuning(r.off_topic)
     return "\n".join(lines) + "\n"
@@ -555,21 +688,31 @@ def _add_eval_tools_parsers(sub: Any) -> None:
     p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
     p.add_argument("--max-queries", type=int, default=None, metavar="N", help="only the first N queries")
     p.add_argument("--k", default="1,5,10", metavar="K,K,...", help="recall cut-offs (default 1,5,10; each <= --limit)")
-    p.add_argument("--fail-on-regression", action="store_true",
-                   help="exit 1 when a metric fell by more than [eval] regression_threshold since the last run of "
-                        "the same configuration; exit 2 when there is none to compare with")
+    p.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a metric fell by more than [eval] regression_threshold since the last run of "
+        "the same configuration; exit 2 when there is none to compare with",
+    )
     p.add_argument("--no-record", action="store_true", help="do not add this run to the history file")
     g = p.add_argument_group("refine stages")
-    g.add_argument("--reranker", metavar="MODEL", help="rerank with this cross-encoder (name or path); applies unconditionally")
+    g.add_argument(
+        "--reranker", metavar="MODEL", help="rerank with this cross-encoder (name or path); applies unconditionally"
+    )
     g.add_argument("--rerank", action=argparse.BooleanOptionalAction, default=None, help="use the configured reranker")
     g.add_argument("--mmr", action=argparse.BooleanOptionalAction, default=None, help="MMR diversity re-rank")
     g.add_argument("--mmr-lambda", type=float, default=None, metavar="L", help="MMR relevance weight, 0..1")
-    g.add_argument("--mmr-same-doc-penalty", type=float, default=None, metavar="P", help="MMR same-document penalty, >= 0")
+    g.add_argument(
+        "--mmr-same-doc-penalty", type=float, default=None, metavar="P", help="MMR same-document penalty, >= 0"
+    )
     g.add_argument("--parent-retriever", action=argparse.BooleanOptionalAction, default=None, help="expand small hits")
     _format_option(p)
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("tune", help="sweep the fusion knobs on judged queries, and with unanswerable ones place the off_topic line (cross-validated); prints, never writes")
+    p = sub.add_parser(
+        "tune",
+        help="sweep the fusion knobs on judged queries, and with unanswerable ones place the off_topic line (cross-validated); prints, never writes",
+    )
     _common(p, examples=True)
     p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
     p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")
@@ -579,22 +722,40 @@ def _add_eval_tools_parsers(sub: Any) -> None:
     _format_option(p)
     p.set_defaults(func=cmd_tune)
 
-    p = sub.add_parser("doctor", help="check the index against the notes folder and itself (exit 0 clean, 1 warnings, 2 errors)")
+    p = sub.add_parser(
+        "doctor", help="check the index against the notes folder and itself (exit 0 clean, 1 warnings, 2 errors)"
+    )
     _common(p, examples=True)
-    p.add_argument("--fix", action="store_true", help="apply the safe repairs (gone notes, orphan rows, full-text rebuild), then check again")
+    p.add_argument(
+        "--fix",
+        action="store_true",
+        help="apply the safe repairs (gone notes, orphan rows, full-text rebuild), then check again",
+    )
     _format_option(p)
     p.set_defaults(func=cmd_doctor)
 
-    p = sub.add_parser("validate", help="check every note's frontmatter against the [validate] schema (exit 1 on findings)")
+    p = sub.add_parser(
+        "validate", help="check every note's frontmatter against the [validate] schema (exit 1 on findings)"
+    )
     _common(p, examples=True)
     p.add_argument("--fail-fast", action="store_true", help="stop at the first finding")
-    p.add_argument("--schema", type=Path, metavar="FILE",
-                   help="check against this schema file (TOML or YAML, the keys of [validate]) instead of the config's")
-    p.add_argument("--format", choices=["text", "json", "github"], default="text", help="text for people, json for programs, github: CI annotations")
+    p.add_argument(
+        "--schema",
+        type=Path,
+        metavar="FILE",
+        help="check against this schema file (TOML or YAML, the keys of [validate]) instead of the config's",
+    )
+    p.add_argument(
+        "--format",
+        choices=["text", "json", "github"],
+        default="text",
+        help="text for people, json for programs, github: CI annotations",
+    )
     p.set_defaults(func=cmd_validate)
 
 
 # --- serve ----------------------------------------------------------------------------
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     # Lazy: the MCP SDK, Starlette and uvicorn take most of a second to import, and only
@@ -613,7 +774,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             raise UsageError(f"--bind: {exc}" if args.bind else f"serve.bind: {exc}") from exc
     if args.examples:
         settings = with_example_notes(settings)
-        get_logger("groove.serve").info("serving the shipped example notes (--examples)", kb=str(settings.kb_path[0].path))
+        get_logger("groove.serve").info(
+            "serving the shipped example notes (--examples)", kb=str(settings.kb_path[0].path)
+        )
     elif not settings.kb_path:  # like index, search and status: an MCP config that forgot --kb fails loudly
         raise ConfigError(
             "no notes folder configured: pass --kb PATH, set kb_path in groove.toml or GROOVE_KB_PATH; "
@@ -628,6 +791,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 # --- client-config --------------------------------------------------------------------
+
 
 def _groove_executable() -> str | None:
     """The absolute path of the groove command in use: argv[0] when it is groove itself, else the groove
@@ -660,24 +824,39 @@ def cmd_client_config(args: argparse.Namespace) -> int:
     if transport == "stdio":
         exe = _groove_executable()
         if exe is None:
-            raise UsageError("cannot find the groove command (not beside this Python, not on PATH): "
-                             "install groove, or run this from its venv's bin folder")
+            raise UsageError(
+                "cannot find the groove command (not beside this Python, not on PATH): "
+                "install groove, or run this from its venv's bin folder"
+            )
         kb = settings.folders().kb_flags()  # the client's groove needs the notes folders, like `groove serve`
-        target = clients.Target("stdio", command=(exe, *clients.stdio_args(
-            config=str(settings.config_file) if settings.config_file else None, kb=kb,
-            index=str(settings.index_path) if settings.index_path else None)))
+        target = clients.Target(
+            "stdio",
+            command=(
+                exe,
+                *clients.stdio_args(
+                    config=str(settings.config_file) if settings.config_file else None,
+                    kb=kb,
+                    index=str(settings.index_path) if settings.index_path else None,
+                ),
+            ),
+        )
     else:
         http = settings.serve.http
         # A token is set here, or the service binds an address other machines reach (it refuses to run without one).
-        has_token = bool(http.token or (http.token_env and os.environ.get(http.token_env, "").strip())
-                         or not clients.bind_is_loopback(settings.serve.bind))
+        has_token = bool(
+            http.token
+            or (http.token_env and os.environ.get(http.token_env, "").strip())
+            or not clients.bind_is_loopback(settings.serve.bind)
+        )
         token_env = args.token_env or ((http.token_env or clients.DEFAULT_TOKEN_ENV) if has_token else None)
         target = clients.Target("http", url=args.url or clients.url_for_bind(settings.serve.bind), token_env=token_env)
     sys.stdout.write(clients.render(client.name, target))
     sys.stdout.flush()
     say(f"{client.title}: {clients.where(client.name, _this_platform())} (docs/clients.md)")
     if target.token_env and client.name == "claude-desktop":
-        say(f"replace {clients.TOKEN_PLACEHOLDER} with the token: Claude Desktop passes no shell variables to mcp-remote")
+        say(
+            f"replace {clients.TOKEN_PLACEHOLDER} with the token: Claude Desktop passes no shell variables to mcp-remote"
+        )
     elif target.token_env and client.name == "claude-code":
         say(f"export {target.token_env} first: the shell puts the token into the header when the command runs")
     elif target.token_env and client.name == "vscode":
@@ -689,20 +868,27 @@ def cmd_client_config(args: argparse.Namespace) -> int:
 
 # --- service --------------------------------------------------------------------------
 
+
 def _add_service_parser(subparsers: Any) -> None:
     """`groove service install|uninstall|status|list`."""
     p = subparsers.add_parser("service", help="run groove in the background (systemd user unit / launchd agent)")
     actions = p.add_subparsers(dest="service_action", required=True, metavar="ACTION")
     platform_help = "linux (systemd) or macos (launchd); default: this machine"
-    name_help = ("a named instance beside the default one: its own unit (groove-NAME), notes folder, index and port "
-                 "(lowercase letters, digits, hyphens); default: the instance without a name")
+    name_help = (
+        "a named instance beside the default one: its own unit (groove-NAME), notes folder, index and port "
+        "(lowercase letters, digits, hyphens); default: the instance without a name"
+    )
 
     a = actions.add_parser("install", help="write the unit or plist for the config file (or --kb PATH) and start it")
     _common(a)
     a.add_argument("--name", metavar="NAME", help=name_help)
-    a.add_argument("--port", type=int, metavar="N",
-                   help="the port it listens on (default: a named instance gets a free one from 3101, printed; "
-                        "the default instance the port of [serve] bind)")
+    a.add_argument(
+        "--port",
+        type=int,
+        metavar="N",
+        help="the port it listens on (default: a named instance gets a free one from 3101, printed; "
+        "the default instance the port of [serve] bind)",
+    )
     a.add_argument("--dry-run", action="store_true", help="print the file and where it would go; change nothing")
     a.add_argument("--no-start", action="store_true", help="write and enable it, start at next login")
     a.add_argument("--platform", choices=platforms.PLATFORMS, help=platform_help)
@@ -711,7 +897,9 @@ def _add_service_parser(subparsers: Any) -> None:
     a = actions.add_parser("uninstall", help="stop the service and remove its file (--purge: its index too)")
     _common(a)
     a.add_argument("--name", metavar="NAME", help=name_help)
-    a.add_argument("--purge", action="store_true", help="also delete the instance's index (the notes are never touched)")
+    a.add_argument(
+        "--purge", action="store_true", help="also delete the instance's index (the notes are never touched)"
+    )
     a.add_argument("--platform", choices=platforms.PLATFORMS, help=platform_help)
     a.set_defaults(func=cmd_service_uninstall)
 
@@ -753,22 +941,30 @@ def cmd_service_install(args: argparse.Namespace) -> int:
     settings = _settings(args)
     config = instances.check_config(settings.config_file, user_config_file(), kb=kb)
     host = instances.split_bind(settings.serve.bind)[0]
-    plan = instances.plan_install(platform, name=name, config=config, kb=kb, index=args.index_path, port=args.port,
-                                host=host)
+    plan = instances.plan_install(
+        platform, name=name, config=config, kb=kb, index=args.index_path, port=args.port, host=host
+    )
     if not args.dry_run:
-        sys.stderr.write(f"config: {config or 'none (defaults)'}" + (f"; notes: {plan.folder}" if kb or name else "")
-                         + f" (groove will listen on {plan.bind})\n")
-    report = installer.install(platform, args.dry_run, config=config, start=not args.no_start, flags=plan.flags,
-                             name=name)
+        sys.stderr.write(
+            f"config: {config or 'none (defaults)'}"
+            + (f"; notes: {plan.folder}" if kb or name else "")
+            + f" (groove will listen on {plan.bind})\n"
+        )
+    report = installer.install(
+        platform, args.dry_run, config=config, start=not args.no_start, flags=plan.flags, name=name
+    )
     if name is not None:
         report.data.update(folder=str(plan.folder), index=str(plan.index), bind=plan.bind, port=plan.port)
         from groove import clients
 
         url = clients.url_for_bind(plan.bind)
         report.out.append(f"instance {name}: notes {plan.folder}, index {plan.index}")
-        report.out.append(f"port: {plan.port}" + (" (a free one, chosen)" if plan.port_chosen else "")
-                          + f"; clients connect to {url} "
-                          f"(`groove client-config CLIENT --transport http --url {url}`)")
+        report.out.append(
+            f"port: {plan.port}"
+            + (" (a free one, chosen)" if plan.port_chosen else "")
+            + f"; clients connect to {url} "
+            f"(`groove client-config CLIENT --transport http --url {url}`)"
+        )
     return _emit_report(report)
 
 
@@ -785,6 +981,7 @@ def cmd_service_list(args: argparse.Namespace) -> int:
 
 
 # --- trust ----------------------------------------------------------------------------
+
 
 def _config_path(given: Path | None) -> Path:
     """The groove.toml a `trust` command means: PATH, PATH/groove.toml for a folder, else ./groove.toml (absolute)."""
@@ -818,8 +1015,10 @@ def cmd_trust(args: argparse.Namespace) -> int:
     lines = [f"trusted {path} (sha256 {approval.sha256[:16]}); run `groove trust` again if the file changes"]
     lines += [f"  it sets {r}" for r in found]
     if data.get("kb_path") and not found:
-        lines.append(f"  it sets kb_path = {json.dumps(str(data['kb_path']))}: where your own settings send note text, "
-                     "its files may go too")
+        lines.append(
+            f"  it sets kb_path = {json.dumps(str(data['kb_path']))}: where your own settings send note text, "
+            "its files may go too"
+        )
     elif not found:
         lines.append("  it sets nothing that needs trust")
     sys.stdout.write("\n".join(lines) + "\n")
@@ -842,9 +1041,16 @@ def _trust_list(store: trust.TrustStore) -> int:
 
 
 def _add_trust_parser(sub: Any) -> None:
-    p = sub.add_parser("trust", help="allow a groove.toml in a folder to set where note text goes (endpoint, bind, token)")
-    p.add_argument("path", nargs="?", type=Path, metavar="PATH",
-                   help="the groove.toml (or its folder) to trust, as it is now (default: ./groove.toml)")
+    p = sub.add_parser(
+        "trust", help="allow a groove.toml in a folder to set where note text goes (endpoint, bind, token)"
+    )
+    p.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        metavar="PATH",
+        help="the groove.toml (or its folder) to trust, as it is now (default: ./groove.toml)",
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--list", action="store_true", help="list the trusted files and whether each is unchanged")
     g.add_argument("--revoke", type=Path, metavar="PATH", help="stop trusting this groove.toml")
@@ -852,6 +1058,7 @@ def _add_trust_parser(sub: Any) -> None:
 
 
 # --- parser ---------------------------------------------------------------------------
+
 
 class ArgumentError(UsageError):
     """A command line argparse could not read; carries the usage line of the command it was for."""
@@ -887,8 +1094,11 @@ class Parser(argparse.ArgumentParser):
         close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
         if close:
             return f"unknown option {flag}: did you mean {close[0]}?"
-        return f"unknown option {flag} (a query that starts with - goes after --: {self.prog} -- {arg})" \
-            if not arg.startswith("--") and any(a.dest == "query" for a in self._actions) else f"unknown option {flag}"
+        return (
+            f"unknown option {flag} (a query that starts with - goes after --: {self.prog} -- {arg})"
+            if not arg.startswith("--") and any(a.dest == "query" for a in self._actions)
+            else f"unknown option {flag}"
+        )
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         raise ArgumentError(f"{message} (see {self.prog} --help)", self.format_usage())
@@ -901,13 +1111,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", help="keep the index live and serve it over MCP (stdio or Streamable HTTP)")
     _common(p, examples=True)
-    p.add_argument("--transport", choices=["stdio", "http"], default=None,
-                   help="stdio: one client that starts groove itself; http: Streamable HTTP at /mcp (default: [serve] transport, stdio)")
-    p.add_argument("--bind", metavar="HOST:PORT", default=None,
-                   help="where the HTTP server listens (default: [serve] bind, 127.0.0.1:3100)")
-    p.add_argument("--no-watch", action="store_true",
-                   help="do not watch the folder (one that changes only by deploy): index at start, then the periodic "
-                        "reconcile and reindex only ([watch] enabled = false)")
+    p.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default=None,
+        help="stdio: one client that starts groove itself; http: Streamable HTTP at /mcp (default: [serve] transport, stdio)",
+    )
+    p.add_argument(
+        "--bind",
+        metavar="HOST:PORT",
+        default=None,
+        help="where the HTTP server listens (default: [serve] bind, 127.0.0.1:3100)",
+    )
+    p.add_argument(
+        "--no-watch",
+        action="store_true",
+        help="do not watch the folder (one that changes only by deploy): index at start, then the periodic "
+        "reconcile and reindex only ([watch] enabled = false)",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("index", help="index the notes folder (incremental)")
@@ -919,20 +1140,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="what is in the index")
     _common(p, examples=True)
     _format_option(p)
-    p.add_argument("--no-daemon", action="store_true",
-                   help="do not ask a running groove serve of this index; open the index in this process")
+    p.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="do not ask a running groove serve of this index; open the index in this process",
+    )
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser("search", help="hybrid search over the index")
     _common(p, examples=True)
-    p.add_argument("query", metavar="QUERY", help="words, \"a quoted phrase\", -word to exclude (docs/search.md)")
+    p.add_argument("query", metavar="QUERY", help='words, "a quoted phrase", -word to exclude (docs/search.md)')
     _add_search_options(p)
     _format_option(p)
-    p.add_argument("--explain", action="store_true", help="show the MATCH expression, candidates and per-retriever ranks")
-    p.add_argument("--max-chars", type=int, default=None, metavar="N",
-                   help="an answer budget: at most N characters of passages, best first, cut at sentence ends (100..1000000)")
-    p.add_argument("--no-daemon", action="store_true",
-                   help="do not ask a running groove serve of this index; open the index in this process")
+    p.add_argument(
+        "--explain", action="store_true", help="show the MATCH expression, candidates and per-retriever ranks"
+    )
+    p.add_argument(
+        "--max-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="an answer budget: at most N characters of passages, best first, cut at sentence ends (100..1000000)",
+    )
+    p.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="do not ask a running groove serve of this index; open the index in this process",
+    )
     p.set_defaults(func=cmd_search)
 
     p = sub.add_parser("related", help="notes related to a note: nearest in meaning, or linked")
@@ -942,15 +1176,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=1, help="hops to walk (1..3)")
     p.add_argument("--fan-out", type=int, default=5, help="neighbours per note per hop (1..20)")
     p.add_argument("--max-nodes", type=int, default=100, help="node budget (1..200)")
-    p.add_argument("--by", choices=["meaning", "links", "both"], default="meaning",
-                   help="what relates notes: meaning (default), links (both ways) or both")
-    p.add_argument("--min-similarity", type=float, default=None, metavar="S",
-                   help="leave out notes less similar than S (-1..1; linked notes are kept)")
-    p.add_argument("--exclude", action="append", dest="exclude_paths", metavar="GLOB",
-                   help="leave notes matching GLOB out of the walk (gitignore-style); repeatable")
+    p.add_argument(
+        "--by",
+        choices=["meaning", "links", "both"],
+        default="meaning",
+        help="what relates notes: meaning (default), links (both ways) or both",
+    )
+    p.add_argument(
+        "--min-similarity",
+        type=float,
+        default=None,
+        metavar="S",
+        help="leave out notes less similar than S (-1..1; linked notes are kept)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        dest="exclude_paths",
+        metavar="GLOB",
+        help="leave notes matching GLOB out of the walk (gitignore-style); repeatable",
+    )
     _format_option(p)
-    p.add_argument("--no-daemon", action="store_true",
-                   help="do not ask a running groove serve of this index; open the index in this process")
+    p.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="do not ask a running groove serve of this index; open the index in this process",
+    )
     p.set_defaults(func=cmd_related)
 
     p = sub.add_parser("links", help="a note's links, backlinks and unresolved links")
@@ -958,38 +1209,67 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", metavar="PATH", help="a note: its path relative to the notes folder, or a file path")
     p.add_argument("--limit", type=int, default=100, help="at most this many links of each kind (1..500)")
     _format_option(p)
-    p.add_argument("--no-daemon", action="store_true",
-                   help="do not ask a running groove serve of this index; open the index in this process")
+    p.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="do not ask a running groove serve of this index; open the index in this process",
+    )
     p.set_defaults(func=cmd_links)
 
     p = sub.add_parser("get", help="print a note, or one section or range of lines of it")
     _common(p, examples=True)
     p.add_argument("path", metavar="PATH", help="a note: its path relative to the notes folder, or a file path")
     part = p.add_mutually_exclusive_group()
-    part.add_argument("--heading", metavar="HEADING",
-                      help="only this section: a heading path as search prints it ('Title > Parent > Heading') or the heading alone")
-    part.add_argument("--lines", metavar="FIRST-LAST",
-                      help="only these lines, numbered as search numbers them: 12-40, 12+20 (from, count) or 12 (to the end)")
-    p.add_argument("--max-chars", type=int, default=None, metavar="N",
-                   help="at most N characters, cut at a sentence end; the header says what was left out")
+    part.add_argument(
+        "--heading",
+        metavar="HEADING",
+        help="only this section: a heading path as search prints it ('Title > Parent > Heading') or the heading alone",
+    )
+    part.add_argument(
+        "--lines",
+        metavar="FIRST-LAST",
+        help="only these lines, numbered as search numbers them: 12-40, 12+20 (from, count) or 12 (to the end)",
+    )
+    p.add_argument(
+        "--max-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="at most N characters, cut at a sentence end; the header says what was left out",
+    )
     _format_option(p)
-    p.add_argument("--no-daemon", action="store_true",
-                   help="do not ask a running groove serve of this index; open the index in this process")
+    p.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="do not ask a running groove serve of this index; open the index in this process",
+    )
     p.set_defaults(func=cmd_get)
 
     _add_eval_tools_parsers(sub)
     _add_service_parser(sub)
     _add_trust_parser(sub)
 
-    p = sub.add_parser("client-config", help="print an MCP client's configuration for groove, with this machine's paths")
+    p = sub.add_parser(
+        "client-config", help="print an MCP client's configuration for groove, with this machine's paths"
+    )
     _common(p, examples=True)
-    p.add_argument("client", metavar="CLIENT",
-                   help="claude-desktop, claude-code, cursor, vscode, codex or gemini (docs/clients.md)")
-    p.add_argument("--transport", choices=["stdio", "http"], default=None,
-                   help="stdio: the client starts groove itself (default); http: it connects to a running groove")
+    p.add_argument(
+        "client",
+        metavar="CLIENT",
+        help="claude-desktop, claude-code, cursor, vscode, codex or gemini (docs/clients.md)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        default=None,
+        help="stdio: the client starts groove itself (default); http: it connects to a running groove",
+    )
     p.add_argument("--url", metavar="URL", help="the MCP endpoint for --transport http (default: from [serve] bind)")
-    p.add_argument("--token-env", metavar="NAME",
-                   help="the environment variable holding the bearer token (default: [serve.http] token_env when a token is set)")
+    p.add_argument(
+        "--token-env",
+        metavar="NAME",
+        help="the environment variable holding the bearer token (default: [serve.http] token_env when a token is set)",
+    )
     p.set_defaults(func=cmd_client_config)
     return parser
 
@@ -997,7 +1277,7 @@ def build_parser() -> argparse.ArgumentParser:
 def wants_json(argv: list[str]) -> bool:
     """`--format json` anywhere on the command line (also when the rest of it could not be read)."""
     for i, arg in enumerate(argv):
-        if arg == "--format=json" or (arg == "--format" and argv[i + 1:i + 2] == ["json"]):
+        if arg == "--format=json" or (arg == "--format" and argv[i + 1 : i + 2] == ["json"]):
             return True
     return False
 

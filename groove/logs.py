@@ -46,8 +46,11 @@ class ThirdPartyFloor(logging.Filter):
         if record.levelno >= self.floor or "*" in self.named:
             return True
         name = record.name
-        return any(name == n or name.startswith(n + ".") for n in self.named) or name == "groove" \
+        return (
+            any(name == n or name.startswith(n + ".") for n in self.named)
+            or name == "groove"
             or name.startswith("groove.")
+        )
 
 
 _named_levels: list[str] = []  # loggers whose level configure() set, reset on the next call

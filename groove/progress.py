@@ -54,9 +54,14 @@ class ProgressBar:
             # Rate and time left are ours (from the phase's start), not rich's sampled speed: an embedding
             # batch can take longer than rich's sampling window, which would leave its ETA blank.
             self._progress = Progress(
-                TextColumn("{task.description:<16}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
-                TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[eta]}"),
-                console=Console(file=self.stream), transient=False,
+                TextColumn("{task.description:<16}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TextColumn("{task.fields[eta]}"),
+                console=Console(file=self.stream),
+                transient=False,
             )
             self._progress.start()
             self._task = self._progress.add_task(PHASES.get(phase, phase), total=total or None, rate="", eta="")
@@ -70,9 +75,14 @@ class ProgressBar:
             eta = f"ETA {format_seconds((total - done) / rate)}"
         else:
             eta = "ETA ..."
-        self._progress.update(self._task, completed=done, total=total or None,
-                              rate=f"{rate:,.1f}/s" if rate else "", eta=eta,
-                              refresh=first)
+        self._progress.update(
+            self._task,
+            completed=done,
+            total=total or None,
+            rate=f"{rate:,.1f}/s" if rate else "",
+            eta=eta,
+            refresh=first,
+        )
         if total and done >= total:
             self.close()
 

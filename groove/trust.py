@@ -59,6 +59,7 @@ class Risk:
 
 # --- the pure core --------------------------------------------------------------------------
 
+
 def is_loopback_host(host: str) -> bool:
     """`localhost` or a loopback address literal; any other name counts as another machine (it is not resolved)."""
     host = host.strip().strip("[]").lower()
@@ -100,8 +101,12 @@ def _get(data: Mapping[str, Any], *keys: str) -> Any:
 def _destination(settings: Mapping[str, Any]) -> str | None:
     """Where the settings send note text off this machine, or None."""
     endpoint = _get(settings, "embedding", "openai", "endpoint")
-    if _get(settings, "embedding", "backend") == "openai" and isinstance(endpoint, str) and endpoint \
-            and endpoint_is_remote(endpoint):
+    if (
+        _get(settings, "embedding", "backend") == "openai"
+        and isinstance(endpoint, str)
+        and endpoint
+        and endpoint_is_remote(endpoint)
+    ):
         return endpoint
     bind = _get(settings, "serve", "bind")
     if isinstance(bind, str) and bind and bind_is_remote(bind):
@@ -124,25 +129,44 @@ def risks(file_data: Mapping[str, Any], effective: Mapping[str, Any] | None = No
         found.append(Risk("[serve.http] token", '"..."', "whoever wrote the file knows the server's token"))
     token_env = _get(file_data, "serve", "http", "token_env")
     if isinstance(token_env, str) and token_env != DEFAULT_TOKEN_ENV:
-        found.append(Risk("[serve.http] token_env", _shown(token_env),
-                          "the file would choose which variable becomes the server's token"))
+        found.append(
+            Risk(
+                "[serve.http] token_env",
+                _shown(token_env),
+                "the file would choose which variable becomes the server's token",
+            )
+        )
     for key in ("allowed_hosts", "allowed_origins"):
         value = _get(file_data, "serve", "http", key)
         if isinstance(value, list) and value:
-            found.append(Risk(f"[serve.http] {key}", _shown(value),
-                              "web pages from there could reach the server through your browser"))
+            found.append(
+                Risk(
+                    f"[serve.http] {key}",
+                    _shown(value),
+                    "web pages from there could reach the server through your browser",
+                )
+            )
     templates = _get(file_data, "best_practice", "path_templates")
-    outside = [t for t in templates if isinstance(t, str) and (t.startswith(("/", "~")) or ":" in t[:3])] \
-        if isinstance(templates, list) else []
+    outside = (
+        [t for t in templates if isinstance(t, str) and (t.startswith(("/", "~")) or ":" in t[:3])]
+        if isinstance(templates, list)
+        else []
+    )
     if outside:
-        found.append(Risk("[best_practice] path_templates", _shown(outside),
-                          "an MCP client could read files there, outside the notes folder"))
+        found.append(
+            Risk(
+                "[best_practice] path_templates",
+                _shown(outside),
+                "an MCP client could read files there, outside the notes folder",
+            )
+        )
     kb = file_data.get("kb_path")
     if not found and kb and effective is not None:
         where = _destination(effective)
         if where is not None:
-            found.append(Risk("kb_path", _shown(str(kb)),
-                              f"its files would go to {_shown(where)}, which your own settings name"))
+            found.append(
+                Risk("kb_path", _shown(str(kb)), f"its files would go to {_shown(where)}, which your own settings name")
+            )
     return found
 
 
@@ -156,11 +180,14 @@ def refusal(path: Path, found: list[Risk], approved: str | None, current: str) -
     if not found or approved == current:
         return None
     changed = " (it changed since it was trusted)" if approved is not None else ""
-    return (f"{path.name} in {path.parent} sets {'; '.join(str(r) for r in found)}{changed}; "
-            f"run `groove trust {path}` to allow it")
+    return (
+        f"{path.name} in {path.parent} sets {'; '.join(str(r) for r in found)}{changed}; "
+        f"run `groove trust {path}` to allow it"
+    )
 
 
 # --- the record ------------------------------------------------------------------------------
+
 
 class TrustStoreError(GrooveError):
     """The record cannot be read or written; the message names the file."""
@@ -193,12 +220,16 @@ class TrustStore:
         except OSError as exc:
             raise TrustStoreError(f"cannot read the trust record {self.path}: {exc.strerror}") from exc
         if raw is None:
-            raise TrustStoreError(f"the trust record {self.path} is over {MAX_STORE_BYTES} bytes; delete it to start over")
+            raise TrustStoreError(
+                f"the trust record {self.path} is over {MAX_STORE_BYTES} bytes; delete it to start over"
+            )
         try:
             files = json.loads(raw)["files"]
             return {p: Approval(p, str(v["sha256"]), str(v.get("trusted_at", ""))) for p, v in files.items()}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise TrustStoreError(f"the trust record {self.path} is damaged ({exc!r}); delete it to start over") from exc
+            raise TrustStoreError(
+                f"the trust record {self.path} is damaged ({exc!r}); delete it to start over"
+            ) from exc
 
     def digest_for(self, path: Path) -> str | None:
         found = self.approvals().get(str(path))
@@ -219,7 +250,10 @@ class TrustStore:
         return True
 
     def _write(self, files: dict[str, Approval]) -> None:
-        body = {"version": 1, "files": {p: {"sha256": a.sha256, "trusted_at": a.trusted_at} for p, a in sorted(files.items())}}
+        body = {
+            "version": 1,
+            "files": {p: {"sha256": a.sha256, "trusted_at": a.trusted_at} for p, a in sorted(files.items())},
+        }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".trusted-", suffix=".json", dir=self.path.parent)

@@ -22,6 +22,7 @@ from groove.sync.report import IndexReport, iso_time, iso_times
 
 # --- related --------------------------------------------------------------------------------------
 
+
 class RelatedPassage(Answer):
     heading: str
     start_line: int
@@ -39,8 +40,7 @@ class NoteRef(Answer):
 class RelatedLink(Answer):
     """The link that joins a note reached by walking links to the note it was reached from."""
 
-    direction: str = Field(description="outgoing: that note links to this one; backlink: this one links to it; "
-                                       "both")
+    direction: str = Field(description="outgoing: that note links to this one; backlink: this one links to it; both")
     links: int = Field(description="how many links join the two notes")
     line: int = Field(description="the line of the (first) link in the note that holds it")
     heading: str | None = Field(None, description="the heading the link points at, if any")
@@ -55,9 +55,11 @@ class RelatedNote(Answer):
     depth: int = Field(description="hops from the source note")
     via: list[str] = Field(description="the paths walked from the source to this note")
     chunk: RelatedPassage | None = Field(
-        description="the note's passage nearest the note it was reached from (null: reached by a link alone)")
-    by: str | None = Field(None, description="with by links or both: how the last hop reached it (meaning, links, "
-                                             "both)")
+        description="the note's passage nearest the note it was reached from (null: reached by a link alone)"
+    )
+    by: str | None = Field(
+        None, description="with by links or both: how the last hop reached it (meaning, links, both)"
+    )
     link: RelatedLink | None = Field(None, description="with by links or both: the link of the last hop, if any")
 
 
@@ -66,13 +68,19 @@ class RelatedAnswer(Answer):
     related: list[RelatedNote]
     bounded_by: list[str] = Field(description="which bounds stopped the walk early (empty: none)")
     elapsed_ms: float
-    params: dict[str, Any] = Field(description="the walk as asked: limit, depth, fan_out, max_nodes, by, and the "
-                                               "graph controls given (min_similarity, exclude_paths, filters)")
+    params: dict[str, Any] = Field(
+        description="the walk as asked: limit, depth, fan_out, max_nodes, by, and the "
+        "graph controls given (min_similarity, exclude_paths, filters)"
+    )
 
     def for_client(self) -> "RelatedAnswer":
         """What an MCP client sees: the passages without their internal chunk ids."""
-        related = [n.model_copy(update={"chunk": RelatedPassage(**n.chunk.model_dump(exclude={"chunk_id"}))})
-                   if n.chunk is not None else n for n in self.related]
+        related = [
+            n.model_copy(update={"chunk": RelatedPassage(**n.chunk.model_dump(exclude={"chunk_id"}))})
+            if n.chunk is not None
+            else n
+            for n in self.related
+        ]
         return self.model_copy(update={"related": related})
 
     def script_json(self) -> dict[str, Any]:
@@ -88,9 +96,11 @@ class RelatedAnswer(Answer):
 def related_answer(response: dict[str, Any]) -> RelatedAnswer:
     src = response["source"]
     return RelatedAnswer(
-        **{**response,
-           "source": NoteRef(uri=note_uri(src["path"]), **src),
-           "related": [RelatedNote(uri=note_uri(n["path"]), **n) for n in response["related"]]},
+        **{
+            **response,
+            "source": NoteRef(uri=note_uri(src["path"]), **src),
+            "related": [RelatedNote(uri=note_uri(n["path"]), **n) for n in response["related"]],
+        },
     )
 
 
@@ -100,7 +110,9 @@ def related_text(answer: RelatedAnswer) -> str:
         via = f" · via {' → '.join(n.via[1:-1])}" if len(n.via) > 2 else ""
         line = f"[{rank}] {n.path} ({n.title}) · score {n.score:.4g} · depth {n.depth}{via}"
         if n.link is not None:
-            arrow = {"outgoing": "linked from", "backlink": "links to", "both": "linked both ways with"}[n.link.direction]
+            arrow = {"outgoing": "linked from", "backlink": "links to", "both": "linked both ways with"}[
+                n.link.direction
+            ]
             line += f" · {arrow} {n.via[-2]} ({n.link.links} link(s), line {n.link.line})"
         if n.chunk is not None:
             line += f" · nearest passage: {n.chunk.heading or '(top)'}, lines {n.chunk.start_line}-{n.chunk.end_line}"
@@ -112,10 +124,13 @@ def related_text(answer: RelatedAnswer) -> str:
 
 # --- links ----------------------------------------------------------------------------------------
 
+
 class LinkItem(Answer):
     uri: str | None = Field(description="the resource URI of the note `path` names (null: unresolved)")
-    path: str = Field(description="outgoing: the note linked to; backlinks: the note that links here; unresolved: "
-                                  "the note as the link names it (no such note)")
+    path: str = Field(
+        description="outgoing: the note linked to; backlinks: the note that links here; unresolved: "
+        "the note as the link names it (no such note)"
+    )
     title: str | None = Field(description="that note's title (null: unresolved)")
     line: int = Field(description="the line of the link in the note that holds it (1-based)")
     kind: str = Field(description="wiki ([[...]]), embed (![[...]]) or markdown ([text](path.md))")
@@ -141,9 +156,15 @@ def links_answer(found: dict[str, Any]) -> LinksAnswer:
         return [LinkItem(uri=note_uri(r["path"]) if resolved else None, **r) for r in rows]
 
     src = found["source"]
-    return LinksAnswer(**{**found, "source": NoteRef(uri=note_uri(src["path"]), **src),
-                          "outgoing": items(found["outgoing"], True), "backlinks": items(found["backlinks"], True),
-                          "unresolved": items(found["unresolved"], False)})
+    return LinksAnswer(
+        **{
+            **found,
+            "source": NoteRef(uri=note_uri(src["path"]), **src),
+            "outgoing": items(found["outgoing"], True),
+            "backlinks": items(found["backlinks"], True),
+            "unresolved": items(found["unresolved"], False),
+        }
+    )
 
 
 def _link_text(item: LinkItem, *, here: bool) -> str:
@@ -156,12 +177,16 @@ def _link_text(item: LinkItem, *, here: bool) -> str:
 
 
 def links_text(answer: LinksAnswer) -> str:
-    out = [f"{answer.source.path} ({answer.source.title}): {answer.outgoing_total} outgoing, "
-           f"{answer.backlinks_total} backlink(s) from {answer.backlink_notes} note(s), "
-           f"{answer.unresolved_total} unresolved"]
-    for name, items, total, here in (("outgoing", answer.outgoing, answer.outgoing_total, True),
-                                     ("backlinks", answer.backlinks, answer.backlinks_total, False),
-                                     ("unresolved", answer.unresolved, answer.unresolved_total, True)):
+    out = [
+        f"{answer.source.path} ({answer.source.title}): {answer.outgoing_total} outgoing, "
+        f"{answer.backlinks_total} backlink(s) from {answer.backlink_notes} note(s), "
+        f"{answer.unresolved_total} unresolved"
+    ]
+    for name, items, total, here in (
+        ("outgoing", answer.outgoing, answer.outgoing_total, True),
+        ("backlinks", answer.backlinks, answer.backlinks_total, False),
+        ("unresolved", answer.unresolved, answer.unresolved_total, True),
+    ):
         if not items:
             continue
         out.append(f"{name}:" + (f" (first {len(items)} of {total})" if total > len(items) else ""))
@@ -170,6 +195,7 @@ def links_text(answer: LinksAnswer) -> str:
 
 
 # --- list_documents ---------------------------------------------------------------------------------
+
 
 class DocumentRef(Answer):
     uri: str = Field(description="the note's resource URI")
@@ -185,8 +211,10 @@ class DocumentPage(Answer):
 
 
 def document_page(response: dict[str, Any]) -> DocumentPage:
-    return DocumentPage(documents=[DocumentRef(uri=note_uri(d["path"]), **d) for d in response["documents"]],
-                        next_cursor=response["next_cursor"])
+    return DocumentPage(
+        documents=[DocumentRef(uri=note_uri(d["path"]), **d) for d in response["documents"]],
+        next_cursor=response["next_cursor"],
+    )
 
 
 def _note_line(path: str, title: str, date: str | None, tags: list[str]) -> str:
@@ -206,6 +234,7 @@ def document_page_text(page: DocumentPage) -> str:
 
 
 # --- topics -----------------------------------------------------------------------------------------
+
 
 class FolderTopic(Answer):
     folder: str
@@ -233,14 +262,15 @@ def topics_answer(response: dict[str, Any]) -> TopicsAnswer:
 
 def topics_text(answer: TopicsAnswer) -> str:
     out = [f"{answer.notes} note(s), {answer.notes_at_top_level} at the top level"]
-    out.append(f"folders ({len(answer.folders)} of {answer.folders_total}; search with path_globs [\"<folder>/**\"]):")
+    out.append(f'folders ({len(answer.folders)} of {answer.folders_total}; search with path_globs ["<folder>/**"]):')
     out += [f"  {f.folder}: {f.notes}" for f in answer.folders]
-    out.append(f"tags ({len(answer.tags)}; search with tags_any [\"<tag>\"]):")
+    out.append(f'tags ({len(answer.tags)}; search with tags_any ["<tag>"]):')
     out += [f"  #{t.tag}: {t.notes}" for t in answer.tags]
     return "\n".join(out)
 
 
 # --- get_document -----------------------------------------------------------------------------------
+
 
 class DocumentAnswer(DocumentRef):  # a list_documents entry and the rest of the note
     frontmatter: dict[str, Any]
@@ -248,10 +278,13 @@ class DocumentAnswer(DocumentRef):  # a list_documents entry and the rest of the
     indexed_at: str | None = Field(description="when the note was last indexed, ISO-8601 UTC")
     size: int = Field(description="bytes of the file")
     backlinks: int = Field(0, description="how many other notes link to this one (the links tool lists them)")
-    content: str = Field(description="the note (Markdown), or the text extracted from a document; with heading, "
-                                     "lines or max_chars only that part")
-    part: DocumentPart | None = Field(None, description="present with heading, lines or max_chars: the part "
-                                                        "returned and what was left out")
+    content: str = Field(
+        description="the note (Markdown), or the text extracted from a document; with heading, "
+        "lines or max_chars only that part"
+    )
+    part: DocumentPart | None = Field(
+        None, description="present with heading, lines or max_chars: the part returned and what was left out"
+    )
 
 
 def document_answer(doc: dict[str, Any]) -> DocumentAnswer:
@@ -278,8 +311,11 @@ def part_text(part: DocumentPart) -> list[str]:
 
 
 def document_text(doc: DocumentAnswer) -> str:
-    header = [_note_line(doc.path, doc.title, doc.date, doc.tags) + f" · {doc.size} bytes"
-              + (f" · {doc.backlinks} backlink(s)" if doc.backlinks else "")]
+    header = [
+        _note_line(doc.path, doc.title, doc.date, doc.tags)
+        + f" · {doc.size} bytes"
+        + (f" · {doc.backlinks} backlink(s)" if doc.backlinks else "")
+    ]
     header += [f"warning: {w}" for w in doc.warnings]
     if doc.part is not None:
         header += part_text(doc.part)
@@ -287,6 +323,7 @@ def document_text(doc: DocumentAnswer) -> str:
 
 
 # --- index_status -----------------------------------------------------------------------------------
+
 
 class TaskState(Answer):
     state: str
@@ -339,7 +376,9 @@ class IndexStatus(Answer):
     skipped: list[SkippedFile]
     warnings: list[NoteWarnings]
     model_fit: dict[str, Any] | None = Field(description="the notes' CJK share against the model, and a warning")
-    model_switch: dict[str, Any] | None = Field(description="a model switch in progress (from, to, texts done of total)")
+    model_switch: dict[str, Any] | None = Field(
+        description="a model switch in progress (from, to, texts done of total)"
+    )
     last_model_switch: dict[str, Any] | None
 
     @classmethod
@@ -361,23 +400,29 @@ class StatusAnswer(IndexStatus):
     healthy: bool
     tasks: dict[str, TaskState] = Field(description="each daemon task's health (writer, reconcile, watcher, embedding)")
     last_change_at: str | None = Field(description="ISO-8601 UTC")
-    last_reconcile: dict[str, Any] | None = Field(description="what the last full reconcile did; its `at` is ISO-8601 UTC")
+    last_reconcile: dict[str, Any] | None = Field(
+        description="what the last full reconcile did; its `at` is ISO-8601 UTC"
+    )
     startup_reconcile_done: bool
     reindex_running: bool
     uptime_s: float
     embedding_failures: EmbeddingFailures | None
     vectors_in_memory: VectorsInMemory | None = Field(
-        None, description="the daemon's in-memory copy of the vectors for exact KNN (vectors, mib); null: sqlite-vec's scan answers")
+        None,
+        description="the daemon's in-memory copy of the vectors for exact KNN (vectors, mib); null: sqlite-vec's scan answers",
+    )
 
 
 def status_text(st: StatusAnswer) -> str:
-    out = [f"{st.documents} note(s), {st.chunks} chunk(s), {st.pending_chunks} pending (not yet searchable by meaning),"
-           f" {st.vectors} vector(s); model {st.model} ({st.dimension} dims)",
-           f"watcher {st.watcher} · healthy {'yes' if st.healthy else 'no'} · startup scan "
-           f"{'done' if st.startup_reconcile_done else 'running'}{' · reindex running' if st.reindex_running else ''}"
-           f" · uptime {st.uptime_s:g} s",
-           f"last indexed {st.last_indexed_at or 'never'} · last change {st.last_change_at or 'none'}",
-           f"notes {st.kb_path} · index {st.index_path}"]
+    out = [
+        f"{st.documents} note(s), {st.chunks} chunk(s), {st.pending_chunks} pending (not yet searchable by meaning),"
+        f" {st.vectors} vector(s); model {st.model} ({st.dimension} dims)",
+        f"watcher {st.watcher} · healthy {'yes' if st.healthy else 'no'} · startup scan "
+        f"{'done' if st.startup_reconcile_done else 'running'}{' · reindex running' if st.reindex_running else ''}"
+        f" · uptime {st.uptime_s:g} s",
+        f"last indexed {st.last_indexed_at or 'never'} · last change {st.last_change_at or 'none'}",
+        f"notes {st.kb_path} · index {st.index_path}",
+    ]
     if len(st.folders) > 1:
         out.append("folders " + " · ".join(f"{f.name} ({f.notes} notes, {f.path})" for f in st.folders))
     for name, task in st.tasks.items():
@@ -388,13 +433,18 @@ def status_text(st: StatusAnswer) -> str:
     if st.embedding_failures and st.embedding_failures.count:
         out.append(f"embedding failures: {st.embedding_failures.count}, last: {st.embedding_failures.last_error}")
     if st.model_switch:
-        out.append(f"model switch: {st.model_switch.get('from')} → {st.model_switch.get('to')}, "
-                   f"{st.model_switch.get('texts_done')} of {st.model_switch.get('texts_total')} texts")
+        out.append(
+            f"model switch: {st.model_switch.get('from')} → {st.model_switch.get('to')}, "
+            f"{st.model_switch.get('texts_done')} of {st.model_switch.get('texts_total')} texts"
+        )
     if st.model_fit and st.model_fit.get("warning"):
         out.append(f"model fit: {st.model_fit['warning']}")
     if st.skipped:
-        out.append(f"skipped {len(st.skipped)} file(s): " + "; ".join(f"{s.path} ({s.reason})" for s in st.skipped[:10])
-                   + (" ..." if len(st.skipped) > 10 else ""))
+        out.append(
+            f"skipped {len(st.skipped)} file(s): "
+            + "; ".join(f"{s.path} ({s.reason})" for s in st.skipped[:10])
+            + (" ..." if len(st.skipped) > 10 else "")
+        )
     if st.warnings:
         out.append(f"{len(st.warnings)} note(s) indexed with warnings: " + ", ".join(w.path for w in st.warnings[:10]))
     return "\n".join(out)
@@ -402,10 +452,12 @@ def status_text(st: StatusAnswer) -> str:
 
 # --- reindex ----------------------------------------------------------------------------------------
 
+
 def reindex_text(report: IndexReport) -> str:
-    out = [f"reindex: {report.added} added, {report.changed} changed, {report.renamed} renamed, {report.deleted} deleted, "
-           f"{report.unchanged} unchanged, {report.skipped} skipped; {report.chunks_written} chunk(s) written in "
-           f"{report.seconds:g} s; {report.pending_chunks} pending (embedded in the background); finished {report.finished_at}"]
+    out = [
+        f"reindex: {report.added} added, {report.changed} changed, {report.renamed} renamed, {report.deleted} deleted, "
+        f"{report.unchanged} unchanged, {report.skipped} skipped; {report.chunks_written} chunk(s) written in "
+        f"{report.seconds:g} s; {report.pending_chunks} pending (embedded in the background); finished {report.finished_at}"
+    ]
     out += [f"skipped {s.get('path')}: {s.get('reason')}" for s in report.skipped_files[:10]]
     return "\n".join(out)
-

@@ -33,17 +33,44 @@ from groove.evaluate.metrics import KS
 from groove.evaluate.report import EvalReport, TuneReport
 from groove.evaluate.runner import evaluate_golden
 from groove.evaluate.tune import tune_golden
-from groove.api.answers import DocumentAnswer, DocumentPage, IndexStatus, LinksAnswer, RelatedAnswer, StatusAnswer, TopicsAnswer
+from groove.api.answers import (
+    DocumentAnswer,
+    DocumentPage,
+    IndexStatus,
+    LinksAnswer,
+    RelatedAnswer,
+    StatusAnswer,
+    TopicsAnswer,
+)
 from groove.search.answers import SearchAnswer
 from groove.search.filters import MAX_PATH_GLOBS
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT, MAX_NODES
 from groove.search.compiler import QueryError
-from groove.search.request import MAX_FILTER_ITEMS, MAX_LIMIT, DocumentRequest, FilterArgs, LineRange, SearchRequest, describe
+from groove.search.request import (
+    MAX_FILTER_ITEMS,
+    MAX_LIMIT,
+    DocumentRequest,
+    FilterArgs,
+    LineRange,
+    SearchRequest,
+    describe,
+)
 from groove.sync.embedding import Progress
 from groove.sync.report import IndexReport, iso_times
 
-__all__ = ["DocumentRequest", "EvalRequest", "LineRange", "LinksRequest", "ListRequest", "RelatedRequest", "SearchRequest",
-           "Service", "Supervisor", "TopicsRequest", "TuneRequest"]
+__all__ = [
+    "DocumentRequest",
+    "EvalRequest",
+    "LineRange",
+    "LinksRequest",
+    "ListRequest",
+    "RelatedRequest",
+    "SearchRequest",
+    "Service",
+    "Supervisor",
+    "TopicsRequest",
+    "TuneRequest",
+]
 
 
 class _Request(BaseModel):
@@ -155,10 +182,17 @@ class Service:
 
     async def related(self, req: RelatedRequest) -> RelatedAnswer:
         await self._ready()
-        return await self.index.related(req.path, limit=req.limit, depth=req.depth, fan_out=req.fan_out,
-                                        max_nodes=req.max_nodes, by=req.by, min_similarity=req.min_similarity,
-                                        exclude_paths=tuple(req.exclude_paths or ()),
-                                        filters=req.filters.compile() if req.filters is not None else None)
+        return await self.index.related(
+            req.path,
+            limit=req.limit,
+            depth=req.depth,
+            fan_out=req.fan_out,
+            max_nodes=req.max_nodes,
+            by=req.by,
+            min_similarity=req.min_similarity,
+            exclude_paths=tuple(req.exclude_paths or ()),
+            filters=req.filters.compile() if req.filters is not None else None,
+        )
 
     async def links(self, req: LinksRequest) -> LinksAnswer:
         """A note's links to other notes, the links of other notes to it, and its links that name no note."""
@@ -221,12 +255,27 @@ class Service:
     async def evaluate(self, req: EvalRequest) -> EvalReport:
         """Judged queries through the search pipeline, scored, compared with the run history (`groove eval`)."""
         await self._ready()
-        return await evaluate_golden(self.index, req.source, retriever=req.retriever, split=req.split, limit=req.limit,
-                                     max_queries=req.max_queries, request_options=dict(req.request_options),
-                                     ks=req.ks, record=req.record)
+        return await evaluate_golden(
+            self.index,
+            req.source,
+            retriever=req.retriever,
+            split=req.split,
+            limit=req.limit,
+            max_queries=req.max_queries,
+            request_options=dict(req.request_options),
+            ks=req.ks,
+            record=req.record,
+        )
 
     async def tune(self, req: TuneRequest, progress: Callable[[str, int, int], None] | None = None) -> TuneReport:
         """Fusion settings cross-validated on judged queries, to paste; writes nothing (`groove tune`)."""
         await self._ready()
-        return await tune_golden(self.index, req.source, split=req.split, limit=req.limit,
-                                 max_queries=req.max_queries, metric=req.metric, progress=progress)
+        return await tune_golden(
+            self.index,
+            req.source,
+            split=req.split,
+            limit=req.limit,
+            max_queries=req.max_queries,
+            metric=req.metric,
+            progress=progress,
+        )

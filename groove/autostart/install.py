@@ -10,12 +10,27 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from groove.autostart.instances import DEFAULT_INSTANCE, installed_instances, read_instance
-from groove.autostart.platforms import (STATUS_NOT_RUNNING, STATUS_RUNNING, STATUS_UNKNOWN, Platform, Runner,
-                                        ServiceError, _first_line, _shell, check_name, launchd_label, log_dir,
-                                        run_command, short_name, unit_name, unit_path)
+from groove.autostart.platforms import (
+    STATUS_NOT_RUNNING,
+    STATUS_RUNNING,
+    STATUS_UNKNOWN,
+    Platform,
+    Runner,
+    ServiceError,
+    _first_line,
+    _shell,
+    check_name,
+    launchd_label,
+    log_dir,
+    run_command,
+    short_name,
+    unit_name,
+    unit_path,
+)
 from groove.autostart.render import log_files, render
 
 # --- install / uninstall / status ------------------------------------------------------------
+
 
 @dataclass
 class Report:
@@ -64,10 +79,18 @@ def _status_command(name: str | None) -> str:
     return "groove service status" + ("" if name is None else f" --name {name}")
 
 
-def install(platform: Platform, dry_run: bool = False, *, config: Path | None,
-            command: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
-            runner: Runner = run_command, start: bool = True, flags: Sequence[str] = (),
-            name: str | None = None) -> Report:
+def install(
+    platform: Platform,
+    dry_run: bool = False,
+    *,
+    config: Path | None,
+    command: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    runner: Runner = run_command,
+    start: bool = True,
+    flags: Sequence[str] = (),
+    name: str | None = None,
+) -> Report:
     """Write the unit (or plist) for `config` and `flags` (`--kb`, `--index`, `--bind`) and, unless `start` is
     False, start it now. `name`: a named instance (`plan_install` gives its flags), None: the default one."""
     check_name(name)
@@ -77,8 +100,13 @@ def install(platform: Platform, dry_run: bool = False, *, config: Path | None,
     if name is not None:
         report.data["name"] = name
     if dry_run:
-        report.out += [f"would write {path}:", "", text.rstrip("\n"), "",
-                       f"then run: {_start_hint(platform, path, name)}"]
+        report.out += [
+            f"would write {path}:",
+            "",
+            text.rstrip("\n"),
+            "",
+            f"then run: {_start_hint(platform, path, name)}",
+        ]
         return report
 
     previous = path.read_text(encoding="utf-8") if path.is_file() else None
@@ -91,8 +119,9 @@ def install(platform: Platform, dry_run: bool = False, *, config: Path | None,
     return _install_systemd(path, report, runner, start, changed=previous is not None and previous != text, name=name)
 
 
-def _install_systemd(path: Path, report: Report, runner: Runner, start: bool, changed: bool,
-                     name: str | None = None) -> Report:
+def _install_systemd(
+    path: Path, report: Report, runner: Runner, start: bool, changed: bool, name: str | None = None
+) -> Report:
     unit, short = unit_name(name), short_name(name)
     r = runner(_systemctl("daemon-reload"))
     if r.returncode != 0:
@@ -107,20 +136,24 @@ def _install_systemd(path: Path, report: Report, runner: Runner, start: bool, ch
             f"failed: {_first_line(r)}; see `journalctl --user -u {short}`"
         )
     if not start:
-        report.out.append(f"enabled: groove starts at your next login; start it now with `systemctl --user start {short}`")
+        report.out.append(
+            f"enabled: groove starts at your next login; start it now with `systemctl --user start {short}`"
+        )
         return report
     if changed:
         # enable --now leaves an already running groove on the old unit.
         r = runner(_systemctl("try-restart", unit))
         if r.returncode != 0:
             return report.fail(f"the unit changed but `systemctl --user restart {short}` failed: {_first_line(r)}")
-    report.out.append(f"enabled and started; `{_status_command(name)}` checks it, "
-                      f"`journalctl --user -u {short} -f` follows its log")
+    report.out.append(
+        f"enabled and started; `{_status_command(name)}` checks it, `journalctl --user -u {short} -f` follows its log"
+    )
     return report
 
 
-def _install_launchd(path: Path, report: Report, runner: Runner, start: bool,
-                     env: Mapping[str, str] | None, name: str | None = None) -> Report:
+def _install_launchd(
+    path: Path, report: Report, runner: Runner, start: bool, env: Mapping[str, str] | None, name: str | None = None
+) -> Report:
     if not start:
         report.out.append(f"launchd loads it at your next login; load it now with `{_start_hint('macos', path)}`")
         return report
@@ -145,13 +178,20 @@ def _install_launchd(path: Path, report: Report, runner: Runner, start: bool,
 def _not_installed(platform: Platform, env: Mapping[str, str] | None, name: str) -> ServiceError:
     """A named instance that is not installed: an error naming the ones that are (a typo must not pass)."""
     names = [i.name for i in installed_instances(platform, env)]
-    return ServiceError(f"no groove service instance named '{name}' is installed ("
-                        + (f"installed: {', '.join(names)}; `groove service list` shows them)" if names
-                           else "none is installed)"))
+    return ServiceError(
+        f"no groove service instance named '{name}' is installed ("
+        + (f"installed: {', '.join(names)}; `groove service list` shows them)" if names else "none is installed)")
+    )
 
 
-def uninstall(platform: Platform, *, env: Mapping[str, str] | None = None, runner: Runner = run_command,
-              name: str | None = None, purge: bool = False) -> Report:
+def uninstall(
+    platform: Platform,
+    *,
+    env: Mapping[str, str] | None = None,
+    runner: Runner = run_command,
+    name: str | None = None,
+    purge: bool = False,
+) -> Report:
     """Stop and disable the service, then remove its file; with `purge`, its index too. Logs are left in place."""
     check_name(name)
     path = unit_path(platform, env, name)
@@ -168,8 +208,10 @@ def uninstall(platform: Platform, *, env: Mapping[str, str] | None = None, runne
         path.unlink()
         report.out.append(f"removed {path}")
         if r.returncode == 127:
-            report.fail(f"launchd not available ({_first_line(r)}); if groove is still running, "
-                        f"stop it with `launchctl bootout {_launchd_domain()}/{label}`")
+            report.fail(
+                f"launchd not available ({_first_line(r)}); if groove is still running, "
+                f"stop it with `launchctl bootout {_launchd_domain()}/{label}`"
+            )
         return _purge(index, report) if purge else report
     r = runner(_systemctl("daemon-reload"))  # also tells whether the user manager answers
     if r.returncode != 0:
@@ -187,8 +229,10 @@ def uninstall(platform: Platform, *, env: Mapping[str, str] | None = None, runne
     runner(_systemctl("daemon-reload"))
     runner(_systemctl("reset-failed", unit))  # forget a failed state; fails harmlessly otherwise
     if r.returncode != 0:
-        report.fail(f"`systemctl --user disable --now {short}` failed: {_first_line(r)}; "
-                    f"check `systemctl --user status {short}`")
+        report.fail(
+            f"`systemctl --user disable --now {short}` failed: {_first_line(r)}; "
+            f"check `systemctl --user status {short}`"
+        )
     else:
         report.out.append("stopped and disabled")
     return _purge(index, report) if purge else report
@@ -203,8 +247,9 @@ def _purge(index: str | None, report: Report) -> Report:
     from groove.store import connection, schema, writer_lock  # lazy: SQLite and the store only for --purge
 
     if index is None:
-        return report.fail("--purge: cannot tell which index the instance used (its config file is gone?); "
-                           "nothing deleted")
+        return report.fail(
+            "--purge: cannot tell which index the instance used (its config file is gone?); nothing deleted"
+        )
     path = Path(index)
     report.data["index"] = str(path)
     if not path.exists():
@@ -254,15 +299,21 @@ def _state(platform: Platform, name: str | None, runner: Runner) -> tuple[str, s
     return "unknown", f"systemd user session not available: {_first_line(r)}", STATUS_UNKNOWN
 
 
-def status(platform: Platform, *, env: Mapping[str, str] | None = None, runner: Runner = run_command,
-           name: str | None = None) -> Report:
+def status(
+    platform: Platform, *, env: Mapping[str, str] | None = None, runner: Runner = run_command, name: str | None = None
+) -> Report:
     """Whether the file is installed and what the service manager says.
     Exit code: 0 running, 3 not running (or not installed), 4 unknown."""
     check_name(name)
     path = unit_path(platform, env, name)
     installed = path.is_file()
-    data: dict[str, Any] = {"platform": platform, "path": str(path), "installed": installed,
-                            "state": "unknown", "detail": ""}
+    data: dict[str, Any] = {
+        "platform": platform,
+        "path": str(path),
+        "installed": installed,
+        "state": "unknown",
+        "detail": "",
+    }
     if name is not None:
         data["name"] = name
     data["state"], data["detail"], code = _state(platform, name, runner)
@@ -280,8 +331,7 @@ def status(platform: Platform, *, env: Mapping[str, str] | None = None, runner: 
     return report
 
 
-def list_instances(platform: Platform, *, env: Mapping[str, str] | None = None,
-                   runner: Runner = run_command) -> Report:
+def list_instances(platform: Platform, *, env: Mapping[str, str] | None = None, runner: Runner = run_command) -> Report:
     """Every installed instance: name, notes folder, port and state (a table; `data` for --format json)."""
     instances = installed_instances(platform, env)
     problems = [f"{i.name}: {i.detail}" for i in instances if i.detail]  # a unit or config that cannot be read
@@ -293,8 +343,9 @@ def list_instances(platform: Platform, *, env: Mapping[str, str] | None = None,
         inst.detail = "; ".join(filter(None, [inst.detail, detail]))
     report = Report(data={"platform": platform, "instances": [i.as_dict() for i in instances]})
     if not instances:
-        report.out.append("no groove service is installed "
-                          "(`groove service install [--name NAME] --kb PATH` installs one)")
+        report.out.append(
+            "no groove service is installed (`groove service install [--name NAME] --kb PATH` installs one)"
+        )
         return report
     rows = [("NAME", "FOLDER", "PORT", "STATE")]
     rows += [(i.name, i.folder or "?", str(i.port) if i.port is not None else "?", i.state) for i in instances]
@@ -302,5 +353,3 @@ def list_instances(platform: Platform, *, env: Mapping[str, str] | None = None,
     report.out += ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
     report.err += problems + ([f"{unreachable}: the states are unknown"] if unreachable else [])
     return report
-
-

@@ -9,8 +9,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from groove.autostart.platforms import (DEFAULT_INSTANCE, INSTANCE_NAME, LAUNCHD_LABEL, Platform, ServiceError, _shell,
-                                        check_name, check_port, launchd_label, unit_dir, unit_name, unit_path)
+from groove.autostart.platforms import (
+    DEFAULT_INSTANCE,
+    INSTANCE_NAME,
+    LAUNCHD_LABEL,
+    Platform,
+    ServiceError,
+    _shell,
+    check_name,
+    check_port,
+    launchd_label,
+    unit_dir,
+    unit_name,
+    unit_path,
+)
 from groove.config import ServeSettings, default_index_path, read_config_file
 from groove.errors import ConfigError, GrooveError
 from groove.folders import Folders, NotesFolder, parse_folders
@@ -49,7 +61,9 @@ def check_config(config_file: Path | None, suggested: Path, kb: Path | Sequence[
         )
     for folder in _folders_of(kb_path, None, f"kb_path in {config}"):
         if not folder.path.is_dir():
-            raise ServiceError(f"the notes folder {folder.path} (kb_path in {config}) does not exist or is not a folder")
+            raise ServiceError(
+                f"the notes folder {folder.path} (kb_path in {config}) does not exist or is not a folder"
+            )
     return config
 
 
@@ -63,6 +77,7 @@ def _folders_of(value: Any, base: Path | None, where: str) -> tuple[NotesFolder,
 
 
 # --- instances: the units read back, a new one planned ------------------------------------------
+
 
 def split_exec_start(value: str) -> list[str]:
     """The words of an ExecStart= value as `render_systemd_unit` writes them (the inverse of
@@ -103,7 +118,7 @@ def unit_argv(platform: Platform, text: str) -> list[str] | None:
         return [str(a) for a in argv] if isinstance(argv, list) else None
     for line in text.splitlines():
         if line.startswith("ExecStart="):
-            return split_exec_start(line[len("ExecStart="):])
+            return split_exec_start(line[len("ExecStart=") :])
     return None
 
 
@@ -114,7 +129,7 @@ def flag_list(argv: Sequence[str], flag: str) -> list[str]:
         if arg == flag and i + 1 < len(argv):
             found.append(argv[i + 1])
         elif arg.startswith(flag + "="):
-            found.append(arg[len(flag) + 1:])
+            found.append(arg[len(flag) + 1 :])
     return found
 
 
@@ -126,7 +141,7 @@ def flag_values(argv: Sequence[str]) -> dict[str, str]:
             if arg == flag and i + 1 < len(argv):
                 found[flag] = argv[i + 1]
             elif arg.startswith(flag + "="):
-                found[flag] = arg[len(flag) + 1:]
+                found[flag] = arg[len(flag) + 1 :]
     return found
 
 
@@ -145,9 +160,9 @@ def join_bind(host: str, port: int) -> str:
 class Instance:
     """One installed groove service, as its unit file (or plist) and config file say."""
 
-    name: str            # DEFAULT_INSTANCE for the one installed without --name
+    name: str  # DEFAULT_INSTANCE for the one installed without --name
     platform: Platform
-    path: Path           # the unit file or plist
+    path: Path  # the unit file or plist
     config: str | None = None
     folder: str | None = None  # its notes folder (several: `name = path; ...`)
     folders: list[str] = field(default_factory=list)  # each notes folder's path
@@ -163,10 +178,19 @@ class Instance:
         return launchd_label(arg) if self.platform == "macos" else unit_name(arg)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "unit": self.unit, "path": str(self.path), "folder": self.folder,
-                "folders": self.folders,
-                "index": self.index, "bind": self.bind, "port": self.port, "config": self.config,
-                "state": self.state, "detail": self.detail}
+        return {
+            "name": self.name,
+            "unit": self.unit,
+            "path": str(self.path),
+            "folder": self.folder,
+            "folders": self.folders,
+            "index": self.index,
+            "bind": self.bind,
+            "port": self.port,
+            "config": self.config,
+            "state": self.state,
+            "detail": self.detail,
+        }
 
 
 def _same_path(a: str | Path | None, b: str | Path | None) -> bool:
@@ -226,7 +250,7 @@ def installed_instances(platform: Platform, env: Mapping[str, str] | None = None
     else:
         pattern, prefix, suffix = "groove-*.service", "groove-", ".service"
     for path in sorted(folder.glob(pattern)) if folder.is_dir() else ():
-        name = path.name[len(prefix):-len(suffix)]
+        name = path.name[len(prefix) : -len(suffix)]
         if INSTANCE_NAME.fullmatch(name) and path.is_file():
             found.append(read_instance(platform, path, name))
     return found
@@ -253,8 +277,9 @@ def choose_port(host: str, taken: set[int], probe: Callable[[str, int], bool] = 
     for port in range(FIRST_PORT, FIRST_PORT + PORTS_TRIED):
         if port not in taken and probe(host, port):
             return port
-    raise ServiceError(f"no free port from {FIRST_PORT} to {FIRST_PORT + PORTS_TRIED - 1} on {host}: "
-                       "pick one with --port N")
+    raise ServiceError(
+        f"no free port from {FIRST_PORT} to {FIRST_PORT + PORTS_TRIED - 1} on {host}: pick one with --port N"
+    )
 
 
 @dataclass
@@ -271,9 +296,18 @@ class Plan:
     port_chosen: bool = False
 
 
-def plan_install(platform: Platform, *, name: str | None, config: Path | None, kb: Path | Sequence[str] | None,
-                 index: Path | None, port: int | None, host: str, env: Mapping[str, str] | None = None,
-                 probe: Callable[[str, int], bool] = port_is_free) -> Plan:
+def plan_install(
+    platform: Platform,
+    *,
+    name: str | None,
+    config: Path | None,
+    kb: Path | Sequence[str] | None,
+    index: Path | None,
+    port: int | None,
+    host: str,
+    env: Mapping[str, str] | None = None,
+    probe: Callable[[str, int], bool] = port_is_free,
+) -> Plan:
     """The flags of an instance's `groove serve`, refused when another installed instance has its notes
     folder, its index or its port.
 
@@ -292,11 +326,20 @@ def plan_install(platform: Platform, *, name: str | None, config: Path | None, k
         chosen_folders = ()
     notes = Folders(chosen_folders) if chosen_folders else None
     if name is not None and notes is None:
-        raise ServiceError(f"--name {name}: a named instance needs its notes folder: pass --kb PATH "
-                           "(or --config FILE with kb_path in it)")
-    index_path = index if index is not None else (Path(file["index_path"]).expanduser() if file.get("index_path") else None)
-    index_abs = (Path(os.path.abspath(index_path.expanduser())) if index_path is not None
-                 else default_index_path(notes) if notes is not None else None)
+        raise ServiceError(
+            f"--name {name}: a named instance needs its notes folder: pass --kb PATH "
+            "(or --config FILE with kb_path in it)"
+        )
+    index_path = (
+        index if index is not None else (Path(file["index_path"]).expanduser() if file.get("index_path") else None)
+    )
+    index_abs = (
+        Path(os.path.abspath(index_path.expanduser()))
+        if index_path is not None
+        else default_index_path(notes)
+        if notes is not None
+        else None
+    )
     installed = installed_instances(platform, env)
     others = [i for i in installed if i.name != (name or DEFAULT_INSTANCE)]
     me = next((i for i in installed if i.name == (name or DEFAULT_INSTANCE)), None)
@@ -325,11 +368,15 @@ def plan_install(platform: Platform, *, name: str | None, config: Path | None, k
     effective = port if port is not None else split_bind(file_bind)[1]
     if effective is not None and effective in claimed:
         other = claimed[effective]
-        raise ServiceError(f"port {effective} is already the port of the groove service instance '{other.name}' "
-                           f"({other.unit}); pick another with --port N, or leave --port out to have a free one chosen")
+        raise ServiceError(
+            f"port {effective} is already the port of the groove service instance '{other.name}' "
+            f"({other.unit}); pick another with --port N, or leave --port out to have a free one chosen"
+        )
     if port is not None and not chosen and not (me is not None and me.port == port) and not probe(host, port):
-        raise ServiceError(f"port {port} on {host} is in use by another program; pick another with --port N, "
-                           "or leave --port out to have a free one chosen")
+        raise ServiceError(
+            f"port {port} on {host} is in use by another program; pick another with --port N, "
+            "or leave --port out to have a free one chosen"
+        )
     flags: list[str] = []
     if (name is not None or kb is not None) and notes is not None:
         for flag in notes.kb_flags():
@@ -339,12 +386,17 @@ def plan_install(platform: Platform, *, name: str | None, config: Path | None, k
     bind = join_bind(host, port) if port is not None else file_bind
     if port is not None:
         flags += ["--bind", bind]
-    return Plan(name=name, config=config, flags=flags, folder=notes.describe() if notes is not None else None,
-                index=index_abs, bind=bind,
-                port=effective, port_chosen=chosen)
+    return Plan(
+        name=name,
+        config=config,
+        flags=flags,
+        folder=notes.describe() if notes is not None else None,
+        index=index_abs,
+        bind=bind,
+        port=effective,
+        port_chosen=chosen,
+    )
 
 
 def _name_flag(name: str) -> str:
     return "" if name == DEFAULT_INSTANCE else f" --name {name}"
-
-

@@ -68,6 +68,7 @@ def _shell(argv: Sequence[str]) -> str:
 
 # --- where things are ------------------------------------------------------------------------
 
+
 def detect_platform(sys_platform: str | None = None) -> Platform:
     name = sys.platform if sys_platform is None else sys_platform
     if name.startswith("linux"):
@@ -90,8 +91,10 @@ def check_name(name: str | None) -> str | None:
     if name is None:
         return None
     if name == DEFAULT_INSTANCE:
-        raise ServiceError(f"--name {DEFAULT_INSTANCE} means the instance installed without --name: "
-                           "leave --name out to install, check or remove that one")
+        raise ServiceError(
+            f"--name {DEFAULT_INSTANCE} means the instance installed without --name: "
+            "leave --name out to install, check or remove that one"
+        )
     if not INSTANCE_NAME.fullmatch(name):
         raise ServiceError(
             f"--name {name!r} is not an instance name: use 1 to 32 lowercase letters (a-z), digits and "
@@ -102,7 +105,9 @@ def check_name(name: str | None) -> str | None:
 
 def check_port(port: int | None) -> int | None:
     if port is not None and not 1 <= port <= 65535:
-        raise ServiceError(f"--port {port}: a port is a number from 1 to 65535 (leave --port out to have a free one chosen)")
+        raise ServiceError(
+            f"--port {port}: a port is a number from 1 to 65535 (leave --port out to have a free one chosen)"
+        )
     return port
 
 
@@ -163,5 +168,3 @@ def groove_command(argv0: str | None = None, executable: str | None = None) -> l
     if sibling.is_file() and os.access(sibling, os.X_OK):
         return [str(sibling)]
     return [str(python), "-m", "groove.cli"]
-
-

@@ -9,8 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from groove.autostart.platforms import (LAUNCHD_LABEL, Platform, ServiceError, groove_command, launchd_label, log_dir,
-                                        short_name, unit_name, unit_path)
+from groove.autostart.platforms import (
+    LAUNCHD_LABEL,
+    Platform,
+    ServiceError,
+    groove_command,
+    launchd_label,
+    log_dir,
+    short_name,
+    unit_name,
+    unit_path,
+)
 
 PLACEHOLDER_BIN = "@GROOVE_BIN@"
 PLACEHOLDER_CONFIG = "@GROOVE_CONFIG@"
@@ -65,7 +74,9 @@ _SYSTEMD_PLAIN = re.compile(r"[A-Za-z0-9@%$_+=:,./-]+")
 
 def _check_arg(arg: str) -> None:
     if not arg or any(ord(ch) < 32 or ord(ch) == 127 for ch in arg):
-        raise ServiceError(f"cannot put {arg!r} in a service definition: it is empty or has control characters; move the file to a plain path")
+        raise ServiceError(
+            f"cannot put {arg!r} in a service definition: it is empty or has control characters; move the file to a plain path"
+        )
 
 
 def systemd_quote(arg: str, *, program: bool = False) -> str:
@@ -86,13 +97,16 @@ def serve_argv(command: Sequence[str], config: str | None, flags: Sequence[str] 
     return [*command, *SERVE_ARGS, *(("--config", config) if config else ()), *flags]
 
 
-def render_systemd_unit(command: Sequence[str], config: str | None, flags: Sequence[str] = (),
-                        name: str | None = None) -> str:
+def render_systemd_unit(
+    command: Sequence[str], config: str | None, flags: Sequence[str] = (), name: str | None = None
+) -> str:
     """The unit file for `command` (the groove executable, as argv), `config` and `flags`; `name`: a named instance."""
     argv = serve_argv(command, config, flags)
     exec_start = " ".join(systemd_quote(a, program=i == 0) for i, a in enumerate(argv))
     return SYSTEMD_TEMPLATE.format(
-        exec_start=exec_start, unit=unit_name(name), instance="" if name is None else f" ({name})",
+        exec_start=exec_start,
+        unit=unit_name(name),
+        instance="" if name is None else f" ({name})",
         install="groove service install" + ("" if name is None else f" --name {name}"),
     )
 
@@ -103,8 +117,9 @@ def log_files(logs: str, name: str | None = None) -> tuple[str, str]:
     return f"{logs}/{stem}.out.log", f"{logs}/{stem}.err.log"
 
 
-def render_launchd_plist(command: Sequence[str], config: str | None, logs: str, flags: Sequence[str] = (),
-                         name: str | None = None) -> str:
+def render_launchd_plist(
+    command: Sequence[str], config: str | None, logs: str, flags: Sequence[str] = (), name: str | None = None
+) -> str:
     """The LaunchAgent plist. KeepAlive restarts groove when it exits with an error."""
     argv = serve_argv(command, config, flags)
     for arg in (*argv, logs):
@@ -131,8 +146,15 @@ class Rendered:
     text: str
 
 
-def render(platform: Platform, config: Path | None, *, command: Sequence[str] | None = None,
-           env: Mapping[str, str] | None = None, flags: Sequence[str] = (), name: str | None = None) -> Rendered:
+def render(
+    platform: Platform,
+    config: Path | None,
+    *,
+    command: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Sequence[str] = (),
+    name: str | None = None,
+) -> Rendered:
     """The file to install on this machine and where it goes; `name`: a named instance (None: the default one)."""
     env = os.environ if env is None else env
     command = groove_command() if command is None else list(command)
@@ -148,9 +170,10 @@ def example_files() -> dict[str, str]:
     """The repository copies, relative to the repository root."""
     return {
         "systemd/groove.service": render_systemd_unit([PLACEHOLDER_BIN], PLACEHOLDER_CONFIG),
-        f"launchd/{LAUNCHD_LABEL}.plist": render_launchd_plist([PLACEHOLDER_BIN], PLACEHOLDER_CONFIG, PLACEHOLDER_LOG_DIR),
+        f"launchd/{LAUNCHD_LABEL}.plist": render_launchd_plist(
+            [PLACEHOLDER_BIN], PLACEHOLDER_CONFIG, PLACEHOLDER_LOG_DIR
+        ),
     }
-
 
 
 def write_examples(root: Path) -> list[Path]:

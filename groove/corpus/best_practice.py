@@ -52,15 +52,19 @@ class BestPracticeAnswer(BaseModel):
 
     target: str = Field(description="the target asked for")
     path: str = Field(description="the document: relative to the notes folder, or absolute when it is outside it")
-    section: str | None = Field(description="the ## heading returned, as written in the document; null: the whole document")
+    section: str | None = Field(
+        description="the ## heading returned, as written in the document; null: the whole document"
+    )
     sections: list[str] = Field(description="every ## heading of the document, in order")
     size: int = Field(description="bytes of content")
-    content: str = Field(description="the document (Markdown), or the section from its heading to the next ## or # heading")
+    content: str = Field(
+        description="the document (Markdown), or the section from its heading to the next ## or # heading"
+    )
 
 
 def best_practice_text(answer: BestPracticeAnswer) -> str:
     """The tool's text content: a header (for a whole document, a second line naming its sections), then the Markdown."""
-    what = f"section \"{answer.section}\" of " if answer.section is not None else ""
+    what = f'section "{answer.section}" of ' if answer.section is not None else ""
     header = f"{what}{answer.path} · best practice for {answer.target} · {answer.size} bytes"
     if answer.section is None and answer.sections:
         header += f"\nsections: {' | '.join(answer.sections)}"
@@ -71,12 +75,12 @@ def best_practice_text(answer: BestPracticeAnswer) -> str:
 class Template:
     """One configured template, split where the fixed folder ends."""
 
-    text: str            # as configured
-    root: Path           # the fixed folder before the first {target}: the document stays inside it
+    text: str  # as configured
+    root: Path  # the fixed folder before the first {target}: the document stays inside it
     rest: tuple[str, ...]  # the path parts from `root` on, at least one with {target}
-    in_notes: bool       # relative to the notes folder (the document must stay inside it too)
-    kb: Path             # the notes folder it is relative to
-    prefix: str = ""     # that folder's name and '/' when there are several (how its notes' paths start)
+    in_notes: bool  # relative to the notes folder (the document must stay inside it too)
+    kb: Path  # the notes folder it is relative to
+    prefix: str = ""  # that folder's name and '/' when there are several (how its notes' paths start)
 
     @classmethod
     def parse(cls, text: str, folders: Folders) -> Template:
@@ -92,8 +96,14 @@ class Template:
                 folder, parts = named[0], parts[1:]
         first = next(i for i, p in enumerate(parts) if PLACEHOLDER in p)
         base = Path("/") if absolute else folder.path
-        return cls(text, base.joinpath(*parts[:first]), tuple(parts[first:]), not absolute, folder.path,
-                   folders.prefix(folder) if not absolute else "")
+        return cls(
+            text,
+            base.joinpath(*parts[:first]),
+            tuple(parts[first:]),
+            not absolute,
+            folder.path,
+            folders.prefix(folder) if not absolute else "",
+        )
 
     def path_for(self, target: str) -> Path:
         return self.root.joinpath(*(p.replace(PLACEHOLDER, target) for p in self.rest))
@@ -105,7 +115,9 @@ class Template:
     def allows(self, path: Path) -> bool:
         """Whether a document, symbolic links followed, stays inside the template's folder (and the notes folder)."""
         real = path.resolve()
-        return real.is_relative_to(self.root.resolve()) and (not self.in_notes or real.is_relative_to(self.kb.resolve()))
+        return real.is_relative_to(self.root.resolve()) and (
+            not self.in_notes or real.is_relative_to(self.kb.resolve())
+        )
 
     def targets(self) -> set[str]:
         """The targets whose document exists (files inside the folders allowed)."""
@@ -146,7 +158,7 @@ def headings(text: str) -> list[tuple[int, int, str]]:
             marker = m.group(1)
             if fence is None:
                 fence = marker
-            elif marker[0] == fence[0] and len(marker) >= len(fence) and not line.strip()[len(marker):].strip():
+            elif marker[0] == fence[0] and len(marker) >= len(fence) and not line.strip()[len(marker) :].strip():
                 fence = None
             continue
         if fence is not None:
@@ -164,7 +176,7 @@ def section_of(text: str, wanted: str) -> tuple[str, str] | None:
     marks = headings(text)
     for n, (line, level, title) in enumerate(marks):
         if level == 2 and _norm(title) == _norm(wanted):
-            end = next((ln for ln, lv, _ in marks[n + 1:] if lv <= 2), len(lines))
+            end = next((ln for ln, lv, _ in marks[n + 1 :] if lv <= 2), len(lines))
             return title, "".join(lines[line:end]).rstrip("\n") + "\n"
     return None
 
@@ -197,8 +209,11 @@ class BestPractices:
             shown = ", ".join(f'"{t.text}"' for t in self.templates)
             return f"no target has a document yet (path_templates: {shown})"
         more = len(targets) - MAX_TARGETS_NAMED
-        return "targets with a document: " + ", ".join(targets[:MAX_TARGETS_NAMED]) + (
-            f" and {more} more" if more > 0 else "")
+        return (
+            "targets with a document: "
+            + ", ".join(targets[:MAX_TARGETS_NAMED])
+            + (f" and {more} more" if more > 0 else "")
+        )
 
     def check_target(self, target: str) -> str:
         name = target.strip()
@@ -222,8 +237,10 @@ class BestPractices:
                 continue
             if not template.allows(path):
                 where = "the notes folder" if template.in_notes else f"{template.root}"
-                raise UsageError(f"the best-practice document {template.shown(name)} leads outside {where} "
-                                 f"(a symbolic link?), so groove does not read it; {self._named()}")
+                raise UsageError(
+                    f"the best-practice document {template.shown(name)} leads outside {where} "
+                    f"(a symbolic link?), so groove does not read it; {self._named()}"
+                )
             return name, template, path.resolve()
         looked = ", ".join(t.shown(name) for t in self.templates)
         raise NotFoundError(f"no best-practice document for target {name!r} (looked for {looked}); {self._named()}")
@@ -241,16 +258,22 @@ class BestPractices:
         chosen: str | None = None
         if section is not None:
             if not section.strip().lstrip("#").strip():
-                raise UsageError("section is empty: give one of the document's ## headings, or leave section out "
-                                 f"for the whole document (its ## sections: {' | '.join(sections) or 'none'})")
+                raise UsageError(
+                    "section is empty: give one of the document's ## headings, or leave section out "
+                    f"for the whole document (its ## sections: {' | '.join(sections) or 'none'})"
+                )
             found = section_of(text, section)
             if found is None:
-                have = (f"its ## sections: {' | '.join(sections)}" if sections
-                        else "it has no ## sections; leave section out for the whole document")
+                have = (
+                    f"its ## sections: {' | '.join(sections)}"
+                    if sections
+                    else "it has no ## sections; leave section out for the whole document"
+                )
                 raise NotFoundError(f"no section {section.strip()!r} in {shown}; {have}")
             chosen, text = found
-        return BestPracticeAnswer(target=name, path=shown, section=chosen, sections=sections,
-                                  size=len(text.encode("utf-8")), content=text)
+        return BestPracticeAnswer(
+            target=name, path=shown, section=chosen, sections=sections, size=len(text.encode("utf-8")), content=text
+        )
 
 
 __all__ = ["BestPracticeAnswer", "BestPractices", "MAX_SECTION_CHARS", "MAX_TARGET_CHARS", "best_practice_text"]

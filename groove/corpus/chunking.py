@@ -200,8 +200,14 @@ def _sections(lines: list[str], offsets: list[int], struct: Structure, split_lev
 class _Splitter:
     """Cuts an oversized section into pieces that each fit in max_tokens."""
 
-    def __init__(self, size: _Sizer, max_tokens: int, min_tokens: int, block_starts: frozenset[int],
-                 heading_starts: frozenset[int]) -> None:
+    def __init__(
+        self,
+        size: _Sizer,
+        max_tokens: int,
+        min_tokens: int,
+        block_starts: frozenset[int],
+        heading_starts: frozenset[int],
+    ) -> None:
         self.size = size
         self.max = max_tokens
         self.min = min_tokens
@@ -373,8 +379,9 @@ class _Splitter:
         return _bisect(lambda j: self.fits(text[start : start + j]), lo, hi), per_token
 
 
-def _longest_prefix(n: int, fits: Callable[[int], bool], guess: int = 1,
-                    trust: Callable[[int], bool] | None = None) -> int:
+def _longest_prefix(
+    n: int, fits: Callable[[int], bool], guess: int = 1, trust: Callable[[int], bool] | None = None
+) -> int:
     """The largest k in 1..n with fits(k), assuming fits is monotone; at least 1.
 
     Starts at `guess` (checked first: a good guess costs two calls, or one when
@@ -445,8 +452,9 @@ def _split_sentences(offset: int, text: str) -> list[tuple[int, str]]:
 # Merging and chunk building
 
 
-def _merge_tiny(pieces: list[_Piece], size: _Sizer, max_tokens: int, min_tokens: int,
-                exact: bool = False) -> list[_Piece]:
+def _merge_tiny(
+    pieces: list[_Piece], size: _Sizer, max_tokens: int, min_tokens: int, exact: bool = False
+) -> list[_Piece]:
     """Join tiny pieces to a neighbour (rule 5).
 
     A joined piece's size is taken as the sum of its parts' (token counts are

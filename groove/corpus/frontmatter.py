@@ -76,23 +76,17 @@ def split_frontmatter(text: str, warnings: list[str], max_bytes: int | None = No
         mark = exc.problem_mark or exc.context_mark
         where = f" (line {mark.line + 2})" if mark is not None else ""
         problem = exc.problem or exc.context or "unreadable"
-        warnings.append(
-            f"frontmatter is not valid YAML{where}: {problem}; indexed the body without it"
-        )
+        warnings.append(f"frontmatter is not valid YAML{where}: {problem}; indexed the body without it")
         return {}, body, body_first_line
     except Exception as exc:  # untrusted input: e.g. a timestamp like 2024-02-30
-        warnings.append(
-            f"frontmatter is not valid YAML: {type(exc).__name__}: {exc}; "
-            "indexed the body without it"
-        )
+        warnings.append(f"frontmatter is not valid YAML: {type(exc).__name__}: {exc}; indexed the body without it")
         return {}, body, body_first_line
 
     if data is None:
         return {}, body, body_first_line
     if not isinstance(data, dict):
         warnings.append(
-            f"frontmatter is a YAML {type(data).__name__}, not a mapping of keys to values; "
-            "indexed the body without it"
+            f"frontmatter is a YAML {type(data).__name__}, not a mapping of keys to values; indexed the body without it"
         )
         return {}, body, body_first_line
     try:
@@ -136,9 +130,7 @@ def _to_json(value: Any, budget: _Budget, depth: int, path: set[int]) -> Any:
         path.add(id(value))
         try:
             if isinstance(value, dict):
-                return {
-                    _key(k): _to_json(v, budget, depth + 1, path) for k, v in value.items()
-                }
+                return {_key(k): _to_json(v, budget, depth + 1, path) for k, v in value.items()}
             items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
             return [_to_json(v, budget, depth + 1, path) for v in items]
         finally:
@@ -239,14 +231,22 @@ def japanese_date(text: str) -> str | None:
             raise DateError(f"{name} began on {first.isoformat()}, after {day.isoformat()}")
         following = _NEXT_ERA.get(name)
         if following is not None and day >= following[2]:
-            raise DateError(f"{name} ended on {(following[2] - dt.timedelta(days=1)).isoformat()}; "
-                            f"{day.isoformat()} is in {following[0]}")
+            raise DateError(
+                f"{name} ended on {(following[2] - dt.timedelta(days=1)).isoformat()}; "
+                f"{day.isoformat()} is in {following[0]}"
+            )
     groups = m.groupdict()
     if groups.get("h") is None:
         return day.isoformat()
     try:
-        return dt.datetime(day.year, day.month, day.day, int(groups["h"]), int(groups["mi"]),
-                           int(groups.get("s") or groups.get("s2") or 0)).isoformat()
+        return dt.datetime(
+            day.year,
+            day.month,
+            day.day,
+            int(groups["h"]),
+            int(groups["mi"]),
+            int(groups.get("s") or groups.get("s2") or 0),
+        ).isoformat()
     except ValueError as exc:
         raise DateError(str(exc)) from None
 

@@ -191,11 +191,12 @@ class _Segment:
         return self.regex.fullmatch(text) is not None  # type: ignore[union-attr]
 
 
-_ANY = "**"       # a whole-segment `**`, as written
+_ANY = "**"  # a whole-segment `**`, as written
 _DEEP = object()  # ... and as it stands in a compiled glob
 
 
 # --- one glob ------------------------------------------------------------------------------------
+
 
 class Glob:
     """One gitignore-style line, parsed and bounded. `match(path)` is True when the line applies to the path."""
@@ -205,12 +206,12 @@ class Glob:
     def __init__(self, source: str, include: bool, whole: str | None, segs: tuple):
         self.source = source
         self.include = include  # False for a `!` line
-        self._whole = whole     # "any" (every path), "slash" (every path with a `/`), or None: use _segs
-        self._segs = segs       # _Segment or _DEEP (`**`), normalised as pathspec does
+        self._whole = whole  # "any" (every path), "slash" (every path with a `/`), or None: use _segs
+        self._segs = segs  # _Segment or _DEEP (`**`), normalised as pathspec does
         # The common shapes, `[**/]a/b[/**]` with no `**` between segments, take a short way (same rules).
         self._lead = segs[0] is _DEEP
         self._trail = len(segs) > 1 and segs[-1] is _DEEP
-        block = segs[1 if self._lead else 0:len(segs) - 1 if self._trail else len(segs)]
+        block = segs[1 if self._lead else 0 : len(segs) - 1 if self._trail else len(segs)]
         self._block = block if all(s is not _DEEP for s in block) else None
 
     def __repr__(self) -> str:
@@ -365,6 +366,7 @@ def _match_segments(segs: Sequence, parts: Sequence[str]) -> bool:
 
 # --- lines in order: the last that matches decides ------------------------------------------------
 
+
 class GlobSet:
     """Lines of globs in order; a path matches when the last line that matches it is not a `!` line."""
 
@@ -412,5 +414,14 @@ def parse_lines(lines: Iterable[str]) -> tuple[GlobSet, list[tuple[int, str, str
     return GlobSet(globs), refused
 
 
-__all__ = ["MAX_GLOB_CHARS", "MAX_GLOB_STARS", "Glob", "GlobError", "GlobSet", "normalize_path", "parse",
-           "parse_lines", "shown"]
+__all__ = [
+    "MAX_GLOB_CHARS",
+    "MAX_GLOB_STARS",
+    "Glob",
+    "GlobError",
+    "GlobSet",
+    "normalize_path",
+    "parse",
+    "parse_lines",
+    "shown",
+]

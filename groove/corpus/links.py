@@ -63,20 +63,57 @@ from markdown_it.rules_inline.link import link as _link_rule
 from markdown_it.rules_inline.state_inline import StateInline
 
 __all__ = [
-    "ATTACHMENT_EXTENSIONS", "KINDS", "Link", "is_note_target", "links_in", "links_json", "links_of_chunks",
-    "note_name", "note_names", "note_names_json", "resolve", "resolve_json",
+    "ATTACHMENT_EXTENSIONS",
+    "KINDS",
+    "Link",
+    "is_note_target",
+    "links_in",
+    "links_json",
+    "links_of_chunks",
+    "note_name",
+    "note_names",
+    "note_names_json",
+    "resolve",
+    "resolve_json",
 ]
 
 KINDS = ("wiki", "embed", "markdown")
 
 # Files a vault embeds that are never notes (Obsidian's accepted formats besides Markdown and PDF):
 # a link to one is left out.
-ATTACHMENT_EXTENSIONS = frozenset({
-    "avif", "bmp", "gif", "jpeg", "jpg", "png", "svg", "webp", "heic", "tif", "tiff", "ico",
-    "flac", "m4a", "mp3", "ogg", "wav", "webm", "3gp", "aac", "opus",
-    "mkv", "mov", "mp4", "ogv", "avi",
-    "canvas", "base", "excalidraw",
-})
+ATTACHMENT_EXTENSIONS = frozenset(
+    {
+        "avif",
+        "bmp",
+        "gif",
+        "jpeg",
+        "jpg",
+        "png",
+        "svg",
+        "webp",
+        "heic",
+        "tif",
+        "tiff",
+        "ico",
+        "flac",
+        "m4a",
+        "mp3",
+        "ogg",
+        "wav",
+        "webm",
+        "3gp",
+        "aac",
+        "opus",
+        "mkv",
+        "mov",
+        "mp4",
+        "ogv",
+        "avi",
+        "canvas",
+        "base",
+        "excalidraw",
+    }
+)
 # Files groove indexes only when a parser is enabled ([parsers] enabled): kept, never "unresolved".
 _DOCUMENT_EXTENSIONS = frozenset({"pdf", "txt", "docx", "pptx", "xlsx", "markdown"})
 
@@ -92,12 +129,12 @@ _EXTENSION = re.compile(r"\.([A-Za-z0-9]{1,12})$")
 class Link:
     """One link of a note."""
 
-    line: int              # 1-based line of the file the link starts on
-    kind: str              # "wiki" | "embed" | "markdown"
-    target: str            # the note as written: a name or a path (decoded; no '#...', no '|...')
-    heading: str | None = None   # [[name#heading]]: the heading linked to ('#' between levels)
-    block: str | None = None     # [[name#^block]]: the block id, without '^'
-    alias: str | None = None     # [[name|alias]], or a Markdown link's text
+    line: int  # 1-based line of the file the link starts on
+    kind: str  # "wiki" | "embed" | "markdown"
+    target: str  # the note as written: a name or a path (decoded; no '#...', no '|...')
+    heading: str | None = None  # [[name#heading]]: the heading linked to ('#' between levels)
+    block: str | None = None  # [[name#^block]]: the block id, without '^'
+    alias: str | None = None  # [[name|alias]], or a Markdown link's text
 
     @property
     def name(self) -> str:
@@ -106,6 +143,7 @@ class Link:
 
 
 # --- names ------------------------------------------------------------------------------------
+
 
 def _strip_md(path: str) -> str:
     return path[:-3] if path[-3:].lower() == ".md" else path
@@ -166,6 +204,7 @@ def is_note_target(target: str) -> bool:
 
 # --- parsing ----------------------------------------------------------------------------------
 
+
 def _wikilink(state: StateInline, silent: bool) -> bool:
     """`[[...]]` and `![[...]]` on one line, taken before CommonMark's link rule looks at the brackets.
     The code-span rule runs before this one at every position, so a wiki link inside backticks is code."""
@@ -223,6 +262,7 @@ _MD = _parser()
 INLINE_PARSE_CHARS = 20_000
 NOTE_INLINE_PARSE_CHARS = 400_000
 
+
 def _split_unescaped(text: str, sep: str) -> tuple[str, str | None]:
     """`text` split at the first `sep` (a `\\` before it, as a table cell writes it, counts as the
     separator too and is dropped)."""
@@ -232,7 +272,7 @@ def _split_unescaped(text: str, sep: str) -> tuple[str, str | None]:
     head = text[:i]
     if head.endswith("\\"):
         head = head[:-1]
-    return head, text[i + 1:]
+    return head, text[i + 1 :]
 
 
 def _wiki(inner: str, embed: bool, line: int) -> Link | None:
@@ -284,7 +324,7 @@ def _parsed(source: str, env: dict[str, Any]) -> list[tuple[int, Link]]:
             link = _wiki(token.content, bool(token.meta.get("embed")), 0)
         elif token.type == "link_open":
             text = []
-            for child in children[i + 1:]:
+            for child in children[i + 1 :]:
                 if child.type == "link_close":
                     break
                 if child.type in ("text", "code_inline"):
@@ -301,7 +341,9 @@ def _parsed(source: str, env: dict[str, Any]) -> list[tuple[int, Link]]:
 
 _BACKTICKS = re.compile(r"`+")
 _WIKI = re.compile(r"(!?)\[\[([^\[\]\n]{1,%d})\]\]" % MAX_WIKILINK_CHARS)
-_MDLINK = re.compile(r"(!?)\[([^\[\]\n]{0,1000})\]\(\s*(<[^<>\n]{1,2048}>|[^\s()<>]{1,2048})(?:\s+\"[^\"\n]{0,1000}\")?\s*\)")
+_MDLINK = re.compile(
+    r"(!?)\[([^\[\]\n]{0,1000})\]\(\s*(<[^<>\n]{1,2048}>|[^\s()<>]{1,2048})(?:\s+\"[^\"\n]{0,1000}\")?\s*\)"
+)
 
 
 def _code_spans(source: str) -> list[tuple[int, int]]:
@@ -349,8 +391,9 @@ def _scan(source: str) -> list[tuple[int, Link]]:
             continue
         link = _markdown(m.group(3).strip("<>"), m.group(2), 0)
         if link is not None:
-            out.append((m.start(), Link(0, "embed", link.target, link.heading, link.block, link.alias)
-                        if m.group(1) else link))
+            out.append(
+                (m.start(), Link(0, "embed", link.target, link.heading, link.block, link.alias) if m.group(1) else link)
+            )
     return sorted(out, key=lambda found: found[0])
 
 
@@ -396,6 +439,7 @@ def links_of_chunks(chunks: Iterable[tuple[int, int, str]]) -> tuple[Link, ...]:
 
 
 # --- resolution -------------------------------------------------------------------------------
+
 
 def _normalise(path: str) -> str | None:
     """A '/' path with '.' and '..' worked out; None when it climbs above the top of the folder."""

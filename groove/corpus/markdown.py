@@ -155,8 +155,10 @@ def nul_warning(text: str) -> str | None:
     if not count:
         return None
     line = text.count("\n", 0, text.index("\x00")) + 1
-    return (f"{count} NUL byte(s) in the text (the first on line {line}) are read as U+FFFD; the text around "
-            "them is indexed. A NUL in a text file is usually damage: check the note")
+    return (
+        f"{count} NUL byte(s) in the text (the first on line {line}) are read as U+FFFD; the text around "
+        "them is indexed. A NUL in a text file is usually damage: check the note"
+    )
 
 
 def parse_note(

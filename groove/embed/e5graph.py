@@ -95,9 +95,18 @@ def build_float32(weights: E5File) -> Any:
         # Q, K and V in one matrix multiply: [in, 3 * hidden].
         qkv_w = np.concatenate([weights.matrix(f"{p}{m}.w", h, h) for m in "qkv"]).T
         qkv_b = np.concatenate([weights.vector(f"{p}{m}.b") for m in "qkv"])
-        qkv = node("Add", [node("MatMul", [x, const(n + "qkv_w", qkv_w)], n + "qkv"), const(n + "qkv_b", qkv_b)], n + "qkv_biased")
-        split = node("Transpose", [node("Reshape", [qkv, "split_shape"], n + "qkv_split")], n + "qkv_heads", perm=[2, 0, 3, 1, 4])
-        q, k, v = (node("Gather", [split, const(n + f"idx{j}", np.array(j, dtype=np.int64))], n + m, axis=0) for j, m in enumerate("qkv"))
+        qkv = node(
+            "Add",
+            [node("MatMul", [x, const(n + "qkv_w", qkv_w)], n + "qkv"), const(n + "qkv_b", qkv_b)],
+            n + "qkv_biased",
+        )
+        split = node(
+            "Transpose", [node("Reshape", [qkv, "split_shape"], n + "qkv_split")], n + "qkv_heads", perm=[2, 0, 3, 1, 4]
+        )
+        q, k, v = (
+            node("Gather", [split, const(n + f"idx{j}", np.array(j, dtype=np.int64))], n + m, axis=0)
+            for j, m in enumerate("qkv")
+        )
         scores = node("MatMul", [q, node("Transpose", [k], n + "k_t", perm=[0, 1, 3, 2])], n + "scores_raw")
         scores = node("Add", [node("Mul", [scores, "scale"], n + "scores_scaled"), bias], n + "scores")
         probs = node("Softmax", [scores], n + "probs", axis=-1)
@@ -107,12 +116,18 @@ def build_float32(weights: E5File) -> Any:
         x = layer_norm(node("Add", [x, attn], n + "attn_res"), p + "aln", n + "attn_norm")
         up = dense(x, p + "fi.w", p + "fi.b", f, h, n + "ffn_up")
         erf = node("Erf", [node("Mul", [up, "inv_sqrt2"], n + "gelu_in")], n + "gelu_erf")
-        gelu = node("Mul", [node("Mul", [up, "half"], n + "gelu_half"), node("Add", [erf, "one_f"], n + "gelu_1p")], n + "gelu")
+        gelu = node(
+            "Mul", [node("Mul", [up, "half"], n + "gelu_half"), node("Add", [erf, "one_f"], n + "gelu_1p")], n + "gelu"
+        )
         down = dense(gelu, p + "fo.w", p + "fo.b", h, f, n + "ffn_down")
         x = layer_norm(node("Add", [x, down], n + "ffn_res"), p + "oln", n + "out")
 
     # Mean over the valid tokens.
-    mask3 = node("Unsqueeze", [mask, node("Constant", [], "axis_2", value=numpy_helper.from_array(np.array([2], dtype=np.int64)))], "mask3")
+    mask3 = node(
+        "Unsqueeze",
+        [mask, node("Constant", [], "axis_2", value=numpy_helper.from_array(np.array([2], dtype=np.int64)))],
+        "mask3",
+    )
     summed = node("ReduceSum", [node("Mul", [x, mask3], "masked"), "one"], "summed", keepdims=0)
     counts = node("ReduceSum", [mask, "one"], "counts", keepdims=1)
     node("Div", [summed, counts], "pooled")
@@ -167,4 +182,3 @@ def build_int8(weights: E5File, out: Path) -> None:
             )
     finally:
         root.removeFilter(quiet)
-

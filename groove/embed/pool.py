@@ -29,8 +29,8 @@ class QueryBatcher:
         self._waiting: list[tuple[str, anyio.Event, dict]] = []
         self._running = False
         self._limiter = anyio.CapacityLimiter(1)
-        self.calls = 0          # model calls made (for tests and benchmarks)
-        self.texts = 0          # texts embedded
+        self.calls = 0  # model calls made (for tests and benchmarks)
+        self.texts = 0  # texts embedded
 
     async def embed(self, text: str) -> np.ndarray:
         done = anyio.Event()

@@ -139,7 +139,8 @@ class OpenAIEmbedder:
             missing.append("dimension")
         if missing:
             raise EmbedderError(
-                "the openai embedding backend needs " + ", ".join(f"[embedding.openai] {k}" for k in missing)
+                "the openai embedding backend needs "
+                + ", ".join(f"[embedding.openai] {k}" for k in missing)
                 + " in groove.toml (see docs/embedding.md)"
             )
         self.settings = settings
@@ -151,7 +152,7 @@ class OpenAIEmbedder:
             if not key.strip():
                 raise EmbedderError(
                     f"[embedding.openai] api_key_env names the environment variable {settings.api_key_env}, "
-                    "which is not set or empty; export it with the server's API key, or set api_key_env = \"\" "
+                    'which is not set or empty; export it with the server\'s API key, or set api_key_env = "" '
                     "for a server that needs no key"
                 )
             self._headers["Authorization"] = f"Bearer {key.strip()}"
@@ -298,7 +299,9 @@ class OpenAIEmbedder:
             raise EmbedderError(f"{where} answered with invalid JSON ({exc}): {_snippet(raw)}") from exc
         data = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(data, list):
-            raise EmbedderError(f"{where} answered without a `data` list (is it an OpenAI-compatible /embeddings endpoint?): {_snippet(raw)}")
+            raise EmbedderError(
+                f"{where} answered without a `data` list (is it an OpenAI-compatible /embeddings endpoint?): {_snippet(raw)}"
+            )
         if len(data) != expected:
             raise EmbedderError(f"{where} returned {len(data)} vectors for {expected} inputs")
         out = np.empty((expected, dim), dtype=np.float32)
@@ -316,7 +319,9 @@ class OpenAIEmbedder:
                     "size (then `groove index --rebuild`), or check the model name"
                 )
             if not np.all(np.isfinite(vec)):
-                raise EmbedderError(f"{where} returned a vector with NaN or infinite values (input {pos}); the server or model is broken")
+                raise EmbedderError(
+                    f"{where} returned a vector with NaN or infinite values (input {pos}); the server or model is broken"
+                )
             norm = float(np.linalg.norm(vec.astype(np.float64)))
             if norm == 0.0 or not math.isfinite(norm):
                 raise EmbedderError(f"{where} returned an all-zero vector (input {pos}); it cannot be searched")
@@ -393,4 +398,3 @@ def _snippet(raw: bytes, limit: int = 200) -> str:
 
 
 __all__ = ["OpenAIEmbedder", "estimate_tokens", "parse_retry_after", "RESERVED_TOKENS"]
-

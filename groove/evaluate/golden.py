@@ -29,9 +29,9 @@ class GoldenError(GrooveError):
 
 @dataclass(frozen=True)
 class Expected:
-    path: str | None = None      # golden: exact relative path
+    path: str | None = None  # golden: exact relative path
     heading: str | None = None
-    stem: str | None = None      # BEIR: corpus id = file stem
+    stem: str | None = None  # BEIR: corpus id = file stem
 
     def matches(self, hit: dict[str, Any]) -> bool:
         if self.stem is not None:
@@ -80,8 +80,9 @@ def load_golden(path: Path) -> list[JudgedQuery]:
             raise GoldenError(f"{where} needs a non-empty `query` string")
         exp = q.get("expected")
         if not isinstance(exp, list):
-            raise GoldenError(f"{where} needs an `expected` list of {{path, heading?}} ([] for a query the notes "
-                              "do not answer)")
+            raise GoldenError(
+                f"{where} needs an `expected` list of {{path, heading?}} ([] for a query the notes do not answer)"
+            )
         items = []
         for e in exp:
             if isinstance(e, str):
@@ -125,7 +126,11 @@ def load_beir(folder: Path, split: str | None = None) -> list[JudgedQuery]:
             qid = str(q["_id"])
             meta = q.get("metadata") if isinstance(q.get("metadata"), dict) else {}
             if qid in rel:
-                out.append(JudgedQuery(id=qid, query=q["text"], expected=tuple(Expected(stem=c) for c in dict.fromkeys(rel[qid]))))
+                out.append(
+                    JudgedQuery(
+                        id=qid, query=q["text"], expected=tuple(Expected(stem=c) for c in dict.fromkeys(rel[qid]))
+                    )
+                )
             elif q.get("unanswerable") is True or meta.get("unanswerable") is True:
                 out.append(JudgedQuery(id=qid, query=q["text"], expected=()))
     return out

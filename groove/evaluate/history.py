@@ -85,8 +85,11 @@ def fingerprint(
         # only while it hides something (decision 0020): a run without it compares with the runs recorded before it
         **({"quality_filter": {"threshold": quality.threshold}} if quality.enabled and quality.threshold else {}),
         # only when moved from 0 (decision 0017): the runs recorded before the setting existed still compare
-        **({"off_topic": {"threshold_offset": search.off_topic.threshold_offset}}
-           if search.off_topic.threshold_offset else {}),
+        **(
+            {"off_topic": {"threshold_offset": search.off_topic.threshold_offset}}
+            if search.off_topic.threshold_offset
+            else {}
+        ),
     }
 
 
@@ -147,26 +150,47 @@ def compare(
     `exit_code` is what `--fail-on-regression` exits with: 0, 2 (cannot compare), 0, 1.
     """
     if not runs:
-        return {"status": "no-history", "exit_code": 0, "baseline": None, "deltas": {}, "regressions": [], "differs": []}
+        return {
+            "status": "no-history",
+            "exit_code": 0,
+            "baseline": None,
+            "deltas": {},
+            "regressions": [],
+            "differs": [],
+        }
     same = [r for r in runs if r["fingerprint"] == fp and not r.get("regressed")]
     if not same:
         return {
-            "status": "changed", "exit_code": 2, "baseline": None, "deltas": {}, "regressions": [],
-            "differs": differing_fields(runs[-1]["fingerprint"], fp), "latest_at": runs[-1].get("at"),
+            "status": "changed",
+            "exit_code": 2,
+            "baseline": None,
+            "deltas": {},
+            "regressions": [],
+            "differs": differing_fields(runs[-1]["fingerprint"], fp),
+            "latest_at": runs[-1].get("at"),
         }
     base = same[-1]
     d = deltas(metrics, base["metrics"])
-    bad = sorted(k for k, v in d.items()
-                 if (v > threshold + 1e-9 if k in LOWER_IS_BETTER else v < -threshold - 1e-9))
+    bad = sorted(k for k, v in d.items() if (v > threshold + 1e-9 if k in LOWER_IS_BETTER else v < -threshold - 1e-9))
     return {
-        "status": "regression" if bad else "ok", "exit_code": 1 if bad else 0,
-        "baseline": {"at": base.get("at"), "metrics": base["metrics"]}, "deltas": d, "regressions": bad,
-        "differs": [], "threshold": threshold,
+        "status": "regression" if bad else "ok",
+        "exit_code": 1 if bad else 0,
+        "baseline": {"at": base.get("at"), "metrics": base["metrics"]},
+        "deltas": d,
+        "regressions": bad,
+        "differs": [],
+        "threshold": threshold,
     }
 
 
-def record(fp: dict[str, Any], metrics: dict[str, float], *, count: int, source: str, regressed: bool) -> dict[str, Any]:
+def record(
+    fp: dict[str, Any], metrics: dict[str, float], *, count: int, source: str, regressed: bool
+) -> dict[str, Any]:
     return {
         "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "fingerprint": fp, "metrics": metrics, "count": count, "source": source, "regressed": regressed,
+        "fingerprint": fp,
+        "metrics": metrics,
+        "count": count,
+        "source": source,
+        "regressed": regressed,
     }

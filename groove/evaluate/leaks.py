@@ -24,8 +24,9 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-async def quoted_queries(conn: aiosqlite.Connection, queries: Sequence[JudgedQuery],
-                         min_chars: int = MIN_CHARS) -> list[dict[str, Any]]:
+async def quoted_queries(
+    conn: aiosqlite.Connection, queries: Sequence[JudgedQuery], min_chars: int = MIN_CHARS
+) -> list[dict[str, Any]]:
     """[{id, query, paths}] for each query of at least `min_chars` that some note contains verbatim."""
     out = []
     for q in queries:

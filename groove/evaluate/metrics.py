@@ -85,8 +85,10 @@ def flagged_shares(flags: Sequence[tuple[bool, bool]]) -> tuple[float | None, fl
     unanswerable flagged), unrounded; None for a kind the set has no query of."""
     answerable = [f for u, f in flags if not u]
     unanswerable = [f for u, f in flags if u]
-    return (sum(answerable) / len(answerable) if answerable else None,
-            sum(unanswerable) / len(unanswerable) if unanswerable else None)
+    return (
+        sum(answerable) / len(answerable) if answerable else None,
+        sum(unanswerable) / len(unanswerable) if unanswerable else None,
+    )
 
 
 def abstention(flags: Sequence[tuple[bool, bool]]) -> dict[str, float]:

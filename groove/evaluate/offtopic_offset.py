@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from groove.evaluate.metrics import flagged_shares
 
 MAX_ANSWERABLE_FLAGGED = 0.05  # the bound on false alarms
-MIN_ANSWERABLE = 10            # fewer: 5% of them is no query at all, and the offset is noise
+MIN_ANSWERABLE = 10  # fewer: 5% of them is no query at all, and the offset is noise
 MIN_UNANSWERABLE = 5
-OFFSET_RANGE = (-3.0, 3.0)     # the setting's bounds (config.OffTopicSettings)
-MIN_CHANGE = 0.05              # a smaller move is not worth a line in groove.toml
-MIN_GAIN = 0.05                # nor is catching fewer than 5 more unanswerable queries in 100
+OFFSET_RANGE = (-3.0, 3.0)  # the setting's bounds (config.OffTopicSettings)
+MIN_CHANGE = 0.05  # a smaller move is not worth a line in groove.toml
+MIN_GAIN = 0.05  # nor is catching fewer than 5 more unanswerable queries in 100
 
 Row = tuple[bool, float | None, bool]
 
@@ -63,7 +63,7 @@ def cross_validate(rows: Sequence[Row]) -> tuple[float | None, float | None]:
 
 @dataclass(frozen=True)
 class Proposal:
-    offset: float                       # chosen on every query
+    offset: float  # chosen on every query
     now: tuple[float | None, float | None]
     held_out: tuple[float | None, float | None]
     recommend: bool
@@ -80,8 +80,14 @@ def propose(rows: Sequence[Row], current: float) -> Proposal | None:
     offset = choose([m for un, m, _ in rows if not un and m is not None])
     held = cross_validate(rows)
     if n_ans < MIN_ANSWERABLE or n_un < MIN_UNANSWERABLE:
-        return Proposal(offset, now, held, False, f"needs at least {MIN_ANSWERABLE} answerable and "
-                        f"{MIN_UNANSWERABLE} unanswerable queries (has {n_ans} and {n_un})")
+        return Proposal(
+            offset,
+            now,
+            held,
+            False,
+            f"needs at least {MIN_ANSWERABLE} answerable and "
+            f"{MIN_UNANSWERABLE} unanswerable queries (has {n_ans} and {n_un})",
+        )
     (ans_now, un_now), (ans_held, un_held) = now, held
     assert ans_now is not None and un_now is not None and ans_held is not None and un_held is not None
     if abs(offset - current) < MIN_CHANGE:
@@ -92,9 +98,18 @@ def propose(rows: Sequence[Row], current: float) -> Proposal | None:
     fewer_false = ans_now > MAX_ANSWERABLE_FLAGGED and ans_held < ans_now
     more_caught = un_held >= un_now + MIN_GAIN and ans_held <= bound
     if fewer_false or more_caught:
-        return Proposal(offset, now, held, True, "held out, it flags " + (
-            f"fewer answerable queries ({ans_held:.1%} against {ans_now:.1%})" if fewer_false else
-            f"more unanswerable queries ({un_held:.1%} against {un_now:.1%}), answerable {ans_held:.1%}"))
+        return Proposal(
+            offset,
+            now,
+            held,
+            True,
+            "held out, it flags "
+            + (
+                f"fewer answerable queries ({ans_held:.1%} against {ans_now:.1%})"
+                if fewer_false
+                else f"more unanswerable queries ({un_held:.1%} against {un_now:.1%}), answerable {ans_held:.1%}"
+            ),
+        )
     if ans_held > bound:
         why = f"held out, it flags {ans_held:.1%} of the answerable queries"
     elif un_held > un_now:

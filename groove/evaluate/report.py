@@ -22,7 +22,9 @@ class QueryRow(_Report):
     id: str
     query: str
     unanswerable: bool
-    ranks: list[int | None] | None = Field(None, description="the rank of each expected item's first hit (null: not in the results)")
+    ranks: list[int | None] | None = Field(
+        None, description="the rank of each expected item's first hit (null: not in the results)"
+    )
     recall_at_10: float | None = Field(None, alias="recall@10")
     rr: float | None = None
     ndcg_at_10: float | None = Field(None, alias="ndcg@10")
@@ -88,7 +90,9 @@ class HistoryComparison(_Report):
 class EvalRun(_Report):
     """Judged queries through the search pipeline (`Index.evaluate`)."""
 
-    metrics: dict[str, float] = Field(description="recall@k, mrr, ndcg@10 over the answerable queries; the abstention rates")
+    metrics: dict[str, float] = Field(
+        description="recall@k, mrr, ndcg@10 over the answerable queries; the abstention rates"
+    )
     ks: list[int]
     confidence: Confidence
     answerable: int
@@ -130,9 +134,13 @@ class OffTopicTuning(_Report):
     answerable: int
     unanswerable: int
     current_offset: float
-    offset: float = Field(description="the largest offset flagging at most 5% of the answerable queries, on all of them")
+    offset: float = Field(
+        description="the largest offset flagging at most 5% of the answerable queries, on all of them"
+    )
     now: dict[str, float | None] = Field(description="answerable and unanswerable flagged with the current offset")
-    held_out: dict[str, float | None] = Field(description="the same, each query flagged by the offset chosen on the others")
+    held_out: dict[str, float | None] = Field(
+        description="the same, each query flagged by the offset chosen on the others"
+    )
     recommend: bool
     reason: str
     block: str | None = Field(description="a paste-ready [search.off_topic] table when recommended")
@@ -154,7 +162,9 @@ class TuneReport(_Report):
     skipped: list[str]
     limit: int
     refine_stages_ignored: list[str]
-    off_topic: OffTopicTuning | None = Field(None, description="with unanswerable queries in the set: the off_topic offset")
+    off_topic: OffTopicTuning | None = Field(
+        None, description="with unanswerable queries in the set: the off_topic offset"
+    )
 
 
 def to_json(report: BaseModel) -> dict[str, Any]:
@@ -162,5 +172,16 @@ def to_json(report: BaseModel) -> dict[str, Any]:
     return report.model_dump(mode="json", by_alias=True)
 
 
-__all__ = ["Baseline", "Confidence", "CrossValidation", "EvalReport", "EvalRun", "HistoryComparison", "Leak",
-           "OffTopicTuning", "QueryRow", "TuneReport", "to_json"]
+__all__ = [
+    "Baseline",
+    "Confidence",
+    "CrossValidation",
+    "EvalReport",
+    "EvalRun",
+    "HistoryComparison",
+    "Leak",
+    "OffTopicTuning",
+    "QueryRow",
+    "TuneReport",
+    "to_json",
+]

@@ -43,9 +43,16 @@ class JudgedIndex(Protocol):
 
     def quality_floor(self) -> float | None: ...
 
-    async def evaluate(self, queries: Sequence[JudgedQuery], *, retriever: str, limit: int,
-                       request_options: dict[str, Any], ks: Sequence[int] = KS,
-                       vectors: dict[str, np.ndarray] | None = None) -> EvalRun: ...
+    async def evaluate(
+        self,
+        queries: Sequence[JudgedQuery],
+        *,
+        retriever: str,
+        limit: int,
+        request_options: dict[str, Any],
+        ks: Sequence[int] = KS,
+        vectors: dict[str, np.ndarray] | None = None,
+    ) -> EvalRun: ...
 
 
 def judged_queries(source: Path, split: str | None, max_queries: int | None, *, at_least: int = 1) -> list[JudgedQuery]:
@@ -55,9 +62,13 @@ def judged_queries(source: Path, split: str | None, max_queries: int | None, *, 
         queries = queries[:max_queries]
     if len(queries) < at_least:
         if not queries:
-            raise GoldenError(f"{source} has no judged queries{f' in split {split!r}' if split else ''}; nothing to evaluate")
-        raise GoldenError(f"{source} has {len(queries)} judged quer{'y' if len(queries) == 1 else 'ies'}; "
-                          f"{'tune' if at_least > 1 else 'eval'} needs at least {at_least}")
+            raise GoldenError(
+                f"{source} has no judged queries{f' in split {split!r}' if split else ''}; nothing to evaluate"
+            )
+        raise GoldenError(
+            f"{source} has {len(queries)} judged quer{'y' if len(queries) == 1 else 'ies'}; "
+            f"{'tune' if at_least > 1 else 'eval'} needs at least {at_least}"
+        )
     return queries
 
 
@@ -96,14 +107,22 @@ async def run_eval(
             ranks = first_ranks(hits, q.expected, lambda h, e: e.matches(h))
             s = score_query(ranks, len(q.expected), (*ks, 10) if 10 not in ks else ks)
             scores.append(s)
-            row.update({"ranks": ranks, "recall@10": round(s.recall[10], 4), "rr": round(s.rr, 4),
-                        "ndcg@10": round(s.ndcg10, 4)})
-        row.update({
-            "top": [h["path"] for h in hits[:3]],
-            "low_confidence": bool(resp["low_confidence"]),
-            "off_topic": bool(resp.get("off_topic")),
-            "off_topic_evidence": resp.get("off_topic_evidence"),
-        })
+            row.update(
+                {
+                    "ranks": ranks,
+                    "recall@10": round(s.recall[10], 4),
+                    "rr": round(s.rr, 4),
+                    "ndcg@10": round(s.ndcg10, 4),
+                }
+            )
+        row.update(
+            {
+                "top": [h["path"] for h in hits[:3]],
+                "low_confidence": bool(resp["low_confidence"]),
+                "off_topic": bool(resp.get("off_topic")),
+                "off_topic_evidence": resp.get("off_topic_evidence"),
+            }
+        )
         per_query.append(row)
     metrics = aggregate(scores, ks)
     metrics.update(abstention([(r["unanswerable"], r["off_topic"]) for r in per_query]))
@@ -121,6 +140,7 @@ async def run_eval(
 
 def confidence_split(per_query: Sequence[dict[str, Any]]) -> Confidence:
     """Does `low_confidence` mean something: top-1 accuracy of flagged vs unflagged queries."""
+
     def top1(rows: list[dict[str, Any]]) -> float | None:
         if not rows:
             return None
@@ -168,22 +188,36 @@ async def evaluate_golden(
     rerank_on = settings.search.rerank_by_default if options.get("rerank") is None else options["rerank"]
     reranker = (index.reranker_model or settings.search.reranker or None) if rerank_on else None
     fp = history.fingerprint(
-        model=index.embedder.identity, reranker=reranker, retriever=retriever, limit=limit, ks=ks,
-        queries=queries, search=settings.search, request_options=options, quality=settings.quality_filter,
+        model=index.embedder.identity,
+        reranker=reranker,
+        retriever=retriever,
+        limit=limit,
+        ks=ks,
+        queries=queries,
+        search=settings.search,
+        request_options=options,
+        quality=settings.quality_filter,
     )
     path = history.history_path(index.path)
-    cmp = HistoryComparison(**history.compare(history.load(path), fp, run.metrics, settings.eval.regression_threshold),
-                            path=str(path))
+    cmp = HistoryComparison(
+        **history.compare(history.load(path), fp, run.metrics, settings.eval.regression_threshold), path=str(path)
+    )
     if record and settings.eval.history > 0:
-        entry = history.record(fp, run.metrics, count=run.count, source=str(source),
-                               regressed=cmp.status == "regression")
+        entry = history.record(
+            fp, run.metrics, count=run.count, source=str(source), regressed=cmp.status == "regression"
+        )
         try:
             history.append(path, entry, settings.eval.history)
             cmp.recorded = True
         except OSError as exc:
             log.warning("eval_history_not_written", path=str(path), error=exc.strerror or str(exc))
     for leak in leaks:
-        log.warning("golden_query_quoted_in_note", query_id=leak.id, notes=leak.paths[:5],
-                    message="a note contains this judged query verbatim, so it may hold the answer key")
-    return EvalReport(**dict(run), index_path=str(index.path), source=str(source), leaks=leaks, history=cmp,
-                      fingerprint=fp)
+        log.warning(
+            "golden_query_quoted_in_note",
+            query_id=leak.id,
+            notes=leak.paths[:5],
+            message="a note contains this judged query verbatim, so it may hold the answer key",
+        )
+    return EvalReport(
+        **dict(run), index_path=str(index.path), source=str(source), leaks=leaks, history=cmp, fingerprint=fp
+    )

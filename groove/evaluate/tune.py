@@ -39,11 +39,25 @@ from groove.evaluate.runner import JudgedIndex, judged_queries, query_vector_tex
 from groove.search import offtopic, retrievers
 from groove.search.compiler import QueryError, compile_query
 from groove.search.fusion import weighted_rrf, z_fusion
-from groove.search.pipeline import complete_legs, excludes_by_id, full_text_plan, fusion_weights, leg_evidence, pool_size
+from groove.search.pipeline import (
+    complete_legs,
+    excludes_by_id,
+    full_text_plan,
+    fusion_weights,
+    leg_evidence,
+    pool_size,
+)
 
 Weights = tuple[float, float, float]  # heading, context, content
 
-BM25_GRID: tuple[Weights, ...] = ((2.0, 1.0, 1.0), (1.0, 1.0, 1.0), (4.0, 1.0, 1.0), (2.0, 2.0, 1.0), (2.0, 1.0, 2.0), (2.0, 0.5, 1.0))
+BM25_GRID: tuple[Weights, ...] = (
+    (2.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0),
+    (4.0, 1.0, 1.0),
+    (2.0, 2.0, 1.0),
+    (2.0, 1.0, 2.0),
+    (2.0, 0.5, 1.0),
+)
 EVIDENCE_LOW = (0.0, 0.1, 0.2, 0.25, 0.3, 0.4)
 EVIDENCE_HIGH = (0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 RRF_K = (10.0, 30.0, 60.0, 100.0)
@@ -125,7 +139,13 @@ def query_scores(ranked: Sequence[int], q: QueryLegs, hits: dict[int, dict[str, 
     top = [hits[c] for c in ranked if c in hits][:limit]
     ranks = first_ranks(top, q.expected, lambda h, e: e.matches(h))
     s = score_query(ranks, len(q.expected), (1, 5, 10))
-    return {"ndcg@10": s.ndcg10, "mrr": s.rr, "recall@1": s.recall[1], "recall@5": s.recall[5], "recall@10": s.recall[10]}
+    return {
+        "ndcg@10": s.ndcg10,
+        "mrr": s.rr,
+        "recall@1": s.recall[1],
+        "recall@5": s.recall[5],
+        "recall@10": s.recall[10],
+    }
 
 
 def candidates(current: FusionSettings) -> list[FusionSettings]:
@@ -134,10 +154,17 @@ def candidates(current: FusionSettings) -> list[FusionSettings]:
     seen = {_key(current)}
     for h, c, b in BM25_GRID:
         base = {"heading_weight": h, "context_weight": c, "content_weight": b}
-        points = [{"method": "evidence", "evidence_low": lo, "evidence_high": hi}
-                  for lo in EVIDENCE_LOW for hi in EVIDENCE_HIGH if hi > lo]
-        points += [{"method": "rrf", "rrf_k": k, "rrf_fts_weight": fw, "rrf_vector_weight": 1.0}
-                   for k in RRF_K for fw in RRF_FTS_WEIGHT]
+        points = [
+            {"method": "evidence", "evidence_low": lo, "evidence_high": hi}
+            for lo in EVIDENCE_LOW
+            for hi in EVIDENCE_HIGH
+            if hi > lo
+        ]
+        points += [
+            {"method": "rrf", "rrf_k": k, "rrf_fts_weight": fw, "rrf_vector_weight": 1.0}
+            for k in RRF_K
+            for fw in RRF_FTS_WEIGHT
+        ]
         for p in points:
             cand = current.model_copy(update={**base, **p})
             if _key(cand) not in seen:
@@ -189,7 +216,9 @@ def cross_validate(scores: np.ndarray, seed: int = SEED, resamples: int = BOOTST
         "heldout": float(heldout.mean()),
         "gain": float(diff.mean()),
         "interval": [float(low), float(high)],
-        "wins": wins, "losses": losses, "sign_p": sign_test_p(wins, losses),
+        "wins": wins,
+        "losses": losses,
+        "sign_p": sign_test_p(wins, losses),
         "folds_choosing_best": int((chosen == best).sum()),
         "queries": n_queries,
     }
@@ -274,8 +303,7 @@ async def tune_golden(
     if any(q.unanswerable for q in queries):
         if progress:
             progress("off_topic", 0, len(queries))
-        off_topic = await _off_topic_tuning(index, queries, vectors, limit,
-                                            settings.search.off_topic.threshold_offset)
+        off_topic = await _off_topic_tuning(index, queries, vectors, limit, settings.search.off_topic.threshold_offset)
         if progress:
             progress("off_topic", len(queries), len(queries))
     index_path = str(index.path)
@@ -283,35 +311,75 @@ async def tune_golden(
         progress("scoring settings", 0, len(grid))
     try:
         result = await anyio.to_thread.run_sync(
-            lambda: sweep(legs, hits, grid, limit, metric,
-                          progress=(lambda d, t: progress("scoring settings", d, t)) if progress else None))
+            lambda: sweep(
+                legs,
+                hits,
+                grid,
+                limit,
+                metric,
+                progress=(lambda d, t: progress("scoring settings", d, t)) if progress else None,
+            )
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    refine_on = [name for name, on in (("mmr", settings.search.mmr.enabled), ("rerank", settings.search.rerank_by_default),
-                                       ("parent_retriever", settings.search.parent_retriever.enabled)) if on]
+    refine_on = [
+        name
+        for name, on in (
+            ("mmr", settings.search.mmr.enabled),
+            ("rerank", settings.search.rerank_by_default),
+            ("parent_retriever", settings.search.parent_retriever.enabled),
+        )
+        if on
+    ]
     answerable = sum(1 for q in queries if not q.unanswerable)  # the unanswerable ones place the off_topic line
-    return TuneReport(**result, source=str(source), index_path=index_path, count=answerable - len(skipped),
-                      skipped=skipped, limit=limit, refine_stages_ignored=refine_on, off_topic=off_topic)
+    return TuneReport(
+        **result,
+        source=str(source),
+        index_path=index_path,
+        count=answerable - len(skipped),
+        skipped=skipped,
+        limit=limit,
+        refine_stages_ignored=refine_on,
+        off_topic=off_topic,
+    )
 
 
-async def _off_topic_tuning(index: JudgedIndex, queries: Sequence[JudgedQuery], vectors: dict[str, np.ndarray],
-                            limit: int, current: float) -> OffTopicTuning | None:
+async def _off_topic_tuning(
+    index: JudgedIndex, queries: Sequence[JudgedQuery], vectors: dict[str, np.ndarray], limit: int, current: float
+) -> OffTopicTuning | None:
     """Every judged query through the default hybrid search once (with the query vectors tune already
     embedded); the offset its margins support."""
-    run = await index.evaluate(queries, retriever="hybrid", limit=limit, request_options={},
-                               ks=tuple(k for k in KS if k <= limit) or (limit,), vectors=vectors)
+    run = await index.evaluate(
+        queries,
+        retriever="hybrid",
+        limit=limit,
+        request_options={},
+        ks=tuple(k for k in KS if k <= limit) or (limit,),
+        vectors=vectors,
+    )
     # a search that found nothing is off topic whatever the line: no margin, its flag stays
-    rows = [(r.unanswerable, offtopic.margin(r.off_topic_evidence) if r.off_topic_evidence and r.top else None,
-             r.off_topic) for r in run.queries]
+    rows = [
+        (r.unanswerable, offtopic.margin(r.off_topic_evidence) if r.off_topic_evidence and r.top else None, r.off_topic)
+        for r in run.queries
+    ]
     p = offtopic_offset.propose(rows, current)
     if p is None:
         return None
 
     def named(pair: tuple[float | None, float | None]) -> dict[str, float | None]:
-        return {"answerable_flagged": None if pair[0] is None else round(pair[0], 4),
-                "unanswerable_flagged": None if pair[1] is None else round(pair[1], 4)}
+        return {
+            "answerable_flagged": None if pair[0] is None else round(pair[0], 4),
+            "unanswerable_flagged": None if pair[1] is None else round(pair[1], 4),
+        }
 
-    return OffTopicTuning(answerable=sum(1 for r in rows if not r[0]), unanswerable=sum(1 for r in rows if r[0]),
-                          current_offset=current, offset=p.offset, now=named(p.now), held_out=named(p.held_out),
-                          recommend=p.recommend, reason=p.reason,
-                          block=offtopic_offset.block(p.offset) if p.recommend else None)
+    return OffTopicTuning(
+        answerable=sum(1 for r in rows if not r[0]),
+        unanswerable=sum(1 for r in rows if r[0]),
+        current_offset=current,
+        offset=p.offset,
+        now=named(p.now),
+        held_out=named(p.held_out),
+        recommend=p.recommend,
+        reason=p.reason,
+        block=offtopic_offset.block(p.offset) if p.recommend else None,
+    )

@@ -34,10 +34,10 @@ LINK_EXAMPLES = 20  # unresolved links listed (path:line each)
 
 @dataclass
 class Finding:
-    level: str            # "error" | "warning" | "info"
-    check: str            # a short stable name, e.g. "orphan_chunks"
+    level: str  # "error" | "warning" | "info"
+    check: str  # a short stable name, e.g. "orphan_chunks"
     message: str
-    fix: str              # the command (or edit) that repairs it
+    fix: str  # the command (or edit) that repairs it
     count: int = 1
     examples: list[str] = field(default_factory=list)
     fixable: bool = False  # repaired by `groove doctor --fix`
@@ -45,7 +45,9 @@ class Finding:
 
 def vector_tables(con: Any) -> list[tuple[str, int | None]]:
     """(name, declared dimension) of every vec0 table: the one place doctor learns where vectors live."""
-    rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING vec0%'").fetchall()
+    rows = con.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING vec0%'"
+    ).fetchall()
     out = []
     for name, sql in rows:
         m = re.search(r"float\[(\d+)\]", sql or "")
@@ -63,6 +65,7 @@ def _examples(con: Any, sql: str, args: tuple = ()) -> list[str]:
 
 # --- the checks ------------------------------------------------------------------------------
 
+
 def check_ignore_file(kb: Path) -> list[Finding]:
     path = kb / IGNORE_FILE
     try:
@@ -70,57 +73,111 @@ def check_ignore_file(kb: Path) -> list[Finding]:
     except FileNotFoundError:
         return []
     except ConfigError as exc:
-        return [Finding("error", "ignore_file", str(exc), f"replace {path} with a plain text file of gitignore patterns")]
+        return [
+            Finding("error", "ignore_file", str(exc), f"replace {path} with a plain text file of gitignore patterns")
+        ]
     _, bad = refused_lines(text)  # the same reading as indexing's (corpus/scan.py)
     if not bad:
         return []
-    return [Finding("error", "ignore_file",
-                    f"{path} has {len(bad)} line(s) that groove refuses (a bad pattern, or over a limit: "
-                    f"{MAX_GLOB_CHARS} characters, {MAX_GLOB_STARS} '*'); they ignore nothing, "
-                    "so what they name is indexed; the other lines apply",
-                    f"edit {path}: fix or delete {bad[0].split(':')[0]}", len(bad), bad[:EXAMPLES])]
+    return [
+        Finding(
+            "error",
+            "ignore_file",
+            f"{path} has {len(bad)} line(s) that groove refuses (a bad pattern, or over a limit: "
+            f"{MAX_GLOB_CHARS} characters, {MAX_GLOB_STARS} '*'); they ignore nothing, "
+            "so what they name is indexed; the other lines apply",
+            f"edit {path}: fix or delete {bad[0].split(':')[0]}",
+            len(bad),
+            bad[:EXAMPLES],
+        )
+    ]
 
 
 def check_folder(con: Any, settings: Settings, folders: Folders) -> tuple[list[Finding], list[str]]:
     """Notes on disk but not indexed, indexed but gone, changed since indexed. Returns the gone paths too."""
     ix = settings.index
-    result = scan_folders(folders, lambda f: Ignore(f.path, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore),
-                          ix.max_file_bytes)
+    result = scan_folders(
+        folders, lambda f: Ignore(f.path, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes
+    )
     indexed = {p: (size, mtime) for p, size, mtime in con.execute("SELECT path, size, mtime_ns FROM documents")}
     skipped = {r[0] for r in con.execute("SELECT path FROM skipped")}
     on_disk = set(result.files)
     missing = sorted(on_disk - set(indexed) - skipped - set(result.skipped))
     gone = sorted(set(indexed) - on_disk)
-    changed = sorted(p for p in on_disk & set(indexed)
-                     if (result.files[p].size, result.files[p].mtime_ns) != indexed[p])
+    changed = sorted(
+        p for p in on_disk & set(indexed) if (result.files[p].size, result.files[p].mtime_ns) != indexed[p]
+    )
     out = []
     if missing:
-        out.append(Finding("warning", "notes_not_indexed", f"{len(missing)} note(s) in the folder are not in the index",
-                           "groove index", len(missing), missing[:EXAMPLES]))
+        out.append(
+            Finding(
+                "warning",
+                "notes_not_indexed",
+                f"{len(missing)} note(s) in the folder are not in the index",
+                "groove index",
+                len(missing),
+                missing[:EXAMPLES],
+            )
+        )
     if gone:
-        out.append(Finding("warning", "notes_gone", f"{len(gone)} indexed note(s) no longer exist in the folder (search still returns them)",
-                           "groove doctor --fix (or groove index)", len(gone), gone[:EXAMPLES], fixable=True))
+        out.append(
+            Finding(
+                "warning",
+                "notes_gone",
+                f"{len(gone)} indexed note(s) no longer exist in the folder (search still returns them)",
+                "groove doctor --fix (or groove index)",
+                len(gone),
+                gone[:EXAMPLES],
+                fixable=True,
+            )
+        )
     if changed:
-        out.append(Finding("warning", "notes_changed", f"{len(changed)} note(s) changed since they were indexed",
-                           "groove index", len(changed), changed[:EXAMPLES]))
+        out.append(
+            Finding(
+                "warning",
+                "notes_changed",
+                f"{len(changed)} note(s) changed since they were indexed",
+                "groove index",
+                len(changed),
+                changed[:EXAMPLES],
+            )
+        )
     if result.linked_dirs:
         linked = sorted(result.linked_dirs)
-        out.append(Finding("info", "symlinked_folders",
-                           f"{len(linked)} symlinked folder(s) are not followed (by design: no loops, nothing outside "
-                           "the folder); nothing under them is indexed",
-                           "move the folder into the notes folder, or link its notes one by one",
-                           len(linked), linked[:EXAMPLES]))
+        out.append(
+            Finding(
+                "info",
+                "symlinked_folders",
+                f"{len(linked)} symlinked folder(s) are not followed (by design: no loops, nothing outside "
+                "the folder); nothing under them is indexed",
+                "move the folder into the notes folder, or link its notes one by one",
+                len(linked),
+                linked[:EXAMPLES],
+            )
+        )
     return out, gone
 
 
 def check_schema(con: Any) -> list[Finding]:
     version = int(schema.get_meta_sync(con, "schema_version", "0") or 0)
     if version < schema.SCHEMA_VERSION:
-        return [Finding("warning", "schema_stale", f"the index has schema version {version}; this groove uses {schema.SCHEMA_VERSION}",
-                        "groove index (upgrades it in place; nothing is re-embedded)")]
+        return [
+            Finding(
+                "warning",
+                "schema_stale",
+                f"the index has schema version {version}; this groove uses {schema.SCHEMA_VERSION}",
+                "groove index (upgrades it in place; nothing is re-embedded)",
+            )
+        ]
     if version > schema.SCHEMA_VERSION:
-        return [Finding("error", "schema_newer", f"the index has schema version {version}, newer than this groove ({schema.SCHEMA_VERSION})",
-                        "upgrade groove, or groove index --rebuild")]
+        return [
+            Finding(
+                "error",
+                "schema_newer",
+                f"the index has schema version {version}, newer than this groove ({schema.SCHEMA_VERSION})",
+                "upgrade groove, or groove index --rebuild",
+            )
+        ]
     return []
 
 
@@ -129,35 +186,65 @@ def check_model(con: Any, settings: Settings) -> list[Finding]:
     try:
         identity = make_embedder(settings.embedding).identity  # known without loading the model
     except GrooveError as exc:
-        return [Finding("error", "model_config", f"the configured embedder cannot be built: {exc}", "fix [embedding] in groove.toml")]
+        return [
+            Finding(
+                "error",
+                "model_config",
+                f"the configured embedder cannot be built: {exc}",
+                "fix [embedding] in groove.toml",
+            )
+        ]
     out = []
     switch = shadow.state_sync(con)
     if built_model != identity:
         if switch and switch["model"] == identity:
-            out.append(Finding("warning", "model_switch",
-                               f"the index is switching from {built_model} to {identity} and answers with "
-                               f"{built_model} until every text has its new vector (groove status shows how far)",
-                               "groove index (or the running groove serve) finishes the switch"))
+            out.append(
+                Finding(
+                    "warning",
+                    "model_switch",
+                    f"the index is switching from {built_model} to {identity} and answers with "
+                    f"{built_model} until every text has its new vector (groove status shows how far)",
+                    "groove index (or the running groove serve) finishes the switch",
+                )
+            )
         else:
-            out.append(Finding("warning", "model_mismatch",
-                               f"the index answers with {built_model} but the configuration asks for {identity}; "
-                               "read-only commands refuse it until it is switched",
-                               "groove index (switches in place, the old vectors answer meanwhile), or set [embedding] model back"))
+            out.append(
+                Finding(
+                    "warning",
+                    "model_mismatch",
+                    f"the index answers with {built_model} but the configuration asks for {identity}; "
+                    "read-only commands refuse it until it is switched",
+                    "groove index (switches in place, the old vectors answer meanwhile), or set [embedding] model back",
+                )
+            )
     for name, dim in vector_tables(con):
         if name == shadow.VECTORS:
             if switch and dim != switch["dimension"]:
-                out.append(Finding("error", "vector_dimension",
-                                   f"table {name} holds vectors of {dim} dimensions but the switch to "
-                                   f"{switch['model']} expects {switch['dimension']}", "groove index --rebuild"))
+                out.append(
+                    Finding(
+                        "error",
+                        "vector_dimension",
+                        f"table {name} holds vectors of {dim} dimensions but the switch to "
+                        f"{switch['model']} expects {switch['dimension']}",
+                        "groove index --rebuild",
+                    )
+                )
             continue
         if dim != built_dim:
-            out.append(Finding("error", "vector_dimension",
-                               f"table {name} holds vectors of {dim} dimensions but the index says {built_dim}",
-                               "groove index --rebuild"))
+            out.append(
+                Finding(
+                    "error",
+                    "vector_dimension",
+                    f"table {name} holds vectors of {dim} dimensions but the index says {built_dim}",
+                    "groove index --rebuild",
+                )
+            )
     sample = [r[0] for r in con.execute(f"SELECT content FROM chunks ORDER BY hash LIMIT {SAMPLE}")]
     warning = model_fit_warning(identity, cjk_share(sample)) if sample else None
     if warning:
-        out.append(Finding("warning", "model_fit", warning, "set [embedding] model, then groove index (switches in place)"))
+        out.append(
+            Finding("warning", "model_fit", warning, "set [embedding] model, then groove index (switches in place)")
+        )
     return out
 
 
@@ -165,29 +252,75 @@ def check_chunks(con: Any, vec_table: str) -> list[Finding]:
     out = []
     n = _count(con, "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)")
     if n:
-        out.append(Finding("error", "orphan_chunks", f"{n} chunk(s) belong to no note (search can return them)",
-                           "groove doctor --fix", n, fixable=True))
+        out.append(
+            Finding(
+                "error",
+                "orphan_chunks",
+                f"{n} chunk(s) belong to no note (search can return them)",
+                "groove doctor --fix",
+                n,
+                fixable=True,
+            )
+        )
     pending = _count(con, "SELECT count(*) FROM chunks WHERE embedding_id IS NULL")
     if pending:
-        ex = _examples(con, "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.embedding_id IS NULL")
-        out.append(Finding("warning", "chunks_pending",
-                           f"{pending} chunk(s) have no vector yet: they are queued for embedding (found by full text only until then)",
-                           "groove index (or keep groove serve running)", pending, ex))
-    dangling = _count(con, "SELECT count(*) FROM chunks WHERE embedding_id IS NOT NULL"
-                           " AND embedding_id NOT IN (SELECT id FROM embeddings)")
+        ex = _examples(
+            con, "SELECT DISTINCT d.path FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.embedding_id IS NULL"
+        )
+        out.append(
+            Finding(
+                "warning",
+                "chunks_pending",
+                f"{pending} chunk(s) have no vector yet: they are queued for embedding (found by full text only until then)",
+                "groove index (or keep groove serve running)",
+                pending,
+                ex,
+            )
+        )
+    dangling = _count(
+        con,
+        "SELECT count(*) FROM chunks WHERE embedding_id IS NOT NULL"
+        " AND embedding_id NOT IN (SELECT id FROM embeddings)",
+    )
     if dangling:
-        out.append(Finding("error", "chunks_dangling_vector",
-                           f"{dangling} chunk(s) point at a vector record that does not exist (never found by meaning)",
-                           "groove doctor --fix, then groove index (re-queues and embeds them)", dangling, fixable=True))
-    novec = _count(con, f"SELECT count(*) FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM {vec_table} v WHERE v.rowid = e.id)")
+        out.append(
+            Finding(
+                "error",
+                "chunks_dangling_vector",
+                f"{dangling} chunk(s) point at a vector record that does not exist (never found by meaning)",
+                "groove doctor --fix, then groove index (re-queues and embeds them)",
+                dangling,
+                fixable=True,
+            )
+        )
+    novec = _count(
+        con, f"SELECT count(*) FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM {vec_table} v WHERE v.rowid = e.id)"
+    )
     if novec:
-        out.append(Finding("error", "vectors_missing",
-                           f"{novec} vector record(s) have no vector in {vec_table} (their chunks are never found by meaning)",
-                           "groove doctor --fix, then groove index (re-queues and embeds them)", novec, fixable=True))
-    unused = _count(con, "SELECT count(*) FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embedding_id = e.id)")
+        out.append(
+            Finding(
+                "error",
+                "vectors_missing",
+                f"{novec} vector record(s) have no vector in {vec_table} (their chunks are never found by meaning)",
+                "groove doctor --fix, then groove index (re-queues and embeds them)",
+                novec,
+                fixable=True,
+            )
+        )
+    unused = _count(
+        con, "SELECT count(*) FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embedding_id = e.id)"
+    )
     if unused:
-        out.append(Finding("info", "vectors_unused", f"{unused} vector(s) belong to no chunk (space only)",
-                           "groove doctor --fix (or groove index)", unused, fixable=True))
+        out.append(
+            Finding(
+                "info",
+                "vectors_unused",
+                f"{unused} vector(s) belong to no chunk (space only)",
+                "groove doctor --fix (or groove index)",
+                unused,
+                fixable=True,
+            )
+        )
     return out
 
 
@@ -200,16 +333,39 @@ def check_fts(con: Any) -> list[Finding]:
         extra = _count(con, f"SELECT count(*) FROM {table}_docsize WHERE id NOT IN (SELECT id FROM chunks)")
         absent = _count(con, f"SELECT count(*) FROM chunks WHERE id NOT IN (SELECT id FROM {table}_docsize)")
         if extra:
-            out.append(Finding("error", "fts_rows_without_chunks", f"the {label} full-text table has {extra} row(s) of chunks that do not exist",
-                               "groove doctor --fix (rebuilds it from the chunks)", extra, fixable=True))
+            out.append(
+                Finding(
+                    "error",
+                    "fts_rows_without_chunks",
+                    f"the {label} full-text table has {extra} row(s) of chunks that do not exist",
+                    "groove doctor --fix (rebuilds it from the chunks)",
+                    extra,
+                    fixable=True,
+                )
+            )
         if absent:
-            out.append(Finding("error", "fts_chunks_missing", f"{absent} chunk(s) are missing from the {label} full-text table (never found by words)",
-                               "groove doctor --fix (rebuilds it from the chunks)", absent, fixable=True))
+            out.append(
+                Finding(
+                    "error",
+                    "fts_chunks_missing",
+                    f"{absent} chunk(s) are missing from the {label} full-text table (never found by words)",
+                    "groove doctor --fix (rebuilds it from the chunks)",
+                    absent,
+                    fixable=True,
+                )
+            )
         try:
             con.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
         except connection.DBError as exc:
-            out.append(Finding("error", "fts_integrity", f"the {label} full-text table fails its integrity check: {exc}",
-                               "groove doctor --fix (rebuilds it from the chunks)", fixable=True))
+            out.append(
+                Finding(
+                    "error",
+                    "fts_integrity",
+                    f"the {label} full-text table fails its integrity check: {exc}",
+                    "groove doctor --fix (rebuilds it from the chunks)",
+                    fixable=True,
+                )
+            )
     return out
 
 
@@ -221,14 +377,29 @@ def check_links(con: Any) -> list[Finding]:
     out = []
     stale = _count(con, f"SELECT count(*) FROM links WHERE target_id IS NOT {schema.LINK_TARGET}")
     if stale:
-        out.append(Finding("warning", "links_stale", f"{stale} link(s) point at another note than the one their "
-                           "target names now (backlinks and related by links are off for them)",
-                           "groove doctor --fix (resolves every link again from the notes' names)", stale, fixable=True))
+        out.append(
+            Finding(
+                "warning",
+                "links_stale",
+                f"{stale} link(s) point at another note than the one their "
+                "target names now (backlinks and related by links are off for them)",
+                "groove doctor --fix (resolves every link again from the notes' names)",
+                stale,
+                fixable=True,
+            )
+        )
     count, shown = reads.unresolved_links_sync(con, LINK_EXAMPLES)
     if count:
-        out.append(Finding("info", "links_unresolved",
-                           f"{count} link(s) name a note that does not exist (`groove links PATH` lists a note's)",
-                           "create the note, or correct the link at the path and line shown", count, shown))
+        out.append(
+            Finding(
+                "info",
+                "links_unresolved",
+                f"{count} link(s) name a note that does not exist (`groove links PATH` lists a note's)",
+                "create the note, or correct the link at the path and line shown",
+                count,
+                shown,
+            )
+        )
     return out
 
 
@@ -236,11 +407,20 @@ def check_sqlite(con: Any) -> list[Finding]:
     rows = [r[0] for r in con.execute("PRAGMA quick_check").fetchall()]
     if rows == ["ok"]:
         return []
-    return [Finding("error", "sqlite_integrity", f"SQLite's quick_check reports damage: {rows[0]}",
-                    "groove index --rebuild", len(rows), rows[:EXAMPLES])]
+    return [
+        Finding(
+            "error",
+            "sqlite_integrity",
+            f"SQLite's quick_check reports damage: {rows[0]}",
+            "groove index --rebuild",
+            len(rows),
+            rows[:EXAMPLES],
+        )
+    ]
 
 
 # --- repairs ---------------------------------------------------------------------------------
+
 
 def repair(con: Any, findings: list[Finding], gone: list[str], vec_table: str) -> list[str]:
     """The safe repairs for `findings`, in one transaction; what was done, one line each. The caller holds the
@@ -256,17 +436,27 @@ def repair(con: Any, findings: list[Finding], gone: list[str], vec_table: str) -
             n = con.execute("DELETE FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)").rowcount
             done.append(f"removed {n} orphan chunk(s)")
         if "vectors_missing" in names:
-            ids = [r[0] for r in con.execute(
-                f"SELECT id FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM {vec_table} v WHERE v.rowid = e.id)")]
+            ids = [
+                r[0]
+                for r in con.execute(
+                    f"SELECT id FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM {vec_table} v WHERE v.rowid = e.id)"
+                )
+            ]
             con.executemany("DELETE FROM embeddings WHERE id = ?", [(i,) for i in ids])
             done.append(f"dropped {len(ids)} vector record(s) without a vector")
         if names & {"chunks_dangling_vector", "vectors_missing"}:
-            n = con.execute("UPDATE chunks SET embedding_id = NULL WHERE embedding_id IS NOT NULL"
-                            " AND embedding_id NOT IN (SELECT id FROM embeddings)").rowcount
+            n = con.execute(
+                "UPDATE chunks SET embedding_id = NULL WHERE embedding_id IS NOT NULL"
+                " AND embedding_id NOT IN (SELECT id FROM embeddings)"
+            ).rowcount
             done.append(f"re-queued {n} chunk(s) for embedding (run `groove index`)")
         if "vectors_unused" in names:
-            ids = [r[0] for r in con.execute(
-                "SELECT id FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embedding_id = e.id)")]
+            ids = [
+                r[0]
+                for r in con.execute(
+                    "SELECT id FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embedding_id = e.id)"
+                )
+            ]
             con.executemany(f"DELETE FROM {vec_table} WHERE rowid = ?", [(i,) for i in ids])
             con.executemany("DELETE FROM embeddings WHERE id = ?", [(i,) for i in ids])
             done.append(f"dropped {len(ids)} unused vector(s)")
@@ -287,6 +477,7 @@ def repair(con: Any, findings: list[Finding], gone: list[str], vec_table: str) -
 
 # --- the command -----------------------------------------------------------------------------
 
+
 def _guarded(name: str, run: Callable[[], list[Finding]]) -> list[Finding]:
     try:
         return run()
@@ -297,8 +488,12 @@ def _guarded(name: str, run: Callable[[], list[Finding]]) -> list[Finding]:
 def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
     folders = settings.folders()
     path = settings.resolved_index_path()
-    report: dict[str, Any] = {"kb_path": folders.describe(), "index_path": str(path), "fixed": [],
-                              "folders": [{"name": f.name, "path": str(f.path)} for f in folders]}
+    report: dict[str, Any] = {
+        "kb_path": folders.describe(),
+        "index_path": str(path),
+        "fixed": [],
+        "folders": [{"name": f.name, "path": str(f.path)} for f in folders],
+    }
     findings = [f for folder in folders for f in check_ignore_file(folder.path)]
     if not path.exists():
         findings.append(Finding("error", "no_index", f"there is no index at {path}", "groove index"))
@@ -318,13 +513,15 @@ def _writer_lock(path: Path) -> writer_lock.WriterLock:
     try:
         lock.acquire()
     except writer_lock.IndexLockedError as exc:
-        raise writer_lock.IndexLockedError(f"{exc}; so does `groove doctor` without --fix, which lists what --fix "
-                                  "would repair") from None
+        raise writer_lock.IndexLockedError(
+            f"{exc}; so does `groove doctor` without --fix, which lists what --fix would repair"
+        ) from None
     return lock
 
 
-def _diagnose(settings: Settings, folders: Folders, path: Path, report: dict[str, Any], findings: list[Finding],
-              fix: bool) -> dict[str, Any]:
+def _diagnose(
+    settings: Settings, folders: Folders, path: Path, report: dict[str, Any], findings: list[Finding], fix: bool
+) -> dict[str, Any]:
     con = connection.connect_sync(path)
     try:
         if not schema._has_table(con, "meta") or schema.read_identity_sync(con)[0] is None:
@@ -371,8 +568,10 @@ def _finish(report: dict[str, Any], findings: list[Finding]) -> dict[str, Any]:
 def format_text(report: dict[str, Any]) -> str:
     lines = [f"index {report['index_path']}  notes {report['kb_path']}"]
     if len(report.get("folders") or []) > 1:
-        lines += [f"folder {f['name']}: {f['path']}" + (f" ({f['notes']} notes indexed)" if "notes" in f else "")
-                  for f in report["folders"]]
+        lines += [
+            f"folder {f['name']}: {f['path']}" + (f" ({f['notes']} notes indexed)" if "notes" in f else "")
+            for f in report["folders"]
+        ]
     for line in report["fixed"]:
         lines.append(f"fixed: {line}")
     for f in report["findings"]:
@@ -381,6 +580,7 @@ def format_text(report: dict[str, Any]) -> str:
             lines.append(f"    {ex}")
         lines.append(f"    fix: {f['fix']}")
     s = report["summary"]
-    lines.append("clean" if not report["findings"] else
-                 f"{s['error']} error(s), {s['warning']} warning(s), {s['info']} note(s)")
+    lines.append(
+        "clean" if not report["findings"] else f"{s['error']} error(s), {s['warning']} warning(s), {s['info']} note(s)"
+    )
     return "\n".join(lines) + "\n"

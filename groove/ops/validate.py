@@ -34,15 +34,20 @@ from groove.corpus.scan import Ignore, NoteReadError, read_note, scan_folders
 
 @dataclass
 class Finding:
-    path: str      # relative to the notes folder
+    path: str  # relative to the notes folder
     line: int
     key: str | None
     message: str
 
 
 TYPES: dict[str, str] = {
-    "string": "text", "number": "a number", "integer": "a whole number", "boolean": "true or false",
-    "date": "a date", "list": "a list", "mapping": "a mapping of keys to values",
+    "string": "text",
+    "number": "a number",
+    "integer": "a whole number",
+    "boolean": "true or false",
+    "date": "a date",
+    "list": "a list",
+    "mapping": "a mapping of keys to values",
 }
 
 
@@ -101,8 +106,12 @@ def check_text(rel: str, text: str, settings: Settings) -> Iterator[Finding]:
         data = yaml.safe_load(yaml_text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        yield Finding(rel, (mark.line + 2) if mark else 1, None,
-                      f"frontmatter is not valid YAML: {exc.problem or exc.context or 'unreadable'}")
+        yield Finding(
+            rel,
+            (mark.line + 2) if mark else 1,
+            None,
+            f"frontmatter is not valid YAML: {exc.problem or exc.context or 'unreadable'}",
+        )
         return
     except yaml.YAMLError as exc:  # e.g. a date like 2024-02-30
         yield Finding(rel, 1, None, f"frontmatter is not valid YAML: {exc}")
@@ -116,7 +125,7 @@ def check_text(rel: str, text: str, settings: Settings) -> Iterator[Finding]:
         yield Finding(rel, 2, None, "frontmatter is not a mapping of keys to values")
         return
     lines: dict[str, tuple[int, Any]] = {}
-    for key_node, value_node in (node.value if node is not None else []):
+    for key_node, value_node in node.value if node is not None else []:
         lines[str(key_node.value)] = (key_node.start_mark.line + 2, value_node)
     present = {str(k) for k in data}
     for key in required:
@@ -141,8 +150,13 @@ def check_text(rel: str, text: str, settings: Settings) -> Iterator[Finding]:
             for item, item_node in zip(items, nodes):
                 if item not in rule.allowed:
                     at = item_node.start_mark.line + 2 if item_node is not None else line
-                    yield Finding(rel, at, key, f"`{key}` value {_show(item)} is not allowed; allowed: "
-                                                + ", ".join(_show(a) for a in rule.allowed))
+                    yield Finding(
+                        rel,
+                        at,
+                        key,
+                        f"`{key}` value {_show(item)} is not allowed; allowed: "
+                        + ", ".join(_show(a) for a in rule.allowed),
+                    )
 
 
 def _show(value: Any) -> str:
@@ -174,8 +188,9 @@ def load_schema(path: Path) -> ValidateSettings:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"schema file {path} holds a {type(data).__name__}, not the keys of [validate] "
-                          f"({', '.join(SCHEMA_KEYS)})")
+        raise ConfigError(
+            f"schema file {path} holds a {type(data).__name__}, not the keys of [validate] ({', '.join(SCHEMA_KEYS)})"
+        )
     if set(data) == {"validate"} and isinstance(data["validate"], dict):
         data = data["validate"]  # a groove.toml, or a file with a [validate] table
     try:
@@ -184,10 +199,13 @@ def load_schema(path: Path) -> ValidateSettings:
         err = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in err["loc"])
         if err["type"] == "extra_forbidden":
-            raise ConfigError(f"unknown key `{where}` in schema file {path} (a schema has the keys of [validate]: "
-                              f"{', '.join(SCHEMA_KEYS)}; a field's rule: type, allowed, required)") from None
-        raise ConfigError(f"invalid value for `{where}` in schema file {path}: {err['msg']} "
-                          f"(got {err.get('input')!r})") from None
+            raise ConfigError(
+                f"unknown key `{where}` in schema file {path} (a schema has the keys of [validate]: "
+                f"{', '.join(SCHEMA_KEYS)}; a field's rule: type, allowed, required)"
+            ) from None
+        raise ConfigError(
+            f"invalid value for `{where}` in schema file {path}: {err['msg']} (got {err.get('input')!r})"
+        ) from None
 
 
 def _toml(path: Path, text: str) -> Any:
@@ -214,8 +232,9 @@ def validate(settings: Settings, *, fail_fast: bool = False, schema: Path | None
         settings = settings.model_copy(update={"validate_": load_schema(schema)})
     folders = settings.folders()
     ix = settings.index
-    files = scan_folders(folders, lambda f: Ignore(f.path, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore),
-                         ix.max_file_bytes).files
+    files = scan_folders(
+        folders, lambda f: Ignore(f.path, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes
+    ).files
     findings: list[Finding] = []
     checked = 0
     for rel, info in sorted(files.items()):
@@ -261,12 +280,17 @@ def display_path(report: dict[str, Any], rel: str) -> str:
 def format_text(report: dict[str, Any]) -> str:
     lines = [f"{display_path(report, f['path'])}:{f['line']}: {f['message']}" for f in report["findings"]]
     if not report["schema"]:
-        lines.append(f"(the schema file {report['schema_file']} requires nothing: only checked that frontmatter parses)"
-                     if report.get("schema_file") else
-                     "(no [validate] schema in the configuration: only checked that frontmatter parses)")
+        lines.append(
+            f"(the schema file {report['schema_file']} requires nothing: only checked that frontmatter parses)"
+            if report.get("schema_file")
+            else "(no [validate] schema in the configuration: only checked that frontmatter parses)"
+        )
     n = len(report["findings"])
-    lines.append(f"{report['notes_checked']} note(s) checked: " + (f"{n} finding(s)" if n else "all valid")
-                 + (" (stopped at the first: --fail-fast)" if report["stopped_early"] else ""))
+    lines.append(
+        f"{report['notes_checked']} note(s) checked: "
+        + (f"{n} finding(s)" if n else "all valid")
+        + (" (stopped at the first: --fail-fast)" if report["stopped_early"] else "")
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -277,6 +301,9 @@ def _escape(value: str, prop: bool = False) -> str:
 
 def format_github(report: dict[str, Any]) -> str:
     """GitHub Actions workflow commands: one `::error file=...,line=...::message` per finding."""
-    lines = [f"::error file={_escape(display_path(report, f['path']), True)},line={f['line']},title=groove validate::"
-             f"{_escape(f['message'])}" for f in report["findings"]]
+    lines = [
+        f"::error file={_escape(display_path(report, f['path']), True)},line={f['line']},title=groove validate::"
+        f"{_escape(f['message'])}"
+        for f in report["findings"]
+    ]
     return "\n".join(lines) + ("\n" if lines else "")

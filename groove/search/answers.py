@@ -35,6 +35,7 @@ class Answer(BaseModel):
 
 # --- search ---------------------------------------------------------------------------------------
 
+
 class SearchHit(Answer):
     uri: str = Field(description="the note's resource URI (resources/read opens the whole note)")
     path: str = Field(description="the note's path relative to the notes folder: cite it")
@@ -49,19 +50,25 @@ class SearchHit(Answer):
     end_line: int
     score: float = Field(description="the fused (or reranked) score; higher is better, comparable within one answer")
     position: dict[str, Any] | None = Field(
-        description="where the passage sits in a PDF (page), PowerPoint (slide) or Excel file (sheet, rows); null for notes")
+        description="where the passage sits in a PDF (page), PowerPoint (slide) or Excel file (sheet, rows); null for notes"
+    )
     fts_rank: int | None = Field(description="rank in the full-text leg (null: not returned by it)")
     vec_rank: int | None = Field(description="rank in the vector leg (null: not returned by it)")
     expanded_from: dict[str, Any] | None = Field(
-        description="set when the parent retriever merged the passage's section or note into content")
-    match_spans: list[list[int]] = Field(description="UTF-8 byte offsets [start, end) of the query's matches in content")
+        description="set when the parent retriever merged the passage's section or note into content"
+    )
+    match_spans: list[list[int]] = Field(
+        description="UTF-8 byte offsets [start, end) of the query's matches in content"
+    )
     chunk_id: int | None = Field(None, description="internal: the chunk's id (only with include_ids)")
     doc_id: int | None = Field(None, description="internal: the note's id (only with include_ids)")
     ordinal: int | None = Field(None, description="internal: the chunk's place in its note (only with include_ids)")
     token_count: int | None = Field(None, description="internal: the chunk's tokens (only with include_ids)")
     trimmed_chars: int | None = Field(
-        None, description="with max_chars: characters cut from the end of this passage to fit the budget (cut at a "
-                          "sentence end; end_line is where the kept text ends); absent when the passage is whole")
+        None,
+        description="with max_chars: characters cut from the end of this passage to fit the budget (cut at a "
+        "sentence end; end_line is where the kept text ends); absent when the passage is whole",
+    )
 
 
 class OmittedPassage(Answer):
@@ -81,28 +88,35 @@ class SearchBudget(Answer):
     trimmed_chars: int = Field(description="characters cut from those passages")
     omitted_passages: int = Field(description="results left out: no room was left for them")
     omitted_chars: int = Field(description="their characters")
-    omitted: list[OmittedPassage] = Field(description="the results left out, best first: read one with get_document "
-                                                      "(path and heading, or lines)")
+    omitted: list[OmittedPassage] = Field(
+        description="the results left out, best first: read one with get_document (path and heading, or lines)"
+    )
 
 
 class SearchAnswer(Answer):
     results: list[SearchHit]
     low_confidence: bool = Field(
         description="true when no note stands out from the next: the top result leads the best result of another "
-                    "note by a small margin, so another note may as well be the one meant (ambiguous; says nothing "
-                    "about whether the notes answer the query: see off_topic)")
+        "note by a small margin, so another note may as well be the one meant (ambiguous; says nothing "
+        "about whether the notes answer the query: see off_topic)"
+    )
     off_topic: bool = Field(
-        False, description="true when the notes most likely do not answer the query: the best results are no closer "
-                           "in meaning than this index's notes are to questions they do not answer, and full text "
-                           "finds little of the query in them. The results are still returned (the flag informs, "
-                           "it does not hide); do not present them as the answer")
+        False,
+        description="true when the notes most likely do not answer the query: the best results are no closer "
+        "in meaning than this index's notes are to questions they do not answer, and full text "
+        "finds little of the query in them. The results are still returned (the flag informs, "
+        "it does not hide); do not present them as the answer",
+    )
     filter_applied: dict[str, Any] | None = Field(description="the filters as applied (normalised), null without")
     pending_chunks: int = Field(description="passages still waiting for their embedding (findable by words only)")
     vectors_degraded: bool = Field(description="true when the query could not be embedded: full text alone")
     startup_reconcile_done: bool = Field(
-        True, description="false while the folder is still being scanned after a start (a one-shot command: true)")
+        True, description="false while the folder is still being scanned after a start (a one-shot command: true)"
+    )
     warnings: list[str] | None = Field(None, description="present when an argument was ignored or adjusted")
-    explain: dict[str, Any] | None = Field(None, description="present with explain: how the query was compiled, timings")
+    explain: dict[str, Any] | None = Field(
+        None, description="present with explain: how the query was compiled, timings"
+    )
     budget: SearchBudget | None = Field(None, description="present with max_chars: what the budget cut or left out")
 
     def for_client(self, *, include_ids: bool = False) -> "SearchAnswer":
@@ -180,7 +194,8 @@ def budget_text(budget: SearchBudget) -> str:
         line += f"; {budget.trimmed_passages} passage(s) trimmed at a sentence end ({budget.trimmed_chars} chars cut)"
     if budget.omitted_passages:
         line += f"; {budget.omitted_passages} result(s) left out ({budget.omitted_chars} chars): " + ", ".join(
-            f"{o.path} lines {o.start_line}-{o.end_line}" for o in budget.omitted)
+            f"{o.path} lines {o.start_line}-{o.end_line}" for o in budget.omitted
+        )
     if not budget.trimmed_passages and not budget.omitted_passages:
         line += "; nothing trimmed"
     return line
@@ -193,10 +208,13 @@ def _calibration_text(o: dict) -> str:
     if not cal:
         return "not calibrated (full-text evidence alone)"
     centred = o.get("scale") == "centred" and cal.get("answered_centred") is not None
-    answered, unanswered = ((cal["answered_centred"], cal["unanswered_centred"]) if centred
-                            else (cal["answered"], cal["unanswered"]))
-    return (f"calibrated{' (centred)' if centred else ''} answered {answered:.3f} / unanswered {unanswered:.3f}"
-            f" ({cal['queries']} synthetic queries, {cal['vectors']} vectors)")
+    answered, unanswered = (
+        (cal["answered_centred"], cal["unanswered_centred"]) if centred else (cal["answered"], cal["unanswered"])
+    )
+    return (
+        f"calibrated{' (centred)' if centred else ''} answered {answered:.3f} / unanswered {unanswered:.3f}"
+        f" ({cal['queries']} synthetic queries, {cal['vectors']} vectors)"
+    )
 
 
 def explain_text(answer: SearchAnswer) -> str:
@@ -206,7 +224,9 @@ def explain_text(answer: SearchAnswer) -> str:
     out.append(f"  MATCH expression: {e.get('match_expr') or '(none: vector-only)'}")
     if e.get("excluded_terms"):
         out.append(f"  excluded terms:   {e['excluded_terms']} ({e.get('excluded_chunks')} chunk(s) match them)")
-    out.append(f"  trigram table:    {e.get('trigram_expr') or '(none: a query of words only searches the word table)'}")
+    out.append(
+        f"  trigram table:    {e.get('trigram_expr') or '(none: a query of words only searches the word table)'}"
+    )
     out.append(f"  word table:       {e.get('word_expr') or '(none: the trigram table searches this query)'}")
     out.append(f"  bigram expression: {e.get('bigram_expr') or '(none: no Japanese / Chinese text)'}")
     out.append(f"  embedded text:    {e.get('vector_text')!r}")
@@ -219,15 +239,23 @@ def explain_text(answer: SearchAnswer) -> str:
     out.append(f"  fusion:           {f.get('method')}; leg weights: {legs or '(no leg returned anything)'}")
     o = e.get("off_topic")
     if o:
-        out.append(f"  off_topic:        {answer.off_topic}; {o.get('scale', 'cosine')} scale: vector top {o.get('vector_top')},"
-                   f" position {o.get('vector_position')}, gap {o.get('vector_gap')},"
-                   f" evidence {o.get('evidence')}, agreement {o.get('agreement')}; score {o.get('score')}"
-                   f" (threshold {o.get('threshold')}"
-                   + (f", with [search.off_topic] threshold_offset {o['threshold_offset']:+g}" if o.get("threshold_offset") else "")
-                   + f"; without vectors evidence < {o.get('fts_only_threshold')}); {_calibration_text(o)}")
+        out.append(
+            f"  off_topic:        {answer.off_topic}; {o.get('scale', 'cosine')} scale: vector top {o.get('vector_top')},"
+            f" position {o.get('vector_position')}, gap {o.get('vector_gap')},"
+            f" evidence {o.get('evidence')}, agreement {o.get('agreement')}; score {o.get('score')}"
+            f" (threshold {o.get('threshold')}"
+            + (
+                f", with [search.off_topic] threshold_offset {o['threshold_offset']:+g}"
+                if o.get("threshold_offset")
+                else ""
+            )
+            + f"; without vectors evidence < {o.get('fts_only_threshold')}); {_calibration_text(o)}"
+        )
     c = e.get("candidates") or {}
-    out.append(f"  candidates:       fts {c.get('fts')}, vector {c.get('vector')}, fused {c.get('fused')}"
-               f" (pool {e.get('pool_per_retriever')} per retriever)")
+    out.append(
+        f"  candidates:       fts {c.get('fts')}, vector {c.get('vector')}, fused {c.get('fused')}"
+        f" (pool {e.get('pool_per_retriever')} per retriever)"
+    )
     out.append(f"  vector-only:      {e.get('vector_only')}   whole-query fallback: {e.get('fallback')}")
     out.append(f"  stages:           {e.get('stages')}")
     out.append(f"  timings (ms):     {e.get('timings_ms')}")
@@ -243,27 +271,46 @@ def explain_text(answer: SearchAnswer) -> str:
 
 def quality_filter_text(q: dict[str, Any]) -> str:
     """explain's quality filter in one line: the floor and who set it, and which results it hid (or would hide)."""
+
     def listed(items: list[dict[str, Any]]) -> str:
-        return "; ".join(f"#{h['rank']} {h['path']}" + (f" lines {h['start_line']}-{h['end_line']}" if "start_line" in h else "")
-                         + f" (quality {h['quality']:.2f})" for h in items)
+        return "; ".join(
+            f"#{h['rank']} {h['path']}"
+            + (f" lines {h['start_line']}-{h['end_line']}" if "start_line" in h else "")
+            + f" (quality {h['quality']:.2f})"
+            for h in items
+        )
+
     if q.get("min_quality") is not None:
         hidden = q.get("hidden_results") or []
-        text = (f"hides chunks scoring under {q['min_quality']:g} (set by {q.get('set_by')}), "
-                f"{q.get('hidden_in_index')} in the index; ")
-        return text + (f"{len(hidden)} result(s) hidden from this answer: {listed(hidden)} (include_low_quality shows them)"
-                       if hidden else "no result of this answer was hidden")
+        text = (
+            f"hides chunks scoring under {q['min_quality']:g} (set by {q.get('set_by')}), "
+            f"{q.get('hidden_in_index')} in the index; "
+        )
+        return text + (
+            f"{len(hidden)} result(s) hidden from this answer: {listed(hidden)} (include_low_quality shows them)"
+            if hidden
+            else "no result of this answer was hidden"
+        )
     would = q.get("would_hide") or []
     text = f"off (set by {q.get('set_by')}); "
-    return text + (f"at the threshold {q.get('threshold'):g} it would hide {len(would)} of these results: {listed(would)}"
-                   if would else f"no result here scores under the threshold {q.get('threshold'):g}") + \
-        f" ({q.get('would_hide_in_index')} chunk(s) of the index do)"
+    return (
+        text
+        + (
+            f"at the threshold {q.get('threshold'):g} it would hide {len(would)} of these results: {listed(would)}"
+            if would
+            else f"no result here scores under the threshold {q.get('threshold'):g}"
+        )
+        + f" ({q.get('would_hide_in_index')} chunk(s) of the index do)"
+    )
 
 
 def search_flags(answer: SearchAnswer) -> list[str]:
     """The state a reader must weigh, only when it matters."""
     flags = []
     if answer.off_topic:
-        flags.append("off_topic: true (the notes most likely do not answer this; the results are only the nearest passages)")
+        flags.append(
+            "off_topic: true (the notes most likely do not answer this; the results are only the nearest passages)"
+        )
     if answer.low_confidence:
         flags.append("low_confidence: true (no note stands out from the next; several may be meant)")
     if answer.pending_chunks:

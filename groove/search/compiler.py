@@ -421,9 +421,7 @@ def _or_expr(phrases: Sequence[str]) -> str | None:
     return " OR ".join(quote_phrase(p) for p in phrases) if phrases else None
 
 
-def build_match_expr(
-    positives: Sequence[str], negatives: Sequence[str]
-) -> tuple[str | None, str | None]:
+def build_match_expr(positives: Sequence[str], negatives: Sequence[str]) -> tuple[str | None, str | None]:
     """Return ``(match_expr, negative_expr)`` for already-finalized phrases."""
     positive_expr = _or_expr(positives)
     negative_expr = _or_expr(negatives)

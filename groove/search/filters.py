@@ -63,17 +63,19 @@ def _norm_date(value: str, name: str) -> str:
     try:
         return read_date(str(value))[:10]
     except DateError:
-        raise QueryError(f"{name} must be an ISO date like 2026-01-31 (or as notes write it: 2026年1月31日, "
-                         f"令和8年1月31日), got {value!r}") from None
+        raise QueryError(
+            f"{name} must be an ISO date like 2026-01-31 (or as notes write it: 2026年1月31日, "
+            f"令和8年1月31日), got {value!r}"
+        ) from None
 
 
 @dataclass(frozen=True)
 class Filters:
-    path_globs: tuple[str, ...] = ()          # gitignore-style; a leading '!' excludes
+    path_globs: tuple[str, ...] = ()  # gitignore-style; a leading '!' excludes
     tags_any: tuple[str, ...] = ()
     tags_all: tuple[str, ...] = ()
-    date_from: str | None = None              # inclusive, ISO date
-    date_to: str | None = None                # inclusive, ISO date
+    date_from: str | None = None  # inclusive, ISO date
+    date_to: str | None = None  # inclusive, ISO date
     fields: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

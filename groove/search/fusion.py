@@ -72,9 +72,7 @@ def low_confidence(scores: Sequence[float], ratio: float = 1.5, n: int = 10) -> 
     values = [float(s) for s in scores]
     for value in values:
         if not math.isfinite(value) or value < 0:
-            raise ValueError(
-                f"low_confidence needs finite, non-negative scores such as RRF scores, got {value!r}"
-            )
+            raise ValueError(f"low_confidence needs finite, non-negative scores such as RRF scores, got {value!r}")
     if len(values) < 2:
         return False
     top = sorted(values, reverse=True)[:n]
@@ -107,7 +105,8 @@ def weighted_rrf(
 
 
 def z_fusion(
-    legs: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str, float],
+    legs: Mapping[str, Sequence[tuple[int, float]]],
+    weights: Mapping[str, float],
     complete: Mapping[str, float] | None = None,
 ) -> list[tuple[int, float]]:
     """Fuse scored legs (higher is better) by weighted, standardised scores.

@@ -41,15 +41,15 @@ import numpy as np
 
 from groove.corpus.cjk import cjk_share
 
-ALPHA = 0.75            # how much of each language's mean comes out
-BETA = 0.2              # how much of it comes out of the passages of the query's own language
-SAMPLE = 2000           # passages sampled to measure the means
-MIN_SIDE = 16           # passages of each side needed, at least
-MIN_SIDE_SHARE = 0.03   # and this share of the sample
-CJK_TEXT = 0.2          # a text whose characters are at least this share CJK is on the CJK side
-WIDEN = 3               # the KNN fetches this many times the pool before the languages are weighed
-REUSE_DRIFT = 0.05      # centres serve until the collection moves by this share of itself
-REUSE_MIN = 50          # or this many vectors
+ALPHA = 0.75  # how much of each language's mean comes out
+BETA = 0.2  # how much of it comes out of the passages of the query's own language
+SAMPLE = 2000  # passages sampled to measure the means
+MIN_SIDE = 16  # passages of each side needed, at least
+MIN_SIDE_SHARE = 0.03  # and this share of the sample
+CJK_TEXT = 0.2  # a text whose characters are at least this share CJK is on the CJK side
+WIDEN = 3  # the KNN fetches this many times the pool before the languages are weighed
+REUSE_DRIFT = 0.05  # centres serve until the collection moves by this share of itself
+REUSE_MIN = 50  # or this many vectors
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ class Centres:
 
     cjk: np.ndarray
     other: np.ndarray
-    counts: tuple[int, int]   # passages of each side in the sample
-    vectors: int              # vectors in the index when measured
+    counts: tuple[int, int]  # passages of each side in the sample
+    vectors: int  # vectors in the index when measured
     model: str
 
     def serves(self, model: str, vectors: int) -> bool:
@@ -82,14 +82,24 @@ class Centres:
         q_cjk = is_cjk_text(text)
         own, far = (self.cjk, self.other) if q_cjk else (self.other, self.cjk)
         centred = q - ALPHA * own
-        same = (v @ q - BETA * (v @ own) - (ALPHA - BETA) * float(own @ own) - ALPHA * float(own @ q)
-                + ALPHA * ALPHA * float(own @ own))
+        same = (
+            v @ q
+            - BETA * (v @ own)
+            - (ALPHA - BETA) * float(own @ own)
+            - ALPHA * float(own @ q)
+            + ALPHA * ALPHA * float(own @ own)
+        )
         other = v @ centred - ALPHA * float(far @ centred)
         return np.where(self.sides(v) == q_cjk, same, other)
 
     def describe(self) -> dict[str, object]:
-        return {"alpha": ALPHA, "beta": BETA, "cjk_passages": self.counts[0], "other_passages": self.counts[1],
-                "vectors": self.vectors}
+        return {
+            "alpha": ALPHA,
+            "beta": BETA,
+            "cjk_passages": self.counts[0],
+            "other_passages": self.counts[1],
+            "vectors": self.vectors,
+        }
 
 
 def is_cjk_text(text: str) -> bool:
@@ -106,12 +116,19 @@ def measure(texts: Sequence[str], vectors: np.ndarray, *, model: str, size: int)
     least = max(MIN_SIDE, MIN_SIDE_SHARE * len(texts))
     if n_cjk < least or n_other < least:
         return None
-    return Centres(cjk=v[cjk].mean(axis=0), other=v[~cjk].mean(axis=0), counts=(n_cjk, n_other), vectors=size,
-                   model=model)
+    return Centres(
+        cjk=v[cjk].mean(axis=0), other=v[~cjk].mean(axis=0), counts=(n_cjk, n_other), vectors=size, model=model
+    )
 
 
-def rerank(centres: Centres, query: np.ndarray, text: str, candidates: Sequence[int],
-           vectors: dict[int, np.ndarray], limit: int) -> list[tuple[int, float]]:
+def rerank(
+    centres: Centres,
+    query: np.ndarray,
+    text: str,
+    candidates: Sequence[int],
+    vectors: dict[int, np.ndarray],
+    limit: int,
+) -> list[tuple[int, float]]:
     """(chunk id, score) of the `limit` best candidates by `Centres.scores`, best first (ties by id)."""
     ids = list(dict.fromkeys(cid for cid in candidates if cid in vectors))
     if not ids:

@@ -102,11 +102,7 @@ def mmr_select(
     first = int(np.argmax(rel_norm))  # argmax returns the earliest maximum
     for _ in range(count):
         if picked:
-            objective = (
-                lambda_ * rel_norm
-                - (1.0 - lambda_) * max_sim
-                - same_doc_penalty * doc_picked[doc_of]
-            )
+            objective = lambda_ * rel_norm - (1.0 - lambda_) * max_sim - same_doc_penalty * doc_picked[doc_of]
             objective = np.where(available, objective, -np.inf)
             choice = int(np.argmax(objective))
         else:

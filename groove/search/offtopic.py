@@ -44,12 +44,12 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
-CALIBRATION_QUERIES = 64   # synthetic queries per calibration (one embedding and one KNN each)
-CALIBRATION_DEPTH = 20     # neighbours read per synthetic query to find the best one of another note
-REUSE_DRIFT = 0.05         # a calibration serves while the vector count moved by at most this share,
-REUSE_MIN = 64             # or by this many vectors (a few notes added to a small vault keep its scale)
-GAP_DEPTH = 10             # the standout: the best cosine minus the 10th, on the calibrated scale
-AGREEMENT_DEPTH = 10       # the vector leg's best passage counts as agreed on within a leg's top 10
+CALIBRATION_QUERIES = 64  # synthetic queries per calibration (one embedding and one KNN each)
+CALIBRATION_DEPTH = 20  # neighbours read per synthetic query to find the best one of another note
+REUSE_DRIFT = 0.05  # a calibration serves while the vector count moved by at most this share,
+REUSE_MIN = 64  # or by this many vectors (a few notes added to a small vault keep its scale)
+GAP_DEPTH = 10  # the standout: the best cosine minus the 10th, on the calibrated scale
+AGREEMENT_DEPTH = 10  # the vector leg's best passage counts as agreed on within a leg's top 10
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,8 @@ FTS_ONLY_THRESHOLD = 0.2
 POSITION_RANGE = (-3.0, 3.0)  # a far-off query or a quote of a passage says no more beyond these
 GAP_RANGE = (-3.0, 6.0)
 
-WINDOW_WORDS = 12          # a synthetic query from spaced text: this many consecutive words
-WINDOW_CHARS = 40          # from unspaced (Japanese / Chinese) text: this many characters
+WINDOW_WORDS = 12  # a synthetic query from spaced text: this many consecutive words
+WINDOW_CHARS = 40  # from unspaced (Japanese / Chinese) text: this many characters
 
 _MARKUP = re.compile(r"[#*`>\[\]()|_~]+")
 
@@ -88,10 +88,10 @@ _MARKUP = re.compile(r"[#*`>\[\]()|_~]+")
 class Calibration:
     """The index's own similarity scale, measured with `queries` synthetic queries."""
 
-    answered: float      # median top cosine of a synthetic query (its own passage in the notes)
-    unanswered: float    # median top cosine with the query's whole note left out
+    answered: float  # median top cosine of a synthetic query (its own passage in the notes)
+    unanswered: float  # median top cosine with the query's whole note left out
     queries: int
-    vectors: int         # vectors in the index when measured (size = max id - removed)
+    vectors: int  # vectors in the index when measured (size = max id - removed)
     model: str
     min_quality: float | None = None  # the quality floor searches use by default, measured under (decision 0020)
     # In a mixed-language index (search/language.py), the same two references on the scale the vector
@@ -107,9 +107,16 @@ class Calibration:
         def opt(key: str) -> float | None:
             return float(d[key]) if d.get(key) is not None else None
 
-        return cls(answered=float(d["answered"]), unanswered=float(d["unanswered"]), queries=int(d["queries"]),
-                   vectors=int(d["vectors"]), model=str(d["model"]), min_quality=opt("min_quality"),
-                   answered_centred=opt("answered_centred"), unanswered_centred=opt("unanswered_centred"))
+        return cls(
+            answered=float(d["answered"]),
+            unanswered=float(d["unanswered"]),
+            queries=int(d["queries"]),
+            vectors=int(d["vectors"]),
+            model=str(d["model"]),
+            min_quality=opt("min_quality"),
+            answered_centred=opt("answered_centred"),
+            unanswered_centred=opt("unanswered_centred"),
+        )
 
     @property
     def centred(self) -> bool:
@@ -119,8 +126,12 @@ class Calibration:
         """Still this index's scale: the same model and quality floor, the centred references when the
         index has language centres, and the collection grew or shrank by at most REUSE_DRIFT of itself or
         REUSE_MIN vectors, whichever is more."""
-        return (model == self.model and min_quality == self.min_quality and (self.centred or not centred)
-                and abs(vectors - self.vectors) <= max(REUSE_DRIFT * self.vectors, REUSE_MIN))
+        return (
+            model == self.model
+            and min_quality == self.min_quality
+            and (self.centred or not centred)
+            and abs(vectors - self.vectors) <= max(REUSE_DRIFT * self.vectors, REUSE_MIN)
+        )
 
 
 def synthetic_query(text: str, seed: int) -> str:
@@ -130,9 +141,9 @@ def synthetic_query(text: str, seed: int) -> str:
     words = clean.split(" ")
     if len(words) >= WINDOW_WORDS and sum(len(w) for w in words) / len(words) < 15:
         start = seed % max(1, len(words) - WINDOW_WORDS + 1)
-        return " ".join(words[start:start + WINDOW_WORDS])
+        return " ".join(words[start : start + WINDOW_WORDS])
     start = seed % max(1, len(clean) - WINDOW_CHARS + 1)
-    return clean[start:start + WINDOW_CHARS]
+    return clean[start : start + WINDOW_CHARS]
 
 
 def _references(answered: Sequence[float], unanswered: Sequence[float]) -> tuple[float, float] | None:
@@ -142,9 +153,16 @@ def _references(answered: Sequence[float], unanswered: Sequence[float]) -> tuple
     return None if a - u < 1e-3 else (round(a, 5), round(u, 5))
 
 
-def calibrate(answered: Sequence[float], unanswered: Sequence[float], *, model: str, vectors: int,
-              min_quality: float | None = None, answered_centred: Sequence[float] = (),
-              unanswered_centred: Sequence[float] = ()) -> Calibration | None:
+def calibrate(
+    answered: Sequence[float],
+    unanswered: Sequence[float],
+    *,
+    model: str,
+    vectors: int,
+    min_quality: float | None = None,
+    answered_centred: Sequence[float] = (),
+    unanswered_centred: Sequence[float] = (),
+) -> Calibration | None:
     """The references from the synthetic queries' top cosines (with and without their note), and in a
     mixed-language index their top scores with the language taken out; None when too few were measured
     or the two do not separate (a degenerate collection). Centred references that do not separate are
@@ -153,12 +171,26 @@ def calibrate(answered: Sequence[float], unanswered: Sequence[float], *, model: 
     if raw is None:
         return None
     centred = _references(answered_centred, unanswered_centred) or (None, None)
-    return Calibration(answered=raw[0], unanswered=raw[1], queries=len(answered), vectors=vectors, model=model,
-                       min_quality=min_quality, answered_centred=centred[0], unanswered_centred=centred[1])
+    return Calibration(
+        answered=raw[0],
+        unanswered=raw[1],
+        queries=len(answered),
+        vectors=vectors,
+        model=model,
+        min_quality=min_quality,
+        answered_centred=centred[0],
+        unanswered_centred=centred[1],
+    )
 
 
-def features(legs: dict[str, Sequence[tuple[int, float]]], evidence: dict[str, float],
-             cal: Calibration | None, *, centred: bool = False, cjk: bool = False) -> dict[str, Any]:
+def features(
+    legs: dict[str, Sequence[tuple[int, float]]],
+    evidence: dict[str, float],
+    cal: Calibration | None,
+    *,
+    centred: bool = False,
+    cjk: bool = False,
+) -> dict[str, Any]:
     """What the decision reads: the vector leg's top score, its place on the calibrated scale
     (`vector_position`) and how far it stands above the 10th (`vector_gap`, on the same scale), the
     best full-text evidence, and whether the legs agree on the best passage. `legs` hold
@@ -171,8 +203,9 @@ def features(legs: dict[str, Sequence[tuple[int, float]]], evidence: dict[str, f
     position = gap = None
     centred = centred and cal is not None and cal.centred
     if top is not None and cal is not None:
-        answered, unanswered = ((cal.answered_centred, cal.unanswered_centred) if centred
-                                else (cal.answered, cal.unanswered))
+        answered, unanswered = (
+            (cal.answered_centred, cal.unanswered_centred) if centred else (cal.answered, cal.unanswered)
+        )
         scale = answered - unanswered
         position = round((top - unanswered) / scale, 4)
         if len(vector) >= GAP_DEPTH:
@@ -180,12 +213,21 @@ def features(legs: dict[str, Sequence[tuple[int, float]]], evidence: dict[str, f
     agreement = False
     if vector:
         best = vector[0][0]
-        agreement = any(best in {cid for cid, _ in scored[:AGREEMENT_DEPTH]}
-                        for name, scored in legs.items() if name != "vector" and evidence.get(name, 0.0) > 0)
-    return {"vector_top": None if top is None else round(top, 5), "vector_position": position,
-            "vector_gap": gap, "evidence": round(float(max(evidence.values(), default=0.0)), 4),
-            "agreement": agreement, "scale": "centred" if centred else "cosine", "query_cjk": cjk,
-            "full_text": bool(evidence)}
+        agreement = any(
+            best in {cid for cid, _ in scored[:AGREEMENT_DEPTH]}
+            for name, scored in legs.items()
+            if name != "vector" and evidence.get(name, 0.0) > 0
+        )
+    return {
+        "vector_top": None if top is None else round(top, 5),
+        "vector_position": position,
+        "vector_gap": gap,
+        "evidence": round(float(max(evidence.values(), default=0.0)), 4),
+        "agreement": agreement,
+        "scale": "centred" if centred else "cosine",
+        "query_cjk": cjk,
+        "full_text": bool(evidence),
+    }
 
 
 def _clip(x: float, bounds: tuple[float, float]) -> float:
@@ -206,9 +248,13 @@ def score(f: dict[str, Any]) -> float | None:
     if f.get("vector_position") is None:
         return None
     w = weights(f)
-    return round(_clip(f["vector_position"], POSITION_RANGE) + w.evidence * f["evidence"]
-                 + w.gap * _clip(f.get("vector_gap") or 0.0, GAP_RANGE)
-                 + w.agreement * float(f["agreement"]), 4)
+    return round(
+        _clip(f["vector_position"], POSITION_RANGE)
+        + w.evidence * f["evidence"]
+        + w.gap * _clip(f.get("vector_gap") or 0.0, GAP_RANGE)
+        + w.agreement * float(f["agreement"]),
+        4,
+    )
 
 
 def margin(f: dict[str, Any]) -> float | None:
@@ -233,6 +279,11 @@ def is_off_topic(f: dict[str, Any], *, has_results: bool, offset: float = 0.0) -
 def thresholds(f: dict[str, Any], offset: float = 0.0) -> dict[str, float]:
     """The decision's constants for these features' scale and query, for explain."""
     w = weights(f)
-    return {"evidence_weight": w.evidence, "gap_weight": w.gap, "agreement_weight": w.agreement,
-            "threshold": round(w.threshold + offset, 4), "threshold_offset": offset,
-            "fts_only_threshold": FTS_ONLY_THRESHOLD}
+    return {
+        "evidence_weight": w.evidence,
+        "gap_weight": w.gap,
+        "agreement_weight": w.agreement,
+        "threshold": round(w.threshold + offset, 4),
+        "threshold_offset": offset,
+        "fts_only_threshold": FTS_ONLY_THRESHOLD,
+    }

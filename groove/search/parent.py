@@ -45,7 +45,11 @@ def tokens_of(chunk: ChunkInfo) -> int:
 
 
 def _validate(whole_doc_threshold_tokens: int, max_expanded_tokens: int) -> None:
-    if isinstance(whole_doc_threshold_tokens, bool) or not isinstance(whole_doc_threshold_tokens, int) or whole_doc_threshold_tokens < 0:
+    if (
+        isinstance(whole_doc_threshold_tokens, bool)
+        or not isinstance(whole_doc_threshold_tokens, int)
+        or whole_doc_threshold_tokens < 0
+    ):
         raise ValueError(
             "parent retriever whole_doc_threshold_tokens must be an integer of at least 0 "
             f"(the default is 100), got {whole_doc_threshold_tokens!r}"
@@ -96,13 +100,21 @@ def expand(
     before_open = after_open = True
     while before_open or after_open:
         if before_open:
-            if first > 0 and admissible(chunks[first - 1]) and total + tokens_of(chunks[first - 1]) <= max_expanded_tokens:
+            if (
+                first > 0
+                and admissible(chunks[first - 1])
+                and total + tokens_of(chunks[first - 1]) <= max_expanded_tokens
+            ):
                 first -= 1
                 total += tokens_of(chunks[first])
             else:
                 before_open = False
         if after_open:
-            if last < len(chunks) - 1 and admissible(chunks[last + 1]) and total + tokens_of(chunks[last + 1]) <= max_expanded_tokens:
+            if (
+                last < len(chunks) - 1
+                and admissible(chunks[last + 1])
+                and total + tokens_of(chunks[last + 1]) <= max_expanded_tokens
+            ):
                 last += 1
                 total += tokens_of(chunks[last])
             else:

@@ -34,9 +34,9 @@ from groove.search.answers import Answer, OmittedPassage, SearchAnswer, SearchBu
 from groove.search.compiler import QueryError
 from groove.search.request import LineRange
 
-MAX_LISTED_HEADINGS = 40   # headings an error names (the rest are counted)
-MAX_GAP_HEADINGS = 20      # headings listed per run of lines left out
-MIN_LATER_PIECE = 80       # a trimmed passage after the first must keep at least this many characters
+MAX_LISTED_HEADINGS = 40  # headings an error names (the rest are counted)
+MAX_GAP_HEADINGS = 20  # headings listed per run of lines left out
+MIN_LATER_PIECE = 80  # a trimmed passage after the first must keep at least this many characters
 
 
 class LeftOut(Answer):
@@ -44,8 +44,9 @@ class LeftOut(Answer):
 
     lines: list[int] = Field(description="[first, last]: the lines left out (numbered as search hits number them)")
     chars: int = Field(description="their characters")
-    headings: list[str] = Field(description="the headings that start in those lines, as paths below the title: "
-                                            "pass one as heading to read it")
+    headings: list[str] = Field(
+        description="the headings that start in those lines, as paths below the title: pass one as heading to read it"
+    )
     more_headings: int = Field(0, description="headings in those lines beyond the ones listed")
 
 
@@ -62,6 +63,7 @@ class DocumentPart(Answer):
 
 
 # --- lines ------------------------------------------------------------------------------------------
+
 
 class NoteText:
     """A note's indexed text and where its lines are: offsets <-> line numbers of the file."""
@@ -105,12 +107,13 @@ def text_first_line(chunks: Sequence[tuple[int, str]]) -> int:
 
 # --- sections ---------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Section:
     path: tuple[str, ...]  # title, parents, heading (an H1 that repeats the title left out: a hit's context)
-    start: int             # offsets into the text: the heading line ...
-    end: int               # ... to the next heading of the same or a higher level
-    below_title: str       # the path without the title, as errors and left-out runs name it
+    start: int  # offsets into the text: the heading line ...
+    end: int  # ... to the next heading of the same or a higher level
+    below_title: str  # the path without the title, as errors and left-out runs name it
 
     @property
     def context(self) -> str:
@@ -186,8 +189,9 @@ def find_section(sections: Sequence[Section], heading: str, path: str, text: Not
     names several (each with its lines when `text` is given, to pick one)."""
     want = _norm(re.sub(r"^#+\s+", "", heading.strip()))
     if not sections:
-        raise NotFoundError(f"no heading {heading!r} in {path}: the note has no headings; read it by lines "
-                            "(from, count) or whole")
+        raise NotFoundError(
+            f"no heading {heading!r} in {path}: the note has no headings; read it by lines (from, count) or whole"
+        )
     exact = [s for s in sections if _norm(s.context) == want]
     matches = exact or [s for s in sections if any(_norm(" > ".join(s.path[i:])) == want for i in range(len(s.path)))]
     if len(matches) == 1:
@@ -195,15 +199,17 @@ def find_section(sections: Sequence[Section], heading: str, path: str, text: Not
     if not matches:
         raise NotFoundError(f"no heading {heading!r} in {path}; its headings: {_listing(sections)}")
     named = [s.context + (f" (lines {_lines(text, s.start, s.end)})" if text is not None else "") for s in matches]
-    raise QueryError(f"heading {heading!r} names {len(matches)} sections of {path}: " + " | ".join(named)
-                     + "; pass the full path, or lines (from, count)")
+    raise QueryError(
+        f"heading {heading!r} names {len(matches)} sections of {path}: "
+        + " | ".join(named)
+        + "; pass the full path, or lines (from, count)"
+    )
 
 
 # --- cutting text at a sentence end -----------------------------------------------------------------
 
 _CLOSERS = "」』）)]】〕〉》\"'”’"
-_SENTENCE_END = re.compile(
-    "(?:[。．！？｡]|[.!?](?=[\\s" + re.escape(_CLOSERS) + "]))[" + re.escape(_CLOSERS) + "]*")
+_SENTENCE_END = re.compile("(?:[。．！？｡]|[.!?](?=[\\s" + re.escape(_CLOSERS) + "]))[" + re.escape(_CLOSERS) + "]*")
 
 
 _NON_SPACE = re.compile(r"\S")
@@ -213,8 +219,8 @@ def _wide(ch: str) -> bool:
     return unicodedata.east_asian_width(ch) in ("W", "F")
 
 
-MAX_HEADING_BACKOFF = 16   # heading lines a cut steps back over (a run of bare headings is rare)
-WORD_LOOKBACK = 256        # characters searched back for a place between two CJK characters
+MAX_HEADING_BACKOFF = 16  # heading lines a cut steps back over (a run of bare headings is rare)
+WORD_LOOKBACK = 256  # characters searched back for a place between two CJK characters
 
 
 def cut_point(text: str, limit: int, *, hard: bool = False) -> int:
@@ -252,6 +258,7 @@ def cut_point(text: str, limit: int, *, hard: bool = False) -> int:
 
 # --- get_document's part ----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Part:
     """What get_document returns of a note, and what it says about the rest."""
@@ -260,8 +267,15 @@ class Part:
     info: DocumentPart
 
 
-def read_part(text: NoteText, sections: Sequence[Section], *, path: str, heading: str | None,
-              lines: LineRange | None, max_chars: int | None) -> Part:
+def read_part(
+    text: NoteText,
+    sections: Sequence[Section],
+    *,
+    path: str,
+    heading: str | None,
+    lines: LineRange | None,
+    max_chars: int | None,
+) -> Part:
     """The part of a note a request asks for: a section, lines, or the whole text; cut to max_chars."""
     content = text.content
     start, end = 0, len(content)
@@ -277,8 +291,10 @@ def read_part(text: NoteText, sections: Sequence[Section], *, path: str, heading
         if lines.from_ > last:
             raise QueryError(f"lines.from {lines.from_} is past the end of {path}: its text is lines {first}-{last}")
         if want_last < first:
-            raise QueryError(f"lines {lines.from_}-{want_last} of {path} are its frontmatter (in the answer's "
-                             f"frontmatter field); its text is lines {first}-{last}")
+            raise QueryError(
+                f"lines {lines.from_}-{want_last} of {path} are its frontmatter (in the answer's "
+                f"frontmatter field); its text is lines {first}-{last}"
+            )
         start, end = text.offset_of(max(lines.from_, first)), text.offset_of(min(want_last, last) + 1)
     asked_end = end
     if max_chars is not None and end - start > max_chars:
@@ -290,8 +306,15 @@ def read_part(text: NoteText, sections: Sequence[Section], *, path: str, heading
     else:
         shown = span or (text.line_at(start), text.line_at(max(start, end - 1)))
     left_out = [gap for a, b in ((0, start), (end, len(content))) if (gap := _gap(text, sections, a, b)) is not None]
-    info = DocumentPart(heading=name, lines=list(shown), chars=len(piece), total_chars=len(content),
-                        omitted_chars=len(content) - len(piece), trimmed_chars=asked_end - end, left_out=left_out)
+    info = DocumentPart(
+        heading=name,
+        lines=list(shown),
+        chars=len(piece),
+        total_chars=len(content),
+        omitted_chars=len(content) - len(piece),
+        trimmed_chars=asked_end - end,
+        left_out=left_out,
+    )
     return Part(piece, info)
 
 
@@ -306,11 +329,16 @@ def _gap(text: NoteText, sections: Sequence[Section], start: int, end: int) -> L
     if span is None:
         return None
     heads = [s.below_title for s in sections if start <= s.start < end]
-    return LeftOut(lines=list(span), chars=end - start, headings=heads[:MAX_GAP_HEADINGS],
-                   more_headings=max(0, len(heads) - MAX_GAP_HEADINGS))
+    return LeftOut(
+        lines=list(span),
+        chars=end - start,
+        headings=heads[:MAX_GAP_HEADINGS],
+        more_headings=max(0, len(heads) - MAX_GAP_HEADINGS),
+    )
 
 
 # --- search's budget --------------------------------------------------------------------------------
+
 
 def _trimmed(hit: SearchHit, keep: int) -> SearchHit:
     """The hit with its passage cut to `keep` characters: end_line and the match spans follow the cut."""
@@ -320,8 +348,9 @@ def _trimmed(hit: SearchHit, keep: int) -> SearchHit:
     end_line = max(hit.start_line, hit.start_line - lead + body.count("\n"))
     limit = len(kept.encode("utf-8", "surrogatepass"))
     spans = [s for s in hit.match_spans if s[1] <= limit]
-    return hit.model_copy(update={"content": kept, "end_line": end_line, "match_spans": spans,
-                                  "trimmed_chars": len(hit.content) - keep})
+    return hit.model_copy(
+        update={"content": kept, "end_line": end_line, "match_spans": spans, "trimmed_chars": len(hit.content) - keep}
+    )
 
 
 def fill_budget(answer: SearchAnswer, max_chars: int) -> SearchAnswer:
@@ -347,13 +376,32 @@ def fill_budget(answer: SearchAnswer, max_chars: int) -> SearchAnswer:
         trimmed_chars += size - keep
         left -= keep
     budget = SearchBudget(
-        max_chars=max_chars, used_chars=max_chars - left, trimmed_passages=trimmed, trimmed_chars=trimmed_chars,
-        omitted_passages=len(omitted), omitted_chars=sum(len(h.content) for h in omitted),
-        omitted=[OmittedPassage(path=h.path, context=h.context, start_line=h.start_line, end_line=h.end_line,
-                                chars=len(h.content)) for h in omitted],
+        max_chars=max_chars,
+        used_chars=max_chars - left,
+        trimmed_passages=trimmed,
+        trimmed_chars=trimmed_chars,
+        omitted_passages=len(omitted),
+        omitted_chars=sum(len(h.content) for h in omitted),
+        omitted=[
+            OmittedPassage(
+                path=h.path, context=h.context, start_line=h.start_line, end_line=h.end_line, chars=len(h.content)
+            )
+            for h in omitted
+        ],
     )
     return answer.model_copy(update={"results": kept, "budget": budget})
 
 
-__all__ = ["MAX_LISTED_HEADINGS", "NoteText", "Part", "Section", "chunk_sections", "cut_point", "fill_budget",
-           "find_section", "markdown_sections", "read_part", "text_first_line"]
+__all__ = [
+    "MAX_LISTED_HEADINGS",
+    "NoteText",
+    "Part",
+    "Section",
+    "chunk_sections",
+    "cut_point",
+    "fill_budget",
+    "find_section",
+    "markdown_sections",
+    "read_part",
+    "text_first_line",
+]

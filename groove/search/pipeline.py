@@ -64,7 +64,9 @@ def fusion_weights(settings: FusionSettings, legs: dict[str, Any], evidence: dic
         if name == "vector":
             out[name] = 1.0
         else:
-            out[name] = round(evidence_weight(evidence.get(name, 0.0), settings.evidence_low, settings.evidence_high), 4)
+            out[name] = round(
+                evidence_weight(evidence.get(name, 0.0), settings.evidence_low, settings.evidence_high), 4
+            )
     if legs and not any(out.values()):
         out = {name: 1.0 for name in legs}
     return out
@@ -104,9 +106,11 @@ def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
 Reading = Callable[[], AsyncContextManager[Any]]
 
 
-def _as_reading(source: "aiosqlite.Connection | SearchReads | Reading",
-                matrix: VectorMatrix | None = None,
-                min_quality: float | None = None) -> Callable[[], AsyncContextManager[SearchReads]]:
+def _as_reading(
+    source: "aiosqlite.Connection | SearchReads | Reading",
+    matrix: VectorMatrix | None = None,
+    min_quality: float | None = None,
+) -> Callable[[], AsyncContextManager[SearchReads]]:
     """Every source as a factory of `SearchReads` (SQLite connections wrapped in the SQLite reads,
     with the process's in-memory vectors when it keeps them, and without the chunks under
     `min_quality`: the quality filter, decision 0020)."""
@@ -156,7 +160,9 @@ def excludes_by_id(table: str) -> bool:
     return table != "fts_chunks"
 
 
-async def leg_evidence(reads_: SearchReads, table: str, terms: list[str], scored: Sequence[tuple[int, float]]) -> float | None:
+async def leg_evidence(
+    reads_: SearchReads, table: str, terms: list[str], scored: Sequence[tuple[int, float]]
+) -> float | None:
     """How much of the query a leg's best hits contain (decision 0007); None without hits.
     A term is found as a case-folded substring, in every leg: the word leg too, whose stems
     match more than the text holds literally (decision 0014 measured both)."""
@@ -167,9 +173,16 @@ async def leg_evidence(reads_: SearchReads, table: str, terms: list[str], scored
     return round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
 
 
-async def centred_vector_leg(store: SearchReads, centres: language.Centres, qvec: np.ndarray, text: str, n: int,
-                             exclude: Any, allowed: Any, limit: int | None = None
-                             ) -> tuple[list[tuple[int, float]], list[tuple[int, float]], dict[int, np.ndarray]]:
+async def centred_vector_leg(
+    store: SearchReads,
+    centres: language.Centres,
+    qvec: np.ndarray,
+    text: str,
+    n: int,
+    exclude: Any,
+    allowed: Any,
+    limit: int | None = None,
+) -> tuple[list[tuple[int, float]], list[tuple[int, float]], dict[int, np.ndarray]]:
     """The vector leg of a mixed-language index (search/language.py, decision 0019): the raw query's
     `n` nearest and the centred query's WIDEN x `n`, weighed by `Centres.scores`. Returns the raw KNN
     (chunk id, distance), the weighed `limit` best (all candidates when None) and the fetched vectors.
@@ -202,22 +215,22 @@ class Run:
 
     req: SearchRequest
     cq: CompiledQuery
-    n: int                                    # candidates per leg (pool_size)
-    weights: tuple[float, float, float]       # bm25 column weights: heading, context, content
-    cjk_expr: str | None                      # the bigram leg's expression (None: no CJK text, or vector only)
-    started: float                            # perf_counter at the start, for explain's total
+    n: int  # candidates per leg (pool_size)
+    weights: tuple[float, float, float]  # bm25 column weights: heading, context, content
+    cjk_expr: str | None  # the bigram leg's expression (None: no CJK text, or vector only)
+    started: float  # perf_counter at the start, for explain's total
     allowed_docs: Sequence[int] | None = None  # a filter's documents (None: no filter)
     exclude: set[int] = field(default_factory=set)  # chunks an exclusion (-word) removes
     legs: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # leg -> (chunk id, higher is better)
     evidence: dict[str, float] = field(default_factory=dict)  # full-text leg -> coverage of the query
     timings: dict[str, float] = field(default_factory=dict)
-    sent: dict[str, str] | None = None       # leg -> what FTS5 ran (with explain)
-    degraded: bool = False                    # the query could not be embedded
+    sent: dict[str, str] | None = None  # leg -> what FTS5 ran (with explain)
+    degraded: bool = False  # the query could not be embedded
     calibration: offtopic.Calibration | None = None  # the index's similarity scale (off_topic)
     centres: language.Centres | None = None  # the index's language means (a mixed-language index), else None
     raw_vector: list[tuple[int, float]] | None = None  # the vector leg by raw cosine, when centres reorder it
     across: bool = False  # the vector leg's best passage is in the other language than the query's
-    min_quality: float | None = None         # the legs leave out the chunks scoring under it (None: none)
+    min_quality: float | None = None  # the legs leave out the chunks scoring under it (None: none)
 
 
 class Searcher:
@@ -241,8 +254,9 @@ class Searcher:
         self._centres_for: tuple[str, int] | None = None  # (model, size) they were last measured for
         self._measuring_centres = anyio.Lock()
 
-    async def calibration_for(self, source: "aiosqlite.Connection | Reading",
-                              state: tuple[str, int, str | None] | None = None) -> offtopic.Calibration | None:
+    async def calibration_for(
+        self, source: "aiosqlite.Connection | Reading", state: tuple[str, int, str | None] | None = None
+    ) -> offtopic.Calibration | None:
         """The index's off_topic calibration (search/offtopic.py): this process's, while it serves
         the index's vectors; else the one stored with the index (`groove index` writes it); else
         measured now, once, with CALIBRATION_QUERIES synthetic queries (no reader is held while
@@ -284,8 +298,9 @@ class Searcher:
                 self.calibration = cal
             return cal
 
-    async def centres_for(self, source: "aiosqlite.Connection | Reading",
-                          state: tuple[str, int, str | None] | None = None) -> language.Centres | None:
+    async def centres_for(
+        self, source: "aiosqlite.Connection | Reading", state: tuple[str, int, str | None] | None = None
+    ) -> language.Centres | None:
         """The index's language centres (search/language.py): measured on a sample of its passages once
         per process and again when the collection moves; None for a one-language index."""
         reading = _as_reading(source, self.vectors)
@@ -295,8 +310,9 @@ class Searcher:
         model, size, _ = state
         if size == 0:
             return None
-        if self._centres_for is not None and (self.centres.serves(model, size) if self.centres is not None
-                                              else self._centres_for == (model, size)):
+        if self._centres_for is not None and (
+            self.centres.serves(model, size) if self.centres is not None else self._centres_for == (model, size)
+        ):
             return self.centres
         async with self._measuring_centres:
             if self._centres_for != (model, size):
@@ -305,16 +321,29 @@ class Searcher:
                     passages = await store.calibration_passages(language.SAMPLE)
                     vectors = await store.fetch_vectors([cid for cid, _, _ in passages])
                 kept = [(text, vectors[cid]) for cid, _, text in passages if cid in vectors]
-                self.centres = language.measure([t_ for t_, _ in kept], np.stack([v for _, v in kept]) if kept else
-                                                np.zeros((0, 1), dtype=np.float32), model=model, size=size)
+                self.centres = language.measure(
+                    [t_ for t_, _ in kept],
+                    np.stack([v for _, v in kept]) if kept else np.zeros((0, 1), dtype=np.float32),
+                    model=model,
+                    size=size,
+                )
                 self._centres_for = (model, size)
-                log.debug("language_centres", ms=_ms(t), sampled=len(kept),
-                          **(self.centres.describe() if self.centres else {"centres": None}))
+                log.debug(
+                    "language_centres",
+                    ms=_ms(t),
+                    sampled=len(kept),
+                    **(self.centres.describe() if self.centres else {"centres": None}),
+                )
         return self.centres
 
-    async def _measure_calibration(self, reading: Callable[[], AsyncContextManager[SearchReads]],
-                                   model: str, size: int, floor: float | None = None,
-                                   centres: language.Centres | None = None) -> offtopic.Calibration | None:
+    async def _measure_calibration(
+        self,
+        reading: Callable[[], AsyncContextManager[SearchReads]],
+        model: str,
+        size: int,
+        floor: float | None = None,
+        centres: language.Centres | None = None,
+    ) -> offtopic.Calibration | None:
         """The synthetic queries' best cosine with and without their note; with `centres`, also their
         best score as the vector leg of a mixed-language index ranks (the same two KNNs and weighing)."""
         t = time.perf_counter()
@@ -346,14 +375,29 @@ class Searcher:
                         other = next((s for c, s in ranked if docs.get(c) != doc), None)
                         if other is not None:
                             u.append(other)
-        cal = offtopic.calibrate(answered, unanswered, model=model, vectors=size, min_quality=floor,
-                                 answered_centred=answered_c, unanswered_centred=unanswered_c)
-        log.debug("off_topic_calibrated", measured=len(answered), ms=_ms(t),
-                 **(cal.to_dict() if cal else {"calibration": None}))
+        cal = offtopic.calibrate(
+            answered,
+            unanswered,
+            model=model,
+            vectors=size,
+            min_quality=floor,
+            answered_centred=answered_c,
+            unanswered_centred=unanswered_c,
+        )
+        log.debug(
+            "off_topic_calibrated",
+            measured=len(answered),
+            ms=_ms(t),
+            **(cal.to_dict() if cal else {"calibration": None}),
+        )
         return cal
 
-    async def search(self, source: "aiosqlite.Connection | Reading", req: SearchRequest,
-                     spare: Callable[[], AsyncContextManager[Any]] | None = None) -> dict[str, Any]:
+    async def search(
+        self,
+        source: "aiosqlite.Connection | Reading",
+        req: SearchRequest,
+        spare: Callable[[], AsyncContextManager[Any]] | None = None,
+    ) -> dict[str, Any]:
         """One search. `source` is a connection, or a `Reading` (a pool's `connection`): with a
         pool, the full-text legs and the query embedding run at the same time, and no reader
         connection is held while the embedding is awaited (decision 0009). `spare` (a pool's
@@ -364,10 +408,14 @@ class Searcher:
         cq = compile_query(req.query)
         s = self.settings
         run = Run(
-            req=req, cq=cq, n=pool_size(req.limit),
+            req=req,
+            cq=cq,
+            n=pool_size(req.limit),
             weights=(s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight),
             cjk_expr=cjk_query(cq.vector_text) if req.retriever in ("hybrid", "fts") else None,
-            started=time.perf_counter(), sent={} if req.explain else None, min_quality=floor,
+            started=time.perf_counter(),
+            sent={} if req.explain else None,
+            min_quality=floor,
         )
         use_vector = req.retriever in ("hybrid", "vector") and bool(cq.vector_text.strip())
         use_fts = req.retriever in ("hybrid", "fts") and cq.match_expr is not None
@@ -415,7 +463,8 @@ class Searcher:
                     run.legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
                 else:  # a mixed-language index: the language taken out of the similarity (search/language.py)
                     nearest, run.legs["vector"], vectors = await centred_vector_leg(
-                        store, run.centres, qvec, cq.vector_text, run.n, run.exclude, run.allowed_docs, run.n)
+                        store, run.centres, qvec, cq.vector_text, run.n, run.exclude, run.allowed_docs, run.n
+                    )
                     run.raw_vector = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
                     run.across = language.across(run.centres, cq.vector_text, run.legs["vector"], vectors)
                 run.timings["vector_ms"] = _ms(t)
@@ -432,53 +481,84 @@ class Searcher:
             return None
         return (req.min_quality or None) if req.min_quality is not None else self.quality.floor()
 
-    async def _explain_quality(self, source: "aiosqlite.Connection | Reading", run: Run, response: dict[str, Any],
-                               spare: Callable[[], AsyncContextManager[Any]] | None) -> dict[str, Any]:
+    async def _explain_quality(
+        self,
+        source: "aiosqlite.Connection | Reading",
+        run: Run,
+        response: dict[str, Any],
+        spare: Callable[[], AsyncContextManager[Any]] | None,
+    ) -> dict[str, Any]:
         """What the quality filter did to this answer, for explain: the floor and who set it, how many chunks of
         the index it hides, each shown result's score, and the results it hid here (the same search without
         the filter, run after this one gave its readers back). With no floor: the shown results that the
         configured threshold would hide."""
         req, floor = run.req, run.min_quality
-        set_by = ("include_low_quality" if req.include_low_quality else "min_quality" if req.min_quality is not None
-                  else "settings" if self.quality.enabled else "off")
+        set_by = (
+            "include_low_quality"
+            if req.include_low_quality
+            else "min_quality"
+            if req.min_quality is not None
+            else "settings"
+            if self.quality.enabled
+            else "off"
+        )
         shown = [r["chunk_id"] for r in response["results"]]
         hidden: list[dict[str, Any]] = []
         if floor is not None:
             unfiltered = await self.search(
-                source, req.model_copy(update={"include_low_quality": True, "min_quality": None, "explain": False}),
-                spare)
-            hidden = [{"rank": i, "chunk_id": r["chunk_id"], "path": r["path"], "heading": r["heading"],
-                       "start_line": r["start_line"], "end_line": r["end_line"]}
-                      for i, r in enumerate(unfiltered["results"], 1)]
+                source,
+                req.model_copy(update={"include_low_quality": True, "min_quality": None, "explain": False}),
+                spare,
+            )
+            hidden = [
+                {
+                    "rank": i,
+                    "chunk_id": r["chunk_id"],
+                    "path": r["path"],
+                    "heading": r["heading"],
+                    "start_line": r["start_line"],
+                    "end_line": r["end_line"],
+                }
+                for i, r in enumerate(unfiltered["results"], 1)
+            ]
         bar = floor if floor is not None else self.quality.threshold
         async with _as_reading(source, self.vectors)() as store:
             scores = await store.chunk_quality(shown + [h["chunk_id"] for h in hidden])
             in_index = await store.low_quality_count(bar)
-        hidden = [{**h, "quality": round(scores[h["chunk_id"]], 3)} for h in hidden
-                  if h["chunk_id"] in scores and scores[h["chunk_id"]] < bar]
+        hidden = [
+            {**h, "quality": round(scores[h["chunk_id"]], 3)}
+            for h in hidden
+            if h["chunk_id"] in scores and scores[h["chunk_id"]] < bar
+        ]
         out: dict[str, Any] = {
-            "min_quality": floor, "set_by": set_by, "threshold": self.quality.threshold,
+            "min_quality": floor,
+            "set_by": set_by,
+            "threshold": self.quality.threshold,
             "hidden_in_index": in_index if floor is not None else 0,
             "hidden_results": hidden,
             "results_quality": [round(scores.get(cid, 1.0), 3) for cid in shown],
         }
         if floor is None:  # nothing hidden: which shown results the threshold would hide, and how many in all
-            out["would_hide"] = [{"rank": i, "chunk_id": cid, "path": r["path"], "quality": round(scores[cid], 3)}
-                                 for i, (cid, r) in enumerate(zip(shown, response["results"]), 1)
-                                 if cid in scores and scores[cid] < bar]
+            out["would_hide"] = [
+                {"rank": i, "chunk_id": cid, "path": r["path"], "quality": round(scores[cid], 3)}
+                for i, (cid, r) in enumerate(zip(shown, response["results"]), 1)
+                if cid in scores and scores[cid] < bar
+            ]
             out["would_hide_in_index"] = in_index
         return out
 
-    async def _full_text_legs(self, store: SearchReads, run: Run, use_fts: bool,
-                              spare: Callable[[], AsyncContextManager[Any]] | None = None) -> None:
+    async def _full_text_legs(
+        self, store: SearchReads, run: Run, use_fts: bool, spare: Callable[[], AsyncContextManager[Any]] | None = None
+    ) -> None:
         """Every full-text leg of the plan, into `run.legs` and `run.evidence`."""
         full_text = full_text_plan(run.cq, run.cjk_expr, use_fts)
         done: dict[str, tuple[list[tuple[int, float]], float | None]] = {}
 
         async def leg(reads_: SearchReads, name: str, table: str, expr: str, terms: list[str]) -> None:
             t = time.perf_counter()
-            scored = await reads_.fts_scored(expr, run.n, run.weights, run.allowed_docs, table,
-                                             run.exclude if excludes_by_id(table) else None)
+            scored = await reads_.fts_scored(
+                expr, run.n, run.weights, run.allowed_docs, table, run.exclude if excludes_by_id(table) else None
+            )
             done[name] = (scored, await leg_evidence(reads_, table, terms, scored))
             run.timings[f"{name}_ms"] = _ms(t)
             if run.sent is not None:
@@ -566,8 +646,10 @@ class Searcher:
             doc_rows = await store.fetch_doc_chunks(sorted({h.doc_id for h in hits}))
             infos = {d: [ChunkInfo(*r) for r in rs] for d, rs in doc_rows.items()}
             hits = apply_parent(
-                hits, infos,
-                s.parent_retriever.whole_doc_threshold_tokens, s.parent_retriever.max_expanded_tokens,
+                hits,
+                infos,
+                s.parent_retriever.whole_doc_threshold_tokens,
+                s.parent_retriever.max_expanded_tokens,
             )
             timings["parent_ms"] = _ms(t)
         # Match spans over the final content.
@@ -578,8 +660,13 @@ class Searcher:
         # off_topic reads raw cosines, except when the best passage is in the other language than the query's:
         # then the language-centred scores the vector leg ranked with (search/offtopic.py, decision 0017)
         centred = run.across and run.calibration is not None and run.calibration.centred
-        signal = offtopic.features(legs if centred or run.raw_vector is None else {**legs, "vector": run.raw_vector},
-                                   evidence, run.calibration, centred=centred, cjk=language.is_cjk_text(cq.vector_text))
+        signal = offtopic.features(
+            legs if centred or run.raw_vector is None else {**legs, "vector": run.raw_vector},
+            evidence,
+            run.calibration,
+            centred=centred,
+            cjk=language.is_cjk_text(cq.vector_text),
+        )
         response: dict[str, Any] = {
             "results": [h.to_dict() for h in hits],
             "low_confidence": conf,
@@ -605,22 +692,36 @@ class Searcher:
                 fallback=cq.fallback,
                 phrases_truncated=cq.truncated,
                 retriever=req.retriever,
-                candidates={"fts": len(set(fts_ids)), "vector": len(vec_ids), "fused": len(fused),
-                            **{f"{name}": len(v) for name, v in legs.items()}},
+                candidates={
+                    "fts": len(set(fts_ids)),
+                    "vector": len(vec_ids),
+                    "fused": len(fused),
+                    **{f"{name}": len(v) for name, v in legs.items()},
+                },
                 trigram_expr=cq.trigram_expr,
                 word_expr=cq.word_expr,
                 words=list(cq.words),
                 bigram_expr=run.cjk_expr,
                 # What each full-text leg ran, and the common terms it left out (decision 0010).
                 sent_to_fts5=dict(sent or {}),
-                common_terms_left_out={name: left_out(expr, (sent or {}).get(name, expr))
-                                       for name, expr in (("trigram", cq.trigram_expr), ("words", cq.word_expr),
-                                                          ("bigram", run.cjk_expr))
-                                       if expr and name in (sent or {})},
-                fusion={"method": s.fusion.method, "weights": leg_weights, "evidence": evidence,
-                        "evidence_low": s.fusion.evidence_low, "evidence_high": s.fusion.evidence_high},
-                off_topic={**signal, "score": offtopic.score(signal), **offtopic.thresholds(signal, s.off_topic.threshold_offset),
-                           "calibration": run.calibration.to_dict() if run.calibration else None},
+                common_terms_left_out={
+                    name: left_out(expr, (sent or {}).get(name, expr))
+                    for name, expr in (("trigram", cq.trigram_expr), ("words", cq.word_expr), ("bigram", run.cjk_expr))
+                    if expr and name in (sent or {})
+                },
+                fusion={
+                    "method": s.fusion.method,
+                    "weights": leg_weights,
+                    "evidence": evidence,
+                    "evidence_low": s.fusion.evidence_low,
+                    "evidence_high": s.fusion.evidence_high,
+                },
+                off_topic={
+                    **signal,
+                    "score": offtopic.score(signal),
+                    **offtopic.thresholds(signal, s.off_topic.threshold_offset),
+                    "calibration": run.calibration.to_dict() if run.calibration else None,
+                },
                 language_centres=run.centres.describe() if run.centres else None,
                 pool_per_retriever=n,
                 refine_pool=pool,
@@ -628,7 +729,11 @@ class Searcher:
                 stages={"rerank": bool(rerank_on and reranker), "mmr": mmr_on, "parent_retriever": parent_on},
                 reranker=getattr(reranker, "identity", None) if rerank_on else None,
                 rrf_k=s.fusion.rrf_k,
-                weights={"heading": s.fusion.heading_weight, "context": s.fusion.context_weight, "content": s.fusion.content_weight},
+                weights={
+                    "heading": s.fusion.heading_weight,
+                    "context": s.fusion.context_weight,
+                    "content": s.fusion.content_weight,
+                },
                 timings_ms=timings,
             )
         return response
@@ -653,7 +758,9 @@ def rerank_hits(hits: list[Hit], query: str, reranker: Reranker) -> list[Hit]:
 def mmr_warnings(mmr_on: bool, lambda_override: float | None, effective_lambda: float) -> list[str]:
     out = []
     if not mmr_on and lambda_override is not None:
-        out.append("mmr_lambda was given but MMR is off, so it has no effect; pass mmr=true or set [search.mmr] enabled = true")
+        out.append(
+            "mmr_lambda was given but MMR is off, so it has no effect; pass mmr=true or set [search.mmr] enabled = true"
+        )
     if mmr_on and effective_lambda >= 1.0:
         out.append("MMR is on with lambda = 1.0, which is the same as MMR off but slower; turn MMR off instead")
     return out

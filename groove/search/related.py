@@ -64,8 +64,8 @@ class Neighbour:
     path: str
     similarity: float
     chunk: dict[str, Any] | None
-    by: str = "meaning"                   # meaning, links or both
-    link: dict[str, Any] | None = None    # the link joining the notes (by links or both)
+    by: str = "meaning"  # meaning, links or both
+    link: dict[str, Any] | None = None  # the link joining the notes (by links or both)
 
 
 @dataclass
@@ -118,8 +118,9 @@ async def walk(
                     cut["node_budget"] = True
                     break
                 seen.add(nb.path)
-                child = Node(nb.path, node.score * max(nb.similarity, 0.0), level, node.via + [nb.path], nb.chunk,
-                             nb.by, nb.link)
+                child = Node(
+                    nb.path, node.score * max(nb.similarity, 0.0), level, node.via + [nb.path], nb.chunk, nb.by, nb.link
+                )
                 found.append(child)
                 nxt.append(child)
             if cut["node_budget"]:
@@ -131,8 +132,9 @@ async def walk(
     return found, cut
 
 
-async def note_vector(conn: aiosqlite.Connection, path: str, min_quality: float | None = None,
-                      *, fallback: bool = False) -> np.ndarray | None:
+async def note_vector(
+    conn: aiosqlite.Connection, path: str, min_quality: float | None = None, *, fallback: bool = False
+) -> np.ndarray | None:
     """The normalised mean of the note's chunk vectors, of those scoring `min_quality` or more (of all of
     them with `fallback` when none does); None without vectors."""
     kept, floor = (" AND c.quality >= ?", (min_quality,)) if min_quality else ("", ())
@@ -151,9 +153,17 @@ async def note_vector(conn: aiosqlite.Connection, path: str, min_quality: float 
     return (mean / norm).astype(np.float32) if norm > 0 else None
 
 
-async def nearest_notes(conn: aiosqlite.Connection, vector: np.ndarray, exclude: set[str], fan_out: int,
-                        matrix: VectorMatrix | None = None, *, admit: Callable[[str], bool] | None = None,
-                        min_similarity: float | None = None, min_quality: float | None = None) -> list[Neighbour]:
+async def nearest_notes(
+    conn: aiosqlite.Connection,
+    vector: np.ndarray,
+    exclude: set[str],
+    fan_out: int,
+    matrix: VectorMatrix | None = None,
+    *,
+    admit: Callable[[str], bool] | None = None,
+    min_similarity: float | None = None,
+    min_quality: float | None = None,
+) -> list[Neighbour]:
     """The `fan_out` notes (not in `exclude`, and `admit`ted) whose best chunk is nearest `vector` (from the
     daemon's in-memory vectors when it has them, else sqlite-vec's scan), none below `min_similarity`; with
     `min_quality`, by their chunks that score that or more (the KNN asks for as many more vectors as the others
@@ -179,12 +189,28 @@ async def nearest_notes(conn: aiosqlite.Connection, vector: np.ndarray, exclude:
         if min_similarity is not None and sim < min_similarity:
             continue
         if path not in best or sim > best[path].similarity:
-            best[path] = Neighbour(path, sim, {"chunk_id": cid, "heading": heading, "start_line": start, "end_line": end, "similarity": round(sim, 4)})
+            best[path] = Neighbour(
+                path,
+                sim,
+                {
+                    "chunk_id": cid,
+                    "heading": heading,
+                    "start_line": start,
+                    "end_line": end,
+                    "similarity": round(sim, 4),
+                },
+            )
     return sorted(best.values(), key=lambda n: (-n.similarity, n.path))[:fan_out]
 
 
-async def link_neighbours(conn: aiosqlite.Connection, path: str, exclude: set[str], fan_out: int, *,
-                          admit: Callable[[str], bool] | None = None) -> list[Neighbour]:
+async def link_neighbours(
+    conn: aiosqlite.Connection,
+    path: str,
+    exclude: set[str],
+    fan_out: int,
+    *,
+    admit: Callable[[str], bool] | None = None,
+) -> list[Neighbour]:
     """The `fan_out` notes (not in `exclude`, and `admit`ted) that `path` links to or is linked from, most links
     first, each an edge of similarity 1.0."""
     out = []
@@ -202,21 +228,25 @@ def _both(linked: list[Neighbour], near: list[Neighbour]) -> list[Neighbour]:
     """Linked notes first, then the nearest in meaning; a note in both is one neighbour reached by both, with
     its nearest passage."""
     nearest = {n.path: n for n in near}
-    out = [Neighbour(n.path, n.similarity, nearest[n.path].chunk, "both", n.link) if n.path in nearest else n
-           for n in linked]
+    out = [
+        Neighbour(n.path, n.similarity, nearest[n.path].chunk, "both", n.link) if n.path in nearest else n
+        for n in linked
+    ]
     seen = {n.path for n in linked}
     return out + [n for n in near if n.path not in seen]
 
 
-async def _graph(conn: aiosqlite.Connection, exclude_paths: Sequence[str],
-                 filters: Filters | None) -> Callable[[str], bool] | None:
+async def _graph(
+    conn: aiosqlite.Connection, exclude_paths: Sequence[str], filters: Filters | None
+) -> Callable[[str], bool] | None:
     """Which notes the graph may hold (None: every note): `exclude_paths` globs out, `filters` in."""
     excluded = Filters.build(path_globs=[f"!{g}" for g in exclude_paths]) if exclude_paths else None
     allowed: set[str] | None = None
     if filters is not None and not filters.empty:
         ids = await allowed_documents(conn, filters) or []
-        cur = await conn.execute("SELECT path FROM documents WHERE id IN (SELECT value FROM json_each(?))",
-                                 (json.dumps(ids),))
+        cur = await conn.execute(
+            "SELECT path FROM documents WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+        )
         allowed = {r[0] for r in await cur.fetchall()}
     if excluded is None and allowed is None:
         return None
@@ -253,8 +283,9 @@ async def related_notes(
             f"no indexed note at {path!r}; give the note's path relative to the notes folder, as search results show it"
         )
     if by == "meaning" and await note_vector(conn, path, min_quality, fallback=True) is None:
-        raise RelatedError(f"{path!r} has no vectors yet (still being embedded); try again shortly, or walk its links "
-                           "(by: links)")
+        raise RelatedError(
+            f"{path!r} has no vectors yet (still being embedded); try again shortly, or walk its links (by: links)"
+        )
     admit = await _graph(conn, exclude_paths, filters)
     vectors: dict[str, np.ndarray | None] = {}
 
@@ -262,8 +293,13 @@ async def related_notes(
         if p not in vectors:
             vectors[p] = await note_vector(conn, p, min_quality, fallback=p == path)
         vec = vectors[p]
-        return [] if vec is None else await nearest_notes(conn, vec, seen, fan_out, matrix, admit=admit,
-                                                          min_similarity=min_similarity, min_quality=min_quality)
+        return (
+            []
+            if vec is None
+            else await nearest_notes(
+                conn, vec, seen, fan_out, matrix, admit=admit, min_similarity=min_similarity, min_quality=min_quality
+            )
+        )
 
     async def neighbours(p: str, seen: set[str]) -> list[Neighbour]:
         if by == "meaning":
@@ -272,8 +308,14 @@ async def related_notes(
         return linked if by == "links" else _both(linked, await nearest(p, seen))
 
     started = time.monotonic()
-    nodes, cut = await walk(path, neighbours, depth=depth, fan_out=fan_out * (2 if by == "both" else 1),
-                            max_nodes=max_nodes, deadline=started + time_budget_s)
+    nodes, cut = await walk(
+        path,
+        neighbours,
+        depth=depth,
+        fan_out=fan_out * (2 if by == "both" else 1),
+        max_nodes=max_nodes,
+        deadline=started + time_budget_s,
+    )
     nodes = nodes[:limit]
     titles: dict[str, str] = {}
     if nodes:
@@ -292,8 +334,15 @@ async def related_notes(
     return {
         "source": {"path": path, "title": row[0]},
         "related": [
-            {"path": n.path, "title": titles.get(n.path, ""), "score": round(n.score, 4), "depth": n.depth,
-             "via": n.via, "chunk": n.chunk, **({"by": n.by, "link": n.link} if by != "meaning" else {})}
+            {
+                "path": n.path,
+                "title": titles.get(n.path, ""),
+                "score": round(n.score, 4),
+                "depth": n.depth,
+                "via": n.via,
+                "chunk": n.chunk,
+                **({"by": n.by, "link": n.link} if by != "meaning" else {}),
+            }
             for n in nodes
         ],
         "bounded_by": [k for k, v in cut.items() if v],

@@ -27,10 +27,10 @@ MAX_FILTER_ITEMS = 500
 #: An answer budget (`max_chars` of search and get_document) is at least this many characters: less holds
 #: no sentence worth reading.
 MIN_BUDGET_CHARS = 100
-MAX_SEARCH_CHARS = 1_000_000      # a search answer's budget at most (100 passages of a long section)
-MAX_DOCUMENT_CHARS = 10_000_000   # a note's budget at most (more than [index] max_file_bytes allows)
-MAX_HEADING_CHARS = 1024          # a heading path as get_document takes it
-MAX_LINE = 10_000_000             # a line number or count of get_document's `lines`
+MAX_SEARCH_CHARS = 1_000_000  # a search answer's budget at most (100 passages of a long section)
+MAX_DOCUMENT_CHARS = 10_000_000  # a note's budget at most (more than [index] max_file_bytes allows)
+MAX_HEADING_CHARS = 1024  # a heading path as get_document takes it
+MAX_LINE = 10_000_000  # a line number or count of get_document's `lines`
 Retriever = Literal["hybrid", "fts", "vector"]
 
 
@@ -40,28 +40,40 @@ class FilterArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path_globs: list[str] | None = Field(
-        None, max_length=MAX_PATH_GLOBS,
+        None,
+        max_length=MAX_PATH_GLOBS,
         description=(
             "Only notes whose path matches (gitignore-style globs; a leading ! excludes; with several notes "
             "folders a path starts with its folder's name: work/**). "
             f"At most {MAX_PATH_GLOBS} globs, each at most {MAX_GLOB_CHARS} characters with at most "
-            f"{MAX_GLOB_STARS} '*'."))
+            f"{MAX_GLOB_STARS} '*'."
+        ),
+    )
     tags_any: list[str] | None = Field(
-        None, max_length=MAX_FILTER_ITEMS, description="Only notes with at least one of these tags.")
+        None, max_length=MAX_FILTER_ITEMS, description="Only notes with at least one of these tags."
+    )
     tags_all: list[str] | None = Field(
-        None, max_length=MAX_FILTER_ITEMS, description="Only notes with all of these tags.")
+        None, max_length=MAX_FILTER_ITEMS, description="Only notes with all of these tags."
+    )
     date_from: str | None = Field(
-        None, description="Only notes whose frontmatter date is on or after this ISO date (YYYY-MM-DD).")
+        None, description="Only notes whose frontmatter date is on or after this ISO date (YYYY-MM-DD)."
+    )
     date_to: str | None = Field(
-        None, description="Only notes whose frontmatter date is on or before this ISO date (YYYY-MM-DD).")
+        None, description="Only notes whose frontmatter date is on or before this ISO date (YYYY-MM-DD)."
+    )
     fields: dict[str, Any] | None = Field(
-        None, max_length=MAX_FILTER_ITEMS, description="Only notes whose frontmatter has these key = value pairs.")
+        None, max_length=MAX_FILTER_ITEMS, description="Only notes whose frontmatter has these key = value pairs."
+    )
 
     def compile(self) -> Filters:
         """The validated filter (dates normalised, tags folded); QueryError on bad input."""
         return Filters.build(
-            path_globs=self.path_globs, tags_any=self.tags_any, tags_all=self.tags_all,
-            date_from=self.date_from, date_to=self.date_to, fields=self.fields,
+            path_globs=self.path_globs,
+            tags_any=self.tags_any,
+            tags_all=self.tags_all,
+            date_from=self.date_from,
+            date_to=self.date_to,
+            fields=self.fields,
         )
 
 
@@ -74,35 +86,60 @@ class SearchRequest(BaseModel):
     query: str = Field(
         strict=True,
         description=(
-            "What to look for: words, a question, \"a quoted phrase\" matched verbatim, -word to exclude "
+            'What to look for: words, a question, "a quoted phrase" matched verbatim, -word to exclude '
             "notes containing it. At most 1 KiB."
-        ))
+        ),
+    )
     limit: int = Field(10, strict=True, ge=1, le=MAX_LIMIT, description="How many passages to return.")
-    retriever: Retriever = Field("hybrid", description=(
-        "hybrid fuses full-text and vector search (best in general); fts or vector use one half alone."))
-    rerank: bool | None = Field(None, strict=True, description=(
-        "Rerank with the configured cross-encoder (default: server setting)."))
+    retriever: Retriever = Field(
+        "hybrid",
+        description=("hybrid fuses full-text and vector search (best in general); fts or vector use one half alone."),
+    )
+    rerank: bool | None = Field(
+        None, strict=True, description=("Rerank with the configured cross-encoder (default: server setting).")
+    )
     mmr: bool | None = Field(None, strict=True, description="Diversify results with MMR (default: server setting).")
-    mmr_lambda: float | None = Field(None, ge=0.0, le=1.0, description=(
-        "MMR relevance weight, 0..1 (1 = relevance only)."))
-    mmr_same_doc_penalty: float | None = Field(None, ge=0, description=(
-        "MMR extra penalty for passages of an already chosen note."))
-    parent_retriever: bool | None = Field(None, strict=True, description=(
-        "Expand small hits to their whole section or note (default: server setting)."))
+    mmr_lambda: float | None = Field(
+        None, ge=0.0, le=1.0, description=("MMR relevance weight, 0..1 (1 = relevance only).")
+    )
+    mmr_same_doc_penalty: float | None = Field(
+        None, ge=0, description=("MMR extra penalty for passages of an already chosen note.")
+    )
+    parent_retriever: bool | None = Field(
+        None, strict=True, description=("Expand small hits to their whole section or note (default: server setting).")
+    )
     filters: FilterArgs = Field(default_factory=FilterArgs, description="Which notes may be returned.")
-    explain: bool = Field(False, strict=True, description=(
-        "Add how the query was compiled, candidate counts and timings."))
-    max_chars: int | None = Field(None, strict=True, ge=MIN_BUDGET_CHARS, le=MAX_SEARCH_CHARS, description=(
-        "A budget for the whole answer, in characters of passage text: the passages fill it best first, a "
-        "passage that does not fit whole is cut at a sentence end (。！？.!? or a line end), never inside a "
-        "word, and the ones left over are listed by path and lines in `budget`. Use it when the context is "
-        "tight or for many results (e.g. 4000); omit it for whole passages."))
-    min_quality: float | None = Field(None, strict=True, ge=0.0, le=1.0, description=(
-        "Hide passages whose quality score is under this, 0..1 (the score is low for very short text, "
-        "placeholders like TODO or 詳細は後述, headings or links only, and a template pasted into many notes); "
-        "default: the server's [quality_filter] threshold, 0.3. 0 hides nothing."))
-    include_low_quality: bool = Field(False, strict=True, description=(
-        "Return low-quality passages too (stubs, headings or links only, templates): no quality filter."))
+    explain: bool = Field(
+        False, strict=True, description=("Add how the query was compiled, candidate counts and timings.")
+    )
+    max_chars: int | None = Field(
+        None,
+        strict=True,
+        ge=MIN_BUDGET_CHARS,
+        le=MAX_SEARCH_CHARS,
+        description=(
+            "A budget for the whole answer, in characters of passage text: the passages fill it best first, a "
+            "passage that does not fit whole is cut at a sentence end (。！？.!? or a line end), never inside a "
+            "word, and the ones left over are listed by path and lines in `budget`. Use it when the context is "
+            "tight or for many results (e.g. 4000); omit it for whole passages."
+        ),
+    )
+    min_quality: float | None = Field(
+        None,
+        strict=True,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "Hide passages whose quality score is under this, 0..1 (the score is low for very short text, "
+            "placeholders like TODO or 詳細は後述, headings or links only, and a template pasted into many notes); "
+            "default: the server's [quality_filter] threshold, 0.3. 0 hides nothing."
+        ),
+    )
+    include_low_quality: bool = Field(
+        False,
+        strict=True,
+        description=("Return low-quality passages too (stubs, headings or links only, templates): no quality filter."),
+    )
 
     _compiled: Filters = PrivateAttr(default_factory=Filters)
 
@@ -148,8 +185,10 @@ class SearchRequest(BaseModel):
     @model_validator(mode="after")
     def _compile_filters(self) -> "SearchRequest":
         if self.include_low_quality and self.min_quality is not None:
-            raise ValueError("give min_quality or include_low_quality, not both: include_low_quality shows every "
-                             "passage, min_quality hides those under it")
+            raise ValueError(
+                "give min_quality or include_low_quality, not both: include_low_quality shows every "
+                "passage, min_quality hides those under it"
+            )
         self._compiled = self.filters.compile()
         return self
 
@@ -164,10 +203,20 @@ class LineRange(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True)
 
-    from_: int = Field(alias="from", strict=True, ge=1, le=MAX_LINE, description=(
-        "The first line, 1-based, as a search hit's start_line gives it (frontmatter lines count)."))
-    count: int | None = Field(None, strict=True, ge=1, le=MAX_LINE, description=(
-        "How many lines from there (default: to the end of the note)."))
+    from_: int = Field(
+        alias="from",
+        strict=True,
+        ge=1,
+        le=MAX_LINE,
+        description=("The first line, 1-based, as a search hit's start_line gives it (frontmatter lines count)."),
+    )
+    count: int | None = Field(
+        None,
+        strict=True,
+        ge=1,
+        le=MAX_LINE,
+        description=("How many lines from there (default: to the end of the note)."),
+    )
 
     @property
     def last(self) -> int | None:
@@ -181,16 +230,33 @@ class DocumentRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     path: str = Field(strict=True, description="The note's path relative to the notes folder, as search returned it.")
-    heading: str | None = Field(None, strict=True, max_length=MAX_HEADING_CHARS, description=(
-        "Only this section (with its subsections): a heading path as a search hit's context gives it "
-        "('Title > Parent > Heading'), the path below the title ('Parent > Heading'), or the heading alone "
-        "when it is unique in the note. A heading that is not in the note is an error naming the ones that are."))
-    lines: LineRange | None = Field(None, description=(
-        "Only these lines: {\"from\": N, \"count\": M}, numbered as search hits number them (start_line, "
-        "end_line). Give heading or lines, not both."))
-    max_chars: int | None = Field(None, strict=True, ge=MIN_BUDGET_CHARS, le=MAX_DOCUMENT_CHARS, description=(
-        "At most this many characters of content: cut at a sentence end (。！？.!? or a line end), never inside a "
-        "word; the answer's `part` says what was left out (characters, line ranges and the headings in them)."))
+    heading: str | None = Field(
+        None,
+        strict=True,
+        max_length=MAX_HEADING_CHARS,
+        description=(
+            "Only this section (with its subsections): a heading path as a search hit's context gives it "
+            "('Title > Parent > Heading'), the path below the title ('Parent > Heading'), or the heading alone "
+            "when it is unique in the note. A heading that is not in the note is an error naming the ones that are."
+        ),
+    )
+    lines: LineRange | None = Field(
+        None,
+        description=(
+            'Only these lines: {"from": N, "count": M}, numbered as search hits number them (start_line, '
+            "end_line). Give heading or lines, not both."
+        ),
+    )
+    max_chars: int | None = Field(
+        None,
+        strict=True,
+        ge=MIN_BUDGET_CHARS,
+        le=MAX_DOCUMENT_CHARS,
+        description=(
+            "At most this many characters of content: cut at a sentence end (。！？.!? or a line end), never inside a "
+            "word; the answer's `part` says what was left out (characters, line ranges and the headings in them)."
+        ),
+    )
 
     def __init__(self, **data: Any):
         try:
@@ -282,8 +348,7 @@ def describe(exc: ValidationError, models: tuple[type[BaseModel], ...] | None = 
 def _bounds(name: str, models: tuple[type[BaseModel], ...] | None = None) -> tuple[Any, Any]:
     field = None
     for model in models or (SearchRequest,):
-        field = model.model_fields.get(name) or next(
-            (f for f in model.model_fields.values() if f.alias == name), None)
+        field = model.model_fields.get(name) or next((f for f in model.model_fields.values() if f.alias == name), None)
         if field is not None:
             break
     low = high = None
@@ -321,6 +386,22 @@ def _clean(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k != "title"}
 
 
-__all__ = ["FILTER_KEYS", "MAX_DOCUMENT_CHARS", "MAX_FILTER_ITEMS", "MAX_HEADING_CHARS", "MAX_LIMIT", "MAX_LINE",
-           "MAX_PATH_GLOBS", "MAX_QUERY_BYTES", "MAX_SEARCH_CHARS", "MIN_BUDGET_CHARS", "DocumentRequest", "FilterArgs",
-           "LineRange", "Retriever", "SearchRequest", "describe", "tool_fields"]
+__all__ = [
+    "FILTER_KEYS",
+    "MAX_DOCUMENT_CHARS",
+    "MAX_FILTER_ITEMS",
+    "MAX_HEADING_CHARS",
+    "MAX_LIMIT",
+    "MAX_LINE",
+    "MAX_PATH_GLOBS",
+    "MAX_QUERY_BYTES",
+    "MAX_SEARCH_CHARS",
+    "MIN_BUDGET_CHARS",
+    "DocumentRequest",
+    "FilterArgs",
+    "LineRange",
+    "Retriever",
+    "SearchRequest",
+    "describe",
+    "tool_fields",
+]

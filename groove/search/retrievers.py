@@ -108,8 +108,9 @@ async def fts_scored(
     return rows[:limit]
 
 
-async def _fts_kept(conn: aiosqlite.Connection, sql: str, args: tuple, limit: int, exclude: set[int],
-                    min_quality: float) -> list[tuple[int, float]]:
+async def _fts_kept(
+    conn: aiosqlite.Connection, sql: str, args: tuple, limit: int, exclude: set[int], min_quality: float
+) -> list[tuple[int, float]]:
     """A full-text leg without the chunks under `min_quality`: the best rows and a few more, the hidden ones
     dropped (a set kept per connection while the index is unchanged: a NOT IN over the quality index would
     cost every statement about as much as its MATCH). `limit` kept rows among the best are the best kept rows,
@@ -165,9 +166,15 @@ def fts5_idf(n: int, total: int) -> float:
     return max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)
 
 
-async def prune_common_terms(conn: aiosqlite.Connection, table: str, expr: str, *,
-                             weight_share: float | None = None, postings_share: float | None = None,
-                             min_chunks: int | None = None) -> str:
+async def prune_common_terms(
+    conn: aiosqlite.Connection,
+    table: str,
+    expr: str,
+    *,
+    weight_share: float | None = None,
+    postings_share: float | None = None,
+    min_chunks: int | None = None,
+) -> str:
     """`expr` without its common terms (decision 0010; the defaults are the module's constants).
 
     Terms are taken rarest first: the rarest is always kept, and each next one while its idf is
@@ -257,7 +264,9 @@ async def _indexed_rows(conn: aiosqlite.Connection, table: str) -> int:
     return cache.rows[table]
 
 
-async def _vocab_doc(conn: aiosqlite.Connection, cache: _VocabCache, table: str, terms: Sequence[str]) -> dict[str, int]:
+async def _vocab_doc(
+    conn: aiosqlite.Connection, cache: _VocabCache, table: str, terms: Sequence[str]
+) -> dict[str, int]:
     """Chunks holding each vocabulary term (0 when absent), through the cache.
 
     The word table's vocabulary holds stems, which only FTS5's tokenizer computes, so a word
@@ -270,7 +279,8 @@ async def _vocab_doc(conn: aiosqlite.Connection, cache: _VocabCache, table: str,
             cache.doc[(table, t)] = int(count)
     elif missing:
         cur = await conn.execute(
-            f"SELECT term, doc FROM {table}_vocab WHERE term IN (SELECT value FROM json_each(?))", (json.dumps(missing),)
+            f"SELECT term, doc FROM {table}_vocab WHERE term IN (SELECT value FROM json_each(?))",
+            (json.dumps(missing),),
         )
         found = dict(await cur.fetchall())
         for t in missing:
@@ -379,7 +389,9 @@ async def vector_scored(
         clause, extra = _allowed_clause("doc_id", allowed_docs)
         clause, extra = clause + kept, (*extra, *floor)
         if matrix is not None:
-            cur = await conn.execute(f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", extra)
+            cur = await conn.execute(
+                f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", extra
+            )
             pairs = [(cid, e) for cid, e in await cur.fetchall() if cid not in exclude]
             near = await matrix.nearest_among(conn, query, [e for _, e in pairs], limit)
             if near is not None:
@@ -412,8 +424,9 @@ async def vector_scored(
     return [(cid, d) for _, cid, d in out][:limit]
 
 
-async def _scan(conn: aiosqlite.Connection, blob: bytes, clause: str, extra: tuple, limit: int,
-                exclude: set[int]) -> list[tuple[int, float]]:
+async def _scan(
+    conn: aiosqlite.Connection, blob: bytes, clause: str, extra: tuple, limit: int, exclude: set[int]
+) -> list[tuple[int, float]]:
     """An exact distance scan of the chunks `clause` keeps (a filter's documents, the quality floor)."""
     cur = await conn.execute(
         f"SELECT c.id, vec_distance_l2(v.embedding, ?) AS d FROM chunks c JOIN {VECTOR_TABLE} v ON v.rowid = c.embedding_id"
@@ -433,7 +446,8 @@ async def hidden_vector_count(conn: aiosqlite.Connection, min_quality: float) ->
     if min_quality not in cache.hidden:
         cur = await conn.execute(
             "SELECT count(DISTINCT embedding_id) FROM chunks WHERE quality < ? AND embedding_id IS NOT NULL",
-            (min_quality,))
+            (min_quality,),
+        )
         cache.hidden[min_quality] = int((await cur.fetchone())[0])
     return cache.hidden[min_quality]
 
@@ -452,8 +466,9 @@ async def chunk_quality(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[
     """The stored quality score of each chunk (explain)."""
     if not ids:
         return {}
-    cur = await conn.execute("SELECT id, quality FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                             (json.dumps(list(ids)),))
+    cur = await conn.execute(
+        "SELECT id, quality FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),)
+    )
     return {int(a): float(b) for a, b in await cur.fetchall()}
 
 
@@ -477,9 +492,22 @@ async def fetch_hits(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int
     out: dict[int, Hit] = {}
     for r in await cur.fetchall():
         out[r[0]] = Hit(
-            chunk_id=r[0], doc_id=r[1], path=r[2], title=r[3], heading=r[4], level=r[5], context=r[6],
-            content=r[7], tags=json.loads(r[8]), date=r[9], start_line=r[10], end_line=r[11], ordinal=r[12],
-            token_count=r[13], score=0.0, position=position_of(_json(r[14]), r[10]),
+            chunk_id=r[0],
+            doc_id=r[1],
+            path=r[2],
+            title=r[3],
+            heading=r[4],
+            level=r[5],
+            context=r[6],
+            content=r[7],
+            tags=json.loads(r[8]),
+            date=r[9],
+            start_line=r[10],
+            end_line=r[11],
+            ordinal=r[12],
+            token_count=r[13],
+            score=0.0,
+            position=position_of(_json(r[14]), r[10]),
         )
     return out
 
@@ -528,20 +556,25 @@ async def calibration_state(conn: aiosqlite.Connection) -> tuple[str, int, str |
     cur = await conn.execute(
         "SELECT (SELECT value FROM meta WHERE key = 'model'), (SELECT max(id) FROM embeddings),"
         " (SELECT value FROM meta WHERE key = 'vectors_removed'),"
-        " (SELECT value FROM meta WHERE key = 'off_topic_calibration')")
+        " (SELECT value FROM meta WHERE key = 'off_topic_calibration')"
+    )
     model, max_id, removed, stored = await cur.fetchone()
     return str(model or ""), max(0, int(max_id or 0) - int(removed or 0)), stored
 
 
-async def calibration_passages(conn: aiosqlite.Connection, k: int,
-                               min_quality: float | None = None) -> list[tuple[int, int, str]]:
+async def calibration_passages(
+    conn: aiosqlite.Connection, k: int, min_quality: float | None = None
+) -> list[tuple[int, int, str]]:
     """(chunk id, doc id, content) of up to `k` embedded chunks (with `min_quality`, of those scoring at
     least that: the ones a search shows), a fixed pseudo-random sample (ordered by a multiplicative hash
     of the id), for the off_topic calibration and the language centres."""
     kept, floor = (" AND quality >= ?", (min_quality,)) if min_quality else ("", ())
     cur = await conn.execute(
-        "SELECT id, doc_id, content FROM chunks WHERE embedding_id IS NOT NULL AND length(content) >= 20" + kept
-        + " ORDER BY (id * 2654435761) % 4294967291, id LIMIT ?", (*floor, k))
+        "SELECT id, doc_id, content FROM chunks WHERE embedding_id IS NOT NULL AND length(content) >= 20"
+        + kept
+        + " ORDER BY (id * 2654435761) % 4294967291, id LIMIT ?",
+        (*floor, k),
+    )
     return [(int(a), int(b), str(c)) for a, b, c in await cur.fetchall()]
 
 
@@ -549,8 +582,9 @@ async def chunk_docs(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int
     """The note (doc id) of each chunk id."""
     if not ids:
         return {}
-    cur = await conn.execute("SELECT id, doc_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-                             (json.dumps(list(ids)),))
+    cur = await conn.execute(
+        "SELECT id, doc_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),)
+    )
     return {int(a): int(b) for a, b in await cur.fetchall()}
 
 
@@ -559,8 +593,9 @@ class SqliteSearchReads:
     `matrix`, KNN on the process's in-memory copy of the vectors (store/vectors.py); with `min_quality`,
     both retrievers see the index without the chunks that score under it (decision 0020)."""
 
-    def __init__(self, conn: aiosqlite.Connection, matrix: VectorMatrix | None = None,
-                 min_quality: float | None = None):
+    def __init__(
+        self, conn: aiosqlite.Connection, matrix: VectorMatrix | None = None, min_quality: float | None = None
+    ):
         self.conn = conn
         self.matrix = matrix
         self.min_quality = min_quality or None  # 0 hides nothing
@@ -568,9 +603,15 @@ class SqliteSearchReads:
     async def allowed_documents(self, filters: Any) -> list[int] | None:
         return await filters_mod.allowed_documents(self.conn, filters)
 
-    async def fts_scored(self, match_expr: str, limit: int, weights: tuple[float, float, float] = (2.0, 1.0, 1.0),
-                         allowed_docs: Sequence[int] | None = None, table: str = "fts_chunks",
-                         exclude: set[int] | None = None) -> list[tuple[int, float]]:
+    async def fts_scored(
+        self,
+        match_expr: str,
+        limit: int,
+        weights: tuple[float, float, float] = (2.0, 1.0, 1.0),
+        allowed_docs: Sequence[int] | None = None,
+        table: str = "fts_chunks",
+        exclude: set[int] | None = None,
+    ) -> list[tuple[int, float]]:
         return await fts_scored(self.conn, match_expr, limit, weights, allowed_docs, table, exclude, self.min_quality)
 
     async def term_doc_freq(self, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
@@ -585,8 +626,9 @@ class SqliteSearchReads:
     async def matching_ids(self, expr: str) -> set[int]:
         return await matching_ids(self.conn, expr)
 
-    async def vector_scored(self, query: np.ndarray, limit: int, exclude: set[int] | None = None,
-                            allowed_docs: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    async def vector_scored(
+        self, query: np.ndarray, limit: int, exclude: set[int] | None = None, allowed_docs: Sequence[int] | None = None
+    ) -> list[tuple[int, float]]:
         return await vector_scored(self.conn, query, limit, exclude, allowed_docs, self.matrix, self.min_quality)
 
     async def fetch_hits(self, ids: Sequence[int]) -> dict[int, Hit]:

@@ -68,12 +68,7 @@ def _code_points(text: str) -> np.ndarray:
 
 def _utf8_offsets(code_points: np.ndarray) -> np.ndarray:
     """Byte offset of each character boundary, length ``len(text) + 1``."""
-    widths = (
-        1
-        + (code_points >= 0x80).astype(np.int64)
-        + (code_points >= 0x800)
-        + (code_points >= 0x10000)
-    )
+    widths = 1 + (code_points >= 0x80).astype(np.int64) + (code_points >= 0x800) + (code_points >= 0x10000)
     offsets = np.zeros(len(code_points) + 1, dtype=np.int64)
     np.cumsum(widths, out=offsets[1:])
     return offsets
@@ -103,7 +98,9 @@ def match_spans(
     after merging.
     """
     if isinstance(max_spans, bool) or not isinstance(max_spans, int) or max_spans < 0:
-        raise ValueError(f"match_spans max_spans must be an integer of at least 0 (the default is 100), got {max_spans!r}")
+        raise ValueError(
+            f"match_spans max_spans must be an integer of at least 0 (the default is 100), got {max_spans!r}"
+        )
     if isinstance(max_content_bytes, bool) or not isinstance(max_content_bytes, int) or max_content_bytes < 0:
         raise ValueError(
             f"match_spans max_content_bytes must be an integer of at least 0 (the default is 262144), got {max_content_bytes!r}"
@@ -153,9 +150,12 @@ def match_spans(
         # character or one mark's stretch folds to: "f" does not match half of "ﬁ", as with casefold).
         starts, ends = aligned.starts, aligned.ends
         last = len(starts) - 1
-        occurrences = [(starts[a], ends[b - 1]) for a, b in occurrences
-                       if (a == 0 or starts[a - 1] != starts[a] or ends[a - 1] != ends[a])
-                       and (b - 1 == last or starts[b] != starts[b - 1] or ends[b] != ends[b - 1])]
+        occurrences = [
+            (starts[a], ends[b - 1])
+            for a, b in occurrences
+            if (a == 0 or starts[a - 1] != starts[a] or ends[a - 1] != ends[a])
+            and (b - 1 == last or starts[b] != starts[b - 1] or ends[b] != ends[b - 1])
+        ]
         content = original
         if not occurrences:
             return []

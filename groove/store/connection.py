@@ -54,7 +54,9 @@ DBError = DRIVER.Error
 def connect_sync(path: Path | str, *, readonly: bool = False) -> Any:
     """A driver connection with sqlite-vec loaded and our pragmas set."""
     if readonly:
-        con = DRIVER.connect(f"file:{Path(path).as_posix()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None)
+        con = DRIVER.connect(
+            f"file:{Path(path).as_posix()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+        )
     else:
         con = DRIVER.connect(str(path), check_same_thread=False, isolation_level=None)
     con.enable_load_extension(True)
@@ -113,15 +115,18 @@ async def connect(path: Path | str, *, readonly: bool = False) -> aiosqlite.Conn
     return await conn
 
 
-
 # --- write errors a person can act on ---------------------------------------------------------
+
 
 def describe_write_error(exc: BaseException, *, resumes: bool = True) -> str:
     """One sentence for a failed write: what happened and what to do (disk full, read-only index),
     else the exception itself. The daemon (`resumes`) shows it in index_status and /healthz and retries;
     `groove index` says to run it again."""
-    then = ("writing resumes by itself and searches keep working meanwhile" if resumes
-            else "then run groove index again (what was written so far is kept)")
+    then = (
+        "writing resumes by itself and searches keep working meanwhile"
+        if resumes
+        else "then run groove index again (what was written so far is kept)"
+    )
     known = _write_failure(exc)
     if known:
         return f"{known[0]}: {known[1]}; {then}"
@@ -139,5 +144,3 @@ def _write_failure(exc: BaseException) -> tuple[str, str] | None:
         if "readonly database" in lowered or "read-only" in lowered:
             return f"the index file cannot be written ({text})", "make it and its folder writable (e.g. chmod u+w)"
     return None
-
-

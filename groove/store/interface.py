@@ -34,9 +34,15 @@ class SearchReads(Protocol):
     async def allowed_documents(self, filters: Any) -> list[int] | None:
         """Ids of the documents a `Filters` allows; None when there is no filter."""
 
-    async def fts_scored(self, match_expr: str, limit: int, weights: tuple[float, float, float],
-                         allowed_docs: Sequence[int] | None, table: str,
-                         exclude: set[int] | None) -> list[tuple[int, float]]:
+    async def fts_scored(
+        self,
+        match_expr: str,
+        limit: int,
+        weights: tuple[float, float, float],
+        allowed_docs: Sequence[int] | None,
+        table: str,
+        exclude: set[int] | None,
+    ) -> list[tuple[int, float]]:
         """(chunk id, bm25) best first over one full-text table (bm25 negative, lower is better)."""
 
     async def term_doc_freq(self, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
@@ -51,8 +57,9 @@ class SearchReads(Protocol):
     async def matching_ids(self, expr: str) -> set[int]:
         """Every chunk id a full-text expression matches (the exclusion set)."""
 
-    async def vector_scored(self, query: np.ndarray, limit: int, exclude: set[int] | None,
-                            allowed_docs: Sequence[int] | None) -> list[tuple[int, float]]:
+    async def vector_scored(
+        self, query: np.ndarray, limit: int, exclude: set[int] | None, allowed_docs: Sequence[int] | None
+    ) -> list[tuple[int, float]]:
         """(chunk id, L2 distance) nearest first."""
 
     async def fetch_hits(self, ids: Sequence[int]) -> dict[int, Any]:

@@ -32,7 +32,7 @@ class FetchedCursor:
         self.arraysize = 1
 
     async def fetchall(self) -> list[Any]:
-        rows, self._next = self._rows[self._next:], len(self._rows)
+        rows, self._next = self._rows[self._next :], len(self._rows)
         return rows
 
     async def fetchone(self) -> Any:
@@ -43,7 +43,7 @@ class FetchedCursor:
 
     async def fetchmany(self, size: int | None = None) -> list[Any]:
         n = self.arraysize if size is None else size
-        rows = self._rows[self._next:self._next + n]
+        rows = self._rows[self._next : self._next + n]
         self._next += len(rows)
         return rows
 

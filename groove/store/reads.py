@@ -16,8 +16,9 @@ from groove.store import connection, schema, shadow
 log = get_logger(__name__)
 
 
-def prepare_index(path: Path, *, model: str, dimension: int, kb_path: str, settings_json: str | None = None,
-                  switch: bool = False) -> dict[str, Any] | None:
+def prepare_index(
+    path: Path, *, model: str, dimension: int, kb_path: str, settings_json: str | None = None, switch: bool = False
+) -> dict[str, Any] | None:
     """Create the index file (and folder) if needed and check it matches the model.
 
     With `switch`, an index built by another model is not refused: a shadow set for `model`
@@ -28,8 +29,9 @@ def prepare_index(path: Path, *, model: str, dimension: int, kb_path: str, setti
     path.parent.mkdir(parents=True, exist_ok=True)
     con = connection.connect_sync(path)
     try:
-        answering_with = schema.init_sync(con, model=model, dimension=dimension, kb_path=kb_path,
-                                      settings_json=settings_json, allow_switch=switch)
+        answering_with = schema.init_sync(
+            con, model=model, dimension=dimension, kb_path=kb_path, settings_json=settings_json, allow_switch=switch
+        )
         if answering_with is None:
             if shadow.drop_sync(con):
                 log.info("model_switch_abandoned", model=model, reason="the configuration is back to the active model")
@@ -137,13 +139,20 @@ async def get_document(conn: aiosqlite.Connection, path: str, *, with_chunks: bo
     if row is None:
         return None
     cur = await conn.execute(
-        "SELECT content, heading, context, start_line FROM chunks WHERE doc_id = ? ORDER BY ordinal", (row[0],))
+        "SELECT content, heading, context, start_line FROM chunks WHERE doc_id = ? ORDER BY ordinal", (row[0],)
+    )
     rows = await cur.fetchall()
     content = "".join(r[0] for r in rows)
     doc = {
-        "path": row[1], "title": row[2], "tags": json.loads(row[3]), "date": row[4],
-        "frontmatter": json.loads(row[5]), "warnings": json.loads(row[6]), "indexed_at": row[7],
-        "size": row[8], "content": content,
+        "path": row[1],
+        "title": row[2],
+        "tags": json.loads(row[3]),
+        "date": row[4],
+        "frontmatter": json.loads(row[5]),
+        "warnings": json.loads(row[6]),
+        "indexed_at": row[7],
+        "size": row[8],
+        "content": content,
     }
     doc["backlinks"] = await backlink_count(conn, row[0])
     if with_chunks:
@@ -153,7 +162,11 @@ async def get_document(conn: aiosqlite.Connection, path: str, *, with_chunks: bo
 
 
 async def list_documents(
-    conn: aiosqlite.Connection, *, after: str = "", limit: int = 50, folder: str | None = None,
+    conn: aiosqlite.Connection,
+    *,
+    after: str = "",
+    limit: int = 50,
+    folder: str | None = None,
     tags: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], bool]:
     """Up to `limit` notes after path `after`, in path order, and whether more follow."""
@@ -231,15 +244,26 @@ _LINK_COLUMNS = "l.line, l.kind, l.target, l.heading, l.block, l.alias"
 
 def _link(row: Any, path: str | None, title: str | None) -> dict[str, Any]:
     line, kind, target, heading, block, alias = row[:6]
-    return {"path": path, "title": title, "line": line, "kind": kind, "target": target, "heading": heading,
-            "block": block, "alias": alias}
+    return {
+        "path": path,
+        "title": title,
+        "line": line,
+        "kind": kind,
+        "target": target,
+        "heading": heading,
+        "block": block,
+        "alias": alias,
+    }
 
 
 async def backlink_count(conn: aiosqlite.Connection, doc_id: int) -> int:
     """How many other notes link to the note (a note linking twice counts once)."""
-    return int(await _scalar(
-        conn, "SELECT count(DISTINCT source_id) FROM links WHERE target_id = ? AND source_id != ?", (doc_id, doc_id)
-    ) or 0)
+    return int(
+        await _scalar(
+            conn, "SELECT count(DISTINCT source_id) FROM links WHERE target_id = ? AND source_id != ?", (doc_id, doc_id)
+        )
+        or 0
+    )
 
 
 async def note_links(conn: aiosqlite.Connection, path: str, *, limit: int = 100) -> dict[str, Any] | None:
@@ -253,24 +277,32 @@ async def note_links(conn: aiosqlite.Connection, path: str, *, limit: int = 100)
     doc_id, title = row
     cur = await conn.execute(
         f"SELECT {_LINK_COLUMNS}, t.path, t.title FROM links l JOIN documents t ON t.id = l.target_id"
-        " WHERE l.source_id = ? ORDER BY l.line, l.id", (doc_id,))
+        " WHERE l.source_id = ? ORDER BY l.line, l.id",
+        (doc_id,),
+    )
     outgoing = [_link(r, r[6], r[7]) for r in await cur.fetchall()]
     cur = await conn.execute(
         f"SELECT {_LINK_COLUMNS} FROM links l WHERE l.source_id = ? AND l.target_id IS NULL ORDER BY l.line, l.id",
-        (doc_id,))
+        (doc_id,),
+    )
     # A link to a file groove does not index as a note (a PDF, a drawing) is not reported as unresolved.
     unresolved = [_link(r, r[2], None) for r in await cur.fetchall() if is_note_target(r[2])]
     cur = await conn.execute(
         f"SELECT {_LINK_COLUMNS}, s.path, s.title FROM links l JOIN documents s ON s.id = l.source_id"
-        " WHERE l.target_id = ? ORDER BY s.path, l.line, l.id LIMIT ?", (doc_id, limit))
+        " WHERE l.target_id = ? ORDER BY s.path, l.line, l.id LIMIT ?",
+        (doc_id, limit),
+    )
     backlinks = [_link(r, r[6], r[7]) for r in await cur.fetchall()]
     backlinks_total = int(await _scalar(conn, "SELECT count(*) FROM links WHERE target_id = ?", (doc_id,)) or 0)
     return {
         "source": {"path": path, "title": title},
-        "outgoing": outgoing[:limit], "outgoing_total": len(outgoing),
-        "backlinks": backlinks, "backlinks_total": backlinks_total,
+        "outgoing": outgoing[:limit],
+        "outgoing_total": len(outgoing),
+        "backlinks": backlinks,
+        "backlinks_total": backlinks_total,
         "backlink_notes": await backlink_count(conn, doc_id),
-        "unresolved": unresolved[:limit], "unresolved_total": len(unresolved),
+        "unresolved": unresolved[:limit],
+        "unresolved_total": len(unresolved),
     }
 
 
@@ -286,14 +318,21 @@ async def linked_notes(conn: aiosqlite.Connection, path: str) -> list[dict[str, 
         "SELECT s.path, 'backlink', l.line, l.heading, l.alias FROM links l"
         " JOIN documents t ON t.id = l.target_id JOIN documents s ON s.id = l.source_id"
         " WHERE t.path = ? AND s.id != t.id",
-        (path, path))
+        (path, path),
+    )
     notes: dict[str, dict[str, Any]] = {}
     rows = sorted(await cur.fetchall(), key=lambda r: (r[0], r[1] != "outgoing", r[2]))
     for other, direction, line, heading, alias in rows:
         seen = notes.get(other)
         if seen is None:
-            notes[other] = {"path": other, "links": 1, "direction": direction, "line": line, "heading": heading,
-                            "alias": alias}
+            notes[other] = {
+                "path": other,
+                "links": 1,
+                "direction": direction,
+                "line": line,
+                "heading": heading,
+                "alias": alias,
+            }
             continue
         seen["links"] += 1
         if seen["direction"] != direction:
@@ -306,8 +345,11 @@ def unresolved_links_sync(con: Any, limit: int) -> tuple[int, list[str]]:
     connection). Links to files groove does not index as notes are not counted."""
     rows = con.execute(
         "SELECT d.path, l.line, l.target, l.kind FROM links l JOIN documents d ON d.id = l.source_id"
-        " WHERE l.target_id IS NULL ORDER BY d.path, l.line").fetchall()
+        " WHERE l.target_id IS NULL ORDER BY d.path, l.line"
+    ).fetchall()
     found = [r for r in rows if is_note_target(r[2])]
-    shown = [f"{p}:{line} " + (f"[..]({t})" if kind == "markdown" else f"{'!' if kind == 'embed' else ''}[[{t}]]")
-             for p, line, t, kind in found[:limit]]
+    shown = [
+        f"{p}:{line} " + (f"[..]({t})" if kind == "markdown" else f"{'!' if kind == 'embed' else ''}[[{t}]]")
+        for p, line, t, kind in found[:limit]
+    ]
     return len(found), shown

@@ -26,7 +26,6 @@ SCHEMA_VERSION = 8
 FTS_TABLES = ("fts_chunks", "fts_cjk", "fts_words")
 
 
-
 # --- schema ------------------------------------------------------------------
 
 # AUTOINCREMENT: an id is never used twice, so a vector id names one vector for the life of the
@@ -138,7 +137,8 @@ CREATE INDEX IF NOT EXISTS links_target ON links(target_id);
 CREATE INDEX IF NOT EXISTS links_name ON links(name);
 """
 
-_SCHEMA_V1 = """
+_SCHEMA_V1 = (
+    """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -186,7 +186,12 @@ CREATE INDEX IF NOT EXISTS chunks_quality ON chunks(quality);
 CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(hash);
 CREATE INDEX IF NOT EXISTS chunks_embedding ON chunks(embedding_id);
 CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(queued_at) WHERE embedding_id IS NULL;
-""" + _TRIGRAM_TABLE + _CJK_TABLES + _WORD_TABLES + _EMBEDDINGS_TABLE + """CREATE TRIGGER IF NOT EXISTS embeddings_ad AFTER DELETE ON embeddings BEGIN
+"""
+    + _TRIGRAM_TABLE
+    + _CJK_TABLES
+    + _WORD_TABLES
+    + _EMBEDDINGS_TABLE
+    + """CREATE TRIGGER IF NOT EXISTS embeddings_ad AFTER DELETE ON embeddings BEGIN
     INSERT INTO meta(key, value) VALUES ('vectors_removed', '1')
     ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT);
 END;
@@ -195,7 +200,9 @@ CREATE TABLE IF NOT EXISTS skipped (
     reason TEXT NOT NULL,
     at     REAL NOT NULL
 );
-""" + _LINK_TABLES
+"""
+    + _LINK_TABLES
+)
 
 # The two tables that index a function of the chunks' text, filled again from the chunks
 # (their migrations, and `groove doctor --fix`; the trigram table's 'rebuild' reads its view).
@@ -214,7 +221,8 @@ RESOLVE_LINKS = "UPDATE links SET target_id = " + LINK_TARGET
 # The links and names filled again from the documents and their stored chunks (which hold each Markdown note's
 # body byte for byte): the migration that added them, and `groove doctor --fix`. Nothing is read from the files
 # and nothing is re-embedded.
-FILL_LINKS = """
+FILL_LINKS = (
+    """
 DELETE FROM links;
 DELETE FROM note_names;
 INSERT OR IGNORE INTO note_names(doc_id, name, alias)
@@ -227,7 +235,10 @@ INSERT INTO links(source_id, line, kind, target, name, heading, block, alias)
     FROM (SELECT doc_id, groove_chunk_links(ordinal, start_line, content) AS found FROM chunks
           WHERE doc_id IN (SELECT id FROM documents WHERE path LIKE '%.md' OR path LIKE '%.markdown')
           GROUP BY doc_id) f, json_each(f.found) j;
-""" + RESOLVE_LINKS + ";\n"
+"""
+    + RESOLVE_LINKS
+    + ";\n"
+)
 # Every chunk's quality score from its stored text, times the template factor of a text more than REPEAT_FREE
 # notes hold (groove/corpus/quality.py): the migration that added the scores (and the step of any later change
 # of the score). Nothing is read from the files and nothing is re-embedded.
@@ -261,7 +272,8 @@ UPDATE documents SET mtime_ns = -1, hash = '';
     2: _CJK_TABLES + REFILL_CJK,
     # 3 -> 4: vector ids are never reused (AUTOINCREMENT; the table is rebuilt with the same
     # rows and ids, so nothing is re-embedded). The delete trigger comes with the schema.
-    3: _EMBEDDINGS_TABLE.replace("embeddings (", "embeddings_v4 (", 1) + """
+    3: _EMBEDDINGS_TABLE.replace("embeddings (", "embeddings_v4 (", 1)
+    + """
 INSERT INTO embeddings_v4(id, hash, created_at) SELECT id, hash, created_at FROM embeddings;
 DROP TABLE embeddings;
 ALTER TABLE embeddings_v4 RENAME TO embeddings;
@@ -279,9 +291,12 @@ DROP TRIGGER IF EXISTS chunks_ad;
 DROP TRIGGER IF EXISTS chunks_au;
 DROP TABLE IF EXISTS fts_chunks_vocab;
 DROP TABLE IF EXISTS fts_chunks;
-""" + _TRIGRAM_TABLE + "INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild');\n"
-       + REFILL_CJK + "INSERT INTO fts_chunks(fts_chunks) VALUES ('optimize');\n"
-       + "INSERT INTO fts_cjk(fts_cjk) VALUES ('optimize');\n",
+"""
+    + _TRIGRAM_TABLE
+    + "INSERT INTO fts_chunks(fts_chunks) VALUES ('rebuild');\n"
+    + REFILL_CJK
+    + "INSERT INTO fts_chunks(fts_chunks) VALUES ('optimize');\n"
+    + "INSERT INTO fts_cjk(fts_cjk) VALUES ('optimize');\n",
     # 6 -> 7: links between notes (corpus/links.py): the names the notes answer to and every Markdown note's
     # links, filled from the documents and the chunks already stored (which hold each body byte for byte) and
     # resolved; nothing is read from the files and nothing is re-embedded.
@@ -294,7 +309,8 @@ DROP TABLE IF EXISTS fts_chunks;
 ALTER TABLE chunks ADD COLUMN text_quality REAL NOT NULL DEFAULT 1.0;
 ALTER TABLE chunks ADD COLUMN quality REAL NOT NULL DEFAULT 1.0;
 CREATE INDEX IF NOT EXISTS chunks_quality ON chunks(quality);
-""" + QUALITY_SCORES,
+"""
+    + QUALITY_SCORES,
 }
 
 
@@ -318,8 +334,9 @@ def _has_table(con: Any, name: str) -> bool:
     return con.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone() is not None
 
 
-def init_sync(con: Any, *, model: str, dimension: int, kb_path: str, settings_json: str | None = None,
-              allow_switch: bool = False) -> str | None:
+def init_sync(
+    con: Any, *, model: str, dimension: int, kb_path: str, settings_json: str | None = None, allow_switch: bool = False
+) -> str | None:
     """Create or check the schema for this model.
 
     An index built by another model is refused, unless `allow_switch` (a writer: the switch
@@ -353,7 +370,11 @@ def init_sync(con: Any, *, model: str, dimension: int, kb_path: str, settings_js
             set_meta_sync(con, "dimension", str(dimension))
             set_meta_sync(con, "embeddings_computed", "0")
             set_meta_sync(con, "created_at", str(time.time()))
-        if settings_json is not None and answering_with is None and get_meta_sync(con, "embedding_settings") in (None, ""):
+        if (
+            settings_json is not None
+            and answering_with is None
+            and get_meta_sync(con, "embedding_settings") in (None, "")
+        ):
             set_meta_sync(con, "embedding_settings", settings_json)
         set_meta_sync(con, "kb_path", kb_path)
         con.execute("COMMIT")
@@ -402,10 +423,15 @@ def _migrate_step(con: Any, version: int) -> None:
     for statement in statements:
         first = statement.split(None, 1)[0].rstrip(";").upper()
         if first in _NOT_IN_A_STEP:  # a bug in groove: refused before anything runs
-            raise MigrationError(_migration_failed(
-                con, version, f"the step holds `{first}`, which cannot run inside the step's one transaction",
-                "this is a bug in groove (please report it); `groove index --rebuild` builds a new index from the notes",
-                ran=False))
+            raise MigrationError(
+                _migration_failed(
+                    con,
+                    version,
+                    f"the step holds `{first}`, which cannot run inside the step's one transaction",
+                    "this is a bug in groove (please report it); `groove index --rebuild` builds a new index from the notes",
+                    ran=False,
+                )
+            )
     try:
         con.execute("BEGIN IMMEDIATE")
         for statement in statements:
@@ -424,9 +450,11 @@ def _migrate_step(con: Any, version: int) -> None:
             raise
         known = _write_failure(exc)
         why = known[0] if known else f"{type(exc).__name__}: {exc}"
-        todo = ((f"{known[1]}, then run" if known else "run") + " `groove index` (or start `groove serve`) to upgrade "
-                "it again; if it fails the same way, `groove index --rebuild` builds a new index from the notes "
-                "(every note is embedded again)")
+        todo = (
+            (f"{known[1]}, then run" if known else "run") + " `groove index` (or start `groove serve`) to upgrade "
+            "it again; if it fails the same way, `groove index --rebuild` builds a new index from the notes "
+            "(every note is embedded again)"
+        )
         raise MigrationError(_migration_failed(con, version, why, todo)) from exc
 
 
@@ -436,9 +464,11 @@ def _migration_failed(con: Any, version: int, why: str, todo: str, *, ran: bool 
         path = next((row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main"), "")
     except DBError:
         path = ""
-    text = (f"could not upgrade the index {path or '(in memory)'} from schema version {version} to {version + 1} "
-            f"(migration step {version}): {why}; the index is unchanged at schema version {version} "
-            f"({'the step was rolled back whole' if ran else 'the step did not run'}); {todo}")
+    text = (
+        f"could not upgrade the index {path or '(in memory)'} from schema version {version} to {version + 1} "
+        f"(migration step {version}): {why}; the index is unchanged at schema version {version} "
+        f"({'the step was rolled back whole' if ran else 'the step did not run'}); {todo}"
+    )
     return " ".join(text.split())  # one line, whatever the exception said
 
 
@@ -521,5 +551,3 @@ def remove_index_files(path: Path) -> None:
         p = Path(str(path) + suffix)
         if p.exists():
             p.unlink()
-
-

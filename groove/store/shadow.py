@@ -92,9 +92,7 @@ def drop_sync(con: Any) -> bool:
 
 
 async def state(conn: aiosqlite.Connection) -> dict[str, Any] | None:
-    cur = await conn.execute(
-        f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(_META))})", _META
-    )
+    cur = await conn.execute(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(_META))})", _META)
     meta = dict(await cur.fetchall())
     if not meta.get("shadow_model"):
         return None
@@ -111,8 +109,9 @@ async def state(conn: aiosqlite.Connection) -> dict[str, Any] | None:
 _MISSING = f"NOT EXISTS (SELECT 1 FROM {EMBEDDINGS} s WHERE s.hash = c.hash)"
 
 
-async def pending_batch(conn: aiosqlite.Connection, limit: int, exclude: Collection[str] = (),
-                        after: str = "") -> list[tuple[str, str]]:
+async def pending_batch(
+    conn: aiosqlite.Connection, limit: int, exclude: Collection[str] = (), after: str = ""
+) -> list[tuple[str, str]]:
     """Texts of the index that have no vector of the new model yet: (hash, content), one per text,
     in hash order from just after `after` (a keyset: the `chunks_hash` index is entered at
     `after`, so a switch's next batch does not walk again past every text already embedded)."""
@@ -124,8 +123,9 @@ async def pending_batch(conn: aiosqlite.Connection, limit: int, exclude: Collect
     return [(r[0], r[1]) for r in await cur.fetchall()]
 
 
-async def pending_batch_from(conn: aiosqlite.Connection, limit: int, exclude: Collection[str],
-                             after: str) -> tuple[list[tuple[str, str]], str]:
+async def pending_batch_from(
+    conn: aiosqlite.Connection, limit: int, exclude: Collection[str], after: str
+) -> tuple[list[tuple[str, str]], str]:
     """The next batch after the cursor `after`, and the cursor for the one after it. Past the last
     hash it wraps to the start once, for texts behind the cursor: edited during the switch, or set
     aside and due again. An empty batch means no text is pending (outside `exclude`)."""
@@ -192,9 +192,7 @@ async def swap(conn: aiosqlite.Connection) -> dict[str, Any]:
     work of the new active set.
     """
     async with Tx(conn):
-        cur = await conn.execute(
-            f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(_META))})", _META
-        )
+        cur = await conn.execute(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(_META))})", _META)
         meta = dict(await cur.fetchall())
         if not meta.get("shadow_model"):
             raise RuntimeError("no model switch is in progress")
@@ -212,7 +210,9 @@ async def swap(conn: aiosqlite.Connection) -> dict[str, Any]:
             f"INSERT INTO vec_embeddings(rowid, embedding) SELECT rowid, embedding FROM {VECTORS}"
             " WHERE rowid IN (SELECT id FROM embeddings)"
         )
-        await conn.execute("UPDATE chunks SET embedding_id = (SELECT e.id FROM embeddings e WHERE e.hash = chunks.hash)")
+        await conn.execute(
+            "UPDATE chunks SET embedding_id = (SELECT e.id FROM embeddings e WHERE e.hash = chunks.hash)"
+        )
         cur = await conn.execute("SELECT count(*) FROM embeddings")
         vectors = int((await cur.fetchone())[0])
         cur = await conn.execute("SELECT count(*) FROM chunks WHERE embedding_id IS NULL")
@@ -230,8 +230,14 @@ async def swap(conn: aiosqlite.Connection) -> dict[str, Any]:
                 (key, value),
             )
         await conn.execute(f"DELETE FROM meta WHERE key IN ({','.join('?' * len(_META))})", _META)
-        record = {"from": old_model, "to": meta["shadow_model"], "vectors": vectors, "pending_chunks": pending,
-                  "started_at": float(meta.get("shadow_started_at") or 0.0), "swapped_at": time.time()}
+        record = {
+            "from": old_model,
+            "to": meta["shadow_model"],
+            "vectors": vectors,
+            "pending_chunks": pending,
+            "started_at": float(meta.get("shadow_started_at") or 0.0),
+            "swapped_at": time.time(),
+        }
         await conn.execute(
             "INSERT INTO meta(key, value) VALUES ('last_model_switch', ?)"
             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -240,5 +246,16 @@ async def swap(conn: aiosqlite.Connection) -> dict[str, Any]:
     return record
 
 
-__all__ = ["EMBEDDINGS", "VECTORS", "begin_sync", "drop_sync", "pending_batch", "pending_count", "progress",
-           "state", "state_sync", "store_vectors", "swap"]
+__all__ = [
+    "EMBEDDINGS",
+    "VECTORS",
+    "begin_sync",
+    "drop_sync",
+    "pending_batch",
+    "pending_count",
+    "progress",
+    "state",
+    "state_sync",
+    "store_vectors",
+    "swap",
+]

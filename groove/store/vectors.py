@@ -52,9 +52,9 @@ class Snapshot:
     are filled by later snapshots and never read through this one."""
 
     stamp: tuple[Any, ...]
-    ids: np.ndarray        # int64, ascending
-    matrix: np.ndarray     # float32, (len(ids), dimension)
-    norms2: np.ndarray     # float32, |row|^2
+    ids: np.ndarray  # int64, ascending
+    matrix: np.ndarray  # float32, (len(ids), dimension)
+    norms2: np.ndarray  # float32, |row|^2
 
     @property
     def max_id(self) -> int:
@@ -72,7 +72,11 @@ class Snapshot:
         """(vector id, L2 distance) of the `k` nearest rows (of `rows`, when given), nearest first;
         ties by id, as sqlite-vec orders its scan."""
         q = np.asarray(query, dtype=np.float32)
-        m, n2, ids = (self.matrix, self.norms2, self.ids) if rows is None else (self.matrix[rows], self.norms2[rows], self.ids[rows])
+        m, n2, ids = (
+            (self.matrix, self.norms2, self.ids)
+            if rows is None
+            else (self.matrix[rows], self.norms2[rows], self.ids[rows])
+        )
         if not len(ids) or k <= 0:
             return []
         # |m - q|^2 = |m|^2 + |q|^2 - 2 m.q: one matrix-vector product picks the k nearest (a few
@@ -111,8 +115,8 @@ class _Buffers:
         end = self.n + len(ids)
         if end > len(self.ids):
             return False
-        self.ids[self.n:end], self.matrix[self.n:end] = ids, rows
-        self.norms2[self.n:end] = np.einsum("ij,ij->i", rows, rows)
+        self.ids[self.n : end], self.matrix[self.n : end] = ids, rows
+        self.norms2[self.n : end] = np.einsum("ij,ij->i", rows, rows)
         self.n = end
         return True
 
@@ -161,7 +165,7 @@ def _read_all(path: Path, table: str, max_bytes: int) -> tuple[tuple[Any, ...], 
             if n + len(rows) >= len(ids):  # vectors without an `embeddings` row (doctor names them)
                 ids = np.resize(ids, capacity(n + len(rows)))
                 matrix = np.resize(matrix, (len(ids), dim))
-            ids[n:n + len(rows)], matrix[n:n + len(rows)] = _decode(rows, dim)
+            ids[n : n + len(rows)], matrix[n : n + len(rows)] = _decode(rows, dim)
             n += len(rows)
         con.execute("COMMIT")
     finally:
@@ -228,7 +232,8 @@ class VectorMatrix:
             if not self._buffers.append(new_ids, new_rows):
                 old = self._buffers.snapshot(stamp)
                 self._buffers = await anyio.to_thread.run_sync(
-                    _Buffers, np.concatenate([old.ids, new_ids]), np.concatenate([old.matrix, new_rows]))
+                    _Buffers, np.concatenate([old.ids, new_ids]), np.concatenate([old.matrix, new_rows])
+                )
         return self._buffers.snapshot(stamp)
 
     async def _load_all(self) -> Snapshot | None:
@@ -246,9 +251,13 @@ class VectorMatrix:
         if need <= self.max_bytes:
             return True
         if self._over_budget is None or self._over_budget[:2] != stamp[:2]:
-            log.info("vectors_not_in_memory", vectors=count, need_mb=round(need / 2**20, 1),
-                     vector_memory_mb=round(self.max_bytes / 2**20, 1),
-                     message="sqlite-vec's scan answers; raise [search] vector_memory_mb to keep them in memory")
+            log.info(
+                "vectors_not_in_memory",
+                vectors=count,
+                need_mb=round(need / 2**20, 1),
+                vector_memory_mb=round(self.max_bytes / 2**20, 1),
+                message="sqlite-vec's scan answers; raise [search] vector_memory_mb to keep them in memory",
+            )
         self._over_budget = stamp
         return False
 
@@ -270,7 +279,9 @@ class VectorMatrix:
             return None
         return await anyio.to_thread.run_sync(snap.nearest, query, k)
 
-    async def nearest_among(self, conn: Any, query: np.ndarray, emb_ids: Sequence[int], k: int) -> list[tuple[int, float]] | None:
+    async def nearest_among(
+        self, conn: Any, query: np.ndarray, emb_ids: Sequence[int], k: int
+    ) -> list[tuple[int, float]] | None:
         """The same over the given vector ids only (a filtered search); None when one of them is
         not in memory yet, or sqlite-vec should answer."""
         snap = await self.usable(conn)

@@ -28,7 +28,7 @@ from groove.store.schema import FTS_TABLES
 @dataclass
 class FileWrite:
     doc_id: int
-    inserted: int       # chunk rows added
+    inserted: int  # chunk rows added
 
 
 class Tx:
@@ -138,7 +138,15 @@ async def write_note(
         for row in await cur.fetchall():
             old_by_hash.setdefault(row[1], []).append(row)
         for chunk in parsed.chunks:
-            meta = (chunk.ordinal, chunk.heading, chunk.level, chunk.context, chunk.start_line, chunk.end_line, chunk.token_count)
+            meta = (
+                chunk.ordinal,
+                chunk.heading,
+                chunk.level,
+                chunk.context,
+                chunk.start_line,
+                chunk.end_line,
+                chunk.token_count,
+            )
             olds = old_by_hash.get(chunk.hash)
             if olds:
                 old = olds.pop(0)
@@ -154,8 +162,22 @@ async def write_note(
                 "INSERT INTO chunks(doc_id, ordinal, heading, level, context, content, start_line, end_line,"
                 " token_count, hash, embedding_id, queued_at, text_quality, quality)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,(SELECT id FROM embeddings WHERE hash = ?),?,?,?)",
-                (doc_id, chunk.ordinal, chunk.heading, chunk.level, chunk.context, chunk.content,
-                 chunk.start_line, chunk.end_line, chunk.token_count, chunk.hash, chunk.hash, now, score, score),
+                (
+                    doc_id,
+                    chunk.ordinal,
+                    chunk.heading,
+                    chunk.level,
+                    chunk.context,
+                    chunk.content,
+                    chunk.start_line,
+                    chunk.end_line,
+                    chunk.token_count,
+                    chunk.hash,
+                    chunk.hash,
+                    now,
+                    score,
+                    score,
+                ),
             )
             inserted += 1
             changed.add(chunk.hash)
@@ -169,8 +191,9 @@ async def write_note(
     return FileWrite(doc_id=doc_id, inserted=inserted)
 
 
-async def _write_links(conn: aiosqlite.Connection, doc_id: int, rel: str, parsed: ParsedNote,
-                       old_path: str | None) -> None:
+async def _write_links(
+    conn: aiosqlite.Connection, doc_id: int, rel: str, parsed: ParsedNote, old_path: str | None
+) -> None:
     """The note's names and links, in the note's transaction, each link resolved (corpus/links.py). A note that
     is new, renamed, or answers to other names now (its aliases or title changed) resolves again every link
     that names one of its old or new names: links that named nothing find it, and links that named it under
@@ -184,15 +207,29 @@ async def _write_links(conn: aiosqlite.Connection, doc_id: int, rel: str, parsed
             await conn.execute("DELETE FROM note_names WHERE doc_id = ?", (doc_id,))
         await conn.execute("DELETE FROM links WHERE source_id = ?", (doc_id,))
     if before != set(names):
-        await conn.executemany("INSERT INTO note_names(doc_id, name, alias) VALUES (?, ?, ?)",
-                               [(doc_id, name, alias) for name, alias in names])
+        await conn.executemany(
+            "INSERT INTO note_names(doc_id, name, alias) VALUES (?, ?, ?)",
+            [(doc_id, name, alias) for name, alias in names],
+        )
     if parsed.links:
         found = await _candidates(conn, {ln.name for ln in parsed.links})
         await conn.executemany(
             "INSERT INTO links(source_id, line, kind, target, name, heading, block, alias, target_id)"
             " VALUES (?,?,?,?,?,?,?,?,?)",
-            [(doc_id, ln.line, ln.kind, ln.target, ln.name, ln.heading, ln.block, ln.alias,
-              resolve(ln.target, ln.kind, rel, found.get(ln.name, ()))) for ln in parsed.links],
+            [
+                (
+                    doc_id,
+                    ln.line,
+                    ln.kind,
+                    ln.target,
+                    ln.name,
+                    ln.heading,
+                    ln.block,
+                    ln.alias,
+                    resolve(ln.target, ln.kind, rel, found.get(ln.name, ())),
+                )
+                for ln in parsed.links
+            ],
         )
     if old_path != rel or before != set(names):
         await resolve_names(conn, {n for n, _ in names} | {n for n, _ in before})
@@ -202,7 +239,9 @@ async def _candidates(conn: aiosqlite.Connection, names: Collection[str]) -> dic
     """name -> (doc id, path, alias) of the notes answering to it: what `resolve` chooses among."""
     cur = await conn.execute(
         "SELECT n.name, n.doc_id, d.path, n.alias FROM note_names n JOIN documents d ON d.id = n.doc_id"
-        " WHERE n.name IN (SELECT value FROM json_each(?))", (json.dumps(sorted(names), ensure_ascii=False),))
+        " WHERE n.name IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(names), ensure_ascii=False),),
+    )
     out: dict[str, list[tuple[int, str, int]]] = {}
     for name, doc, path, alias in await cur.fetchall():
         out.setdefault(name, []).append((doc, path, alias))
@@ -222,13 +261,18 @@ async def resolve_names(conn: aiosqlite.Connection, names: Collection[str]) -> N
         return
     cur = await conn.execute(
         "SELECT l.id, l.target, l.kind, s.path, l.name, l.target_id FROM links l JOIN documents s ON s.id = l.source_id"
-        " WHERE l.name IN (SELECT value FROM json_each(?))", (json.dumps(sorted(names), ensure_ascii=False),))
+        " WHERE l.name IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(names), ensure_ascii=False),),
+    )
     rows = await cur.fetchall()
     if not rows:
         return
     found = await _candidates(conn, names)
-    moved = [(target, link) for link, written, kind, source, name, was in rows
-             if (target := resolve(written, kind, source, found.get(name, ()))) != was]
+    moved = [
+        (target, link)
+        for link, written, kind, source, name, was in rows
+        if (target := resolve(written, kind, source, found.get(name, ()))) != was
+    ]
     if moved:  # only the links whose note changed are written
         await conn.executemany("UPDATE links SET target_id = ? WHERE id = ?", moved)
 
@@ -253,7 +297,8 @@ async def rescore_templates(conn: aiosqlite.Connection, hashes: Collection[str])
     factors = [(repeat_factor(n), h) for h, n in await cur.fetchall()]
     if factors:
         await conn.executemany(
-            "UPDATE chunks SET quality = text_quality * ?1 WHERE hash = ?2 AND quality != text_quality * ?1", factors)
+            "UPDATE chunks SET quality = text_quality * ?1 WHERE hash = ?2 AND quality != text_quality * ?1", factors
+        )
 
 
 async def touch_document(conn: aiosqlite.Connection, doc_id: int, size: int, mtime_ns: int) -> None:
@@ -325,7 +370,9 @@ async def store_vectors(conn: aiosqlite.Connection, hashes: Sequence[str], vecto
             cur = await conn.execute("SELECT id FROM embeddings WHERE hash = ?", (h,))
             row = await cur.fetchone()
             if row is None:
-                cur = await conn.execute("INSERT INTO embeddings(hash, created_at) VALUES (?, ?) RETURNING id", (h, now))
+                cur = await conn.execute(
+                    "INSERT INTO embeddings(hash, created_at) VALUES (?, ?) RETURNING id", (h, now)
+                )
                 emb_id = (await cur.fetchone())[0]
                 await conn.execute(
                     "INSERT INTO vec_embeddings(rowid, embedding) VALUES (?, ?)",

@@ -11,6 +11,7 @@ from groove.store.connection import IndexError_
 
 # --- one writer per index: an advisory lock beside it ------------------------------------------
 
+
 class IndexLockedError(IndexError_):
     """Another groove process writes this index."""
 
@@ -29,9 +30,11 @@ def unwritable_folder(index: Path, exc: OSError) -> IndexFolderError:
         why = "it is on a read-only file system"
     elif exc.errno in (errno.EACCES, errno.EPERM):
         why = "permission denied"
-    return IndexFolderError(f"cannot write in the index folder {index.parent} ({why}): make it writable, or give "
-                            "--index (or index_path) a file in a folder you can write; read-only commands "
-                            "(search, status) still work on an index that is there")
+    return IndexFolderError(
+        f"cannot write in the index folder {index.parent} ({why}): make it writable, or give "
+        "--index (or index_path) a file in a folder you can write; read-only commands "
+        "(search, status) still work on an index that is there"
+    )
 
 
 def lock_path(path: Path) -> Path:
@@ -80,8 +83,14 @@ class WriterLock:
         import os
         import sys
 
-        return json.dumps({"pid": os.getpid(), "command": " ".join(["groove", *sys.argv[1:]]) if sys.argv else "groove",
-                           "started_at": time.time(), "index": str(self.index)}).encode("utf-8")
+        return json.dumps(
+            {
+                "pid": os.getpid(),
+                "command": " ".join(["groove", *sys.argv[1:]]) if sys.argv else "groove",
+                "started_at": time.time(),
+                "index": str(self.index),
+            }
+        ).encode("utf-8")
 
     def acquire(self) -> None:
         import os
@@ -173,6 +182,8 @@ def _locked_message(index: Path, holder: dict[str, Any], through: str = "") -> s
     if isinstance(holder.get("started_at"), (int, float)):
         who.append("since " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder["started_at"])))
     named = f" ({', '.join(who)})" if who else ""
-    return (f"the index {index} is being written by another groove process{named}{through}; stop that process first "
-            "(or use its MCP tools, e.g. reindex), or give this command another --index. Read-only commands "
-            "(search, status, related) work beside it")
+    return (
+        f"the index {index} is being written by another groove process{named}{through}; stop that process first "
+        "(or use its MCP tools, e.g. reindex), or give this command another --index. Read-only commands "
+        "(search, status, related) work beside it"
+    )

@@ -35,9 +35,9 @@ log = get_logger(__name__)
 Progress = Callable[[str, int, int], None]
 RunEmbed = Callable[[Callable[[Sequence[str]], np.ndarray], Sequence[str]], Awaitable[np.ndarray]]
 
-RETRY_FIRST_S = 1.0     # a set-aside text is first retried after this long
-RETRY_MAX_S = 300.0     # and never waits longer than this between tries
-LENGTH_WINDOW = 16      # `embed_pending` sorts this many batches of the queue by length at a time
+RETRY_FIRST_S = 1.0  # a set-aside text is first retried after this long
+RETRY_MAX_S = 300.0  # and never waits longer than this between tries
+LENGTH_WINDOW = 16  # `embed_pending` sorts this many batches of the queue by length at a time
 
 
 async def _on_thread(fn: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
@@ -48,8 +48,8 @@ async def _on_thread(fn: Callable[[Sequence[str]], np.ndarray], texts: Sequence[
 class Failure:
     attempts: int
     last_error: str
-    retry_at: float          # time.monotonic() of the next try
-    retry_at_wall: float     # the same moment as time.time(), for people
+    retry_at: float  # time.monotonic() of the next try
+    retry_at_wall: float  # the same moment as time.time(), for people
 
 
 class EmbedQueue:
@@ -123,7 +123,14 @@ class EmbedQueue:
         attempts = (previous.attempts if previous else 0) + 1
         delay = doubling(attempts, RETRY_FIRST_S, RETRY_MAX_S)
         self.failing[h] = Failure(attempts, error, self.clock() + delay, time.time() + delay)
-        log.error("embed_failed", hash=h[:12], attempts=attempts, retry_in_s=delay, error=error, vectors=getattr(self.store, "name", "active"))
+        log.error(
+            "embed_failed",
+            hash=h[:12],
+            attempts=attempts,
+            retry_in_s=delay,
+            error=error,
+            vectors=getattr(self.store, "name", "active"),
+        )
         return 0
 
     def failures(self) -> dict[str, object]:
@@ -137,8 +144,9 @@ class EmbedQueue:
             "next_retry_at": round(min(f.retry_at_wall for f in self.failing.values()), 3),
         }
 
-    async def embed_pending(self, progress: Progress | None = None, limit: int | None = None,
-                            stage: str = "embed") -> int:
+    async def embed_pending(
+        self, progress: Progress | None = None, limit: int | None = None, stage: str = "embed"
+    ) -> int:
         """Embed every due pending text (`groove index`). Returns texts embedded.
 
         The queue is read a window of `LENGTH_WINDOW` batches at a time and each window is

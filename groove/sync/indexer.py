@@ -96,8 +96,14 @@ class ReconcileStats:
 class Indexer:
     """The single writer's logic. Owns the write connection."""
 
-    def __init__(self, conn: aiosqlite.Connection, folders: Folders | Path, settings: IndexSettings, embedder: Embedder,
-                 parsers: ParserSettings | None = None):
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        folders: Folders | Path,
+        settings: IndexSettings,
+        embedder: Embedder,
+        parsers: ParserSettings | None = None,
+    ):
         self.conn = conn
         # resolved once, by the settings; a bare Path is one folder
         self.folders = folders if isinstance(folders, Folders) else Folders.one(folders)
@@ -106,9 +112,16 @@ class Indexer:
         # The parser registry decides which files are notes and how each kind is read and parsed.
         self.parsers = Parsers(settings, parsers)
         # Each folder's own ignore rules (its .grooveignore, its git repository's .gitignore files).
-        self.ignores = {f.name: Ignore(f.path, settings.exclude_dirs, self.parsers.extensions,
-                                       self.parsers.size_limits(), gitignore=settings.gitignore)
-                        for f in self.folders}
+        self.ignores = {
+            f.name: Ignore(
+                f.path,
+                settings.exclude_dirs,
+                self.parsers.extensions,
+                self.parsers.size_limits(),
+                gitignore=settings.gitignore,
+            )
+            for f in self.folders
+        }
 
     def ignore_of(self, folder: NotesFolder) -> Ignore:
         return self.ignores[folder.name]
@@ -143,7 +156,9 @@ class Indexer:
         started = time.perf_counter()
         for ignore in self.ignores.values():
             ignore.reload()
-        result = await anyio.to_thread.run_sync(scan_folders, self.folders, self.ignore_of, self.settings.max_file_bytes)
+        result = await anyio.to_thread.run_sync(
+            scan_folders, self.folders, self.ignore_of, self.settings.max_file_bytes
+        )
         known = await self._known()
         gone = set(known) - set(result.files)
         kept = self._keep_unreadable(result.unreadable_dirs, gone)
@@ -172,7 +187,8 @@ class Indexer:
             gone -= held
             out[prefix or "./"] = (
                 f"{reason}; kept its {len(held)} indexed note(s) until it is readable again or gone"
-                if held else f"{reason}; nothing under it is indexed"
+                if held
+                else f"{reason}; nothing under it is indexed"
             )
         return out
 
@@ -314,8 +330,13 @@ class Indexer:
             if parsed.warnings:
                 stats.note_warnings[rel] = list(parsed.warnings)
             write = await writer.write_note(
-                self.conn, rel=rel, parsed=parsed, size=info.size, mtime_ns=info.mtime_ns,
-                file_hash=digest, doc_id=doc_id,
+                self.conn,
+                rel=rel,
+                parsed=parsed,
+                size=info.size,
+                mtime_ns=info.mtime_ns,
+                file_hash=digest,
+                doc_id=doc_id,
             )
             stats.chunks_written += write.inserted
             stats.changed_paths.append(rel)

@@ -27,8 +27,12 @@ def iso_times(obj: Any) -> Any:
     """A copy of `obj` with every timestamp as ISO-8601 UTC: keys `at` and `*_at` holding epoch seconds
     (what the command line prints and what the MCP tools answer)."""
     if isinstance(obj, dict):
-        return {k: iso_time(v) if (k == "at" or k.endswith("_at")) and isinstance(v, (int, float)) and not isinstance(v, bool)
-                else iso_times(v) for k, v in obj.items()}
+        return {
+            k: iso_time(v)
+            if (k == "at" or k.endswith("_at")) and isinstance(v, (int, float)) and not isinstance(v, bool)
+            else iso_times(v)
+            for k, v in obj.items()
+        }
     if isinstance(obj, list):
         return [iso_times(v) for v in obj]
     return obj
@@ -68,12 +72,23 @@ class IndexReport(BaseModel):
     vectors_collected: int = Field(description="vectors no chunk used any more, dropped")
     seconds: float = Field(description="how long the call took")
     finished_at: str = Field(description="when it finished, ISO-8601 UTC")
-    model_switch: FinishedSwitch | None = Field(None, description="the model switch this call finished (from, to, vectors), else null")
-    full_text_merged: bool = Field(False, description="the full-text tables were merged after a large write (groove index; faster full-text queries)")
+    model_switch: FinishedSwitch | None = Field(
+        None, description="the model switch this call finished (from, to, vectors), else null"
+    )
+    full_text_merged: bool = Field(
+        False,
+        description="the full-text tables were merged after a large write (groove index; faster full-text queries)",
+    )
     skipped_files: list[dict] = Field(default_factory=list, description="each file skipped, with its reason")
-    note_warnings: list[dict] = Field(default_factory=list, description="each note indexed with a warning (what was cut)")
-    kept_unreadable: list[dict] = Field(default_factory=list, description="notes kept under a folder that cannot be read now")
-    linked_dirs: list[dict] = Field(default_factory=list, description="symlinked folders, not followed by design (groove status lists them)")
+    note_warnings: list[dict] = Field(
+        default_factory=list, description="each note indexed with a warning (what was cut)"
+    )
+    kept_unreadable: list[dict] = Field(
+        default_factory=list, description="notes kept under a folder that cannot be read now"
+    )
+    linked_dirs: list[dict] = Field(
+        default_factory=list, description="symlinked folders, not followed by design (groove status lists them)"
+    )
 
 
 def index_report(

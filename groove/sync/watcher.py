@@ -43,8 +43,13 @@ from groove.logs import get_logger
 log = get_logger(__name__)
 
 
-def relevant(kb: Path, path: str, extensions: tuple[str, ...], index_path: Path | None,
-             ignored: Callable[[str], bool] | None = None) -> str | None:
+def relevant(
+    kb: Path,
+    path: str,
+    extensions: tuple[str, ...],
+    index_path: Path | None,
+    ignored: Callable[[str], bool] | None = None,
+) -> str | None:
     """The relative path to reconcile for a raw event path, or None to drop it (`ignored`: the ignore rules'
     verdict, `Ignore.path_ignored`: what .grooveignore and .gitignore leave out never wakes the writer)."""
     p = Path(path)
@@ -127,6 +132,7 @@ async def watch(
 ) -> None:
     """Hand batches of changed paths to `on_batch` until `stop_event` (not those `ignored` says the rules leave out); `on_lost` when a batch was lost,
     and when the notes folder came back or was replaced (the watch is attached to the new folder first)."""
+
     def state(value: str) -> None:
         if on_state:
             on_state(value)
@@ -137,8 +143,11 @@ async def watch(
         while not _stopped(stop_event):
             if identity is None:
                 state(FOLDER_MISSING)
-                log.warning("watch_folder_missing", kb=str(kb),
-                            action="waiting for it; the index keeps its notes, and a full reconcile follows its return")
+                log.warning(
+                    "watch_folder_missing",
+                    kb=str(kb),
+                    action="waiting for it; the index keeps its notes, and a full reconcile follows its return",
+                )
                 identity = await _wait_for_folder(kb, stop_event)
                 if identity is None:
                     return  # stopped
@@ -150,8 +159,17 @@ async def watch(
             else:
                 log.info("watch_started", kb=str(kb), debounce_ms=debounce_ms)
             attached_before = True
-            moved = await _watch_folder(kb, identity, on_batch, debounce_ms=debounce_ms, extensions=extensions,
-                                        index_path=index_path, stop_event=stop_event, on_lost=on_lost, ignored=ignored)
+            moved = await _watch_folder(
+                kb,
+                identity,
+                on_batch,
+                debounce_ms=debounce_ms,
+                extensions=extensions,
+                index_path=index_path,
+                stop_event=stop_event,
+                on_lost=on_lost,
+                ignored=ignored,
+            )
             if moved is False:
                 return  # stopped
             identity = moved
@@ -181,26 +199,34 @@ async def _watch_folder(
     lost = 0
     while not _stopped(stop_event):
         try:
-            async with aclosing(watchfiles.awatch(
-                kb,
-                # A batch is handed on once the folder has been quiet for `debounce_ms` (watchfiles'
-                # `step`); during non-stop activity at most every 10 x debounce_ms (its `debounce`).
-                step=max(debounce_ms, 1),
-                debounce=max(debounce_ms * 10, 1000),
-                stop_event=stop_event,
-                recursive=True,
-                watch_filter=None,
-                rust_timeout=int(WATCH_CHECK_S * 1000),
-                yield_on_timeout=True,  # an empty batch every WATCH_CHECK_S: the folder check below
-            )) as batches:
+            async with aclosing(
+                watchfiles.awatch(
+                    kb,
+                    # A batch is handed on once the folder has been quiet for `debounce_ms` (watchfiles'
+                    # `step`); during non-stop activity at most every 10 x debounce_ms (its `debounce`).
+                    step=max(debounce_ms, 1),
+                    debounce=max(debounce_ms * 10, 1000),
+                    stop_event=stop_event,
+                    recursive=True,
+                    watch_filter=None,
+                    rust_timeout=int(WATCH_CHECK_S * 1000),
+                    yield_on_timeout=True,  # an empty batch every WATCH_CHECK_S: the folder check below
+                )
+            ) as batches:
                 async for changes in batches:
                     now = folder_identity(kb)
                     if now != identity:
-                        log.warning("watch_folder_gone" if now is None else "watch_folder_replaced", kb=str(kb),
-                                    action="the watch is attached again when there is a folder there")
+                        log.warning(
+                            "watch_folder_gone" if now is None else "watch_folder_replaced",
+                            kb=str(kb),
+                            action="the watch is attached again when there is a folder there",
+                        )
                         return now
-                    rels = {r for _, path in changes
-                            if (r := relevant(kb, path, extensions, index_path, ignored)) is not None}
+                    rels = {
+                        r
+                        for _, path in changes
+                        if (r := relevant(kb, path, extensions, index_path, ignored)) is not None
+                    }
                     if rels:
                         log.debug("watch_batch", paths=len(rels))
                         await on_batch(rels)
@@ -211,8 +237,11 @@ async def _watch_folder(
             # A name watchfiles cannot decode (not UTF-8) failed the batch it was in.
             lost += 1
             if lost == 1:
-                log.warning("watch_batch_lost", error=str(exc),
-                            action="watching again; a full reconcile reports the file and picks up the rest")
+                log.warning(
+                    "watch_batch_lost",
+                    error=str(exc),
+                    action="watching again; a full reconcile reports the file and picks up the rest",
+                )
             if on_lost is not None:
                 await on_lost()
             await anyio.sleep(min(0.05 * lost, 1.0))  # never a busy loop, whatever the folder holds

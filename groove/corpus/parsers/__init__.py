@@ -83,8 +83,11 @@ class Parsers:
     def size_limits(self) -> dict[str, tuple[int, str]]:
         """extension -> (largest file accepted, the setting's name) for the file types with their own limit
         (documents); the others keep `[index] max_file_bytes`."""
-        return {e: (self.limits.max_document_bytes, "[parsers] max_document_bytes")
-                for e, k in self.by_extension.items() if k in BINARY}
+        return {
+            e: (self.limits.max_document_bytes, "[parsers] max_document_bytes")
+            for e, k in self.by_extension.items()
+            if k in BINARY
+        }
 
     def read(self, info: FileInfo, max_file_bytes: int) -> tuple[str | bytes, str]:
         """The file's content (text, or bytes for a document) and the sha256 of its bytes."""
@@ -109,6 +112,13 @@ class Parsers:
             from groove.corpus.parsers.txt import parse_txt
 
             return parse_txt(source, stem=stem, options=options)
-        return parse_note(source, stem=stem, split_levels=options.split_levels, max_tokens=options.max_tokens,
-                          min_chunk_tokens=options.min_chunk_tokens, count_tokens=options.count_tokens,
-                          max_chunks=options.max_chunks, max_frontmatter_bytes=options.max_frontmatter_bytes)
+        return parse_note(
+            source,
+            stem=stem,
+            split_levels=options.split_levels,
+            max_tokens=options.max_tokens,
+            min_chunk_tokens=options.min_chunk_tokens,
+            count_tokens=options.count_tokens,
+            max_chunks=options.max_chunks,
+            max_frontmatter_bytes=options.max_frontmatter_bytes,
+        )

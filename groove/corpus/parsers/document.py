@@ -39,7 +39,7 @@ class ChunkOptions:
     min_chunk_tokens: int = 32
     split_levels: int = 3
     count_tokens: TokenCounter = estimate_tokens
-    max_chunks: int | None = None             # [index] max_chunks_per_file
+    max_chunks: int | None = None  # [index] max_chunks_per_file
     max_frontmatter_bytes: int | None = None  # [index] max_frontmatter_bytes (Markdown only)
 
 
@@ -95,8 +95,12 @@ def iso(value: Any) -> str | None:
 def core_frontmatter(fmt: str, props: Any) -> dict[str, Any]:
     """title / author / created / modified from Office core properties (or PDF metadata), where set."""
     front: dict[str, Any] = {"format": fmt}
-    for key, attrs in (("title", ("title",)), ("author", ("author", "creator")), ("subject", ("subject",)),
-                       ("keywords", ("keywords",))):
+    for key, attrs in (
+        ("title", ("title",)),
+        ("author", ("author", "creator")),
+        ("subject", ("subject",)),
+        ("keywords", ("keywords",)),
+    ):
         for attr in attrs:  # openpyxl calls the author `creator`
             value = getattr(props, attr, None)
             if isinstance(value, str) and value.strip():

@@ -47,8 +47,9 @@ def parse_pdf(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserSe
             raise NoteReadError("not a readable PDF (no pages found: is the file damaged or cut short?)")
         sections = []
         for n in range(min(total, limits.max_pages)):
-            sections.append(Section(heading="", level=0, text=clean(pages[n].extract_text() or ""),
-                                    position={"page": n + 1}))
+            sections.append(
+                Section(heading="", level=0, text=clean(pages[n].extract_text() or ""), position={"page": n + 1})
+            )
         meta = _Meta(_safe(lambda: reader.metadata))
     except NoteReadError:
         raise

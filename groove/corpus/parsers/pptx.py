@@ -46,14 +46,22 @@ def parse_pptx(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserS
                 notes = clean(slide.notes_slide.notes_text_frame.text).strip()
                 if notes:
                     parts.append(notes)
-            sections.append(Section(heading=" ".join(title.split()), level=1 if title else 0,
-                                    text="\n\n".join(parts), position={"slide": n}))
+            sections.append(
+                Section(
+                    heading=" ".join(title.split()),
+                    level=1 if title else 0,
+                    text="\n\n".join(parts),
+                    position={"slide": n},
+                )
+            )
     except NoteReadError:
         raise
     except Exception as exc:  # noqa: BLE001 - a zip that is not a presentation, broken XML, ...
         raise NoteReadError(f"not a readable .pptx file ({type(exc).__name__}: {exc})") from exc
     if len(slides) > limits.max_slides:
-        warnings.append(f"only the first {limits.max_slides} of {len(slides)} slides are indexed ([parsers] max_slides)")
+        warnings.append(
+            f"only the first {limits.max_slides} of {len(slides)} slides are indexed ([parsers] max_slides)"
+        )
     front["slides"] = len(slides)
     first_title = next((s.heading for s in sections if s.heading), "")
     return build_note(

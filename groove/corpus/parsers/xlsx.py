@@ -45,8 +45,11 @@ def _blocks(sheet: str, rows: list[tuple[int, str]], options: ChunkOptions) -> l
     def flush() -> None:
         if block:
             text = "\n".join([header] + [t for _, t in block])
-            sections.append(Section(heading=sheet, level=1, text=text,
-                                    position={"sheet": sheet, "rows": [block[0][0], block[-1][0]]}))
+            sections.append(
+                Section(
+                    heading=sheet, level=1, text=text, position={"sheet": sheet, "rows": [block[0][0], block[-1][0]]}
+                )
+            )
 
     size = count(header)
     for no, text in data:
@@ -80,8 +83,10 @@ def parse_xlsx(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserS
                     if not text:
                         continue
                     if len(rows) == limits.max_rows:  # stop reading: a huge sheet costs no more than max_rows
-                        warnings.append(f"sheet {ws.title!r}: only the first {limits.max_rows} non-empty rows"
-                                        " are indexed ([parsers] max_rows)")
+                        warnings.append(
+                            f"sheet {ws.title!r}: only the first {limits.max_rows} non-empty rows"
+                            " are indexed ([parsers] max_rows)"
+                        )
                         break
                     rows.append((no, text))
                 sections += _blocks(ws.title, rows, options)

@@ -50,21 +50,29 @@ def format_host(host: str) -> str:
 
 # --- Host / Origin --------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Allowed:
     hosts: tuple[str, ...]
     origins: tuple[str, ...]
 
     @classmethod
-    def for_bind(cls, host: str, port: int, extra_hosts: list[str] | tuple[str, ...] = (),
-                 extra_origins: list[str] | tuple[str, ...] = ()) -> "Allowed":
+    def for_bind(
+        cls,
+        host: str,
+        port: int,
+        extra_hosts: list[str] | tuple[str, ...] = (),
+        extra_origins: list[str] | tuple[str, ...] = (),
+    ) -> "Allowed":
         names = list(LOOPBACK_NAMES)
         bound = format_host(host)
         if host not in ("0.0.0.0", "::", "") and bound.lower() not in names:
             names.append(bound.lower())
         suffix = f":{port}"
         hosts = [n + suffix for n in names] + [h.strip().lower() for h in extra_hosts if h.strip()]
-        origins = [f"http://{n}{suffix}" for n in LOOPBACK_NAMES] + [o.strip().lower().rstrip("/") for o in extra_origins if o.strip()]
+        origins = [f"http://{n}{suffix}" for n in LOOPBACK_NAMES] + [
+            o.strip().lower().rstrip("/") for o in extra_origins if o.strip()
+        ]
         return cls(tuple(dict.fromkeys(hosts)), tuple(dict.fromkeys(origins)))
 
     def host_ok(self, host: str | None) -> bool:
@@ -83,12 +91,13 @@ def _matches(value: str, patterns: tuple[str, ...]) -> bool:
     for pattern in patterns:
         if value == pattern:
             return True
-        if pattern.endswith(":*") and value.startswith(pattern[:-1]) and value[len(pattern) - 1:].isdigit():
+        if pattern.endswith(":*") and value.startswith(pattern[:-1]) and value[len(pattern) - 1 :].isdigit():
             return True
     return False
 
 
 # --- the bearer token ------------------------------------------------------------------------
+
 
 def is_loopback(host: str) -> bool:
     """Whether a bind host only accepts connections from this machine (the trust gate's rule, one rule)."""
@@ -144,17 +153,27 @@ def _unauthorized(error: str | None, message: str) -> Response:
 def _backing_off(wait_s: float) -> Response:
     retry = max(1, math.ceil(wait_s))
     return JSONResponse(
-        {"error": "too_many_failed_tokens",
-         "message": f"too many wrong bearer tokens from this address; the next one is checked in {retry} s"},
-        status_code=429, headers={"Retry-After": str(retry), "WWW-Authenticate": 'Bearer realm="groove"'},
+        {
+            "error": "too_many_failed_tokens",
+            "message": f"too many wrong bearer tokens from this address; the next one is checked in {retry} s",
+        },
+        status_code=429,
+        headers={"Retry-After": str(retry), "WWW-Authenticate": 'Bearer realm="groove"'},
     )
 
 
 class GuardMiddleware:
     """Host and Origin validation, then the bearer token, for every HTTP route, in front of everything else."""
 
-    def __init__(self, app: ASGIApp, allowed: Allowed, token: str = "", *, refused: StormLog | None = None,
-                 backoff: FailureBackoff | None = None):
+    def __init__(
+        self,
+        app: ASGIApp,
+        allowed: Allowed,
+        token: str = "",
+        *,
+        refused: StormLog | None = None,
+        backoff: FailureBackoff | None = None,
+    ):
         self.app = app
         self.allowed = allowed
         self._token = token.encode("utf-8")
@@ -187,8 +206,11 @@ class GuardMiddleware:
         given = _bearer(headers)
         if given is None:
             self.refused.count("no_token")
-            return _unauthorized(None, "this server needs a bearer token: send the header "
-                                 "'Authorization: Bearer <token>' (docs/mcp.md shows it for each client)")
+            return _unauthorized(
+                None,
+                "this server needs a bearer token: send the header "
+                "'Authorization: Bearer <token>' (docs/mcp.md shows it for each client)",
+            )
         wait = self.backoff.wait_s(peer)
         if wait > 0:  # not even checked: a guess made while backing off tells the guesser nothing
             self.refused.count("token_backoff", sample=peer)
@@ -196,13 +218,23 @@ class GuardMiddleware:
         if not hmac.compare_digest(given, self._token):
             self.backoff.failed(peer)
             self.refused.count("bad_token", sample=peer)
-            return _unauthorized("invalid_token", "the bearer token is not the one this server was started "
-                                 "with; check [serve.http] token or the token environment variable")
+            return _unauthorized(
+                "invalid_token",
+                "the bearer token is not the one this server was started "
+                "with; check [serve.http] token or the token environment variable",
+            )
         self.backoff.succeeded(peer)
         return None
 
 
 __all__ = [
-    "Allowed", "GuardMiddleware", "LOOPBACK_NAMES", "MIN_TOKEN_BYTES", "TOKEN_FREE_PAGES", "format_host",
-    "is_loopback", "require_token_off_loopback", "resolve_token",
+    "Allowed",
+    "GuardMiddleware",
+    "LOOPBACK_NAMES",
+    "MIN_TOKEN_BYTES",
+    "TOKEN_FREE_PAGES",
+    "format_host",
+    "is_loopback",
+    "require_token_off_loopback",
+    "resolve_token",
 ]

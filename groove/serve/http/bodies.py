@@ -124,16 +124,21 @@ class BodyDeadline:
             reason = mine.cut_reason or "body_timeout"
             self.storm.count(reason)
             await PlainTextResponse(self._message(reason), status_code=408, headers={"Connection": "close"})(
-                scope, receive, send)
+                scope, receive, send
+            )
         finally:
             finished()
 
     def _message(self, reason: str) -> str:
         if reason == "body_cut_per_client":
-            return (f"request body cut: more than [serve.http] max_bodies_per_client = {self.per_client} request "
-                    "bodies from this address were arriving at once; send each body whole, promptly\n")
-        return (f"request body not received within [serve.http] body_timeout_s = {self.timeout_s:g} s of its "
-                "headers; send the whole body at once, or raise body_timeout_s for very slow links\n")
+            return (
+                f"request body cut: more than [serve.http] max_bodies_per_client = {self.per_client} request "
+                "bodies from this address were arriving at once; send each body whole, promptly\n"
+            )
+        return (
+            f"request body not received within [serve.http] body_timeout_s = {self.timeout_s:g} s of its "
+            "headers; send the whole body at once, or raise body_timeout_s for very slow links\n"
+        )
 
 
 def _declares_body(scope: Scope) -> bool:

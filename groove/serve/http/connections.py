@@ -70,8 +70,11 @@ class GuardedH11Protocol(H11Protocol):
         self._arm_header_timer()
         # Only live connections count: one already closing (its client hung up, or it was shed) frees its
         # slot within a loop turn, and counting it once refused a client's connection beside it.
-        live = [c for c in self.connections
-                if isinstance(c, GuardedH11Protocol) and c is not self and not c.transport.is_closing()]
+        live = [
+            c
+            for c in self.connections
+            if isinstance(c, GuardedH11Protocol) and c is not self and not c.transport.is_closing()
+        ]
         if len(live) + 1 > self.max_connections:
             victim = make_room(self._slot(), [c._slot() for c in live])
             if victim is not None:
@@ -108,9 +111,15 @@ class GuardedH11Protocol(H11Protocol):
 
 def guarded_protocol(http: HTTPSettings, storm: StormLog) -> type[GuardedH11Protocol]:
     """A GuardedH11Protocol class carrying this server's limits."""
-    return type("GuardedH11Protocol", (GuardedH11Protocol,), {
-        "max_connections": http.max_connections, "header_timeout_s": http.header_timeout_s, "storm": storm,
-    })
+    return type(
+        "GuardedH11Protocol",
+        (GuardedH11Protocol,),
+        {
+            "max_connections": http.max_connections,
+            "header_timeout_s": http.header_timeout_s,
+            "storm": storm,
+        },
+    )
 
 
 __all__ = ["GuardedH11Protocol", "Slot", "guarded_protocol", "make_room"]

@@ -39,8 +39,16 @@ class FailureBackoff:
     flood of addresses cannot grow the table.
     """
 
-    def __init__(self, *, free: int = 5, base_s: float = 1.0, max_s: float = 60.0, forget_s: float = 600.0,
-                 max_peers: int = 4096, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        *,
+        free: int = 5,
+        base_s: float = 1.0,
+        max_s: float = 60.0,
+        forget_s: float = 600.0,
+        max_peers: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.free, self.base_s, self.max_s, self.forget_s, self.max_peers = free, base_s, max_s, forget_s, max_peers
         self.clock = clock
         self._peers: OrderedDict[str, _Failures] = OrderedDict()

@@ -78,6 +78,7 @@ class BindError(GrooveError):
 
 # --- --bind -----------------------------------------------------------------------------
 
+
 def parse_bind(value: str) -> tuple[str, int]:
     """`HOST:PORT` (IPv6 in brackets: `[::1]:3100`) -> (host, port). ValueError with a clear message."""
     text = (value or "").strip()
@@ -118,12 +119,17 @@ def open_listener(host: str, port: int) -> socket.socket:
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
-        hint = "; another process uses that port: pick another with --bind HOST:PORT" if exc.errno == errno.EADDRINUSE else ""
+        hint = (
+            "; another process uses that port: pick another with --bind HOST:PORT"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
         raise BindError(f"cannot listen on {format_host(host)}:{port}: {exc.strerror}{hint}") from exc
     return sock
 
 
 # --- the app ----------------------------------------------------------------------------------
+
 
 def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Allowed, token: str = "") -> ASGIApp:
     """The whole HTTP app: gate (Host, Origin, token) -> body limit -> event streams -> sessions -> Starlette
@@ -155,10 +161,12 @@ def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Al
     )
     sessions = SessionGuard(starlette_app, server, http.max_sessions, StormLog("mcp_sessions_ended"))
     limits = StreamLimits.of(http)
-    streams = StreamGuard(sessions, limits, StormLog("http_event_streams", max_streams=limits.max_streams,
-                                                     per_client=limits.per_client))
-    return GuardMiddleware(RequestBodyLimitMiddleware(streams, max_body), allowed, token,
-                           refused=StormLog("http_refused"))
+    streams = StreamGuard(
+        sessions, limits, StormLog("http_event_streams", max_streams=limits.max_streams, per_client=limits.per_client)
+    )
+    return GuardMiddleware(
+        RequestBodyLimitMiddleware(streams, max_body), allowed, token, refused=StormLog("http_refused")
+    )
 
 
 class _Uvicorn(uvicorn.Server):
@@ -176,15 +184,26 @@ class HTTPService:
     header timeout (`GuardedH11Protocol`), idle keep-alive, and the body limits (`BodyDeadline` around
     `app`: the deadline, the bodies per peer, a client gone mid-body), all counted in one storm log."""
 
-    def __init__(self, app: ASGIApp, sock: socket.socket, *, mcp: MCPServer | None = None, debug: bool = False,
-                 http: HTTPSettings | None = None):
+    def __init__(
+        self,
+        app: ASGIApp,
+        sock: socket.socket,
+        *,
+        mcp: MCPServer | None = None,
+        debug: bool = False,
+        http: HTTPSettings | None = None,
+    ):
         self.sock = sock
         self.mcp = mcp
         http = http or HTTPSettings()
         self.storm = StormLog("http_connections_shed", max_connections=http.max_connections)
         config = uvicorn.Config(
-            BodyDeadline(app, http.body_timeout_s, self.storm,
-                         per_client=max(1, min(http.max_bodies_per_client, http.max_connections // 2))),
+            BodyDeadline(
+                app,
+                http.body_timeout_s,
+                self.storm,
+                per_client=max(1, min(http.max_bodies_per_client, http.max_connections // 2)),
+            ),
             log_config=None,
             access_log=False,
             log_level="debug" if debug else "warning",
@@ -274,7 +293,24 @@ def _folder_args(command: list[str]) -> list[str]:
 
 
 __all__ = [
-    "HEALTH_PATH", "MCP_PATH", "Allowed", "BindError", "BodyDeadline", "GuardMiddleware", "GuardedH11Protocol",
-    "HTTPService", "SessionGuard", "StormLog", "StreamGuard", "build_app", "client_snippets", "format_host",
-    "guarded_protocol", "is_loopback", "open_listener", "parse_bind", "require_token_off_loopback", "resolve_token",
+    "HEALTH_PATH",
+    "MCP_PATH",
+    "Allowed",
+    "BindError",
+    "BodyDeadline",
+    "GuardMiddleware",
+    "GuardedH11Protocol",
+    "HTTPService",
+    "SessionGuard",
+    "StormLog",
+    "StreamGuard",
+    "build_app",
+    "client_snippets",
+    "format_host",
+    "guarded_protocol",
+    "is_loopback",
+    "open_listener",
+    "parse_bind",
+    "require_token_off_loopback",
+    "resolve_token",
 ]

@@ -72,6 +72,7 @@ class SessionGuard:
                     if name.lower() == b"mcp-session-id":
                         self.last_used[value.decode("latin-1")] = time.monotonic()
             await send(message)
+
         return watching
 
     async def _make_room(self) -> None:

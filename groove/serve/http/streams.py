@@ -90,10 +90,13 @@ class StreamGuard:
         peer = peer_of(scope)
         if not self._admit(peer):
             self.storm.count("stream_refused_at_cap")
-            text = (f"too many event streams are open ([serve.http] max_streams = {self.limits.max_streams}); "
-                    f"retry in {RETRY_AFTER_S} s\n")
+            text = (
+                f"too many event streams are open ([serve.http] max_streams = {self.limits.max_streams}); "
+                f"retry in {RETRY_AFTER_S} s\n"
+            )
             await PlainTextResponse(text, status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})(
-                scope, receive, send)
+                scope, receive, send
+            )
             return
         now = anyio.current_time()
         stream = _Stream(peer, now, now)
@@ -134,8 +137,9 @@ class StreamGuard:
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         else:
-            await PlainTextResponse("event stream ended before it started\n", status_code=503,
-                                    headers={"Retry-After": str(RETRY_AFTER_S)})(scope, receive, send)
+            await PlainTextResponse(
+                "event stream ended before it started\n", status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)}
+            )(scope, receive, send)
 
     def _admit(self, peer: str) -> bool:
         """Make room for one more stream of `peer`, or False when it must be refused."""
@@ -172,6 +176,7 @@ def _replay(first: Message, receive: Receive) -> Receive:
 
     async def replay() -> Message:
         return pending.pop() if pending else await receive()
+
     return replay
 
 

@@ -87,6 +87,7 @@ COMMON_HEADERS = {
 
 # --- the page ---------------------------------------------------------------------------------
 
+
 @lru_cache(maxsize=1)
 def page() -> tuple[bytes, str]:
     """The page's bytes and its Content-Security-Policy (hashes of its inline script and style)."""
@@ -202,8 +203,9 @@ def render_note(content: str, path: str, mime: str = "text/markdown") -> str:
         rows = content.split("\n")
         if rows and rows[-1] == "":
             rows.pop()
-        spans = "".join(f'<span data-line="{n}" data-line-end="{n}">{_escape(row)}\n</span>'
-                        for n, row in enumerate(rows, 1))
+        spans = "".join(
+            f'<span data-line="{n}" data-line-end="{n}">{_escape(row)}\n</span>' for n, row in enumerate(rows, 1)
+        )
         return f'<pre class="plain">{spans}</pre>\n'
     md = markdown()
     tokens = _prepare(md.parse(content), path, lines=True)
@@ -223,8 +225,12 @@ def render_passage(content: str, spans: Sequence[Sequence[int]], path: str | Non
         start, end = int(span[0]), int(span[1])
         if start < at or end > len(data) or end <= start:
             continue
-        pieces += [data[at:start].decode("utf-8", "ignore"), MARK_OPEN,
-                   data[start:end].decode("utf-8", "ignore"), MARK_CLOSE]
+        pieces += [
+            data[at:start].decode("utf-8", "ignore"),
+            MARK_OPEN,
+            data[start:end].decode("utf-8", "ignore"),
+            MARK_CLOSE,
+        ]
         at = end
     pieces.append(data[at:].decode("utf-8", "ignore"))
     md = markdown()
@@ -280,12 +286,16 @@ def note_answer(doc: DocumentAnswer, folders: Folders) -> dict[str, Any]:
     mime = note_mime(doc.path)
     out = doc.model_dump(mode="json")
     where = folders.locate(doc.path)
-    out.update(mime=mime, html=render_note(doc.content, doc.path, mime),
-               obsidian_url=obsidian_url(where[0].path, where[1]) if where is not None else None)
+    out.update(
+        mime=mime,
+        html=render_note(doc.content, doc.path, mime),
+        obsidian_url=obsidian_url(where[0].path, where[1]) if where is not None else None,
+    )
     return out
 
 
 # --- errors as JSON ---------------------------------------------------------------------------
+
 
 def error_response(message: str, status: int) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=COMMON_HEADERS)
@@ -302,13 +312,17 @@ async def read_json_object(request: Request) -> dict[str, Any]:
     try:
         data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise QueryError(f"the request body is not valid JSON ({exc}); send an object such as {{\"query\": \"words\"}}") from None
+        raise QueryError(
+            f'the request body is not valid JSON ({exc}); send an object such as {{"query": "words"}}'
+        ) from None
     except RecursionError:  # the parser's own limit, far past MAX_JSON_DEPTH
         raise QueryError(_too_deep()) from None
     if _depth_over(data, MAX_JSON_DEPTH):
         raise QueryError(_too_deep())
     if not isinstance(data, dict):
-        raise QueryError(f"the request body must be a JSON object such as {{\"query\": \"words\"}}, got {type(data).__name__}")
+        raise QueryError(
+            f'the request body must be a JSON object such as {{"query": "words"}}, got {type(data).__name__}'
+        )
     return data
 
 
@@ -317,8 +331,10 @@ def note_path_param(request: Request) -> str:
     the notes folder (`check_note_path`, lenient: a backslash or a `%` may be part of a note's name)."""
     path = request.query_params.get("path")
     if path is None or not path.strip():
-        raise QueryError("path is required: the note's path relative to the notes folder, as a search result "
-                         "gives it (?path=folder/note.md)")
+        raise QueryError(
+            "path is required: the note's path relative to the notes folder, as a search result "
+            "gives it (?path=folder/note.md)"
+        )
     return _checked(path, lenient=True)
 
 
@@ -333,7 +349,7 @@ MAX_JSON_DEPTH = 16  # a search request nests 3 levels (filters -> fields -> a l
 
 
 def _too_deep() -> str:
-    return f"the request body nests JSON more than {MAX_JSON_DEPTH} levels deep; send an object such as {{\"query\": \"words\"}}"
+    return f'the request body nests JSON more than {MAX_JSON_DEPTH} levels deep; send an object such as {{"query": "words"}}'
 
 
 def _depth_over(value: Any, limit: int) -> bool:
@@ -351,6 +367,7 @@ def _depth_over(value: Any, limit: int) -> bool:
 
 
 # --- the routes --------------------------------------------------------------------------------
+
 
 def mount_ui(server: MCPServer, daemon: Daemon) -> None:
     """Register /ui and its endpoints on `server`, before its Starlette app is built."""
@@ -396,6 +413,7 @@ def mount_ui(server: MCPServer, daemon: Daemon) -> None:
                 _checked(path, lenient=False)  # not a note: a backslash or an encoded separator is refused as such
                 raise
             return await anyio.to_thread.run_sync(note_answer, doc, daemon.index.folders)
+
         return await _json(answer, "ui_note_failed", "reading the note")
 
     @server.custom_route(RELATED_PATH, methods=["GET"], include_in_schema=False)
@@ -410,12 +428,14 @@ def mount_ui(server: MCPServer, daemon: Daemon) -> None:
                 _checked(path, lenient=False)
                 raise
             return found.for_client().model_dump(mode="json")
+
         return await _json(answer, "ui_related_failed", "finding related notes")
 
     @server.custom_route(TOPICS_PATH, methods=["GET"], include_in_schema=False)
     async def ui_topics(request: Request) -> Response:
         async def answer() -> dict[str, Any]:
             return (await daemon.service.topics(TopicsRequest(depth=3, limit=500))).model_dump(mode="json")
+
         return await _json(answer, "ui_topics_failed", "listing folders and tags")
 
 
@@ -429,5 +449,19 @@ async def _json(answer: Any, event: str, doing: str) -> Response:
         log.error(event, error=repr(exc))
         return error_response(f"{doing} failed inside the server; its log (stderr) says why", 500)
 
-__all__ = ["NOTE_PATH", "RELATED_PATH", "SEARCH_PATH", "STATUS_PATH", "TOPICS_PATH", "UI_PATH", "content_security_policy",
-           "mount_ui", "note_answer", "obsidian_url", "page", "render_note", "render_passage"]
+
+__all__ = [
+    "NOTE_PATH",
+    "RELATED_PATH",
+    "SEARCH_PATH",
+    "STATUS_PATH",
+    "TOPICS_PATH",
+    "UI_PATH",
+    "content_security_policy",
+    "mount_ui",
+    "note_answer",
+    "obsidian_url",
+    "page",
+    "render_note",
+    "render_passage",
+]

@@ -36,8 +36,8 @@ class NoteEvents:
 
     def __init__(self, bus: InMemorySubscriptionBus):
         self.bus = bus
-        self._connections: set[Connection] = set()                     # live handshake-era connections
-        self._subscriptions: dict[Connection, dict[str, str]] = {}     # -> {path: the URI as the client wrote it}
+        self._connections: set[Connection] = set()  # live handshake-era connections
+        self._subscriptions: dict[Connection, dict[str, str]] = {}  # -> {path: the URI as the client wrote it}
 
     # -- connection tracking (a server middleware sees every request) ---------------
     async def track(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -128,7 +128,11 @@ class ToolCallGuard:
             extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
             value = arguments.get(field)
             low, high = extra.get("minimum"), extra.get("maximum")
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and (low is not None or high is not None):
+            if (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and (low is not None or high is not None)
+            ):
                 if (low is not None and value < low) or (high is not None and value > high):
                     return f"{field} must be between {low} and {high}, got {value}"
         return None
@@ -150,8 +154,10 @@ class ToolCallGuard:
             log.info("tool_call_rate_limited", tool=str(tool)[:64], retry_after_s=round(wait, 3))
             raise MCPError(
                 code=RATE_LIMITED,
-                message=(f"too many tool calls from this client: at most {self.limits.tool_calls_per_s:g} a second "
-                         f"(bursts of {self.limits.tool_call_burst}); retry in {wait:.2f} s"),
+                message=(
+                    f"too many tool calls from this client: at most {self.limits.tool_calls_per_s:g} a second "
+                    f"(bursts of {self.limits.tool_call_burst}); retry in {wait:.2f} s"
+                ),
                 data={"retry_after_s": round(wait, 3)},
             )
 

@@ -28,7 +28,7 @@ def note_path(uri: str) -> str | None:
     """The relative path a note URI names, or None when it is not a note URI."""
     if not isinstance(uri, str) or not uri.startswith(NOTE_URI_PREFIX):
         return None
-    rest = uri[len(NOTE_URI_PREFIX):]
+    rest = uri[len(NOTE_URI_PREFIX) :]
     if not rest:
         return None
     segments = [unquote(segment, errors="strict") if "%" in segment else segment for segment in rest.split("/")]
@@ -57,7 +57,7 @@ def check_note_path(path: Any, *, name: str = "path", lenient: bool = False) -> 
         raise MCPError(
             code=INVALID_PARAMS,
             message=f"{name} {path!r} {problem}; pass a path relative to the notes folder, exactly as search or "
-                    "list_documents returned it",
+            "list_documents returned it",
             data={name: path},
         )
     return path
@@ -91,17 +91,27 @@ def parse_uri(uri: str, *, lenient: bool = False) -> str:
         path = None
     if path is None:
         raise _bad_uri(uri)
-    if path_problem(path, lenient=lenient) is not None \
-            or len(path.split("/")) != len(uri[len(NOTE_URI_PREFIX):].split("/")):
+    if path_problem(path, lenient=lenient) is not None or len(path.split("/")) != len(
+        uri[len(NOTE_URI_PREFIX) :].split("/")
+    ):
         # A segment that decoded into a separator (%2F, %5C) or a '..': refused, not looked up.
         raise MCPError(
             code=INVALID_PARAMS,
             message=f"{uri!r} names a path outside the notes folder (an encoded separator or a '..' segment); "
-                    "use the URIs resources/list returns",
+            "use the URIs resources/list returns",
             data={"uri": uri},
         )
     return path
 
 
-__all__ = ["JSON_MIME_TYPE", "NOTE_MIME_TYPE", "TEXT_MIME_TYPE", "TOPICS_URI_PREFIX", "TOPIC_KINDS", "check_note_path",
-           "note_mime", "note_path", "parse_uri"]
+__all__ = [
+    "JSON_MIME_TYPE",
+    "NOTE_MIME_TYPE",
+    "TEXT_MIME_TYPE",
+    "TOPICS_URI_PREFIX",
+    "TOPIC_KINDS",
+    "check_note_path",
+    "note_mime",
+    "note_path",
+    "parse_uri",
+]

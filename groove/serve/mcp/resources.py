@@ -13,9 +13,19 @@ from typing import Any
 from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import (INVALID_PARAMS, ListResourcesResult, ListResourceTemplatesResult, PaginatedRequestParams,
-                       ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
-                       SubscribeRequestParams, TextResourceContents, UnsubscribeRequestParams)
+from mcp_types import (
+    INVALID_PARAMS,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    SubscribeRequestParams,
+    TextResourceContents,
+    UnsubscribeRequestParams,
+)
 
 from groove.api.service import ListRequest, Service
 from groove.errors import GrooveError, NotFoundError
@@ -24,8 +34,7 @@ from groove.search.answers import NOTE_URI_PREFIX
 from groove.serve.mcp import sdk
 from groove.serve.errors import request_error
 from groove.serve.mcp.events import NoteEvents
-from groove.serve.mcp.paths import (JSON_MIME_TYPE, NOTE_MIME_TYPE, TOPIC_KINDS, TOPICS_URI_PREFIX, note_mime,
-                                parse_uri)
+from groove.serve.mcp.paths import JSON_MIME_TYPE, NOTE_MIME_TYPE, TOPIC_KINDS, TOPICS_URI_PREFIX, note_mime, parse_uri
 
 RESOURCE_PAGE_SIZE = 100
 BACKLINKS_META = "groove/backlinks"  # a note's resource: how many other notes link to it (_meta)
@@ -33,7 +42,10 @@ BACKLINKS_META = "groove/backlinks"  # a note's resource: how many other notes l
 
 def register_resources(server: MCPServer, service: Service, events: NoteEvents) -> None:
     """The resource handlers on `server` (subscriptions go to `events`)."""
-    async def list_resources(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourcesResult:
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> ListResourcesResult:
         try:
             page = await service.list_documents(ListRequest(cursor=params.cursor, limit=RESOURCE_PAGE_SIZE))
         except GrooveError as exc:
@@ -50,37 +62,52 @@ def register_resources(server: MCPServer, service: Service, events: NoteEvents) 
         ]
         return ListResourcesResult(resources=resources, next_cursor=page.next_cursor)
 
-    async def list_templates(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListResourceTemplatesResult:
-        return ListResourceTemplatesResult(resource_templates=[
-            ResourceTemplate(
-                uri_template=NOTE_URI_PREFIX + "{+path}",
-                name="note",
-                title="A note by its path",
-                description="A note of the notes folder by its relative path (segments percent-encoded).",
-                mime_type=NOTE_MIME_TYPE,
-            ),
-            ResourceTemplate(
-                uri_template=TOPICS_URI_PREFIX + "{kind}",
-                name="topics",
-                title="Folders and tags of the notes",
-                description=("The topics tool's listing as JSON, with its defaults (two folder levels, 100 of each): "
-                             f"kind is {', '.join(TOPIC_KINDS)} (all: both)."),
-                mime_type=JSON_MIME_TYPE,
-            ),
-        ])
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams
+    ) -> ListResourceTemplatesResult:
+        return ListResourceTemplatesResult(
+            resource_templates=[
+                ResourceTemplate(
+                    uri_template=NOTE_URI_PREFIX + "{+path}",
+                    name="note",
+                    title="A note by its path",
+                    description="A note of the notes folder by its relative path (segments percent-encoded).",
+                    mime_type=NOTE_MIME_TYPE,
+                ),
+                ResourceTemplate(
+                    uri_template=TOPICS_URI_PREFIX + "{kind}",
+                    name="topics",
+                    title="Folders and tags of the notes",
+                    description=(
+                        "The topics tool's listing as JSON, with its defaults (two folder levels, 100 of each): "
+                        f"kind is {', '.join(TOPIC_KINDS)} (all: both)."
+                    ),
+                    mime_type=JSON_MIME_TYPE,
+                ),
+            ]
+        )
 
     async def read_topics(uri: str) -> ReadResourceResult:
-        kind = uri[len(TOPICS_URI_PREFIX):]
+        kind = uri[len(TOPICS_URI_PREFIX) :]
         if kind not in TOPIC_KINDS:
-            raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {uri!r} names no topics listing; use "
-                           + ", ".join(TOPICS_URI_PREFIX + k for k in TOPIC_KINDS), data={"uri": uri})
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Resource not found: {uri!r} names no topics listing; use "
+                + ", ".join(TOPICS_URI_PREFIX + k for k in TOPIC_KINDS),
+                data={"uri": uri},
+            )
         listing = (await service.topics()).model_dump(mode="json")
         if kind != "all":
             listing = {k: v for k, v in listing.items() if k in ("notes", kind, f"{kind}_total")}
-        return ReadResourceResult(contents=[TextResourceContents(
-            uri=uri, text=json.dumps(listing, ensure_ascii=False), mime_type=JSON_MIME_TYPE)])
+        return ReadResourceResult(
+            contents=[
+                TextResourceContents(uri=uri, text=json.dumps(listing, ensure_ascii=False), mime_type=JSON_MIME_TYPE)
+            ]
+        )
 
-    async def read_resource(ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams) -> ReadResourceResult:
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
         if isinstance(params.uri, str) and params.uri.startswith(TOPICS_URI_PREFIX):
             return await read_topics(params.uri)
         path = parse_uri(params.uri, lenient=True)
@@ -91,8 +118,13 @@ def register_resources(server: MCPServer, service: Service, events: NoteEvents) 
             # SEP-2164: an unknown resource is invalid params, with the URI in data.
             raise MCPError(code=INVALID_PARAMS, message=f"Resource not found: {exc}", data={"uri": params.uri}) from exc
         # The note's backlink count travels in the contents' _meta (the links tool lists them).
-        return ReadResourceResult(contents=[TextResourceContents(uri=params.uri, text=doc.content, mime_type=note_mime(path),
-                                                                 meta={BACKLINKS_META: doc.backlinks})])
+        return ReadResourceResult(
+            contents=[
+                TextResourceContents(
+                    uri=params.uri, text=doc.content, mime_type=note_mime(path), meta={BACKLINKS_META: doc.backlinks}
+                )
+            ]
+        )
 
     sdk.add_request_handler(server, "resources/list", PaginatedRequestParams, list_resources)
     sdk.add_request_handler(server, "resources/templates/list", PaginatedRequestParams, list_templates)

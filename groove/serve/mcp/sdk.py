@@ -140,7 +140,16 @@ def events_of(server: MCPServer) -> Any:
 
 
 __all__ = [
-    "SDK_VERSION", "add_request_handler", "advertise_resources_list_changed", "attach_events",
-    "close_listen_streams", "connection_of", "end_session", "events_of", "lowlevel", "open_sessions", "run_streams",
+    "SDK_VERSION",
+    "add_request_handler",
+    "advertise_resources_list_changed",
+    "attach_events",
+    "close_listen_streams",
+    "connection_of",
+    "end_session",
+    "events_of",
+    "lowlevel",
+    "open_sessions",
+    "run_streams",
     "terminate_sessions",
 ]

@@ -30,8 +30,16 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.shared.exceptions import MCPError
-from mcp_types import (INVALID_PARAMS, Completion, CompletionArgument, CompletionContext, EmptyResult, PromptReference,
-                       ResourceTemplateReference, SetLevelRequestParams)
+from mcp_types import (
+    INVALID_PARAMS,
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    EmptyResult,
+    PromptReference,
+    ResourceTemplateReference,
+    SetLevelRequestParams,
+)
 
 from groove import __version__
 from groove.config import HTTPSettings
@@ -86,8 +94,10 @@ def instructions_for(folders: Folders) -> str:
     if not folders.named:
         return INSTRUCTIONS
     names = ", ".join(f"{f.name}/" for f in folders)
-    return (INSTRUCTIONS + f"- The notes come from {len(folders)} folders: {names}. Every path starts with its "
-            "folder's name; to search one folder, pass path_globs like [\"NAME/**\"].\n")
+    return (
+        INSTRUCTIONS + f"- The notes come from {len(folders)} folders: {names}. Every path starts with its "
+        'folder\'s name; to search one folder, pass path_globs like ["NAME/**"].\n'
+    )
 
 
 def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServer:
@@ -117,12 +127,23 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
 
     # -- completion (note paths and tags) -------------------------------------------------------
     @server.completion()
-    async def complete(ref: PromptReference | ResourceTemplateReference, argument: CompletionArgument,
-                       context: CompletionContext | None) -> Completion | None:
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion | None:
         kind = None
-        if isinstance(ref, ResourceTemplateReference) and ref.uri.startswith(NOTE_URI_PREFIX) and argument.name == "path":
+        if (
+            isinstance(ref, ResourceTemplateReference)
+            and ref.uri.startswith(NOTE_URI_PREFIX)
+            and argument.name == "path"
+        ):
             kind = "path"
-        elif isinstance(ref, ResourceTemplateReference) and ref.uri.startswith(TOPICS_URI_PREFIX) and argument.name == "kind":
+        elif (
+            isinstance(ref, ResourceTemplateReference)
+            and ref.uri.startswith(TOPICS_URI_PREFIX)
+            and argument.name == "kind"
+        ):
             values = [k for k in TOPIC_KINDS if k.startswith(argument.value or "")]
             return Completion(values=values, total=len(values), has_more=False)
         elif isinstance(ref, PromptReference) and ref.name in prompts:
@@ -148,6 +169,16 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
 
 
 __all__ = [
-    "INSTRUCTIONS", "PROMPTS", "RATE_LIMITED", "NoteEvents", "TokenBucket", "ToolCallGuard", "build_server",
-    "check_note_path", "events_of", "note_path", "note_uri", "tool_result",
+    "INSTRUCTIONS",
+    "PROMPTS",
+    "RATE_LIMITED",
+    "NoteEvents",
+    "TokenBucket",
+    "ToolCallGuard",
+    "build_server",
+    "check_note_path",
+    "events_of",
+    "note_path",
+    "note_uri",
+    "tool_result",
 ]

@@ -23,8 +23,18 @@ from groove.api.answers import DocumentAnswer, DocumentPage, LinksAnswer, Relate
 from groove.search.answers import SearchAnswer
 from groove.search.filters import MAX_PATH_GLOBS
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
-from groove.search.request import (MAX_DOCUMENT_CHARS, MAX_FILTER_ITEMS, MAX_HEADING_CHARS, MAX_LIMIT, MAX_QUERY_BYTES,
-                                   MIN_BUDGET_CHARS, DocumentRequest, LineRange, SearchRequest, tool_fields)
+from groove.search.request import (
+    MAX_DOCUMENT_CHARS,
+    MAX_FILTER_ITEMS,
+    MAX_HEADING_CHARS,
+    MAX_LIMIT,
+    MAX_QUERY_BYTES,
+    MIN_BUDGET_CHARS,
+    DocumentRequest,
+    LineRange,
+    SearchRequest,
+    tool_fields,
+)
 from groove.search.request import FilterArgs
 from groove.serve.errors import tool_error
 from groove.serve.mcp.guard import ToolCallGuard, bounded
@@ -71,16 +81,30 @@ def _search_signature() -> inspect.Signature:
     for name, (default, schema) in tool_fields().items():
         base = str if name == "query" else Any  # a str parameter is never JSON-pre-parsed by the SDK
         annotation = Annotated[base, WithJsonSchema(schema)]
-        params.append(inspect.Parameter(
-            name, inspect.Parameter.KEYWORD_ONLY,
-            default=inspect.Parameter.empty if default is ... else default, annotation=annotation,
-        ))
-    params.append(inspect.Parameter(
-        "include_ids", inspect.Parameter.KEYWORD_ONLY, default=False,
-        annotation=Annotated[bool, Field(description=(
-            "Add each hit's internal ids (chunk_id, doc_id, ordinal, token_count), e.g. to line hits up with "
-            "explain or a debugging session; off by default."))],
-    ))
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if default is ... else default,
+                annotation=annotation,
+            )
+        )
+    params.append(
+        inspect.Parameter(
+            "include_ids",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=False,
+            annotation=Annotated[
+                bool,
+                Field(
+                    description=(
+                        "Add each hit's internal ids (chunk_id, doc_id, ordinal, token_count), e.g. to line hits up with "
+                        "explain or a debugging session; off by default."
+                    )
+                ),
+            ],
+        )
+    )
     return inspect.Signature(params, return_annotation=Annotated[CallToolResult, SearchAnswer])
 
 
@@ -92,6 +116,7 @@ _DOC_FIELDS = {name: field.description or "" for name, field in DocumentRequest.
 
 def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) -> None:
     """The tools on `server`, each with its argument model on `guard`."""
+
     def tool(**kwargs: Any):
         """@server.tool with the docstring dedented into the description clients show."""
 
@@ -142,11 +167,17 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
 
     @tool(title="Read a note, or the part that matters", annotations=READ_ONLY)
     async def get_document(
-        path: Annotated[str, Field(description="The note's path relative to the notes folder, exactly as search or list_documents returned it.")],
+        path: Annotated[
+            str,
+            Field(
+                description="The note's path relative to the notes folder, exactly as search or list_documents returned it."
+            ),
+        ],
         heading: Annotated[str | None, Field(description=_DOC_FIELDS["heading"], max_length=MAX_HEADING_CHARS)] = None,
         lines: Annotated[LineRange | None, Field(description=_DOC_FIELDS["lines"])] = None,
-        max_chars: Annotated[int | None, bounded(ge=MIN_BUDGET_CHARS, le=MAX_DOCUMENT_CHARS,
-                                                 description=_DOC_FIELDS["max_chars"])] = None,
+        max_chars: Annotated[
+            int | None, bounded(ge=MIN_BUDGET_CHARS, le=MAX_DOCUMENT_CHARS, description=_DOC_FIELDS["max_chars"])
+        ] = None,
     ) -> Annotated[CallToolResult, DocumentAnswer]:
         """Return one note: uri, path, title, tags, date, frontmatter, warnings, size and content (Markdown, or the
         text extracted from a PDF, Word, PowerPoint or Excel file). The text content is the note under a short
@@ -158,8 +189,9 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         part says which lines it holds and what was left out (characters, line ranges and the headings in them,
         to ask for next). A heading the note does not have is an error that names the headings it has."""
         try:
-            req = DocumentRequest(path=check_note_path(path, lenient=True), heading=heading, lines=lines,
-                                  max_chars=max_chars)
+            req = DocumentRequest(
+                path=check_note_path(path, lenient=True), heading=heading, lines=lines, max_chars=max_chars
+            )
             doc = await service.get_document(req if not req.whole else req.path)
         except NotFoundError as exc:
             if not str(exc).startswith("no heading"):
@@ -169,12 +201,21 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
 
     @tool(title="List the notes", annotations=READ_ONLY)
     async def list_documents(
-        cursor: Annotated[str | None, Field(description="next_cursor from the previous page; omit for the first page.")] = None,
+        cursor: Annotated[
+            str | None, Field(description="next_cursor from the previous page; omit for the first page.")
+        ] = None,
         limit: Annotated[int, bounded(ge=1, le=MAX_PAGE, description="Notes per page.")] = 50,
-        folder: Annotated[str | None, Field(description="Only notes inside this folder (relative path, e.g. projects/2024).",
-                                            max_length=MAX_QUERY_BYTES)] = None,
-        tags: Annotated[list[str] | None, Field(description="Only notes with at least one of these tags.",
-                                                max_length=MAX_FILTER_ITEMS)] = None,
+        folder: Annotated[
+            str | None,
+            Field(
+                description="Only notes inside this folder (relative path, e.g. projects/2024).",
+                max_length=MAX_QUERY_BYTES,
+            ),
+        ] = None,
+        tags: Annotated[
+            list[str] | None,
+            Field(description="Only notes with at least one of these tags.", max_length=MAX_FILTER_ITEMS),
+        ] = None,
     ) -> Annotated[CallToolResult, DocumentPage]:
         """Page through the indexed notes in path order: documents (uri, path, title, tags, date) and next_cursor
         (null on the last page)."""
@@ -185,8 +226,12 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
 
     @tool(title="Folders and tags of the notes", annotations=READ_ONLY)
     async def topics(
-        depth: Annotated[int, bounded(ge=1, le=6, description="Folder levels to count (1: top-level folders only).")] = 2,
-        limit: Annotated[int, bounded(ge=1, le=MAX_PAGE, description="At most this many folders and this many tags.")] = 100,
+        depth: Annotated[
+            int, bounded(ge=1, le=6, description="Folder levels to count (1: top-level folders only).")
+        ] = 2,
+        limit: Annotated[
+            int, bounded(ge=1, le=MAX_PAGE, description="At most this many folders and this many tags.")
+        ] = 100,
     ) -> Annotated[CallToolResult, TopicsAnswer]:
         """The vault at a glance: its folders and tags with how many notes each holds, most first, each with
         the search filter that selects it (`path_globs` for a folder, `tags_any` for a tag): pass that filter
@@ -195,7 +240,9 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
 
     @tool(
         title="Rescan the notes folder",
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
     )
     async def reindex() -> Annotated[CallToolResult, IndexReport]:
         """Reconcile the whole notes folder with the index now and return what changed (the shape `groove index
@@ -205,21 +252,49 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
 
     @tool(title="Notes related to a note", annotations=READ_ONLY)
     async def related(
-        path: Annotated[str, Field(description="The note to start from, as search or list_documents returned its path.")],
+        path: Annotated[
+            str, Field(description="The note to start from, as search or list_documents returned its path.")
+        ],
         limit: Annotated[int, bounded(ge=1, le=MAX_LIMIT, description="How many related notes to return.")] = 10,
-        depth: Annotated[int, bounded(ge=1, le=MAX_DEPTH, description="How many hops to walk from the note (1 = its nearest notes).")] = 1,
-        fan_out: Annotated[int, bounded(ge=1, le=MAX_FAN_OUT, description="Nearest unseen notes each note expands to per hop.")] = 5,
-        by: Annotated[Literal["meaning", "links", "both"], Field(description=(
-            "What relates notes: meaning (nearest in meaning, the default), links (the notes it links to and the notes "
-            "linking to it, both ways) or both."))] = "meaning",
-        min_similarity: Annotated[float | None, bounded(ge=-1, le=1, description=(
-            "Leave out notes less similar than this (cosine, -1..1); a linked note is kept whatever its "
-            "similarity."))] = None,
-        exclude_paths: Annotated[list[str] | None, Field(description=(
-            "Leave these notes out of the walk: gitignore-style globs, e.g. [\"daily/**\", \"templates/**\"]."),
-            max_length=MAX_PATH_GLOBS)] = None,
-        filters: Annotated[FilterArgs | None, Field(description=(
-            "Only notes that pass these filters are walked and returned (the filters of search)."))] = None,
+        depth: Annotated[
+            int, bounded(ge=1, le=MAX_DEPTH, description="How many hops to walk from the note (1 = its nearest notes).")
+        ] = 1,
+        fan_out: Annotated[
+            int, bounded(ge=1, le=MAX_FAN_OUT, description="Nearest unseen notes each note expands to per hop.")
+        ] = 5,
+        by: Annotated[
+            Literal["meaning", "links", "both"],
+            Field(
+                description=(
+                    "What relates notes: meaning (nearest in meaning, the default), links (the notes it links to and the notes "
+                    "linking to it, both ways) or both."
+                )
+            ),
+        ] = "meaning",
+        min_similarity: Annotated[
+            float | None,
+            bounded(
+                ge=-1,
+                le=1,
+                description=(
+                    "Leave out notes less similar than this (cosine, -1..1); a linked note is kept whatever its "
+                    "similarity."
+                ),
+            ),
+        ] = None,
+        exclude_paths: Annotated[
+            list[str] | None,
+            Field(
+                description=(
+                    'Leave these notes out of the walk: gitignore-style globs, e.g. ["daily/**", "templates/**"].'
+                ),
+                max_length=MAX_PATH_GLOBS,
+            ),
+        ] = None,
+        filters: Annotated[
+            FilterArgs | None,
+            Field(description=("Only notes that pass these filters are walked and returned (the filters of search).")),
+        ] = None,
     ) -> Annotated[CallToolResult, RelatedAnswer]:
         """Find the notes related to a given note: nearest in meaning (by: meaning, the default), linked to it
         or from it (by: links), or both; with depth > 1, also the notes related to those.
@@ -229,9 +304,18 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         last hop reached it, and link: its direction, line, heading), bounded_by (which bound stopped the walk
         early, if any) and elapsed_ms."""
         try:
-            found = await service.related(RelatedRequest(
-                path=check_note_path(path, lenient=True), limit=limit, depth=depth, fan_out=fan_out, by=by,
-                min_similarity=min_similarity, exclude_paths=exclude_paths, filters=filters))
+            found = await service.related(
+                RelatedRequest(
+                    path=check_note_path(path, lenient=True),
+                    limit=limit,
+                    depth=depth,
+                    fan_out=fan_out,
+                    by=by,
+                    min_similarity=min_similarity,
+                    exclude_paths=exclude_paths,
+                    filters=filters,
+                )
+            )
         except GrooveError as exc:
             if exc.kind == "not_found":  # not a note: a backslash or an encoded separator is refused as such
                 check_note_path(path)
@@ -260,15 +344,30 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
     # and failing). A stand-in service without the method (tests) offers none either.
     best_practices = getattr(service, "best_practices", None)
     if callable(best_practices) and best_practices() is not None:
+
         @tool(title="Best practices for a target", annotations=READ_ONLY)
         async def get_best_practice(
-            target: Annotated[str, Field(description=(
-                "What the practices are for: one name such as python, react or docker, as the notes lay the "
-                "documents out ([best_practice] path_templates). An unknown target's error names the targets that "
-                "have a document."), max_length=MAX_TARGET_CHARS)],
-            section: Annotated[str | None, Field(description=(
-                "Only this `##` section of the document (its heading text, any case; e.g. Testing); omit for the "
-                "whole document."), max_length=MAX_SECTION_CHARS)] = None,
+            target: Annotated[
+                str,
+                Field(
+                    description=(
+                        "What the practices are for: one name such as python, react or docker, as the notes lay the "
+                        "documents out ([best_practice] path_templates). An unknown target's error names the targets that "
+                        "have a document."
+                    ),
+                    max_length=MAX_TARGET_CHARS,
+                ),
+            ],
+            section: Annotated[
+                str | None,
+                Field(
+                    description=(
+                        "Only this `##` section of the document (its heading text, any case; e.g. Testing); omit for the "
+                        "whole document."
+                    ),
+                    max_length=MAX_SECTION_CHARS,
+                ),
+            ] = None,
         ) -> Annotated[CallToolResult, BestPracticeAnswer]:
             """Return the user's best-practice document for a target (a language, framework or tool), or only one
             of its `##` sections: target, path, section, sections (every `##` heading, to ask for one), size and

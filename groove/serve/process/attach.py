@@ -45,7 +45,7 @@ class Bridge:
     def __init__(self, url: str, token: str | None):
         self.url = url
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self.version: str | None = None        # the protocol version `initialize` settled on
+        self.version: str | None = None  # the protocol version `initialize` settled on
         self._initialize_id: Any = None
         self.forwarded = 0
 
@@ -66,11 +66,19 @@ class Bridge:
                         message = item.message
                         if isinstance(message, JSONRPCRequest):
                             if message.method == MODERN_PROBE:
-                                await stdio_write.send(SessionMessage(JSONRPCError(
-                                    jsonrpc="2.0", id=message.id,
-                                    error={"code": METHOD_NOT_FOUND,
-                                           "message": f"{MODERN_PROBE}: this stdio bridge speaks the handshake "
-                                                      "protocol; send initialize"})))
+                                await stdio_write.send(
+                                    SessionMessage(
+                                        JSONRPCError(
+                                            jsonrpc="2.0",
+                                            id=message.id,
+                                            error={
+                                                "code": METHOD_NOT_FOUND,
+                                                "message": f"{MODERN_PROBE}: this stdio bridge speaks the handshake "
+                                                "protocol; send initialize",
+                                            },
+                                        )
+                                    )
+                                )
                                 continue
                             if message.method == "initialize":
                                 self._initialize_id = message.id
@@ -84,8 +92,11 @@ class Bridge:
                             log.warning("service_message_failed", error=repr(item))
                             continue
                         message = item.message
-                        if (isinstance(message, JSONRPCResponse) and self._initialize_id is not None
-                                and message.id == self._initialize_id):
+                        if (
+                            isinstance(message, JSONRPCResponse)
+                            and self._initialize_id is not None
+                            and message.id == self._initialize_id
+                        ):
                             self.version = str((message.result or {}).get("protocolVersion") or "") or None
                         await stdio_write.send(SessionMessage(message))
                     log.warning("service_gone", url=self.url)

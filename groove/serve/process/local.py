@@ -45,11 +45,11 @@ from groove.serve.errors import local_error
 log = get_logger(__name__)
 
 SUFFIX = ".sock"
-MAX_SOCKET_PATH = 100         # bytes; sun_path holds 104 (macOS) or 108 (Linux) with its NUL
-MAX_REQUEST_BYTES = 1 << 20   # a search request is at most a few KiB
+MAX_SOCKET_PATH = 100  # bytes; sun_path holds 104 (macOS) or 108 (Linux) with its NUL
+MAX_REQUEST_BYTES = 1 << 20  # a search request is at most a few KiB
 MAX_RESPONSE_BYTES = 64 << 20
 CONNECT_TIMEOUT_S = 2.0
-ANSWER_TIMEOUT_S = 120.0      # a daemon's first query may wait for its model to load
+ANSWER_TIMEOUT_S = 120.0  # a daemon's first query may wait for its model to load
 OPS = ("search", "related", "status", "get_document", "endpoint", "links")
 
 
@@ -71,6 +71,7 @@ class DaemonError(GrooveError):
 
 
 # --- the daemon's side -----------------------------------------------------------------------
+
 
 def _peer_uid(stream: anyio.abc.SocketStream) -> int | None:
     """The connecting process's user id, where the platform tells it (Linux); else None."""
@@ -107,7 +108,9 @@ def _claim(path: Path) -> bool:
         probe.close()
 
 
-async def serve_local(daemon: Any, *, task_status: anyio.abc.TaskStatus[Path | None] = anyio.TASK_STATUS_IGNORED) -> None:
+async def serve_local(
+    daemon: Any, *, task_status: anyio.abc.TaskStatus[Path | None] = anyio.TASK_STATUS_IGNORED
+) -> None:
     """Listen beside the daemon's index until cancelled; never takes the daemon down."""
     if not supported():
         log.info("no local endpoint: this platform has no Unix-domain sockets; the command line loads the model")
@@ -116,8 +119,11 @@ async def serve_local(daemon: Any, *, task_status: anyio.abc.TaskStatus[Path | N
     path = socket_path(daemon.index.path)
     try:
         if not _claim(path):
-            log.warning("local_endpoint_taken", socket=str(path),
-                        hint="another groove serve answers for this index; the command line will ask that one")
+            log.warning(
+                "local_endpoint_taken",
+                socket=str(path),
+                hint="another groove serve answers for this index; the command line will ask that one",
+            )
             task_status.started(None)
             return
         old_umask = os.umask(0o177)  # the socket is born 0600: no window in which another user can connect
@@ -127,8 +133,12 @@ async def serve_local(daemon: Any, *, task_status: anyio.abc.TaskStatus[Path | N
             os.umask(old_umask)
         identity = path.stat().st_ino
     except OSError as exc:
-        log.warning("local_endpoint_failed", socket=str(path), error=str(exc),
-                    hint="the command line will load the model instead of asking this daemon")
+        log.warning(
+            "local_endpoint_failed",
+            socket=str(path),
+            error=str(exc),
+            hint="the command line will load the model instead of asking this daemon",
+        )
         task_status.started(None)
         return
     log.info("local_endpoint", socket=str(path))
@@ -172,8 +182,14 @@ async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
         op = message.get("op") if isinstance(message, dict) else None
         args = message.get("args") or {} if isinstance(message, dict) else {}
         if op not in OPS or not isinstance(args, dict):
-            return {"ok": False, "error": f"unknown request {op!r}; this daemon answers {', '.join(OPS)}", "exit_code": 2}
-        if op == "endpoint":  # where a stdio client of this user can attach (serve/process/attach.py); 0600 socket, same uid
+            return {
+                "ok": False,
+                "error": f"unknown request {op!r}; this daemon answers {', '.join(OPS)}",
+                "exit_code": 2,
+            }
+        if (
+            op == "endpoint"
+        ):  # where a stdio client of this user can attach (serve/process/attach.py); 0600 socket, same uid
             return {"ok": True, "result": {"url": daemon.http_url, "token": daemon.http_token}}
         if op == "search":
             result = await service.search(SearchRequest(**args.get("request", {})))
@@ -198,6 +214,7 @@ async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
 
 # --- the command line's side -----------------------------------------------------------------
 
+
 class Answer:
     """What a daemon answered: the result and the process that answered."""
 
@@ -205,8 +222,9 @@ class Answer:
         self.result, self.pid, self.socket = result, pid, socket
 
 
-def ask(index_path: Path, op: str, args: dict[str, Any] | None = None, *,
-        timeout: float = ANSWER_TIMEOUT_S) -> Answer | None:
+def ask(
+    index_path: Path, op: str, args: dict[str, Any] | None = None, *, timeout: float = ANSWER_TIMEOUT_S
+) -> Answer | None:
     """Ask the daemon serving `index_path`; None when none does (then run in process).
 
     Raises DaemonError with the daemon's own message and exit code when it answered with an error.

@@ -63,11 +63,12 @@ from groove.serve.process.sdnotify import notify
 
 log = get_logger(__name__)
 
-SHUTDOWN_DEADLINE_S = 2.5   # then cancel whatever is left
-HARD_EXIT_S = 4.0           # then leave anyway: a thread stuck in a model call must not keep us past 5 s
+SHUTDOWN_DEADLINE_S = 2.5  # then cancel whatever is left
+HARD_EXIT_S = 4.0  # then leave anyway: a thread stuck in a model call must not keep us past 5 s
 
 
 # --- helpers --------------------------------------------------------------------------
+
 
 def example_notes() -> Path | None:
     """The example notes shipped with groove (the checkout's examples/notes, or the wheel's copy), if there."""
@@ -146,6 +147,7 @@ def _unwrap(group: BaseExceptionGroup) -> BaseException:
 
 
 # --- stdio --------------------------------------------------------------------------
+
 
 class _StdinLines:
     """The MCP input as an async iterator of lines, read by a daemon thread.
@@ -235,6 +237,7 @@ def stdio_streams(wire: StdioWire) -> Any:
 
 # --- attaching to a running service ----------------------------------------------------------
 
+
 def running_service(settings: Settings) -> tuple[str, str | None, int] | None:
     """(url, token, pid) of the groove serve that writes this index and serves HTTP, when one answers on the
     local endpoint; None when none runs (then this process serves the index itself). A service that serves no
@@ -282,6 +285,7 @@ async def _attach(wire: "StdioWire", url: str, token: str | None, pid: int) -> N
 
 # --- serve --------------------------------------------------------------------------------
 
+
 async def serve(settings: Settings, transport: str, bind: str) -> None:
     """Run groove until stdin closes (stdio) or a signal arrives. Raises BindError, ConfigError, ..."""
     if transport not in ("stdio", "http"):
@@ -300,8 +304,11 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
             if running is not None:
                 await _attach(wire, *running)
                 return
-            log.info("stdio_serves_the_index", index=str(settings.index_path),
-                     reason="no groove serve answers for this index")
+            log.info(
+                "stdio_serves_the_index",
+                index=str(settings.index_path),
+                reason="no groove serve answers for this index",
+            )
         daemon = Daemon(settings)
         server = build_server(daemon, settings.serve.http)
         log.info("serve_start", transport=transport, kb=daemon.index.folders.describe(), index=str(daemon.index.path))
@@ -316,8 +323,9 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
             wire.release()
 
 
-async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport: str, sock: Any, host: str,
-               wire: StdioWire | None) -> None:
+async def _run(
+    settings: Settings, daemon: Daemon, server: MCPServer, transport: str, sock: Any, host: str, wire: StdioWire | None
+) -> None:
     service: HTTPService | None = None
     if sock is not None:
         port = int(sock.getsockname()[1])
@@ -338,8 +346,8 @@ async def _run(settings: Settings, daemon: Daemon, server: MCPServer, transport:
     async with anyio.create_task_group() as tg:
         await tg.start(run_daemon)
         await tg.start(serve_local, daemon)  # the command line's way in (groove.serve.process.local); gone on cancel
-        front = anyio.CancelScope()      # the transport
-        watcher = anyio.CancelScope()    # the signal watcher
+        front = anyio.CancelScope()  # the transport
+        watcher = anyio.CancelScope()  # the signal watcher
 
         async def deadline() -> None:
             await anyio.sleep(SHUTDOWN_DEADLINE_S)
@@ -392,7 +400,9 @@ async def _serve_http(settings: Settings, service: HTTPService, host: str, daemo
         log.info("http_listening", url=url, token_required=token)
         sys.stderr.write(client_snippets(url, stdio_command(settings), token=token))
         if bound in ("0.0.0.0", "::"):
-            sys.stderr.write(f"  (listening on every interface: clients use this machine's name or address "
-                             f"in place of {format_host(bound)}, listed in [serve.http] allowed_hosts)\n")
+            sys.stderr.write(
+                f"  (listening on every interface: clients use this machine's name or address "
+                f"in place of {format_host(bound)}, listed in [serve.http] allowed_hosts)\n"
+            )
         sys.stderr.flush()
         _sd_notify("READY=1")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 
+
 def notify(state: str, *, env: dict[str, str] | None = None) -> bool:
     """Send `state` (one or more `KEY=VALUE` lines) to the service manager.
 
