@@ -1,9 +1,16 @@
-"""python -m bench [index|stages|freshness|http|throughput|phrases|switch|killnine|load|cli|scale|answers|report|ab|hostile] [options] [--json PATH]
+"""python -m bench [NAME] [options] [--json PATH]; NAME: index, stages, freshness, http, throughput, phrases, switch,
+killnine, load, cli, scale, answers, report, ab, hostile, abstention, quality (the BENCHES table below).
 
-With no name, runs every benchmark but `scale`, `report`, `ab` and `hostile` with its default sizes, one after the other.
+With no name, runs every benchmark but `scale`, `report`, `ab`, `hostile`, `abstention` and `quality` (ON_DEMAND)
+with its default sizes, one after the other.
 `hostile` runs bad files through `groove index`, or with `--http` hostile clients against `groove serve`.
 `report` (what `make bench` runs) measures a pass and writes docs/benchmarks.md and its charts from it.
 `ab VARIANT` runs one of the A/Bs behind the decision records (bench/ab/; `python -m bench ab --help` lists them).
+`abstention STEP` builds the off_topic flag's query sets and scores the flag on them (decision 0017);
+`quality STEP` measures the quality filter (decision 0020).
+
+Every module under bench/ is a bench of this table (or a variant of `ab`'s) or a helper one of them
+imports (tests/test_architecture.py checks it), and none uses a private name of groove.
 """
 
 from __future__ import annotations
@@ -32,10 +39,13 @@ BENCHES = {
     "report": "bench.run_report",
     "ab": "bench.ab",
     "hostile": "bench.hostile",
+    "abstention": "bench.abstention",
+    "quality": "bench.quality",
 }
 # scale builds 100k-chunk indexes, report runs the others itself and rewrites docs/benchmarks.md, an A/B needs
-# its index or another checkout, hostile builds a corpus of bad files or floods a server: by name only.
-ON_DEMAND = {"scale", "report", "ab", "hostile"}
+# its index or another checkout, hostile builds a corpus of bad files or floods a server, abstention and quality
+# are steps over folders and indexes named on their command line: by name only.
+ON_DEMAND = {"scale", "report", "ab", "hostile", "abstention", "quality"}
 
 
 def _module(name: str):

@@ -1,23 +1,33 @@
-"""Answerable and unanswerable query sets for `off_topic` (issue 21, docs/decisions/0017).
+"""`abstention`: the query sets behind `off_topic` (decision 0017), built and scored: the flag's rates on them.
 
-For one BEIR set (jaquad, scifact) of the shared data folder, a sub-corpus of at most `--docs`
-notes and three kinds of judged queries:
+    python -m bench abstention build jaquad /tmp/abst/ja       # notes/, tune/ and test/ (BEIR folders)
+    python -m bench abstention build scifact /tmp/abst/en
+    python -m bench abstention build docs /tmp/abst/docs       # the docs vault (bench/abstention_docs.py)
+    groove index --kb /tmp/abst/ja/notes --index /tmp/abst/ja/index.sqlite
+    python -m bench abstention score /tmp/abst/ja --part test  # the rates and AUROCs of one half
+    python -m bench abstention tasks /tmp/abst/docs-tasks      # the docs vault's pages to write questions for
+
+`build jaquad|scifact`: for one BEIR set of the shared data folder, a sub-corpus of at most
+`--docs` notes (default 1,000, seed 20261202) and three kinds of judged queries:
 
 - answerable: the query's relevant documents are in the notes;
 - held out (unanswerable): the query's relevant documents are left out of the notes, and for
   JaQuAD every paragraph of their article (`jaquad-<article>-<paragraph>`), so no neighbouring
-  paragraph of the same article answers it either;
+  paragraph of the same article answers it either; one that a reader found answered by another
+  note after all (bench/data/abstention_judgments_<set>.jsonl, default set only) is
+  `held_out_covered`, neither answerable nor unanswerable;
 - cross-language (unanswerable): queries of the other set (SciFact's against JaQuAD's notes and
   the reverse).
 
-Written as one notes folder and two BEIR folders, `tune/` (calibrate on it) and `test/` (report
-on it), split by a seeded shuffle; unanswerable queries are queries.jsonl rows with
+`build docs`: a vault of tldr-pages with questions people wrote for it (bench/abstention_docs.py).
+Each set is written as one notes folder and two BEIR folders, `tune/` (choose on it) and `test/`
+(report on it), split by a seeded shuffle; an unanswerable query is a queries.jsonl row with
 `"unanswerable": true` and no qrels row (docs/evaluation.md).
 
-    python -m bench.abstention jaquad /tmp/abst/ja
-    groove index --kb /tmp/abst/ja/notes --index /tmp/abst/ja/index.sqlite
-    groove eval /tmp/abst/ja/test --kb /tmp/abst/ja/notes --index /tmp/abst/ja/index.sqlite --no-record
-    python -m bench.abstention score /tmp/abst/ja --part tune   # the rates, AUROCs, per-query features
+`score ROOT`: every query of ROOT/PART (or `--golden`) through groove's search on ROOT's index, as
+`groove eval` runs it (`Service.evaluate`, nothing recorded): the two rates of the flag, the rates
+per kind of unanswerable query and per language, and the AUROC (unanswerable below answerable) of
+the flag's score against that of the top cosine alone. The rows go to ROOT/PART.RETRIEVER.rows.json.
 """
 
 from __future__ import annotations
@@ -25,15 +35,71 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import random
-import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
-from bench.common import DEFAULT_DATA
+from bench.common import DEFAULT_DATA, BenchError
 
 OTHER = {"jaquad": "scifact", "scifact": "jaquad"}
+SEED = 20261202
+DOCS = 1000
+JUDGMENTS = Path(__file__).resolve().parent / "data"
 
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="step", metavar="STEP", required=True)
+    b = sub.add_parser("build", help="a set's notes/, tune/ and test/ folders")
+    b.add_argument("set", choices=(*sorted(OTHER), "docs"))
+    b.add_argument("out", type=Path)
+    b.add_argument("--docs", type=int, default=DOCS, help=f"notes of a BEIR set at most (default {DOCS})")
+    b.add_argument("--answerable", type=int, default=200, help="answerable queries of a BEIR set (default 200)")
+    b.add_argument("--held-out", type=int, default=150, help="held-out queries of a BEIR set (default 150)")
+    b.add_argument("--cross", type=int, default=100, help="queries of the other BEIR set (default 100)")
+    b.add_argument("--seed", type=int, default=SEED, help=f"a BEIR set's seed (default {SEED})")
+    b.add_argument("--no-judgments", action="store_true",
+                   help="keep the held-out queries another note was judged to answer as unanswerable")
+    t = sub.add_parser("tasks", help="the docs vault's pages to write questions for, in four files")
+    t.add_argument("out", type=Path)
+    s = sub.add_parser("score", help="the flag's rates and AUROCs on one half of a built and indexed set")
+    s.add_argument("root", type=Path, help="a folder `build` wrote and `groove index` indexed (ROOT/index.sqlite)")
+    s.add_argument("--part", default="test", choices=("tune", "test"))
+    s.add_argument("--retriever", default="hybrid", choices=("fts", "vector", "hybrid"))
+    s.add_argument("--golden", type=Path, default=None, metavar="PATH",
+                   help="another set's half on this index (default ROOT/PART; e.g. a mixed index's)")
+
+
+def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    """The registry's entry: one step, its figures printed as JSON and returned."""
+    data = Path(args.data or os.environ.get("GROOVE_BENCH_DATA") or DEFAULT_DATA)
+    if args.step == "score":
+        out = score(args.root, args.part, args.retriever, args.golden)
+    elif args.step == "tasks":
+        from bench import abstention_docs
+
+        out = abstention_docs.tasks(_needs(data, "tldr-pages"), args.out)
+    elif args.set == "docs":
+        from bench import abstention_docs
+
+        out = abstention_docs.build(_needs(data, "tldr-pages"), args.out, judged=not args.no_judgments)
+    else:
+        _needs(data, args.set, OTHER[args.set])
+        out = build(data, args.set, args.out, answerable=args.answerable, held_out=args.held_out, cross=args.cross,
+                    docs=args.docs, seed=args.seed, judged=not args.no_judgments)
+    print(json.dumps(out, ensure_ascii=False))
+    return out
+
+
+def _needs(data: Path, *names: str) -> Path:
+    for name in names:
+        if not (data / name).is_dir():
+            raise BenchError(f"no {data / name}; pass --data DIR (the shared data folder)")
+    return data
+
+
+# --- the BEIR sets -------------------------------------------------------------------------------
 
 def _qrels(src: Path) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
@@ -61,17 +127,13 @@ def _group(name: str, doc_id: str) -> str:
     return doc_id
 
 
-JUDGMENTS = Path(__file__).parent / "data"
-
-
 def judged_covered(name: str) -> set[str]:
     """Held-out queries a reader found answered by another note of the default set after all.
 
     `bench/data/abstention_judgments_<set>.jsonl`: every held-out query of the default set (1,000
     notes, seed 20261202) judged by reading it beside the three notes groove's hybrid search shows
     first, blind to the flag: `covered` when one of them answers the question (JaQuAD) or reports
-    evidence for or against the claim (SciFact). Those are left out of the unanswerable queries
-    (as `held_out_covered`, no qrels, so `groove eval` skips them)."""
+    evidence for or against the claim (SciFact)."""
     path = JUDGMENTS / f"abstention_judgments_{name}.jsonl"
     if not path.exists():
         return set()
@@ -80,7 +142,7 @@ def judged_covered(name: str) -> set[str]:
 
 
 def build(data: Path, name: str, out: Path, *, answerable: int = 200, held_out: int = 150, cross: int = 100,
-          docs: int = 1000, seed: int = 20261202, judged: bool = True) -> dict:
+          docs: int = DOCS, seed: int = SEED, judged: bool = True) -> dict:
     src = data / name
     rng = random.Random(seed)
     qrels, texts = _qrels(src), _queries(src)
@@ -116,7 +178,9 @@ def build(data: Path, name: str, out: Path, *, answerable: int = 200, held_out: 
             + [{"_id": f"x-{q}", "text": other_texts[q], "kind": "cross_language", "unanswerable": True}
                for q in cross_ids])
     rng.shuffle(rows)
-    covered = judged_covered(name) if judged and (docs, seed) == (1000, 20261202) else set()
+    # The judgments were made on the default set: another size or seed holds other held-out queries.
+    default = (docs, seed, answerable, held_out, cross) == (DOCS, SEED, 200, 150, 100)
+    covered = judged_covered(name) if judged and default else set()
     for r in rows:
         if r["kind"] == "held_out" and r["_id"] in covered:  # another note answers it after all: not unanswerable
             r["kind"] = "held_out_covered"
@@ -147,63 +211,80 @@ def write_halves(out: Path, rows: list[dict], relevant: Callable[[dict], Iterabl
     return parts
 
 
-async def _rows(root: Path, part: str, retriever: str = "hybrid") -> dict:
-    from tests.support.oneshot import eval_once
-    from groove.evaluate.report import to_json
+# --- the rates -----------------------------------------------------------------------------------
+
+def score(root: Path, part: str = "test", retriever: str = "hybrid", golden: Path | None = None) -> dict:
+    import anyio
+
+    from groove.api.service import EvalRequest, Service
     from groove.config import load_settings
+    from groove.evaluate.report import to_json
+    from groove.index import Index
 
+    source = golden or root / part
+    if not (root / "index.sqlite").is_file():
+        raise BenchError(f"no index at {root / 'index.sqlite'}: run `groove index --kb {root / 'notes'} "
+                         f"--index {root / 'index.sqlite'}` first")
     settings = load_settings(None, kb_path=root / "notes", index_path=root / "index.sqlite")
-    return to_json(await eval_once(settings, root / part, retriever=retriever, record=False))  # rows as the JSON has them
+
+    async def run() -> dict:
+        async with Index.open(settings, readonly=True) as index:
+            return to_json(await Service(index).evaluate(EvalRequest(source=source, retriever=retriever, record=False)))
+
+    res = anyio.run(run)
+    (root / f"{part}.{retriever}.rows.json").write_text(json.dumps(res["queries"], ensure_ascii=False))
+    return {"golden": str(source), "retriever": retriever, "metrics": res["metrics"],
+            **report(res["queries"], _kinds(source))}
 
 
-def report(rows: list[dict]) -> dict:
-    """The two rates of the flag, and AUROC (unanswerable vs answerable) of the flag's score and
-    of the top vector cosine alone (lower = more likely unanswerable, so both negated)."""
+def _kinds(source: Path) -> dict[str, dict]:
+    """Each query's row in a BEIR folder `build` wrote (its kind and language), {} for any other golden set."""
+    path = source / "queries.jsonl"
+    if not path.is_file():
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return {str(r["_id"]): r for r in map(json.loads, filter(str.strip, f))}
+
+
+def report(rows: list[dict], kinds: dict[str, dict] | None = None) -> dict:
+    """The two rates of the flag (per language too, when the set says), the share flagged of each kind of
+    unanswerable query, and AUROC (unanswerable vs answerable) of the flag's score and of the top vector
+    cosine alone (lower = more likely unanswerable, so both negated)."""
     from groove.evaluate.metrics import abstention, auroc
     from groove.search import offtopic
 
+    kinds = kinds or {}
+
     def kind(r: dict) -> str:
+        if r["id"] in kinds:
+            return str(kinds[r["id"]]["kind"])
         return "answerable" if not r["unanswerable"] else ("cross_language" if r["id"].startswith("x-") else "held_out")
 
+    def sc(f: dict) -> float:
+        s = offtopic.score(f)
+        return s if s is not None else -9.0
+
+    def aurocs(rows: list[dict]) -> dict:
+        ans = [r["off_topic_evidence"] for r in rows if not r["unanswerable"]]
+        un = [r["off_topic_evidence"] for r in rows if r["unanswerable"]]
+        top = lambda f: -(f["vector_top"] or 0)  # noqa: E731
+        return {"auroc_signal": auroc([-sc(f) for f in un], [-sc(f) for f in ans]),
+                "auroc_top_cosine": auroc([top(f) for f in un], [top(f) for f in ans])}
+
+    def count(rows: list[dict], unanswerable: bool) -> str:
+        mine = [r for r in rows if r["unanswerable"] == unanswerable]
+        return f"{sum(r['off_topic'] for r in mine)} / {len(mine)}"
+
     out: dict = dict(abstention([(r["unanswerable"], r["off_topic"]) for r in rows]))
-    ans = [r["off_topic_evidence"] for r in rows if not r["unanswerable"]]
     for group in ("held_out", "cross_language"):
-        un = [r["off_topic_evidence"] for r in rows if kind(r) == group]
-        out[f"flagged_{group}"] = round(sum(r["off_topic"] for r in rows if kind(r) == group) / max(1, len(un)), 4)
-    un = [r["off_topic_evidence"] for r in rows if r["unanswerable"]]
-    sc = lambda f: offtopic.score(f) if offtopic.score(f) is not None else -9.0  # noqa: E731
-    out["auroc_signal"] = auroc([-sc(f) for f in un], [-sc(f) for f in ans])
-    out["auroc_top_cosine"] = auroc([-(f["vector_top"] or 0) for f in un], [-(f["vector_top"] or 0) for f in ans])
-    out["counts"] = {"answerable": len(ans), "unanswerable": len(un)}
+        members = [r for r in rows if kind(r) == group]
+        if members:
+            out[f"flagged_{group}"] = round(sum(r["off_topic"] for r in members) / len(members), 4)
+    langs = sorted({str(kinds[r["id"]]["lang"]) for r in rows if "lang" in kinds.get(r["id"], {})})
+    for lang in langs:  # a set that says each query's language (the docs vault): its figures per language
+        mine = [r for r in rows if kinds.get(r["id"], {}).get("lang") == lang]
+        out[f"flagged_{lang}"] = {"answerable": count(mine, False), "unanswerable": count(mine, True), **aurocs(mine)}
+    out.update(aurocs(rows))
+    unanswerable = sum(r["unanswerable"] for r in rows)
+    out["counts"] = {"answerable": len(rows) - unanswerable, "unanswerable": unanswerable}
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    if argv is None:
-        argv = sys.argv[1:]
-    if argv and argv[0] == "score":
-        import asyncio
-        p = argparse.ArgumentParser(prog="python -m bench.abstention score")
-        p.add_argument("root", type=Path, help="a folder this script built and `groove index` indexed")
-        p.add_argument("--part", default="test", choices=("tune", "test"))
-        p.add_argument("--retriever", default="hybrid")
-        a = p.parse_args(argv[1:])
-        res = asyncio.run(_rows(a.root, a.part, a.retriever))
-        (a.root / f"{a.part}.{a.retriever}.rows.json").write_text(json.dumps(res["queries"], ensure_ascii=False))
-        print(json.dumps({"metrics": res["metrics"], **report(res["queries"])}))
-        return 0
-    p = argparse.ArgumentParser(prog="python -m bench.abstention", description=__doc__.split("\n\n")[0])
-    p.add_argument("set", choices=sorted(OTHER))
-    p.add_argument("out", type=Path)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--docs", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=20261202)
-    p.add_argument("--no-judgments", action="store_true",
-                   help="keep held-out queries another note was judged to answer as unanswerable")
-    a = p.parse_args(argv)
-    print(json.dumps(build(a.data, a.set, a.out, docs=a.docs, seed=a.seed, judged=not a.no_judgments)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

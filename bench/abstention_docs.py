@@ -1,10 +1,10 @@
-"""A docs vault with questions written for it, for `off_topic` (issue 21, docs/decisions/0017).
+"""The docs vault of `python -m bench abstention build docs`: how-to pages, questions written for them (0017).
 
 SciFact and JaQuAD (bench/abstention.py) measure abstention on corpora of near-neighbours:
 hundreds of abstracts on one disease, paragraphs of one encyclopaedia. This set measures it on
 the kind of folder people keep: how-to pages, in English and Japanese, from tldr-pages in the
 shared data folder (one command a page; 492 Japanese pages have an English twin at the same
-path).
+path). `groove tune`'s off_topic offset (`[search.off_topic] threshold_offset`) was measured on it.
 
 The vault (seed 20261204): 800 English pages from `pages/common` and `pages/linux` (those
 without a Japanese twin) and every Japanese page, less 100 commands left out: 60 with a Japanese
@@ -19,22 +19,19 @@ page's question that another page answers after all (e.g. `ss` left out, `netsta
 judged by reading the three notes groove shows first (`bench/data/abstention_judgments_docs.jsonl`)
 and is not counted as unanswerable.
 
-    python -m bench.abstention_docs tasks /tmp/abst/docs          # the pages to write questions for
-    python -m bench.abstention_docs build /tmp/abst/docs          # notes/, tune/ and test/ (BEIR)
+    python -m bench abstention tasks /tmp/abst/docs-tasks    # the pages to write questions for
+    python -m bench abstention build docs /tmp/abst/docs     # notes/, tune/ and test/ (BEIR)
     groove index --kb /tmp/abst/docs/notes --index /tmp/abst/docs/index.sqlite
-    python -m bench.abstention score /tmp/abst/docs --part test
+    python -m bench abstention score /tmp/abst/docs --part test
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
-import sys
 from pathlib import Path
 
 from bench.abstention import write_halves
-from bench.common import DEFAULT_DATA
 
 SEED = 20261204
 DATA = Path(__file__).resolve().parent / "data"
@@ -138,22 +135,3 @@ def build(data: Path, out: Path, judged: bool = True) -> dict:
                      for k in ("answerable", "held_out", "held_out_covered") for lang in ("en", "ja")}
               for part, chunk in parts.items()}
     return {"notes": len(s["vault"]), "left_out_commands": len(s["left_out"]), "seed": SEED, **counts}
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.abstention_docs", description=__doc__.split("\n\n")[0])
-    p.add_argument("step", choices=("tasks", "build"))
-    p.add_argument("out", type=Path)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--no-judgments", action="store_true",
-                   help="keep left-out questions another page was judged to answer as unanswerable")
-    a = p.parse_args(sys.argv[1:] if argv is None else argv)
-    if a.step == "tasks":
-        print(json.dumps(tasks(a.data, a.out)))
-    else:
-        print(json.dumps(build(a.data, a.out, judged=not a.no_judgments)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

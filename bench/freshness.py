@@ -97,6 +97,12 @@ def _note(i: int, word: str) -> str:
     return f"# Fresh note {i}\n\n{body} Tag {word}.\n"
 
 
+def _embedding(daemon) -> bool:
+    """Some text is being embedded right now (the daemon's embedding queue has texts in flight)."""
+    queue = daemon.index.embedding
+    return queue is not None and bool(queue.inflight)
+
+
 async def _one_edit(daemon, path: Path, rel: str, text: str, word: str, query: str, poll_s: float) -> dict:
     from groove.search.pipeline import SearchRequest
 
@@ -125,7 +131,7 @@ async def _one_edit(daemon, path: Path, rel: str, text: str, word: str, query: s
             if hits[:1] == [True]:
                 found["meaning_top1"] = now
                 meaning_done = True
-            elif "meaning_top3" in found and resp.pending_chunks == 0 and not daemon._inflight:
+            elif "meaning_top3" in found and resp.pending_chunks == 0 and not _embedding(daemon):
                 meaning_done = True  # embedded and in the top 3 but not first: it will not move up
         polls += 1
         if "text" in found and meaning_done:
@@ -141,7 +147,7 @@ async def _wait_reverted(daemon, word: str) -> None:
         while True:
             await anyio.sleep(0.05)
             resp = await daemon.service.search(SearchRequest(query=word, limit=1, retriever="fts"))
-            if not resp.results and resp.pending_chunks == 0 and not daemon._inflight:
+            if not resp.results and resp.pending_chunks == 0 and not _embedding(daemon):
                 break
     await anyio.sleep(0.1)
 

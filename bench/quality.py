@@ -1,9 +1,8 @@
-"""The quality filter's figures (docs/decisions/0020): what share of a folder it hides, what it costs each leg,
-and a folder of notes with stubs beside them.
+"""`quality`: the quality filter's figures (decision 0020): what share it hides, its cost per leg, a folder with stubs.
 
-    python -m bench.quality share ../shared/data/powershell-docs-ja /tmp/qf/ps/index.sqlite
-    python -m bench.quality cost /tmp/qf/ps/index.sqlite /tmp/qf/ps-vec.sqlite
-    python -m bench.quality stubs tests/fixtures/bilingual/notes /tmp/qf/binoisy/notes
+    python -m bench quality share ../shared/data/powershell-docs-ja /tmp/qf/ps/index.sqlite
+    python -m bench quality cost /tmp/qf/ps/index.sqlite /tmp/qf/ps-vec.sqlite
+    python -m bench quality stubs tests/fixtures/bilingual/notes /tmp/qf/binoisy/notes
 
 `share` indexes the folder with the default model's chunker and tokenizer, without embedding (the scores
 do not need vectors), and counts the chunks under 0.2, 0.3 and 0.4. `cost` copies such an index, gives each
@@ -20,7 +19,6 @@ import json
 import re
 import shutil
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -29,9 +27,9 @@ import numpy as np
 
 
 def share(kb: Path, index: Path) -> dict:
-    from groove.index import Index
     from groove.config import load_settings
-    from groove.store import connection, schema
+    from groove.index import Index
+    from groove.store import connection
 
     settings = load_settings(None, kb_path=kb, index_path=index)
 
@@ -121,9 +119,8 @@ def stubs(src: Path, out: Path) -> int:
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.quality", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="what", required=True)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="what", metavar="STEP", required=True)
     p = sub.add_parser("share", help="the share of a folder's chunks the filter hides")
     p.add_argument("kb", type=Path)
     p.add_argument("index", type=Path)
@@ -133,16 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("stubs", help="a copy of a folder with stubs beside its notes")
     p.add_argument("src", type=Path)
     p.add_argument("out", type=Path)
-    args = parser.parse_args(argv)
+
+
+def main_async(args: argparse.Namespace) -> dict:
+    """The registry's entry (`python -m bench quality STEP`): the step's figures, printed as JSON and returned."""
     if args.what == "share":
-        out: object = share(args.kb, args.index)
+        out = share(args.kb, args.index)
     elif args.what == "cost":
         out = cost(args.index, args.copy)
     else:
         out = {"stubs": stubs(args.src, args.out)}
     print(json.dumps(out, ensure_ascii=False, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return out

@@ -159,3 +159,186 @@ def test_help_does_not_import_the_model_libraries_or_the_mcp_sdk():
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- bench/: a tool over groove's public names (issue 34) -------------------------------------------------
+
+BENCH = ROOT / "bench"
+
+
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def bench_private_names(paths: list[Path]) -> set[str]:
+    """The private names bench/ defines itself: its functions, classes and module or class names, and the
+    attributes it sets on `self` / `cls`; reaching one of those (`bench.scale._search`) is bench's own business."""
+    own = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                own.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                own.add(node.id)
+            elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+                  and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                own.add(node.attr)
+    return {name for name in own if is_private(name)}
+
+
+def groove_private_uses(path: Path, own: set[str]) -> list[tuple[int, str]]:
+    """Where a bench module reaches a private name of groove: imports one (`from groove.x import _y`,
+    `import groove._x`), reads, sets or patches an attribute `_y` that is not bench's own (or any `_y` of a
+    name bound to a groove import: `offtopic._clip`), names one to getattr/setattr, or subclasses a groove
+    class and defines a `_method` there (overriding the pipeline's private steps)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    groove_names: set[str] = set()
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "groove":
+                    if any(is_private(part) for part in alias.name.split(".")):
+                        found.append((node.lineno, f"import {alias.name}"))
+                    groove_names.add(alias.asname or "groove")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "groove":
+            assert node.module is not None
+            if any(is_private(part) for part in node.module.split(".")):
+                found.append((node.lineno, f"from {node.module} import ..."))
+            for alias in node.names:
+                if is_private(alias.name):
+                    found.append((node.lineno, f"from {node.module} import {alias.name}"))
+                groove_names.add(alias.asname or alias.name)
+
+    def from_groove(expr: ast.expr) -> bool:
+        while isinstance(expr, (ast.Attribute, ast.Call, ast.Subscript)):
+            expr = expr.func if isinstance(expr, ast.Call) else expr.value
+        return isinstance(expr, ast.Name) and expr.id in groove_names
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and is_private(node.attr):
+            if from_groove(node.value) or node.attr not in own:
+                found.append((node.lineno, f".{node.attr}"))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "hasattr", "delattr") and len(node.args) > 1
+              and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+              and is_private(node.args[1].value)):
+            found.append((node.lineno, f"{node.func.id}(..., {node.args[1].value!r})"))
+        elif isinstance(node, ast.ClassDef) and any(from_groove(base) for base in node.bases):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names = [item.name]
+                elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                    targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                    names = [t.id for t in targets if isinstance(t, ast.Name)]
+                else:
+                    names = []
+                found += [(item.lineno, f"class {node.name}({ast.unparse(node.bases[0])}) defines {name}")
+                          for name in names if is_private(name)]
+    return sorted(found)
+
+
+def test_no_bench_uses_a_private_name_of_groove():
+    paths = sorted(BENCH.rglob("*.py"))
+    own = bench_private_names(paths)
+    found = [f"{path.relative_to(ROOT)}:{line}: {what}"
+             for path in paths for line, what in groove_private_uses(path, own)]
+    assert not found, ("a bench measures groove through its public names (a private one pins every refactor of "
+                       "groove to the bench):\n" + "\n".join(found))
+
+
+def test_the_bench_check_sees_each_way_of_reaching_a_private_name(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from groove.search.offtopic import _MARKUP\n"
+        "import groove._hidden\n"
+        "from groove.search import offtopic\n"
+        "from groove.search.pipeline import Searcher\n"
+        "x = offtopic._clip(1.0, (0, 1))\n"
+        "def f(daemon):\n    return daemon._inflight\n"
+        "class Capturing(Searcher):\n    async def _fuse_and_refine(self):\n        pass\n"
+        "Searcher._fuse_and_refine = None\n"
+        "getattr(offtopic, '_clip')\n")
+    assert [what for _, what in groove_private_uses(bad, set())] == [
+        "from groove.search.offtopic import _MARKUP", "import groove._hidden", "._clip",
+        "._inflight", "class Capturing(Searcher) defines _fuse_and_refine", "._fuse_and_refine",
+        "getattr(..., '_clip')"]
+    fine = tmp_path / "fine.py"
+    fine.write_text(
+        "from groove.search import offtopic\n"
+        "from bench.scale import _search\n"
+        "class Server:\n    def __init__(self):\n        self._log = None\n"
+        "    def _stop(self):\n        self._log = 1\n"
+        "def g(server):\n    server._stop()\n    return offtopic.score({}).__class__\n")
+    assert groove_private_uses(fine, bench_private_names([fine])) == []
+
+
+def bench_module(path: Path, bench: Path) -> str:
+    parts = list(path.relative_to(bench.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def bench_imports(path: Path, bench: Path, modules: set[str]) -> set[str]:
+    """The bench modules a file imports (lazy imports inside functions too; `from bench import x` names one)."""
+    me = bench_module(path, bench)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the importing module's package
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, *([base] if base else [])])
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return {m for m in found if m in modules}
+
+
+def registry(bench: Path) -> set[str]:
+    """The registered benches: the modules of bench/__main__.py's BENCHES table and of bench/ab's VARIANTS."""
+    out = set()
+    for path, table in ((bench / "__main__.py", "BENCHES"), (bench / "ab" / "__init__.py", "VARIANTS")):
+        if not path.is_file():
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == table for t in node.targets):
+                out |= set(ast.literal_eval(node.value).values())
+    return out
+
+
+def stray_bench_modules(bench: Path) -> list[str]:
+    """Modules under `bench` that neither the registry names nor a registered bench imports (through helpers)."""
+    paths = {bench_module(p, bench): p for p in sorted(bench.rglob("*.py"))}
+    modules = set(paths)
+    seen = {"bench", "bench.__main__"} | (registry(bench) & modules)
+    todo = list(seen)
+    while todo:
+        for target in bench_imports(paths[todo.pop()], bench, modules) - seen:
+            seen.add(target)
+            todo.append(target)
+    return sorted(modules - seen)
+
+
+def test_every_bench_module_is_registered_or_a_helper_a_registered_bench_imports():
+    strays = stray_bench_modules(BENCH)
+    assert not strays, ("modules under bench/ that `python -m bench` cannot run and no registered bench imports: "
+                        f"{strays}; register them (bench/__main__.py BENCHES, bench/ab VARIANTS) or delete them")
+
+
+def test_the_registry_check_names_a_module_outside_the_registry(tmp_path):
+    bench = tmp_path / "bench"
+    (bench / "ab").mkdir(parents=True)
+    (bench / "__init__.py").write_text("")
+    (bench / "__main__.py").write_text('BENCHES = {"index": "bench.index", "ab": "bench.ab"}\n')
+    (bench / "common.py").write_text("")
+    (bench / "index.py").write_text("from bench.common import x\ndef run():\n    from bench import helper\n")
+    (bench / "helper.py").write_text("")
+    (bench / "research.py").write_text("from bench.common import x\n")
+    (bench / "ab" / "__init__.py").write_text('VARIANTS = {"fts": "bench.ab.fts"}\n')
+    (bench / "ab" / "fts.py").write_text("")
+    (bench / "ab" / "old.py").write_text("")
+    assert stray_bench_modules(bench) == ["bench.ab.old", "bench.research"]

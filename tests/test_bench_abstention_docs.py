@@ -1,9 +1,10 @@
-"""The docs-vault abstention set (bench/abstention_docs.py, decision 0017) is what it claims to be.
+"""The off_topic sets of `python -m bench abstention build` (decision 0017) are what they claim to be.
 
-Its rates are only worth reading if a left-out command is really gone from the vault in both
-languages, every question was written for a page of its own language, and the judged "covered"
-questions are the left-out ones groove's search was shown. Skips without ../shared/data/tldr-pages
-(a user's checkout).
+The docs vault (bench/abstention_docs.py): its rates are only worth reading if a left-out command is
+really gone from the vault in both languages, every question was written for a page of its own
+language, and the judged "covered" questions are the left-out ones groove's search was shown. The
+SciFact set: the judged held-out claims another abstract answers are neither answerable nor
+unanswerable. Skips without ../shared/data (a user's checkout).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import abstention_docs as docs  # noqa: E402
+from bench.__main__ import main as bench  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not (DATA / "tldr-pages" / "pages.ja").is_dir(),
                                 reason="needs ../shared/data/tldr-pages (not in a user's checkout)")
@@ -69,18 +71,39 @@ def test_only_left_out_questions_are_judged_and_each_names_the_notes_it_was_show
             assert r["note"] in r["shown"] and r["note"] in set(s["vault"])
 
 
+def _built(tmp_path: Path, *argv: str) -> dict:
+    """`python -m bench --json PATH abstention build ...`: the set's counts, as printed and written."""
+    assert bench(["--data", str(DATA), "--json", str(tmp_path / "counts.json"), "abstention", "build", *argv]) == 0
+    return json.loads((tmp_path / "counts.json").read_text(encoding="utf-8"))
+
+
 def test_the_built_folders_mark_left_out_questions_unanswerable_without_qrels(tmp_path: Path):
-    counts = docs.build(DATA, tmp_path)
-    assert sum(1 for _ in (tmp_path / "notes").rglob("*.md")) == counts["notes"] == 1232
+    out = tmp_path / "docs"
+    counts = _built(tmp_path, "docs", str(out))
+    assert sum(1 for _ in (out / "notes").rglob("*.md")) == counts["notes"] == 1232
     covered = {r["id"] for r in _lines(docs.JUDGMENTS) if r["covered"]}
     for part in ("tune", "test"):
-        rows = _lines(tmp_path / part / "queries.jsonl")
-        with open(tmp_path / part / "qrels" / "train.tsv", encoding="utf-8") as f:
+        rows = _lines(out / part / "queries.jsonl")
+        with open(out / part / "qrels" / "train.tsv", encoding="utf-8") as f:
             qrels = [line.split("\t") for line in f.read().splitlines()[1:]]
         judged_ids = {q for q, _, _ in qrels}
         for r in rows:
             assert r.get("unanswerable", False) == (r["kind"] == "held_out")
             assert (r["_id"] in judged_ids) == (r["kind"] == "answerable")
             assert (r["kind"] == "held_out_covered") == (r["_id"] in covered)
-        stems = {p.stem for p in (tmp_path / "notes").rglob("*.md")}
+        stems = {p.stem for p in (out / "notes").rglob("*.md")}
         assert all(stem in stems for _, stem, _ in qrels)
+
+
+def test_the_scifact_set_leaves_the_judged_covered_claims_out_of_the_unanswerable_ones(tmp_path: Path):
+    if not (DATA / "scifact" / "qrels" / "train.tsv").is_file() or not (DATA / "jaquad").is_dir():
+        pytest.skip("needs ../shared/data/scifact and jaquad")
+    out = tmp_path / "en"
+    counts = _built(tmp_path, "scifact", str(out))
+    assert counts["docs"] == 1000
+    covered = {r["id"] for r in _lines(ROOT / "bench" / "data" / "abstention_judgments_scifact.jsonl") if r["covered"]}
+    assert len(covered) == 12  # of the 150 held-out claims (decision 0017)
+    rows = [r for part in ("tune", "test") for r in _lines(out / part / "queries.jsonl")]
+    assert {r["_id"] for r in rows if r["kind"] == "held_out_covered"} == covered
+    assert sum(counts[part]["held_out"] + counts[part]["held_out_covered"] for part in ("tune", "test")) == 150
+    assert all(r.get("unanswerable", False) == (r["kind"] in ("held_out", "cross_language")) for r in rows)
