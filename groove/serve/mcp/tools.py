@@ -1,26 +1,27 @@
 """The MCP tools: each a thin call into the service API (groove.api.service), answering a `CallToolResult`
-typed by a model of `groove.search.answers` (the SDK advertises its schema as `outputSchema` and
-validates the `structuredContent` against it; the text content is the model's text rendering).
+typed by a model of `groove.api.answers` (search's: `groove.search.answers`; the SDK advertises its schema as
+`outputSchema` and validates the `structuredContent` against it; the text content is the model's text rendering).
 A failure becomes a tool error (`isError: true`, one line) in one place (`groove.serve.errors.tool_error`)."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-from typing import Annotated, Any, Callable, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
 
+from groove.api import answers
+from groove.api.answers import DocumentAnswer, DocumentPage, LinksAnswer, RelatedAnswer, StatusAnswer, TopicsAnswer
 from groove.api.service import LinksRequest, ListRequest, RelatedRequest, Service, TopicsRequest
-from groove.index import MAX_LINKS, MAX_PAGE
 from groove.corpus.best_practice import MAX_SECTION_CHARS, MAX_TARGET_CHARS, BestPracticeAnswer, best_practice_text
 from groove.errors import GrooveError, NotFoundError
-from groove.search import answers
-from groove.api.answers import DocumentAnswer, DocumentPage, LinksAnswer, RelatedAnswer, StatusAnswer, TopicsAnswer
-from groove.search.answers import SearchAnswer
+from groove.index import MAX_LINKS, MAX_PAGE
+from groove.search.answers import SearchAnswer, search_text
 from groove.search.filters import MAX_PATH_GLOBS
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
 from groove.search.request import (
@@ -31,11 +32,11 @@ from groove.search.request import (
     MAX_QUERY_BYTES,
     MIN_BUDGET_CHARS,
     DocumentRequest,
+    FilterArgs,
     LineRange,
     SearchRequest,
     tool_fields,
 )
-from groove.search.request import FilterArgs
 from groove.serve.errors import tool_error
 from groove.serve.mcp.guard import ToolCallGuard, bounded
 from groove.serve.mcp.paths import check_note_path
@@ -79,7 +80,7 @@ def _search_signature() -> inspect.Signature:
     one set of bounds, groove's one-line messages, no coercion of "5" into 5."""
     params = []
     for name, (default, schema) in tool_fields().items():
-        base = str if name == "query" else Any  # a str parameter is never JSON-pre-parsed by the SDK
+        base: Any = str if name == "query" else Any  # a str parameter is never JSON-pre-parsed by the SDK
         annotation = Annotated[base, WithJsonSchema(schema)]
         params.append(
             inspect.Parameter(
@@ -98,8 +99,8 @@ def _search_signature() -> inspect.Signature:
                 bool,
                 Field(
                     description=(
-                        "Add each hit's internal ids (chunk_id, doc_id, ordinal, token_count), e.g. to line hits up with "
-                        "explain or a debugging session; off by default."
+                        "Add each hit's internal ids (chunk_id, doc_id, ordinal, token_count), e.g. to line hits up "
+                        "with explain or a debugging session; off by default."
                     )
                 ),
             ],
@@ -140,16 +141,16 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         """Find the passages of the notes that best answer a query (hybrid full-text + semantic search).
 
         Returns results (uri: the note's resource, path, title, heading context, tags, score, start/end lines,
-        content, match spans, and position: the page, slide or sheet rows for a hit in a PDF, PowerPoint or
-        Excel file), off_topic (true when the notes most likely do not answer the query: the results are only
-        the nearest passages; tell the user the notes do not cover it rather than answering from them, and do not
-        present them as the answer; false is no promise: a question close to a note, about a detail it never
-        wrote down, is often not flagged, so use a passage only when it states the answer), low_confidence (true when no note stands out from the next: several notes
-        may be meant; read or compare the top few before choosing), filter_applied, pending_chunks (passages still waiting for their embedding:
-        a note saved moments ago may be found by its words but not yet by meaning), vectors_degraded (true when
-        the query could not be embedded, so the results come from full text alone) and startup_reconcile_done
-        (false while the folder is still being scanned after a start). The text content is one block per hit:
-        rank, path and heading, score, line range, the passage.
+        content, match spans, and position: the page, slide or sheet rows for a hit in a PDF, PowerPoint or Excel
+        file), off_topic (true when the notes most likely do not answer the query: the results are only the nearest
+        passages; tell the user the notes do not cover it rather than answering from them, and do not present them as
+        the answer; false is no promise: a question close to a note, about a detail it never wrote down, is often not
+        flagged, so use a passage only when it states the answer), low_confidence (true when no note stands out from
+        the next: several notes may be meant; read or compare the top few before choosing), filter_applied,
+        pending_chunks (passages still waiting for their embedding: a note saved moments ago may be found by its words
+        but not yet by meaning), vectors_degraded (true when the query could not be embedded, so the results come from
+        full text alone) and startup_reconcile_done (false while the folder is still being scanned after a start). The
+        text content is one block per hit: rank, path and heading, score, line range, the passage.
 
         When the context is tight, or many results are wanted, pass max_chars (e.g. 4000): the passages fill that
         many characters best first, a passage that does not fit is cut at a sentence end (its trimmed_chars says
@@ -160,9 +161,9 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         notes) are left out; pass include_low_quality: true to see them too (e.g. when looking for stubs)."""
         include_ids = arguments.pop("include_ids", False)
         answer = await service.search(SearchRequest.from_arguments(arguments))
-        return tool_result(answer.for_client(include_ids=include_ids), answers.search_text)
+        return tool_result(answer.for_client(include_ids=include_ids), search_text)
 
-    search.__signature__ = _search_signature()  # type: ignore[attr-defined]
+    search.__signature__ = _search_signature()  # type: ignore[attr-defined]  # the SDK reads the tool's parameters here
     tool(title="Search the notes", annotations=READ_ONLY)(search)
 
     @tool(title="Read a note, or the part that matters", annotations=READ_ONLY)
@@ -170,7 +171,9 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         path: Annotated[
             str,
             Field(
-                description="The note's path relative to the notes folder, exactly as search or list_documents returned it."
+                description=(
+                    "The note's path relative to the notes folder, exactly as search or list_documents returned it."
+                )
             ),
         ],
         heading: Annotated[str | None, Field(description=_DOC_FIELDS["heading"], max_length=MAX_HEADING_CHARS)] = None,
@@ -266,8 +269,8 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
             Literal["meaning", "links", "both"],
             Field(
                 description=(
-                    "What relates notes: meaning (nearest in meaning, the default), links (the notes it links to and the notes "
-                    "linking to it, both ways) or both."
+                    "What relates notes: meaning (nearest in meaning, the default), links (the notes it links to and "
+                    "the notes linking to it, both ways) or both."
                 )
             ),
         ] = "meaning",
@@ -352,8 +355,8 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
                 Field(
                     description=(
                         "What the practices are for: one name such as python, react or docker, as the notes lay the "
-                        "documents out ([best_practice] path_templates). An unknown target's error names the targets that "
-                        "have a document."
+                        "documents out ([best_practice] path_templates). An unknown target's error names the targets "
+                        "that have a document."
                     ),
                     max_length=MAX_TARGET_CHARS,
                 ),
@@ -362,8 +365,8 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
                 str | None,
                 Field(
                     description=(
-                        "Only this `##` section of the document (its heading text, any case; e.g. Testing); omit for the "
-                        "whole document."
+                        "Only this `##` section of the document (its heading text, any case; e.g. Testing); omit for "
+                        "the whole document."
                     ),
                     max_length=MAX_SECTION_CHARS,
                 ),
