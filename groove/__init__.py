@@ -1,8 +1,10 @@
 """groove: local hybrid search over Markdown notes, served over MCP."""
 
-__version__ = "0.1.0"
+from pathlib import Path as _Path
 
-from pathlib import Path as _Path  # noqa: E402
+from groove import logs as _logs  # imports no other groove module
+
+__version__ = "0.1.0"
 
 # The example notes (`--examples`): a wheel carries them as groove/_examples/notes (setup.py copies them in, so an
 # installed tool has them); a source checkout and an editable install read examples/notes beside the package.
@@ -15,6 +17,4 @@ EXAMPLE_NOTES = (
 
 # structlog's default writes to stdout, which would corrupt an MCP stdio stream:
 # route every log line to stderr before anything can log.
-from groove import logs as _logs  # noqa: E402
-
 _logs.configure()

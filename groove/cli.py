@@ -1,4 +1,5 @@
-"""The `groove` command line: serve, index, search, related, links, get, status, eval, tune, doctor, validate, service, trust, client-config.
+"""The `groove` command line: serve, index, search, related, links, get, status, eval, tune, doctor, validate,
+service, trust, client-config.
 
 Results go to stdout; progress, logs and errors to stderr. Every subcommand
 but `trust` accepts `--config PATH`, `--kb PATH` and `--index PATH`.
@@ -11,14 +12,16 @@ import json
 import os
 import sys
 import tomllib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 from pydantic import BaseModel
 
 from groove import EXAMPLE_NOTES, __version__, trust  # EXAMPLE_NOTES: `--examples`
-from groove.autostart import install as installer, instances, platforms
+from groove.autostart import install as installer
+from groove.autostart import instances, platforms
 from groove.config import (
     ConfigError,
     FusionSettings,
@@ -28,9 +31,9 @@ from groove.config import (
     read_config_text,
     user_config_file,
 )
+from groove.errors import GrooveError, UsageError
 from groove.evaluate.report import EvalReport, OffTopicTuning, TuneReport
 from groove.evaluate.tune import METRICS as TUNE_METRICS
-from groove.errors import GrooveError, UsageError
 from groove.folders import anchored_spec
 from groove.logs import configure as configure_logs
 from groove.logs import get_logger
@@ -105,7 +108,7 @@ def _folder_flags(given: list[str] | None) -> list[str] | None:
 
 
 def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
-    kb = _folder_flags(args.kb)
+    kb: list[str] | Path | None = _folder_flags(args.kb)
     if getattr(args, "examples", False):
         if kb is not None:
             raise UsageError("--examples means the shipped example notes, --kb your own folder: pass one of them")
@@ -650,7 +653,8 @@ def _format_off_topic_tuning(t: OffTopicTuning) -> list[str]:
         f"  flagged now:                 answerable {pct(t.now['answerable_flagged'])}, "
         f"unanswerable {pct(t.now['unanswerable_flagged'])}",
         f"  offset {t.offset:+.2f}, held out:     answerable {pct(t.held_out['answerable_flagged'])}, "
-        f"unanswerable {pct(t.held_out['unanswerable_flagged'])} (leave-one-out; at most 5% of answerable on the others)",
+        f"unanswerable {pct(t.held_out['unanswerable_flagged'])} (leave-one-out; at most 5% of answerable on the "
+        "others)",
     ]
     if t.recommend and t.block:
         lines += [f"recommendation: {t.reason}; paste this into groove.toml:", "", t.block.rstrip("\n")]
@@ -711,7 +715,10 @@ def _add_eval_tools_parsers(sub: Any) -> None:
 
     p = sub.add_parser(
         "tune",
-        help="sweep the fusion knobs on judged queries, and with unanswerable ones place the off_topic line (cross-validated); prints, never writes",
+        help=(
+            "sweep the fusion knobs on judged queries, and with unanswerable ones place the off_topic line "
+            "(cross-validated); prints, never writes"
+        ),
     )
     _common(p, examples=True)
     p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
@@ -855,7 +862,8 @@ def cmd_client_config(args: argparse.Namespace) -> int:
     say(f"{client.title}: {clients.where(client.name, _this_platform())} (docs/clients.md)")
     if target.token_env and client.name == "claude-desktop":
         say(
-            f"replace {clients.TOKEN_PLACEHOLDER} with the token: Claude Desktop passes no shell variables to mcp-remote"
+            f"replace {clients.TOKEN_PLACEHOLDER} with the token: Claude Desktop passes no shell variables to "
+            "mcp-remote"
         )
     elif target.token_env and client.name == "claude-code":
         say(f"export {target.token_env} first: the shell puts the token into the header when the command runs")
@@ -1079,7 +1087,7 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         namespace, extras = super().parse_known_args(args, namespace)
         for arg in extras:
             if arg.startswith("-") and arg != "-" and not self._negative_number_matcher.match(arg):
@@ -1100,7 +1108,7 @@ class Parser(argparse.ArgumentParser):
             else f"unknown option {flag}"
         )
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise ArgumentError(f"{message} (see {self.prog} --help)", self.format_usage())
 
 
@@ -1115,7 +1123,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--transport",
         choices=["stdio", "http"],
         default=None,
-        help="stdio: one client that starts groove itself; http: Streamable HTTP at /mcp (default: [serve] transport, stdio)",
+        help=(
+            "stdio: one client that starts groove itself; http: Streamable HTTP at /mcp (default: [serve] transport, "
+            "stdio)"
+        ),
     )
     p.add_argument(
         "--bind",

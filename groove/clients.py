@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from groove.errors import UsageError
@@ -54,7 +55,10 @@ CLIENTS: dict[str, Client] = {
             {
                 "macos": "~/Library/Application Support/Claude/claude_desktop_config.json",
                 "windows": r"%APPDATA%\Claude\claude_desktop_config.json",
-                "linux": "no Linux release from Anthropic (community builds read ~/.config/Claude/claude_desktop_config.json)",
+                "linux": (
+                    "no Linux release from Anthropic "
+                    "(community builds read ~/.config/Claude/claude_desktop_config.json)"
+                ),
             },
         ),
         Client(
@@ -62,9 +66,17 @@ CLIENTS: dict[str, Client] = {
             "Claude Code",
             "shell",
             {
-                "macos": "run the command: it writes ~/.claude.json (--scope user), or .mcp.json in the project (--scope project)",
-                "linux": "run the command: it writes ~/.claude.json (--scope user), or .mcp.json in the project (--scope project)",
-                "windows": r"run the command: it writes %USERPROFILE%\.claude.json (--scope user), or .mcp.json in the project",
+                "macos": (
+                    "run the command: it writes ~/.claude.json (--scope user), "
+                    "or .mcp.json in the project (--scope project)"
+                ),
+                "linux": (
+                    "run the command: it writes ~/.claude.json (--scope user), "
+                    "or .mcp.json in the project (--scope project)"
+                ),
+                "windows": (
+                    r"run the command: it writes %USERPROFILE%\.claude.json (--scope user), or .mcp.json in the project"
+                ),
             },
         ),
         Client(
@@ -107,7 +119,9 @@ CLIENTS: dict[str, Client] = {
             {
                 "macos": "~/.gemini/settings.json (every project) or .gemini/settings.json (one project)",
                 "linux": "~/.gemini/settings.json (every project) or .gemini/settings.json (one project)",
-                "windows": r"%USERPROFILE%\.gemini\settings.json (every project) or .gemini\settings.json (one project)",
+                "windows": (
+                    r"%USERPROFILE%\.gemini\settings.json (every project) or .gemini\settings.json (one project)"
+                ),
             },
         ),
     )

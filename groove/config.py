@@ -18,6 +18,7 @@ import json
 import os
 import stat
 import tomllib
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -60,7 +61,10 @@ class IndexSettings(_Section):
     max_frontmatter_bytes: int = Field(65_536, ge=0, description="a larger frontmatter block is not read (reported)")
     gitignore: bool = Field(
         True,
-        description="when the notes folder is a git repository (it has .git), leave out what its .gitignore files ignore, as git does; false indexes it all the same",
+        description=(
+            "when the notes folder is a git repository (it has .git), leave out what its .gitignore files ignore, as "
+            "git does; false indexes it all the same"
+        ),
     )
 
 
@@ -71,7 +75,7 @@ class ParserSettings(_Section):
     """`[parsers]`: which file types are indexed besides Markdown, and their size limits (docs/indexing.md)."""
 
     enabled: list[ParserName] = Field(
-        default_factory=lambda: ["markdown"],
+        default_factory=lambda: list[ParserName](["markdown"]),
         min_length=1,
         description="file types indexed: markdown ([index] extensions), txt, pdf, docx, pptx, xlsx",
     )
@@ -152,7 +156,7 @@ class EmbeddingSettings(_Section):
     openai: OpenAIEmbeddingSettings = Field(default_factory=OpenAIEmbeddingSettings)
 
     @model_validator(mode="after")
-    def _openai_is_complete(self) -> "EmbeddingSettings":
+    def _openai_is_complete(self) -> EmbeddingSettings:
         if self.backend == "openai":
             missing = [k for k in ("endpoint", "model") if not getattr(self.openai, k)]
             if not self.openai.dimension:
@@ -209,7 +213,10 @@ class OffTopicSettings(_Section):
         0.0,
         ge=-3.0,
         le=3.0,
-        description="added to the off_topic flag's threshold: above 0 flags more questions as not covered by the notes, below 0 fewer; `groove tune` proposes one from a golden set with answerable and unanswerable queries",
+        description=(
+            "added to the off_topic flag's threshold: above 0 flags more questions as not covered by the notes, "
+            "below 0 fewer; `groove tune` proposes one from a golden set with answerable and unanswerable queries"
+        ),
     )
 
 
@@ -230,11 +237,18 @@ class SearchSettings(_Section):
         1024,
         ge=0,
         le=1_048_576,
-        description="the daemon and `groove eval` keep the vectors in memory for exact KNN by one matrix product while they fit in this many MiB (100,000 vectors of 384 dimensions: 147 MiB); 0 or over it: sqlite-vec's scan",
+        description=(
+            "the daemon and `groove eval` keep the vectors in memory for exact KNN by one matrix product while they "
+            "fit in this many MiB (100,000 vectors of 384 dimensions: 147 MiB); 0 or over it: sqlite-vec's scan"
+        ),
     )
     language_centres: bool = Field(
         True,
-        description="in an index of Japanese (CJK) and other text, take each language's mean vector out of the query and the passages before the vector leg compares them, so a question finds the note in the other language (decision 0019); a one-language index is unaffected",
+        description=(
+            "in an index of Japanese (CJK) and other text, take each language's mean vector out of the query and the "
+            "passages before the vector leg compares them, so a question finds the note in the other language "
+            "(decision 0019); a one-language index is unaffected"
+        ),
     )
     fusion: FusionSettings = Field(default_factory=FusionSettings)
     mmr: MMRSettings = Field(default_factory=MMRSettings)
@@ -289,7 +303,10 @@ class ValidateSettings(_Section):
 class WatchSettings(_Section):
     enabled: bool = Field(
         True,
-        description="false: no watcher (a folder that changes only by deploy); the folder is indexed at start, and the periodic reconcile and reindex still run (`groove serve --no-watch`)",
+        description=(
+            "false: no watcher (a folder that changes only by deploy); the folder is indexed at start, and the "
+            "periodic reconcile and reindex still run (`groove serve --no-watch`)"
+        ),
     )
     debounce_ms: int = Field(300, ge=0, le=60_000)
     reconcile_interval_s: float = Field(600.0, ge=0, description="0 disables the periodic reconcile")
@@ -321,7 +338,10 @@ class HTTPSettings(_Section):
         128,
         ge=1,
         le=100_000,
-        description="event streams (GET /mcp, listen) open at once, all clients; at most half of max_connections and of max_sessions",
+        description=(
+            "event streams (GET /mcp, listen) open at once, all clients; at most half of max_connections and of "
+            "max_sessions"
+        ),
     )
     max_streams_per_client: int = Field(
         32, ge=1, le=100_000, description="event streams one client address may hold; one more ends its oldest"
@@ -614,7 +634,7 @@ class GrooveTomlSource(TomlConfigSettingsSource):
         super().__init__(settings_cls, toml_file=toml_file)
 
     @staticmethod
-    def _existing_files(files: Any) -> list[Path]:
+    def _existing_files(files: Any) -> list[Path | Traversable]:
         # The file was found by find_config_file: read it even when it is not a regular file
         # (or has just gone), so the user hears why instead of the file being skipped silently.
         return [] if files is None else [Path(files)]
@@ -627,6 +647,7 @@ def _settings_from(path: Path | None, text: str | None = None) -> type[Settings]
     """Settings whose file layer is the TOML file at `path` (none when path is None); `text`: its text, already read."""
     if path is None:
         return Settings
+    toml_file = path
 
     class _FromFile(Settings):
         @classmethod
@@ -638,7 +659,7 @@ def _settings_from(path: Path | None, text: str | None = None) -> type[Settings]
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (init_settings, env_settings, GrooveTomlSource(settings_cls, toml_file=path, text=text))
+            return (init_settings, env_settings, GrooveTomlSource(settings_cls, toml_file=toml_file, text=text))
 
     _FromFile.__name__ = _FromFile.__qualname__ = "Settings"
     return _FromFile
@@ -654,11 +675,11 @@ def _check_keys(data: dict[str, Any], model: type[BaseModel], prefix: str, path:
         if info.alias:
             names[info.alias] = info
     for key, value in data.items():
-        info = names.get(key)
-        if info is None:
+        field = names.get(key)
+        if field is None:
             valid = ", ".join(sorted(k for k in names if not k.endswith("_")))
             raise ConfigError(f"unknown key `{prefix}{key}` in {path} (valid keys here: {valid})")
-        sub = info.annotation
+        sub = field.annotation
         if isinstance(sub, type) and issubclass(sub, BaseModel):
             if not isinstance(value, dict):
                 raise ConfigError(f"`{prefix}{key}` in {path} must be a table ([{prefix}{key}])")

@@ -27,20 +27,21 @@ from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import anyio
 import anyio.abc
 
 from groove.api.service import Service
-from groove.index import Index
 from groove.backoff import doubling
 from groove.config import Settings
 from groove.embed.embedder import Embedder
 from groove.embed.pool import BulkLimiter
 from groove.errors import BusyError, GrooveError, NotFoundError
+from groove.index import Index
 from groove.logs import get_logger
 from groove.store.connection import describe_write_error
 from groove.sync.indexer import ReconcileStats
@@ -116,7 +117,7 @@ class Change:
     path: str = ""
 
     @classmethod
-    def of(cls, path: str) -> "Change":
+    def of(cls, path: str) -> Change:
         return cls(ChangeKind.PATH, path)
 
 
@@ -353,7 +354,7 @@ class Daemon:
             for listener in list(self.listeners):
                 try:
                     await listener(touched, list_changed)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:  # noqa: BLE001 - one listener failing must not stop the others or the writer
                     log.warning("listener_failed", error=repr(exc))
 
     def _wake_workers(self) -> None:
@@ -421,6 +422,7 @@ class Daemon:
         while every one is, else it names the folder that is not (`/healthz` fails then)."""
         folders = self.index.folders
         indexer = self.index.indexer
+        assert indexer is not None, "the daemon watches an index it writes"
 
         def one(folder):
             if not folders.named:

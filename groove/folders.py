@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from groove.errors import ConfigError, UsageError
 
@@ -71,6 +71,7 @@ def parse_folders(items: Iterable[object], *, base: Path | None = None) -> tuple
     path, a bad name, two folders with one name or one path, a folder inside another."""
     out: list[NotesFolder] = []
     for item in items:
+        name: str | None
         if isinstance(item, NotesFolder):
             name, raw = item.name, str(item.path)
         elif isinstance(item, dict):
@@ -144,7 +145,7 @@ class Folders:
         self.named = len(self.items) > 1  # one folder: no name in front of its notes' paths
 
     @classmethod
-    def one(cls, path: Path) -> "Folders":
+    def one(cls, path: Path) -> Folders:
         """One notes folder (named by its base name)."""
         return cls([NotesFolder(path.name, path)])
 

@@ -21,27 +21,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any
 
 import aiosqlite
 import anyio
 import numpy as np
 
-from groove.config import Settings
-from groove.folders import Folders
-from groove.corpus.cjk import cjk_share
-from groove.corpus.parsers import Parsers
-from groove.embed.embedder import Embedder, embedder_for_index, make_embedder, model_fit_warning, settings_json
-from groove.embed.pool import BulkLimiter, QueryBatcher
-from groove.embed.reranker import CrossEncoderReranker
-from groove.errors import EmbedderError, NotFoundError
-from groove.evaluate.golden import JudgedQuery
-from groove.evaluate.metrics import KS
-from groove.evaluate.report import EvalRun
-from groove.evaluate.runner import query_vector_texts, run_eval
-from groove.logs import get_logger
 from groove.api.answers import (
     DocumentAnswer,
     DocumentPage,
@@ -56,13 +44,27 @@ from groove.api.answers import (
     related_answer,
     topics_answer,
 )
+from groove.config import Settings
+from groove.corpus.cjk import cjk_share
+from groove.corpus.parsers import Parsers
+from groove.embed.embedder import Embedder, embedder_for_index, make_embedder, model_fit_warning, settings_json
+from groove.embed.pool import BulkLimiter, QueryBatcher
+from groove.embed.reranker import CrossEncoderReranker
+from groove.errors import EmbedderError, NotFoundError
+from groove.evaluate.golden import JudgedQuery
+from groove.evaluate.metrics import KS
+from groove.evaluate.report import EvalRun
+from groove.evaluate.runner import query_vector_texts, run_eval
+from groove.folders import Folders
+from groove.logs import get_logger
+from groove.search import parts
 from groove.search.answers import SearchAnswer, search_answer
 from groove.search.compiler import QueryError
 from groove.search.pipeline import Reranker, Searcher
 from groove.search.related import related_notes
-from groove.search import parts
 from groove.search.request import LineRange, SearchRequest
 from groove.store import connection, reads, schema, shadow, writer, writer_lock
+from groove.store.connection import one
 from groove.store.interface import VECTOR_TABLE, SqliteShadowStore
 from groove.store.pool import ReaderPool
 from groove.store.vectors import VectorMatrix
@@ -155,7 +157,7 @@ class Index:
         reranker_model: str | None = None,
         any_model: bool = False,
         previous_embedder: PreviousEmbedder = embedder_for_index,
-    ) -> AsyncIterator["Index"]:
+    ) -> AsyncIterator[Index]:
         index = cls(settings, embedder=embedder, reranker_model=reranker_model, previous_embedder=previous_embedder)
         if readonly:
             await index.open_reader(any_model=any_model)
@@ -249,12 +251,10 @@ class Index:
     def _queue(self, embedder: Embedder, store: Any = None) -> EmbedQueue:
         """An embedding queue on the active vector set, or on `store` (a switch's shadow set)."""
         run = self.bulk.embed if self.bulk is not None else None
-        return EmbedQueue(
-            store if store is not None else self.wconn,
-            embedder,
-            self.settings.embedding.batch_size,
-            **({"run": run} if run else {}),
-        )
+        conn = store if store is not None else self.wconn
+        assert conn is not None, "the writer is not open"
+        batch_size = self.settings.embedding.batch_size
+        return EmbedQueue(conn, embedder, batch_size, run=run) if run else EmbedQueue(conn, embedder, batch_size)
 
     async def open_reader(self, *, any_model: bool = False) -> None:
         """For the read commands: the index must exist and match the model (unless `any_model`:
@@ -286,9 +286,9 @@ class Index:
             async with self.readers.connection() as conn:
                 yield conn
         else:
-            conn = self.rconn or self.wconn
-            assert conn is not None, "the index is not open"
-            yield conn
+            own = self.rconn or self.wconn
+            assert own is not None, "the index is not open"
+            yield own
 
     @asynccontextmanager
     async def spare_reading(self) -> AsyncIterator[aiosqlite.Connection | None]:
@@ -389,14 +389,14 @@ class Index:
         missing = await shadow.pending_count(self.wconn)
         if missing:
             cur = await self.wconn.execute("SELECT count(DISTINCT hash) FROM chunks")
-            total = int((await cur.fetchone())[0] or 0)
+            total = int(one(await cur.fetchone())[0] or 0)
             set_aside = len(switch.shadow.failing)
             if missing > set_aside or missing > max(1, SWITCH_MAX_LEFT_SHARE * total):
                 return None
         self._swapping = True
         try:
             # No batch of either set may be half done: wait for the ones in flight.
-            while any(q.inflight for q in self._queues()):
+            while any(q.inflight for q in self._queues()):  # noqa: ASYNC110 - a count, no event to wait on
                 await anyio.sleep(0.05)
             record = FinishedSwitch(**await shadow.swap(self.wconn))
             failing = switch.shadow.failing
@@ -651,8 +651,8 @@ class Index:
         cache: dict[str, np.ndarray] = dict(vectors or {})
         if retriever != "fts" and vectors is None:
             texts = query_vector_texts(queries)
-            vectors = await anyio.to_thread.run_sync(self.embedder.embed_queries, texts)
-            cache = dict(zip(texts, vectors))
+            embedded = await anyio.to_thread.run_sync(self.embedder.embed_queries, texts)
+            cache = dict(zip(texts, embedded, strict=True))
 
         async def embed_query(text: str) -> np.ndarray:
             return cache[text] if text in cache else await self.queries.embed(text)

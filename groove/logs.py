@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TextIO, cast
 
 import structlog
 
@@ -75,7 +76,7 @@ def configure(level: str = "info", fmt: str = "console", debug_modules: Sequence
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
+        logger_factory=structlog.PrintLoggerFactory(file=cast(TextIO, _CurrentStderr())),  # it writes and flushes
         cache_logger_on_first_use=False,
     )
     # Third-party libraries are chatty at INFO and write note text at DEBUG: WARNING, INFO under debug.

@@ -31,9 +31,10 @@ import ipaddress
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import platformdirs
@@ -237,7 +238,7 @@ class TrustStore:
 
     def approve(self, path: Path, sha256: str) -> Approval:
         files = self.approvals()
-        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         files[str(path)] = Approval(str(path), sha256, now)
         self._write(files)
         return files[str(path)]

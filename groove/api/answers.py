@@ -73,7 +73,7 @@ class RelatedAnswer(Answer):
         "graph controls given (min_similarity, exclude_paths, filters)"
     )
 
-    def for_client(self) -> "RelatedAnswer":
+    def for_client(self) -> RelatedAnswer:
         """What an MCP client sees: the passages without their internal chunk ids."""
         related = [
             n.model_copy(update={"chunk": RelatedPassage(**n.chunk.model_dump(exclude={"chunk_id"}))})
@@ -382,7 +382,7 @@ class IndexStatus(Answer):
     last_model_switch: dict[str, Any] | None
 
     @classmethod
-    def of(cls, status: dict[str, Any]) -> "IndexStatus":
+    def of(cls, status: dict[str, Any]) -> IndexStatus:
         return cls(**iso_times(status))
 
 
@@ -409,7 +409,9 @@ class StatusAnswer(IndexStatus):
     embedding_failures: EmbeddingFailures | None
     vectors_in_memory: VectorsInMemory | None = Field(
         None,
-        description="the daemon's in-memory copy of the vectors for exact KNN (vectors, mib); null: sqlite-vec's scan answers",
+        description=(
+            "the daemon's in-memory copy of the vectors for exact KNN (vectors, mib); null: sqlite-vec's scan answers"
+        ),
     )
 
 
@@ -457,7 +459,8 @@ def reindex_text(report: IndexReport) -> str:
     out = [
         f"reindex: {report.added} added, {report.changed} changed, {report.renamed} renamed, {report.deleted} deleted, "
         f"{report.unchanged} unchanged, {report.skipped} skipped; {report.chunks_written} chunk(s) written in "
-        f"{report.seconds:g} s; {report.pending_chunks} pending (embedded in the background); finished {report.finished_at}"
+        f"{report.seconds:g} s; {report.pending_chunks} pending (embedded in the background); finished "
+        f"{report.finished_at}"
     ]
     out += [f"skipped {s.get('path')}: {s.get('reason')}" for s in report.skipped_files[:10]]
     return "\n".join(out)

@@ -20,19 +20,13 @@ The answers are the models of `groove.search.answers`; their errors are `GrooveE
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from groove.index import MAX_LINKS, MAX_PAGE, Index
-from groove.corpus.best_practice import BestPracticeAnswer, BestPractices
-from groove.errors import UsageError
-from groove.evaluate.metrics import KS
-from groove.evaluate.report import EvalReport, TuneReport
-from groove.evaluate.runner import evaluate_golden
-from groove.evaluate.tune import tune_golden
 from groove.api.answers import (
     DocumentAnswer,
     DocumentPage,
@@ -42,10 +36,17 @@ from groove.api.answers import (
     StatusAnswer,
     TopicsAnswer,
 )
+from groove.corpus.best_practice import BestPracticeAnswer, BestPractices
+from groove.errors import UsageError
+from groove.evaluate.metrics import KS
+from groove.evaluate.report import EvalReport, TuneReport
+from groove.evaluate.runner import evaluate_golden
+from groove.evaluate.tune import tune_golden
+from groove.index import MAX_LINKS, MAX_PAGE, Index
 from groove.search.answers import SearchAnswer
+from groove.search.compiler import QueryError
 from groove.search.filters import MAX_PATH_GLOBS
 from groove.search.related import MAX_DEPTH, MAX_FAN_OUT, MAX_NODES
-from groove.search.compiler import QueryError
 from groove.search.request import (
     MAX_FILTER_ITEMS,
     MAX_LIMIT,
@@ -211,7 +212,8 @@ class Service:
         await self._ready()
         return await self.index.list_documents(cursor=req.cursor, limit=req.limit, folder=req.folder, tags=req.tags)
 
-    async def topics(self, req: TopicsRequest = TopicsRequest()) -> TopicsAnswer:
+    async def topics(self, req: TopicsRequest | None = None) -> TopicsAnswer:
+        req = req or TopicsRequest()
         await self._ready()
         return await self.index.topics(depth=req.depth, limit=req.limit)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from groove.autostart.instances import DEFAULT_INSTANCE, installed_instances, read_instance
 from groove.autostart.platforms import (
@@ -350,6 +351,8 @@ def list_instances(platform: Platform, *, env: Mapping[str, str] | None = None, 
     rows = [("NAME", "FOLDER", "PORT", "STATE")]
     rows += [(i.name, i.folder or "?", str(i.port) if i.port is not None else "?", i.state) for i in instances]
     widths = [max(len(row[c]) for row in rows) for c in range(3)]
-    report.out += ["  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3] for row in rows]
+    report.out += [
+        "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3] for row in rows
+    ]
     report.err += problems + ([f"{unreachable}: the states are unknown"] if unreachable else [])
     return report

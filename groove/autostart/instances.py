@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import plistlib
 import socket
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from groove.autostart.platforms import (
     DEFAULT_INSTANCE,

@@ -7,8 +7,9 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Literal, Mapping, Sequence
+from typing import Literal
 
 from groove.errors import GrooveError
 

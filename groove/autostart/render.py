@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import plistlib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from groove.autostart.platforms import (
     LAUNCHD_LABEL,
@@ -75,7 +76,8 @@ _SYSTEMD_PLAIN = re.compile(r"[A-Za-z0-9@%$_+=:,./-]+")
 def _check_arg(arg: str) -> None:
     if not arg or any(ord(ch) < 32 or ord(ch) == 127 for ch in arg):
         raise ServiceError(
-            f"cannot put {arg!r} in a service definition: it is empty or has control characters; move the file to a plain path"
+            f"cannot put {arg!r} in a service definition: it is empty or has control characters; move the file to a "
+            "plain path"
         )
 
 

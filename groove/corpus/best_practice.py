@@ -63,7 +63,8 @@ class BestPracticeAnswer(BaseModel):
 
 
 def best_practice_text(answer: BestPracticeAnswer) -> str:
-    """The tool's text content: a header (for a whole document, a second line naming its sections), then the Markdown."""
+    """The tool's text content: a header (for a whole document, a second line naming its sections), then the
+    Markdown."""
     what = f'section "{answer.section}" of ' if answer.section is not None else ""
     header = f"{what}{answer.path} · best practice for {answer.target} · {answer.size} bytes"
     if answer.section is None and answer.sections:
@@ -123,7 +124,7 @@ class Template:
         """The targets whose document exists (files inside the folders allowed)."""
         pattern = "/".join(glob.escape(p).replace(glob.escape(PLACEHOLDER), "*") for p in self.rest)
         regex = _target_regex(self.rest)
-        found = set()
+        found: set[str] = set()
         if not self.root.is_dir():
             return found
         for path in self.root.glob(pattern):

@@ -10,10 +10,11 @@ costs about n + 2 x (pieces) counts instead of a search over every prefix.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from groove.corpus.blocks import Structure
 
@@ -279,7 +280,7 @@ class _Splitter:
                 cuts.append(pos + 1)
             pos = text.find("\n", pos + 1)
         cuts.append(len(text))
-        return [(offset + a, text[a:b]) for a, b in zip(cuts, cuts[1:]) if b > a]
+        return [(offset + a, text[a:b]) for a, b in itertools.pairwise(cuts) if b > a]
 
     def _bare(self, offset: int, text: str) -> bool:
         """Too small to stand alone, or nothing but headings and blank lines."""
@@ -314,7 +315,7 @@ class _Splitter:
             start = i
             n = _longest_prefix(
                 len(parts) - i,
-                lambda k: self.fits(joined[ends[start] : ends[start + k]]),
+                lambda k: self.fits(joined[ends[start] : ends[start + k]]),  # noqa: B023 - called before the loop moves on
                 guess=max(1, guess),
                 # the next part did not fit by the sum of sizes: a guess that fits is the answer
                 trust=lambda k: True,

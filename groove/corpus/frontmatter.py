@@ -78,7 +78,7 @@ def split_frontmatter(text: str, warnings: list[str], max_bytes: int | None = No
         problem = exc.problem or exc.context or "unreadable"
         warnings.append(f"frontmatter is not valid YAML{where}: {problem}; indexed the body without it")
         return {}, body, body_first_line
-    except Exception as exc:  # untrusted input: e.g. a timestamp like 2024-02-30
+    except Exception as exc:  # noqa: BLE001 - untrusted input (e.g. a timestamp like 2024-02-30): a warning, not a failure
         warnings.append(f"frontmatter is not valid YAML: {type(exc).__name__}: {exc}; indexed the body without it")
         return {}, body, body_first_line
 
@@ -193,7 +193,10 @@ _NEXT_ERA = {_ERAS[i][0]: _ERAS[i - 1] for i in range(1, len(_ERAS))}
 # After NFKC (full-width digits and slashes become ASCII, ㋿ becomes 令和): 2024年5月14日, 令和6年5月14日,
 # 令和元年5月1日, R6.5.14 / H31/4/30, each with an optional weekday ((火), （火曜日）) and time (10:30, 10時30分).
 _WEEKDAY = r"(?:\s*[(（]\s*[月火水木金土日](?:曜日?)?\s*[)）])?"
-_TIME = r"(?:\s*[T\s]\s*(?P<h>\d{1,2})\s*(?::|時)\s*(?P<mi>\d{1,2})\s*(?:分)?(?:\s*(?::)\s*(?P<s>\d{1,2})|\s*(?P<s2>\d{1,2})\s*秒)?)?"
+_TIME = (
+    r"(?:\s*[T\s]\s*(?P<h>\d{1,2})\s*(?::|時)\s*(?P<mi>\d{1,2})\s*(?:分)?"
+    r"(?:\s*(?::)\s*(?P<s>\d{1,2})|\s*(?P<s2>\d{1,2})\s*秒)?)?"
+)
 _JA_DATE = re.compile(
     r"(?:(?P<y>\d{4})\s*年|(?P<era>令和|平成|昭和|大正|明治)\s*(?P<ey>元|\d{1,2})\s*年)"
     r"\s*(?P<m>\d{1,2})\s*月\s*(?P<d>\d{1,2})\s*日?" + _WEEKDAY + _TIME + r"\s*"

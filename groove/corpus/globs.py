@@ -54,7 +54,7 @@ newline that a pathspec regex would have are not reproduced.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from groove.errors import GrooveError
 
@@ -188,7 +188,7 @@ class _Segment:
             return text != ""
         if self.literal is not None:
             return text == self.literal
-        return self.regex.fullmatch(text) is not None  # type: ignore[union-attr]
+        return self.regex.fullmatch(text) is not None  # type: ignore[union-attr]  # set when the two above are not
 
 
 _ANY = "**"  # a whole-segment `**`, as written
@@ -229,26 +229,25 @@ class Glob:
             return "/" in path
         if self._block is None:
             return _match_segments(self._segs, parts)
-        return self._match_block(parts)
+        return self._match_block(self._block, parts)
 
-    def _match_block(self, parts: Sequence[str]) -> bool:
-        """`_match_segments` for a glob with no inner `**`: try each place the block may start. At most
-        (path segments) x (block segments) segment matches."""
-        block = self._block
+    def _match_block(self, block: Sequence[_Segment], parts: Sequence[str]) -> bool:
+        """`_match_segments` for a glob with no inner `**` (its `block`): try each place the block may start.
+        At most (path segments) x (block segments) segment matches."""
         n = len(parts)
-        k = len(block)  # type: ignore[arg-type]
+        k = len(block)
         for m in range(n - k + 1 if self._lead else min(1, n - k + 1)):
             if m == 1 and parts[0] == "":
                 continue  # a leading `**` skips no segment or a non-empty run of them
             for t in range(k):
-                if not block[t].match(parts[m + t]):  # type: ignore[index]
+                if not block[t].match(parts[m + t]):
                     break
             else:
                 j = m + k  # the path segment after the block
                 if self._trail:
                     if j < n:
                         return True
-                elif not block[-1].nonempty or j == n or (j == n - 1 and parts[n - 1] == ""):  # type: ignore[index]
+                elif not block[-1].nonempty or j == n or (j == n - 1 and parts[n - 1] == ""):
                     return True
         return False
 

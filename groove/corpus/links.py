@@ -53,8 +53,9 @@ import json
 import posixpath
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt

@@ -49,8 +49,8 @@ The rules, in the order they are applied:
    that alone counts more than ``max_tokens``).
 5. **Tiny pieces** (fewer than ``min_chunk_tokens``, or whitespace only)
    join a neighbour, and only when the joined text still fits in
-   ``max_tokens`` (whitespace always fits: it changes no embedded text). A piece with no body (only its heading line, or only blank
-   lines) joins the FOLLOWING piece (a parent heading directly followed by a
+   ``max_tokens`` (whitespace always fits: it changes no embedded text). A piece with no body (only its
+   heading line, or only blank lines) joins the FOLLOWING piece (a parent heading directly followed by a
    child heading lands in the child's chunk); otherwise it joins the
    PREVIOUS piece; failing that the following one; failing both it stays a
    chunk of its own. So ``min_chunk_tokens`` is a soft floor; the only
@@ -212,7 +212,7 @@ def parse_note(
     if not title:
         title = next((h.text for h in struct.headings if h.level == 1 and h.text), "") or stem
     chunks = chunk(head, struct, title)
-    if head is not body and len(chunks) <= max_chunks:  # type: ignore[operator]
+    if max_chunks is not None and head is not body and len(chunks) <= max_chunks:  # (head is cut only with one)
         head = body
         chunks = chunk(body, structure(body), title)
     if max_chunks is not None and len(chunks) > max_chunks:

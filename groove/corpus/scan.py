@@ -41,14 +41,14 @@ import hashlib
 import os
 import stat
 import unicodedata
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
+from groove.config import ConfigError, read_config_text
 from groove.corpus.globs import GlobSet, parse_lines, shown
 from groove.errors import GrooveError
 from groove.folders import Folders, NotesFolder
-from groove.config import ConfigError, read_config_text
 from groove.logs import get_logger
 
 log = get_logger("groove.scan")
@@ -346,11 +346,11 @@ def scan(root: Path, ignore: Ignore, max_file_bytes: int, subdir: str = "") -> S
                 if not ignore.dir_ignored(rel):
                     subdirs.append(rel)
                 continue
-            problem = name_problem(name)
-            if problem is not None:
+            bad_name = name_problem(name)
+            if bad_name is not None:
                 shown = printable(rel)
                 if ignore.file_wanted(shown):
-                    result.skipped[shown] = problem
+                    result.skipped[shown] = bad_name
                 continue
             if not ignore.file_wanted(rel):
                 continue

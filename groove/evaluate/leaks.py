@@ -10,7 +10,8 @@ in notes is normal, a whole question appearing in one is not.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aiosqlite
 

@@ -14,8 +14,9 @@ same ranked lists: eval history never compares runs of two versions.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 H = TypeVar("H")
 E = TypeVar("E")
@@ -95,7 +96,7 @@ def abstention(flags: Sequence[tuple[bool, bool]]) -> dict[str, float]:
     """(unanswerable, flagged off_topic) per query -> `off_topic_answerable`, the share of answerable
     queries flagged (false alarms), and `off_topic_unanswerable`, the share of unanswerable ones
     flagged; each only when the set has queries of that kind."""
-    shares = zip(("off_topic_answerable", "off_topic_unanswerable"), flagged_shares(flags))
+    shares = zip(("off_topic_answerable", "off_topic_unanswerable"), flagged_shares(flags), strict=True)
     return {k: round(v, 4) for k, v in shares if v is not None}
 
 

@@ -43,7 +43,7 @@ def choose(answerable_margins: Sequence[float], max_flagged: float = MAX_ANSWERA
 def rates(rows: Sequence[Row], flagged: Sequence[bool]) -> tuple[float | None, float | None]:
     """(share of answerable flagged, share of unanswerable flagged), as `groove eval` counts them
     (unrounded); None for a kind with no query."""
-    return flagged_shares([(un, f) for (un, _, _), f in zip(rows, flagged)])
+    return flagged_shares([(un, f) for (un, _, _), f in zip(rows, flagged, strict=True)])
 
 
 def _flag(row: Row, offset: float) -> bool:
@@ -113,7 +113,10 @@ def propose(rows: Sequence[Row], current: float) -> Proposal | None:
     if ans_held > bound:
         why = f"held out, it flags {ans_held:.1%} of the answerable queries"
     elif un_held > un_now:
-        why = f"held out, it catches {100 * (un_held - un_now):.1f} more unanswerable queries in 100; {100 * MIN_GAIN:.0f} make a move"
+        why = (
+            f"held out, it catches {100 * (un_held - un_now):.1f} more unanswerable queries in 100; "
+            f"{100 * MIN_GAIN:.0f} make a move"
+        )
     else:
         why = f"held out, it catches no more unanswerable queries ({un_held:.1%} against {un_now:.1%})"
     return Proposal(offset, now, held, False, why)

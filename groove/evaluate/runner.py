@@ -7,9 +7,10 @@ comparison with the run history (evaluate/history.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import aiosqlite
 import numpy as np
@@ -24,8 +25,8 @@ from groove.evaluate.leaks import quoted_queries
 from groove.evaluate.metrics import KS, abstention, aggregate, first_ranks, score_query
 from groove.evaluate.report import Confidence, EvalReport, EvalRun, HistoryComparison, Leak
 from groove.logs import get_logger
-from groove.search.pipeline import Searcher
 from groove.search.compiler import QueryError, compile_query
+from groove.search.pipeline import Searcher
 from groove.search.request import SearchRequest
 
 log = get_logger(__name__)

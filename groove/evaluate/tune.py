@@ -20,9 +20,10 @@ better vs worse) is reported beside it. Otherwise: keep the current settings.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import aiosqlite
 import anyio
@@ -284,7 +285,7 @@ async def tune_golden(
     texts = query_vector_texts(queries)
     if progress:
         progress("embedding queries", 0, len(texts))
-    vectors = dict(zip(texts, await anyio.to_thread.run_sync(index.embedder.embed_queries, texts)))
+    vectors = dict(zip(texts, await anyio.to_thread.run_sync(index.embedder.embed_queries, texts), strict=True))
     if progress:
         progress("embedding queries", len(texts), len(texts))
     legs: dict[Weights, list[QueryLegs]] = {}

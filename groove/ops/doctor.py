@@ -14,9 +14,10 @@ writes the index; the checks alone take no lock. Imported by the CLI only.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from groove.config import ConfigError, Settings, read_config_text
 from groove.corpus.cjk import cjk_share
@@ -271,7 +272,8 @@ def check_chunks(con: Any, vec_table: str) -> list[Finding]:
             Finding(
                 "warning",
                 "chunks_pending",
-                f"{pending} chunk(s) have no vector yet: they are queued for embedding (found by full text only until then)",
+                f"{pending} chunk(s) have no vector yet: they are queued for embedding (found by full text only "
+                "until then)",
                 "groove index (or keep groove serve running)",
                 pending,
                 ex,
@@ -527,7 +529,7 @@ def _diagnose(
         if not schema._has_table(con, "meta") or schema.read_identity_sync(con)[0] is None:
             findings.append(Finding("error", "not_an_index", f"{path} is not a groove index", "groove index --rebuild"))
             return _finish(report, findings)
-        for shown, folder in zip(report["folders"], folders):  # each folder's notes in the index
+        for shown, folder in zip(report["folders"], folders, strict=True):  # each folder's notes in the index
             shown["notes"] = con.execute(*reads.documents_under(folders.prefix(folder))).fetchone()[0]
         vec_table = "vec_embeddings"  # the active set (a switch's shadow set is checked by check_model)
         ignore_ok = not any(f.check == "ignore_file" for f in findings)

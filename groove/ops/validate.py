@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import tomllib
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
-
-import tomllib
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -147,7 +147,7 @@ def check_text(rel: str, text: str, settings: Settings) -> Iterator[Finding]:
         if rule.allowed is not None:
             items = value if isinstance(value, list) else [value]
             nodes = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node] * len(items)
-            for item, item_node in zip(items, nodes):
+            for item, item_node in zip(items, nodes, strict=False):  # a node per item
                 if item not in rule.allowed:
                     at = item_node.start_mark.line + 2 if item_node is not None else line
                     yield Finding(

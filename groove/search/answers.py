@@ -50,7 +50,9 @@ class SearchHit(Answer):
     end_line: int
     score: float = Field(description="the fused (or reranked) score; higher is better, comparable within one answer")
     position: dict[str, Any] | None = Field(
-        description="where the passage sits in a PDF (page), PowerPoint (slide) or Excel file (sheet, rows); null for notes"
+        description=(
+            "where the passage sits in a PDF (page), PowerPoint (slide) or Excel file (sheet, rows); null for notes"
+        )
     )
     fts_rank: int | None = Field(description="rank in the full-text leg (null: not returned by it)")
     vec_rank: int | None = Field(description="rank in the vector leg (null: not returned by it)")
@@ -119,7 +121,7 @@ class SearchAnswer(Answer):
     )
     budget: SearchBudget | None = Field(None, description="present with max_chars: what the budget cut or left out")
 
-    def for_client(self, *, include_ids: bool = False) -> "SearchAnswer":
+    def for_client(self, *, include_ids: bool = False) -> SearchAnswer:
         """What a client sees: the hits without their internal ids unless it asks for them (fields left
         unset, so a dump with `exclude_unset` leaves them out rather than sending null)."""
         if include_ids:
@@ -240,7 +242,8 @@ def explain_text(answer: SearchAnswer) -> str:
     o = e.get("off_topic")
     if o:
         out.append(
-            f"  off_topic:        {answer.off_topic}; {o.get('scale', 'cosine')} scale: vector top {o.get('vector_top')},"
+            f"  off_topic:        {answer.off_topic}; {o.get('scale', 'cosine')} scale: vector top "
+            f"{o.get('vector_top')},"
             f" position {o.get('vector_position')}, gap {o.get('vector_gap')},"
             f" evidence {o.get('evidence')}, agreement {o.get('agreement')}; score {o.get('score')}"
             f" (threshold {o.get('threshold')}"

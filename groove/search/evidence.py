@@ -29,7 +29,7 @@ def coverage(terms: Sequence[str], weights: Sequence[float], texts: Sequence[str
     best = 0.0
     for text in texts:
         folded = text.casefold()
-        found = math.fsum(w for t, w in zip(terms, weights) if t.casefold() in folded)
+        found = math.fsum(w for t, w in zip(terms, weights, strict=True) if t.casefold() in folded)
         best = max(best, found / total)
     return best
 

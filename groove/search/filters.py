@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import aiosqlite
 import anyio
@@ -34,7 +35,6 @@ from groove.corpus.frontmatter import DateError, read_date
 from groove.corpus.globs import GlobError, GlobSet
 from groove.corpus.tags import fold_tag
 from groove.search.compiler import QueryError
-
 
 #: Most path globs in one search (each glob is bounded in groove/corpus/globs.py).
 MAX_PATH_GLOBS = 32
@@ -87,7 +87,7 @@ class Filters:
         date_from: str | None = None,
         date_to: str | None = None,
         fields: Mapping[str, Any] | None = None,
-    ) -> "Filters":
+    ) -> Filters:
         """Validate user input into a Filters (QueryError with a clear message on bad input)."""
         globs = tuple(g.strip() for g in (path_globs or ()) if g and g.strip())
         check_globs(globs)
@@ -233,7 +233,7 @@ async def allowed_documents(conn: aiosqlite.Connection, filters: Filters) -> lis
     return await anyio.to_thread.run_sync(_select_rows, filters, rows)
 
 
-def _select_rows(filters: Filters, rows: Sequence[Any]) -> list[int]:
+def _select_rows(filters: Filters, rows: Iterable[Any]) -> list[int]:
     """The ids of the rows (id, path[, frontmatter]) whose path and frontmatter fields the filter allows."""
     out = []
     for row in rows:

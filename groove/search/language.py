@@ -34,8 +34,8 @@ sample, or fewer than MIN_SIDE passages, has no centres: a one-language index ra
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -103,7 +103,7 @@ class Centres:
 
 
 def is_cjk_text(text: str) -> bool:
-    return cjk_share(text) >= CJK_TEXT
+    return cjk_share([text]) >= CJK_TEXT
 
 
 def measure(texts: Sequence[str], vectors: np.ndarray, *, model: str, size: int) -> Centres | None:

@@ -31,7 +31,8 @@ def _validate(limit: int, lambda_: float, same_doc_penalty: float) -> None:
         raise ValueError(f"mmr lambda must be between 0.0 and 1.0 inclusive (the default is 0.7), got {lambda_!r}")
     if not (isinstance(same_doc_penalty, (int, float)) and math.isfinite(same_doc_penalty) and same_doc_penalty >= 0):
         raise ValueError(
-            f"mmr same_doc_penalty must be a finite number of at least 0.0 (the default is 0.0), got {same_doc_penalty!r}"
+            "mmr same_doc_penalty must be a finite number of at least 0.0 (the default is 0.0), got "
+            f"{same_doc_penalty!r}"
         )
 
 

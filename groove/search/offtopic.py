@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 CALIBRATION_QUERIES = 64  # synthetic queries per calibration (one embedding and one KNN each)
 CALIBRATION_DEPTH = 20  # neighbours read per synthetic query to find the best one of another note
@@ -103,7 +104,7 @@ class Calibration:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Calibration":
+    def from_dict(cls, d: dict[str, Any]) -> Calibration:
         def opt(key: str) -> float | None:
             return float(d[key]) if d.get(key) is not None else None
 
@@ -184,7 +185,7 @@ def calibrate(
 
 
 def features(
-    legs: dict[str, Sequence[tuple[int, float]]],
+    legs: Mapping[str, Sequence[tuple[int, float]]],
     evidence: dict[str, float],
     cal: Calibration | None,
     *,
@@ -203,9 +204,10 @@ def features(
     position = gap = None
     centred = centred and cal is not None and cal.centred
     if top is not None and cal is not None:
-        answered, unanswered = (
-            (cal.answered_centred, cal.unanswered_centred) if centred else (cal.answered, cal.unanswered)
-        )
+        if centred and cal.answered_centred is not None and cal.unanswered_centred is not None:
+            answered, unanswered = cal.answered_centred, cal.unanswered_centred
+        else:
+            answered, unanswered = cal.answered, cal.unanswered
         scale = answered - unanswered
         position = round((top - unanswered) / scale, 4)
         if len(vector) >= GAP_DEPTH:

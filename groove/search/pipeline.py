@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncContextManager, AsyncIterator, Awaitable, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import aiosqlite
 import anyio
@@ -103,14 +104,14 @@ def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
 
 # Something to read with, taken for a part of a search and given back: a reader pool's
 # `connection` (yielding SQLite connections), or any factory of `SearchReads`.
-Reading = Callable[[], AsyncContextManager[Any]]
+Reading = Callable[[], AbstractAsyncContextManager[Any]]
 
 
 def _as_reading(
-    source: "aiosqlite.Connection | SearchReads | Reading",
+    source: aiosqlite.Connection | SearchReads | Reading,
     matrix: VectorMatrix | None = None,
     min_quality: float | None = None,
-) -> Callable[[], AsyncContextManager[SearchReads]]:
+) -> Callable[[], AbstractAsyncContextManager[SearchReads]]:
     """Every source as a factory of `SearchReads` (SQLite connections wrapped in the SQLite reads,
     with the process's in-memory vectors when it keeps them, and without the chunks under
     `min_quality`: the quality filter, decision 0020)."""
@@ -195,7 +196,7 @@ async def centred_vector_leg(
     return nearest, language.rerank(centres, qvec, text, candidates, vectors, limit or len(candidates)), vectors
 
 
-def complete_legs(legs: dict[str, Sequence[tuple[int, float]]], n: int) -> dict[str, float]:
+def complete_legs(legs: Mapping[str, Sequence[tuple[int, float]]], n: int) -> dict[str, float]:
     """The full-text legs that returned fewer than the `n` asked for, so every chunk they match,
     each with the score of a chunk it does not match (0: no bm25), for z-fusion."""
     return {name: 0.0 for name, scored in legs.items() if name in FULL_TEXT_LEGS and len(scored) < n}
@@ -255,7 +256,7 @@ class Searcher:
         self._measuring_centres = anyio.Lock()
 
     async def calibration_for(
-        self, source: "aiosqlite.Connection | Reading", state: tuple[str, int, str | None] | None = None
+        self, source: aiosqlite.Connection | Reading, state: tuple[str, int, str | None] | None = None
     ) -> offtopic.Calibration | None:
         """The index's off_topic calibration (search/offtopic.py): this process's, while it serves
         the index's vectors; else the one stored with the index (`groove index` writes it); else
@@ -299,7 +300,7 @@ class Searcher:
             return cal
 
     async def centres_for(
-        self, source: "aiosqlite.Connection | Reading", state: tuple[str, int, str | None] | None = None
+        self, source: aiosqlite.Connection | Reading, state: tuple[str, int, str | None] | None = None
     ) -> language.Centres | None:
         """The index's language centres (search/language.py): measured on a sample of its passages once
         per process and again when the collection moves; None for a one-language index."""
@@ -338,7 +339,7 @@ class Searcher:
 
     async def _measure_calibration(
         self,
-        reading: Callable[[], AsyncContextManager[SearchReads]],
+        reading: Callable[[], AbstractAsyncContextManager[SearchReads]],
         model: str,
         size: int,
         floor: float | None = None,
@@ -357,10 +358,13 @@ class Searcher:
         except Exception as exc:  # noqa: BLE001 - no calibration: off_topic falls back to the evidence
             log.warning("off_topic_calibration_failed", error=repr(exc))
             return None
-        answered, unanswered, answered_c, unanswered_c = [], [], [], []
+        answered: list[float] = []
+        unanswered: list[float] = []
+        answered_c: list[float] = []
+        unanswered_c: list[float] = []
         depth = offtopic.CALIBRATION_DEPTH
         async with reading() as store:
-            for (_, doc, _), text, vec in zip(passages, queries, vectors):
+            for (_, doc, _), text, vec in zip(passages, queries, vectors, strict=True):
                 if centres is not None:
                     near, weighed, _ = await centred_vector_leg(store, centres, vec, text, depth, None, None)
                 else:
@@ -394,9 +398,9 @@ class Searcher:
 
     async def search(
         self,
-        source: "aiosqlite.Connection | Reading",
+        source: aiosqlite.Connection | Reading,
         req: SearchRequest,
-        spare: Callable[[], AsyncContextManager[Any]] | None = None,
+        spare: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
     ) -> dict[str, Any]:
         """One search. `source` is a connection, or a `Reading` (a pool's `connection`): with a
         pool, the full-text legs and the query embedding run at the same time, and no reader
@@ -483,10 +487,10 @@ class Searcher:
 
     async def _explain_quality(
         self,
-        source: "aiosqlite.Connection | Reading",
+        source: aiosqlite.Connection | Reading,
         run: Run,
         response: dict[str, Any],
-        spare: Callable[[], AsyncContextManager[Any]] | None,
+        spare: Callable[[], AbstractAsyncContextManager[Any]] | None,
     ) -> dict[str, Any]:
         """What the quality filter did to this answer, for explain: the floor and who set it, how many chunks of
         the index it hides, each shown result's score, and the results it hid here (the same search without
@@ -541,14 +545,18 @@ class Searcher:
         if floor is None:  # nothing hidden: which shown results the threshold would hide, and how many in all
             out["would_hide"] = [
                 {"rank": i, "chunk_id": cid, "path": r["path"], "quality": round(scores[cid], 3)}
-                for i, (cid, r) in enumerate(zip(shown, response["results"]), 1)
+                for i, (cid, r) in enumerate(zip(shown, response["results"], strict=True), 1)
                 if cid in scores and scores[cid] < bar
             ]
             out["would_hide_in_index"] = in_index
         return out
 
     async def _full_text_legs(
-        self, store: SearchReads, run: Run, use_fts: bool, spare: Callable[[], AsyncContextManager[Any]] | None = None
+        self,
+        store: SearchReads,
+        run: Run,
+        use_fts: bool,
+        spare: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
     ) -> None:
         """Every full-text leg of the plan, into `run.legs` and `run.evidence`."""
         full_text = full_text_plan(run.cq, run.cjk_expr, use_fts)
@@ -598,7 +606,7 @@ class Searcher:
         ranks = {name: {cid: i for i, (cid, _) in enumerate(scored, 1)} for name, scored in legs.items()}
         fts_ids = [cid for name in FULL_TEXT_LEGS for cid, _ in legs.get(name, [])]
         vec_ids = [cid for cid, _ in legs.get("vector", [])]
-        fts_rank = {}
+        fts_rank: dict[int, int] = {}
         for name in FULL_TEXT_LEGS:
             for cid, r in ranks.get(name, {}).items():
                 fts_rank[cid] = min(r, fts_rank.get(cid, r))

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 import aiosqlite
 import numpy as np
@@ -323,7 +324,7 @@ async def related_notes(
             "SELECT path, title FROM documents WHERE path IN (SELECT value FROM json_each(?))",
             (json.dumps([n.path for n in nodes]),),
         )
-        titles = dict(await cur.fetchall())
+        titles = {path: title for path, title in await cur.fetchall()}
     params: dict[str, Any] = {"limit": limit, "depth": depth, "fan_out": fan_out, "max_nodes": max_nodes, "by": by}
     if min_similarity is not None:
         params["min_similarity"] = min_similarity

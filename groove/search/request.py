@@ -12,7 +12,8 @@ got 0`. Integers are strict: `limit: "5"` is refused, not coerced.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -150,7 +151,7 @@ class SearchRequest(BaseModel):
             raise QueryError(describe(exc)) from None
 
     @classmethod
-    def from_arguments(cls, arguments: Mapping[str, Any]) -> "SearchRequest":
+    def from_arguments(cls, arguments: Mapping[str, Any]) -> SearchRequest:
         """From flat arguments (the MCP tool's shape: filter keys at the top level)."""
         return cls(**dict(arguments))
 
@@ -183,7 +184,7 @@ class SearchRequest(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _compile_filters(self) -> "SearchRequest":
+    def _compile_filters(self) -> SearchRequest:
         if self.include_low_quality and self.min_quality is not None:
             raise ValueError(
                 "give min_quality or include_low_quality, not both: include_low_quality shows every "
@@ -279,7 +280,7 @@ class DocumentRequest(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _one_part(self) -> "DocumentRequest":
+    def _one_part(self) -> DocumentRequest:
         if self.heading is not None and self.lines is not None:
             raise ValueError("give heading or lines, not both: a section by its heading, or a range of lines")
         return self
@@ -330,13 +331,19 @@ def describe(exc: ValidationError, models: tuple[type[BaseModel], ...] | None = 
     if kind == "too_long":
         return f"{name} has {ctx.get('actual_length')} items; at most {ctx.get('max_length')} are allowed"
     if kind == "string_too_long":
-        return f"{name} is {len(given) if isinstance(given, str) else '?'} characters; at most {ctx.get('max_length')} are allowed"
+        return (
+            f"{name} is {len(given) if isinstance(given, str) else '?'} characters; at most {ctx.get('max_length')} "
+            "are allowed"
+        )
     if kind == "missing":
         return f"{name} is required"
     if kind == "extra_forbidden":
         if models is not None:
             owner = models[1] if "." in name and len(models) > 1 else models[0]
-            return f"unknown argument {name!r}; {'lines' if owner is not models[0] else 'it'} takes: {', '.join(_argument_names(owner))}"
+            return (
+                f"unknown argument {name!r}; {'lines' if owner is not models[0] else 'it'} takes: "
+                f"{', '.join(_argument_names(owner))}"
+            )
         return f"unknown argument {name!r}; see the search tool's schema for the arguments it takes"
     if kind == "model_type" and name == "lines":
         return f'lines must be an object like {{"from": 12, "count": 20}}, got {shown}'

@@ -34,7 +34,8 @@ import json
 import math
 import re
 import weakref
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aiosqlite
 import numpy as np
@@ -45,8 +46,9 @@ from groove.search import filters as filters_mod
 from groove.search.compiler import quote_phrase
 from groove.search.hits import Hit
 from groove.store import reads
-from groove.store.schema import FTS_TABLES
+from groove.store.connection import one
 from groove.store.interface import VECTOR_TABLE
+from groove.store.schema import FTS_TABLES
 from groove.store.vectors import VectorMatrix
 
 MAX_KNN_K = 4096  # sqlite-vec's limit on k
@@ -119,7 +121,7 @@ async def _fts_kept(
     hidden = await hidden_chunks(conn, min_quality)
     for extra in dict.fromkeys((min(len(hidden), max(limit, 16)), len(hidden))):
         want = limit + len(exclude) + extra
-        got = await (await conn.execute(sql, (*args, want))).fetchall()
+        got = list(await (await conn.execute(sql, (*args, want))).fetchall())
         rows = [(r[0], float(r[1])) for r in got if r[0] not in exclude and r[0] not in hidden]
         if len(rows) >= limit or len(got) < want:
             break
@@ -234,7 +236,7 @@ class _VocabCache:
         self.hidden_ids: dict[float, frozenset[int]] = {}  # min_quality -> the chunks under it
 
 
-_VOCAB: "weakref.WeakKeyDictionary[Any, _VocabCache]" = weakref.WeakKeyDictionary()
+_VOCAB: weakref.WeakKeyDictionary[Any, _VocabCache] = weakref.WeakKeyDictionary()
 
 
 async def _vocab_cache(conn: aiosqlite.Connection) -> _VocabCache:
@@ -242,14 +244,14 @@ async def _vocab_cache(conn: aiosqlite.Connection) -> _VocabCache:
     if cache is None:
         cache = _VOCAB[conn] = _VocabCache()
     # data_version moves with other connections' commits, total_changes with this one's own writes.
-    version = (int((await (await conn.execute("PRAGMA data_version")).fetchone())[0]), conn.total_changes)
+    version = (int(one(await (await conn.execute("PRAGMA data_version")).fetchone())[0]), conn.total_changes)
     if cache.version != version or len(cache.doc) > cache.MAX_TERMS:
         cache.version = version
         cache.doc = {}
         cache.rows = {}
         cache.hidden = {}
         cache.hidden_ids = {}
-        cache.n_chunks = int((await (await conn.execute("SELECT count(*) FROM chunks")).fetchone())[0])
+        cache.n_chunks = int(one(await (await conn.execute("SELECT count(*) FROM chunks")).fetchone())[0])
     return cache
 
 
@@ -260,7 +262,7 @@ async def _indexed_rows(conn: aiosqlite.Connection, table: str) -> int:
     cache = await _vocab_cache(conn)
     if table not in cache.rows:
         cur = await conn.execute(f"SELECT count(*) FROM {table}_docsize WHERE sz != x'000000'")
-        cache.rows[table] = int((await cur.fetchone())[0])
+        cache.rows[table] = int(one(await cur.fetchone())[0])
     return cache.rows[table]
 
 
@@ -282,7 +284,7 @@ async def _vocab_doc(
             f"SELECT term, doc FROM {table}_vocab WHERE term IN (SELECT value FROM json_each(?))",
             (json.dumps(missing),),
         )
-        found = dict(await cur.fetchall())
+        found = {term: doc for term, doc in await cur.fetchall()}
         for t in missing:
             cache.doc[(table, t)] = int(found.get(t, 0))
     return {t: cache.doc[(table, t)] for t in terms}
@@ -318,7 +320,7 @@ async def term_doc_freq(conn: aiosqlite.Connection, table: str, terms: Sequence[
                 cur = await conn.execute(
                     f"SELECT max(doc) FROM {table}_vocab WHERE term >= ? AND term < ?", (t, t + "\U0010ffff")
                 )
-                cache.doc[key] = int((await cur.fetchone())[0] or 0)
+                cache.doc[key] = int(one(await cur.fetchone())[0] or 0)
             out[t] = cache.doc[key]
         else:
             out[t] = min(df[k] for k in ks)
@@ -386,11 +388,11 @@ async def vector_scored(
     exclude = exclude or set()
     kept, floor = (" AND quality >= ?", (min_quality,)) if min_quality else ("", ())
     if allowed_docs is not None:
-        clause, extra = _allowed_clause("doc_id", allowed_docs)
-        clause, extra = clause + kept, (*extra, *floor)
+        clause, params = _allowed_clause("doc_id", allowed_docs)
+        clause, params = clause + kept, (*params, *floor)
         if matrix is not None:
             cur = await conn.execute(
-                f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", extra
+                f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", params
             )
             pairs = [(cid, e) for cid, e in await cur.fetchall() if cid not in exclude]
             near = await matrix.nearest_among(conn, query, [e for _, e in pairs], limit)
@@ -398,7 +400,7 @@ async def vector_scored(
                 dist = dict(near)
                 ranked = sorted(((dist[e], cid) for cid, e in pairs if e in dist))
                 return [(cid, d) for d, cid in ranked][:limit]
-        return await _scan(conn, blob, clause, extra, limit, exclude)
+        return await _scan(conn, blob, clause, params, limit, exclude)
     k = limit + len(exclude)
     hidden = await hidden_vector_count(conn, min_quality) if min_quality else 0
     # With a floor, a few of the hidden chunks' vectors are asked for as well: `limit` kept chunks among the
@@ -429,7 +431,8 @@ async def _scan(
 ) -> list[tuple[int, float]]:
     """An exact distance scan of the chunks `clause` keeps (a filter's documents, the quality floor)."""
     cur = await conn.execute(
-        f"SELECT c.id, vec_distance_l2(v.embedding, ?) AS d FROM chunks c JOIN {VECTOR_TABLE} v ON v.rowid = c.embedding_id"
+        f"SELECT c.id, vec_distance_l2(v.embedding, ?) AS d FROM chunks c JOIN {VECTOR_TABLE} v ON v.rowid = "
+        "c.embedding_id"
         f" WHERE c.embedding_id IS NOT NULL{clause}"
         " ORDER BY d, c.id LIMIT ?",
         (blob, *extra, limit + len(exclude)),
@@ -448,7 +451,7 @@ async def hidden_vector_count(conn: aiosqlite.Connection, min_quality: float) ->
             "SELECT count(DISTINCT embedding_id) FROM chunks WHERE quality < ? AND embedding_id IS NOT NULL",
             (min_quality,),
         )
-        cache.hidden[min_quality] = int((await cur.fetchone())[0])
+        cache.hidden[min_quality] = int(one(await cur.fetchone())[0])
     return cache.hidden[min_quality]
 
 
@@ -475,7 +478,7 @@ async def chunk_quality(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[
 async def low_quality_count(conn: aiosqlite.Connection, min_quality: float) -> int:
     """How many chunks of the index score under `min_quality` (explain: what the filter hides)."""
     cur = await conn.execute("SELECT count(*) FROM chunks WHERE quality < ?", (min_quality,))
-    return int((await cur.fetchone())[0])
+    return int(one(await cur.fetchone())[0])
 
 
 _HIT_SQL = (
@@ -558,7 +561,7 @@ async def calibration_state(conn: aiosqlite.Connection) -> tuple[str, int, str |
         " (SELECT value FROM meta WHERE key = 'vectors_removed'),"
         " (SELECT value FROM meta WHERE key = 'off_topic_calibration')"
     )
-    model, max_id, removed, stored = await cur.fetchone()
+    model, max_id, removed, stored = one(await cur.fetchone())
     return str(model or ""), max(0, int(max_id or 0) - int(removed or 0)), stored
 
 

@@ -103,7 +103,8 @@ def match_spans(
         )
     if isinstance(max_content_bytes, bool) or not isinstance(max_content_bytes, int) or max_content_bytes < 0:
         raise ValueError(
-            f"match_spans max_content_bytes must be an integer of at least 0 (the default is 262144), got {max_content_bytes!r}"
+            "match_spans max_content_bytes must be an integer of at least 0 (the default is 262144), got "
+            f"{max_content_bytes!r}"
         )
     needles = list(dict.fromkeys(normalize.fold(p).casefold() for p in phrases if p))
     needles = [n for n in needles if n]
@@ -136,7 +137,7 @@ def match_spans(
     occurrences: list[tuple[int, int]] = []  # (start, end) in characters of `content`
     for needle in needles:
         width = len(needle)
-        if boundary is None:
+        if boundary is None or char_at_fold is None:  # both None, or neither
             occurrences.extend((i, i + width) for i in _starts(folded_text, needle))
         else:
             for i in _starts(folded_text, needle):

@@ -5,12 +5,12 @@ given: an empty query, a bad date or cursor, a value out of range), `not_found` 
 indexed), `busy` (a reindex already running) or `failed` (anything else). Each front end's error
 for each kind is in the table below; front ends call these functions and nothing else.
 
-| kind      | MCP tool call                  | MCP request (resources, prompts) | web view (HTTP) | local socket / CLI        |
-|-----------|--------------------------------|----------------------------------|-----------------|---------------------------|
-| invalid   | tool error (`isError: true`)   | JSON-RPC -32602, one line        | 400             | the error's exit code (2) |
-| not_found | tool error                     | JSON-RPC -32602, one line        | 404             | exit code 1               |
-| busy      | tool error                     | JSON-RPC -32603                  | 409             | exit code 1               |
-| failed    | tool error                     | JSON-RPC -32603                  | 500             | exit code 1               |
+| kind      | MCP tool call                | MCP request (resources, prompts) | web view | local socket / CLI        |
+|-----------|------------------------------|----------------------------------|----------|---------------------------|
+| invalid   | tool error (`isError: true`) | JSON-RPC -32602, one line        | 400      | the error's exit code (2) |
+| not_found | tool error                   | JSON-RPC -32602, one line        | 404      | exit code 1               |
+| busy      | tool error                   | JSON-RPC -32603                  | 409      | exit code 1               |
+| failed    | tool error                   | JSON-RPC -32603                  | 500      | exit code 1               |
 
 A tool call's every failure is a tool error (MCP 2025-11-25, SEP-1303: input validation errors are
 tool execution errors, so the model reads the message and can correct its call); only an unknown

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 import sqlite_vec
 
-from groove.errors import GrooveError
 from groove.corpus.cjk import cjk_terms
 from groove.corpus.links import links_json, links_of_chunks, note_names_json, resolve_json
 from groove.corpus.normalize import fold
 from groove.corpus.quality import repeat_factor, text_quality
 from groove.corpus.words import word_text
+from groove.errors import GrooveError
+
+_Row = TypeVar("_Row")
 
 
 class IndexError_(GrooveError):
@@ -108,6 +110,14 @@ class _ChunkLinks:
             return links_json(links_of_chunks(self.rows))
         except Exception:  # noqa: BLE001 - see the class doc
             return "[]"
+
+
+def one(row: _Row | None) -> _Row:
+    """The row a statement always returns (an aggregate, an INSERT ... RETURNING): aiosqlite's `fetchone`
+    is typed as maybe None, and a None here would be a bug, raised as one."""
+    if row is None:
+        raise RuntimeError("the statement returned no row")
+    return row
 
 
 async def connect(path: Path | str, *, readonly: bool = False) -> aiosqlite.Connection:

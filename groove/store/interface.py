@@ -14,7 +14,8 @@ go downward only); they appear as `Any` with their name in the docstring.
 
 from __future__ import annotations
 
-from typing import Any, Collection, Protocol, Sequence
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol
 
 import aiosqlite
 import numpy as np

@@ -9,9 +9,10 @@ about sixteen statements, so this halves its thread hops (docs/decisions/0011).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Sequence
+from typing import Any
 
 import aiosqlite
 import anyio
@@ -60,7 +61,7 @@ class ReadConnection(aiosqlite.Connection):
     """An aiosqlite connection whose `execute` returns its rows fetched (one thread trip, not two)."""
 
     @contextmanager
-    async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> FetchedCursor:  # type: ignore[override]
+    async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> FetchedCursor:  # type: ignore[override]  # its rows fetched, not an aiosqlite Cursor
         return await self._execute(self._fetch, sql, [] if parameters is None else parameters)
 
     def _fetch(self, sql: str, parameters: Sequence[Any]) -> FetchedCursor:
@@ -74,7 +75,8 @@ class ReadConnection(aiosqlite.Connection):
 async def connect_reader(path: Path | str) -> ReadConnection:
     """A read-only connection (as `connection.connect(path, readonly=True)`) that fetches with each statement."""
     conn = ReadConnection(lambda: connection.connect_sync(path, readonly=True), iter_chunk_size=64)
-    return await conn
+    await conn  # starts its thread and opens the connection
+    return conn
 
 
 class ReaderPool:

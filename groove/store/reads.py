@@ -12,6 +12,7 @@ from groove.corpus.links import is_note_target
 from groove.corpus.tags import fold_tag
 from groove.logs import get_logger
 from groove.store import connection, schema, shadow
+from groove.store.connection import one
 
 log = get_logger(__name__)
 
@@ -141,7 +142,7 @@ async def get_document(conn: aiosqlite.Connection, path: str, *, with_chunks: bo
     cur = await conn.execute(
         "SELECT content, heading, context, start_line FROM chunks WHERE doc_id = ? ORDER BY ordinal", (row[0],)
     )
-    rows = await cur.fetchall()
+    rows = list(await cur.fetchall())
     content = "".join(r[0] for r in rows)
     doc = {
         "path": row[1],
@@ -178,12 +179,13 @@ async def list_documents(
         args += [len(prefix), prefix]
     wanted = [folded for t in (tags or []) if (folded := fold_tag(t))]
     if wanted:
-        sql += " AND id IN (SELECT doc_id FROM doc_tags WHERE tag IN (SELECT value FROM json_each(?)))"  # doc_tags holds folded tags
+        # doc_tags holds folded tags
+        sql += " AND id IN (SELECT doc_id FROM doc_tags WHERE tag IN (SELECT value FROM json_each(?)))"
         args.append(json.dumps(wanted, ensure_ascii=False))
     sql += " ORDER BY path LIMIT ?"
     args.append(limit + 1)
     cur = await conn.execute(sql, args)
-    rows = await cur.fetchall()
+    rows = list(await cur.fetchall())
     docs = [{"path": r[1], "title": r[2], "tags": json.loads(r[3]), "date": r[4]} for r in rows[:limit]]
     return docs, len(rows) > limit
 
@@ -227,7 +229,7 @@ async def topics(conn: aiosqlite.Connection, *, depth: int = 2, limit: int = 100
     )
     tags = [{"tag": t, "notes": n, "filter": {"tags_any": [t]}} for t, n in await cur.fetchall()]
     cur = await conn.execute("SELECT count(*) FROM documents WHERE instr(path, '/') = 0")
-    at_root = int((await cur.fetchone())[0] or 0)
+    at_root = int(one(await cur.fetchone())[0] or 0)
     return {
         "notes": total,
         "notes_at_top_level": at_root,

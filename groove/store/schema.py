@@ -110,8 +110,9 @@ END;
 
 # Links between notes (groove/corpus/links.py; docs/indexing.md "Links"). `note_names` holds the names each note
 # answers to (its file name without .md, and its frontmatter aliases and title, folded), `links` every link of
-# every Markdown note, with the note it names (`target_id`, NULL: unresolved). Both are written in the note's own transaction (store/writer.py); a
-# note added, renamed or deleted resolves again the links that name it (RESOLVE_LINKS), so its backlinks follow.
+# every Markdown note, with the note it names (`target_id`, NULL: unresolved). Both are written in the note's own
+# transaction (store/writer.py); a note added, renamed or deleted resolves again the links that name it
+# (RESOLVE_LINKS), so its backlinks follow.
 _LINK_TABLES = """
 CREATE TABLE IF NOT EXISTS note_names (
     doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
@@ -428,7 +429,8 @@ def _migrate_step(con: Any, version: int) -> None:
                     con,
                     version,
                     f"the step holds `{first}`, which cannot run inside the step's one transaction",
-                    "this is a bug in groove (please report it); `groove index --rebuild` builds a new index from the notes",
+                    "this is a bug in groove (please report it); `groove index --rebuild` builds a new index from "
+                    "the notes",
                     ran=False,
                 )
             )

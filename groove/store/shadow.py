@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any, Collection, Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import aiosqlite
 import numpy as np
 
+from groove.store.connection import one
 from groove.store.schema import get_meta_sync, set_meta_sync
 from groove.store.writer import Tx
 
@@ -93,7 +95,7 @@ def drop_sync(con: Any) -> bool:
 
 async def state(conn: aiosqlite.Connection) -> dict[str, Any] | None:
     cur = await conn.execute(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(_META))})", _META)
-    meta = dict(await cur.fetchall())
+    meta = {key: value for key, value in await cur.fetchall()}
     if not meta.get("shadow_model"):
         return None
     return {
@@ -138,7 +140,7 @@ async def pending_batch_from(
 
 async def pending_count(conn: aiosqlite.Connection) -> int:
     cur = await conn.execute(f"SELECT count(DISTINCT c.hash) FROM chunks c WHERE {_MISSING}")
-    return int((await cur.fetchone())[0] or 0)
+    return int(one(await cur.fetchone())[0] or 0)
 
 
 async def store_vectors(conn: aiosqlite.Connection, hashes: Sequence[str], vectors: np.ndarray) -> int:
@@ -172,7 +174,7 @@ async def progress(conn: aiosqlite.Connection) -> dict[str, Any] | None:
     if current is None:
         return None
     cur = await conn.execute("SELECT count(DISTINCT hash) FROM chunks")
-    total = int((await cur.fetchone())[0] or 0)
+    total = int(one(await cur.fetchone())[0] or 0)
     missing = await pending_count(conn)
     cur = await conn.execute("SELECT value FROM meta WHERE key = 'model'")
     row = await cur.fetchone()
@@ -193,11 +195,11 @@ async def swap(conn: aiosqlite.Connection) -> dict[str, Any]:
     """
     async with Tx(conn):
         cur = await conn.execute(f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(_META))})", _META)
-        meta = dict(await cur.fetchall())
+        meta = {key: value for key, value in await cur.fetchall()}
         if not meta.get("shadow_model"):
             raise RuntimeError("no model switch is in progress")
         cur = await conn.execute("SELECT value FROM meta WHERE key = 'model'")
-        old_model = (await cur.fetchone())[0]
+        old_model = one(await cur.fetchone())[0]
         dimension = int(meta["shadow_dimension"])
         await conn.execute("DELETE FROM embeddings")
         await conn.execute("DROP TABLE vec_embeddings")
@@ -214,9 +216,9 @@ async def swap(conn: aiosqlite.Connection) -> dict[str, Any]:
             "UPDATE chunks SET embedding_id = (SELECT e.id FROM embeddings e WHERE e.hash = chunks.hash)"
         )
         cur = await conn.execute("SELECT count(*) FROM embeddings")
-        vectors = int((await cur.fetchone())[0])
+        vectors = int(one(await cur.fetchone())[0])
         cur = await conn.execute("SELECT count(*) FROM chunks WHERE embedding_id IS NULL")
-        pending = int((await cur.fetchone())[0])
+        pending = int(one(await cur.fetchone())[0])
         for sql in _drop_sql():
             await conn.execute(sql)
         updates = {

@@ -22,15 +22,17 @@ Above `max_bytes` (`[search] vector_memory_mb`) the copy is not kept and sqlite-
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import anyio
 import numpy as np
 
 from groove.logs import get_logger
 from groove.store import connection
+from groove.store.connection import one
 
 log = get_logger(__name__)
 
@@ -221,7 +223,7 @@ class VectorMatrix:
             self._buffers = await anyio.to_thread.run_sync(_Buffers, snap.ids[mask], snap.matrix[mask])
         if (max_id or 0) > snap.max_id:
             cur = await conn.execute("SELECT count(*) FROM embeddings WHERE id > ?", (snap.max_id,))
-            added = int((await cur.fetchone())[0])
+            added = int(one(await cur.fetchone())[0])
             if added > RELOAD_OVER or not self._fits(self._buffers.n + added, stamp):
                 return await self._load_all()
             cur = await conn.execute(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable, Sequence
+from typing import Any
 
 import aiosqlite
 import anyio
@@ -21,7 +22,7 @@ from groove.corpus.links import note_names, resolve
 from groove.corpus.markdown import ParsedNote
 from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.tags import fold_tag
-from groove.store.connection import DBError
+from groove.store.connection import DBError, one
 from groove.store.schema import FTS_TABLES
 
 
@@ -71,7 +72,7 @@ def write_lock(conn: aiosqlite.Connection) -> anyio.Lock:
     lock = getattr(conn, "_groove_write_lock", None)
     if lock is None:
         lock = anyio.Lock()
-        conn._groove_write_lock = lock  # type: ignore[attr-defined]
+        conn._groove_write_lock = lock  # type: ignore[attr-defined]  # one lock per connection, kept on it
     return lock
 
 
@@ -112,11 +113,11 @@ async def write_note(
             old_path = row[0] if row else None
         if doc_id is None:
             cur = await conn.execute(
-                "INSERT INTO documents(path, title, tags, date, frontmatter, warnings, size, mtime_ns, hash, indexed_at)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
+                "INSERT INTO documents(path, title, tags, date, frontmatter, warnings, size, mtime_ns, hash,"
+                " indexed_at) VALUES (?,?,?,?,?,?,?,?,?,?) RETURNING id",
                 doc_values,
             )
-            doc_id = (await cur.fetchone())[0]
+            doc_id = one(await cur.fetchone())[0]
         else:
             await conn.execute(
                 "UPDATE documents SET path=?, title=?, tags=?, date=?, frontmatter=?, warnings=?, size=?,"
@@ -133,7 +134,7 @@ async def write_note(
             " FROM chunks WHERE doc_id = ? ORDER BY ordinal",
             (doc_id,),
         )
-        old_by_hash: dict[str, list[tuple]] = {}
+        old_by_hash: dict[str, list[Any]] = {}
         changed: set[str] = set()  # texts this note gained or lost: their template factor may move
         for row in await cur.fetchall():
             old_by_hash.setdefault(row[1], []).append(row)
@@ -336,7 +337,8 @@ async def record_skipped(conn: aiosqlite.Connection, skipped: dict[str, str], *,
         now = time.time()
         for rel, reason in skipped.items():
             await conn.execute(
-                "INSERT INTO skipped(path, reason, at) VALUES (?,?,?) ON CONFLICT(path) DO UPDATE SET reason=excluded.reason, at=excluded.at",
+                "INSERT INTO skipped(path, reason, at) VALUES (?,?,?) ON CONFLICT(path) DO UPDATE SET "
+                "reason=excluded.reason, at=excluded.at",
                 (rel, reason, now),
             )
             cur = await conn.execute("SELECT id FROM documents WHERE path = ?", (rel,))
@@ -373,7 +375,7 @@ async def store_vectors(conn: aiosqlite.Connection, hashes: Sequence[str], vecto
                 cur = await conn.execute(
                     "INSERT INTO embeddings(hash, created_at) VALUES (?, ?) RETURNING id", (h, now)
                 )
-                emb_id = (await cur.fetchone())[0]
+                emb_id = one(await cur.fetchone())[0]
                 await conn.execute(
                     "INSERT INTO vec_embeddings(rowid, embedding) VALUES (?, ?)",
                     (emb_id, np.asarray(vec, dtype=np.float32).tobytes()),
@@ -397,7 +399,8 @@ async def collect_garbage(conn: aiosqlite.Connection) -> int:
     own (`collect_freed`)."""
     async with Tx(conn):
         cur = await conn.execute(
-            "SELECT id FROM embeddings WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.embedding_id = embeddings.id)"
+            "SELECT id FROM embeddings WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.embedding_id = "
+            "embeddings.id)"
         )
         ids = [r[0] for r in await cur.fetchall()]
         await conn.executemany("DELETE FROM vec_embeddings WHERE rowid = ?", [(i,) for i in ids])
@@ -451,7 +454,7 @@ async def merge_full_text(conn: aiosqlite.Connection, written: int) -> bool:
     """After a large write, merge each full-text table's segments into one (FTS5 `optimize`):
     a query then walks one b-tree per term instead of one per segment. Whether it ran."""
     cur = await conn.execute("SELECT count(*) FROM chunks")
-    if not full_text_merge_due(written, int((await cur.fetchone())[0])):
+    if not full_text_merge_due(written, int(one(await cur.fetchone())[0])):
         return False
     async with Tx(conn):
         for table in FTS_TABLES:

@@ -17,8 +17,8 @@ the new model fills (`SqliteShadowStore`, groove/store/shadow.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Collection, Sequence
 
 import aiosqlite
 import anyio
@@ -57,7 +57,7 @@ class EmbedQueue:
 
     def __init__(
         self,
-        conn: "aiosqlite.Connection | EmbeddingStore",
+        conn: aiosqlite.Connection | EmbeddingStore,
         embedder: Embedder,
         batch_size: int,
         *,

@@ -17,15 +17,14 @@ read or embedded again.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable
 
 import aiosqlite
 import anyio
 
 from groove.config import IndexSettings, ParserSettings
-from groove.corpus.markdown import parse_note
 from groove.corpus.parsers import ChunkOptions, Parsers
 from groove.corpus.scan import (
     GITIGNORE_FILE,
@@ -39,7 +38,6 @@ from groove.corpus.scan import (
     linked_dir_reason,
     name_problem,
     printable,
-    read_note,
     scan,
     scan_folders,
     stat_note,

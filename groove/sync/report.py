@@ -20,7 +20,7 @@ def iso_time(ts: float | None) -> str | None:
     """Seconds since the epoch -> ISO-8601 UTC to the second (`...Z`); None stays None."""
     if ts is None:
         return None
-    return dt.datetime.fromtimestamp(float(ts), tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(float(ts), tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def iso_times(obj: Any) -> Any:
@@ -92,7 +92,7 @@ class IndexReport(BaseModel):
 
 
 def index_report(
-    stats: "ReconcileStats",
+    stats: ReconcileStats,
     *,
     kb_path: str,
     index_path: str,

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from pathlib import Path
-from typing import Awaitable, Callable, Literal
+from typing import Literal
 
 import anyio
 import watchfiles
@@ -130,8 +131,9 @@ async def watch(
     on_lost: Callable[[], Awaitable[None]] | None = None,
     ignored: Callable[[str], bool] | None = None,
 ) -> None:
-    """Hand batches of changed paths to `on_batch` until `stop_event` (not those `ignored` says the rules leave out); `on_lost` when a batch was lost,
-    and when the notes folder came back or was replaced (the watch is attached to the new folder first)."""
+    """Hand batches of changed paths to `on_batch` until `stop_event` (not those `ignored` says the rules leave
+    out); `on_lost` when a batch was lost, and when the notes folder came back or was replaced (the watch is attached
+    to the new folder first)."""
 
     def state(value: str) -> None:
         if on_state:
@@ -231,7 +233,7 @@ async def _watch_folder(
                         log.debug("watch_batch", paths=len(rels))
                         await on_batch(rels)
             return False  # stopped
-        except Exception as exc:  # noqa: BLE001 - only the undecodable-name error is handled
+        except Exception as exc:  # only the undecodable-name error is handled
             if not _undecodable(exc):
                 raise
             # A name watchfiles cannot decode (not UTF-8) failed the batch it was in.

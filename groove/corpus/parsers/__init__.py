@@ -21,7 +21,7 @@ read raises :class:`NoteReadError` whose message is the skip reason.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
 
 from groove.config import IndexSettings, ParserSettings
 from groove.corpus.markdown import ParsedNote, parse_note

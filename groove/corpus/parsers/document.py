@@ -152,7 +152,7 @@ def build_note(
         body = clean(sec.text).strip("\n")
         if not body.strip():
             continue
-        body = "\n".join(l.rstrip() for l in body.split("\n")) + "\n\n"
+        body = "\n".join(row.rstrip() for row in body.split("\n")) + "\n\n"
         pieces = chunk_body(
             body,
             paragraph_structure(body),

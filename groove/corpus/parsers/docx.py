@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+from typing import Any
 
 from groove.config import ParserSettings
 from groove.corpus.markdown import ParsedNote
@@ -13,17 +14,17 @@ from groove.corpus.scan import NoteReadError
 _HEADING = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 
 
-def _level(paragraph) -> int:  # noqa: ANN001 - python-docx's Paragraph, imported lazily
+def _level(paragraph: Any) -> int:  # python-docx's Paragraph, imported lazily
     """1..9 for a Heading N paragraph, 0 for any other (a missing style is body text)."""
     try:
         name = paragraph.style.name if paragraph.style is not None else ""
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a style python-docx cannot read is body text, not a failed file
         return 0
     m = _HEADING.match((name or "").strip())
     return int(m.group(1)) if m else 0
 
 
-def _table_text(table) -> str:  # noqa: ANN001
+def _table_text(table: Any) -> str:  # python-docx's Table
     rows = []
     for row in table.rows:
         cells = [" ".join(clean(c.text).split()) for c in row.cells]
@@ -35,19 +36,21 @@ def _table_text(table) -> str:  # noqa: ANN001
 def parse_docx(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserSettings) -> ParsedNote:
     open_zip(data, ".docx", limits.max_unpacked_bytes)
     docx = require("docx", ".docx", "python-docx")
-    from docx.table import Table  # noqa: PLC0415 - lazily, with the package
+    from docx.table import Table  # lazily, with the package
 
     try:
         document = docx.Document(io.BytesIO(data))
         blocks = list(document.iter_inner_content())
         props = document.core_properties
         front = core_frontmatter("docx", props)
-    except Exception as exc:  # noqa: BLE001 - a zip that is not a Word document, broken XML, ...
+    except Exception as exc:  # a zip that is not a Word document, broken XML, ...
         raise NoteReadError(f"not a readable .docx file ({type(exc).__name__}: {exc})") from exc
 
     sections: list[Section] = []
     stack: list[tuple[int, str]] = []
-    heading, level, parents, lines = "", 0, (), []
+    heading, level = "", 0
+    parents: tuple[str, ...] = ()
+    lines: list[str] = []
 
     def close() -> None:
         if lines:

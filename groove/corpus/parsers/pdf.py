@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from typing import Any
 
 from groove.config import ParserSettings
 from groove.corpus.markdown import ParsedNote
@@ -13,7 +15,7 @@ from groove.corpus.scan import NoteReadError
 class _Meta:
     """pypdf's DocumentInformation under the core-property names the other formats use."""
 
-    def __init__(self, info) -> None:  # noqa: ANN001 - pypdf's type, imported lazily
+    def __init__(self, info: Any) -> None:  # pypdf's DocumentInformation, imported lazily
         self.title = info.title if info else None
         self.author = info.author if info else None
         self.subject = info.subject if info else None
@@ -22,10 +24,10 @@ class _Meta:
         self.modified = _safe(lambda: info.modification_date) if info else None
 
 
-def _safe(get):  # noqa: ANN001, ANN202 - a malformed date in the metadata is not worth a skip
+def _safe(get: Callable[[], Any]) -> Any:  # a malformed date in the metadata is not worth a skip
     try:
         return get()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - pypdf raises many kinds for a malformed field: no value
         return None
 
 
@@ -53,7 +55,7 @@ def parse_pdf(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserSe
         meta = _Meta(_safe(lambda: reader.metadata))
     except NoteReadError:
         raise
-    except Exception as exc:  # noqa: BLE001 - pypdf raises many kinds for a damaged file
+    except Exception as exc:  # pypdf raises many kinds for a damaged file
         raise NoteReadError(f"not a readable PDF ({type(exc).__name__}: {exc})") from exc
     if total > limits.max_pages:
         warnings.append(f"only the first {limits.max_pages} of {total} pages are indexed ([parsers] max_pages)")

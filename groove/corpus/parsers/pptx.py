@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from groove.config import ParserSettings
 from groove.corpus.markdown import ParsedNote
@@ -10,7 +11,7 @@ from groove.corpus.parsers.document import ChunkOptions, Section, build_note, cl
 from groove.corpus.scan import NoteReadError
 
 
-def _shape_texts(shapes, skip) -> list[str]:  # noqa: ANN001 - python-pptx's types, imported lazily
+def _shape_texts(shapes: Any, skip: Any) -> list[str]:  # python-pptx's types, imported lazily
     out = []
     for shape in shapes:
         if shape is skip:
@@ -56,7 +57,7 @@ def parse_pptx(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserS
             )
     except NoteReadError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a zip that is not a presentation, broken XML, ...
+    except Exception as exc:  # a zip that is not a presentation, broken XML, ...
         raise NoteReadError(f"not a readable .pptx file ({type(exc).__name__}: {exc})") from exc
     if len(slides) > limits.max_slides:
         warnings.append(

@@ -4,16 +4,16 @@ of every block; the position `{"sheet": name, "rows": [first, last]}` (1-based s
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from datetime import date, datetime, time
 
 from groove.config import ParserSettings
-from groove.corpus.chunking import estimate_tokens
 from groove.corpus.markdown import ParsedNote
 from groove.corpus.parsers.document import ChunkOptions, Section, build_note, clean, core_frontmatter, open_zip, require
 from groove.corpus.scan import NoteReadError
 
 
-def _cell(value) -> str:  # noqa: ANN001
+def _cell(value: object) -> str:  # a cell's value as openpyxl reads it
     if value is None:
         return ""
     if isinstance(value, (datetime, date, time)):
@@ -23,7 +23,7 @@ def _cell(value) -> str:  # noqa: ANN001
     return " ".join(clean(str(value)).split())
 
 
-def _row_text(values) -> str:  # noqa: ANN001
+def _row_text(values: Iterable[object]) -> str:
     cells = [_cell(v) for v in values]
     while cells and not cells[-1]:
         cells.pop()
@@ -94,7 +94,7 @@ def parse_xlsx(data: bytes, *, stem: str, options: ChunkOptions, limits: ParserS
             wb.close()
     except NoteReadError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a zip that is not a workbook, broken XML, ...
+    except Exception as exc:  # a zip that is not a workbook, broken XML, ...
         raise NoteReadError(f"not a readable .xlsx file ({type(exc).__name__}: {exc})") from exc
     front["sheets"] = names
     return build_note(

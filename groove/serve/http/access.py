@@ -21,8 +21,8 @@ from __future__ import annotations
 import hmac
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
@@ -63,7 +63,7 @@ class Allowed:
         port: int,
         extra_hosts: list[str] | tuple[str, ...] = (),
         extra_origins: list[str] | tuple[str, ...] = (),
-    ) -> "Allowed":
+    ) -> Allowed:
         names = list(LOOPBACK_NAMES)
         bound = format_host(host)
         if host not in ("0.0.0.0", "::", "") and bound.lower() not in names:
@@ -76,7 +76,7 @@ class Allowed:
         return cls(tuple(dict.fromkeys(hosts)), tuple(dict.fromkeys(origins)))
 
     def host_ok(self, host: str | None) -> bool:
-        return bool(host) and _matches(host.lower(), self.hosts)
+        return bool(host and _matches(host.lower(), self.hosts))
 
     def origin_ok(self, origin: str | None) -> bool:
         return not origin or _matches(origin.lower().rstrip("/"), self.origins)

@@ -64,7 +64,7 @@ class GuardedH11Protocol(H11Protocol):
     header_timeout_s = 10.0
     storm: StormLog = StormLog("http_connections_shed")
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # uvicorn's own signature
         super().connection_made(transport)
         self._idle_since = time.monotonic()
         self._arm_header_timer()

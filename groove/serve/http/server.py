@@ -30,10 +30,11 @@ import contextlib
 import errno
 import ipaddress
 import json
-import shlex
 import logging
+import shlex
 import socket
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -44,13 +45,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
-from groove.errors import GrooveError
 from groove.config import HTTPSettings, Settings
-from groove.logs import get_logger
-from groove.serve.mcp import sdk
-from groove.serve.http.bodies import BodyDeadline
-from groove.serve.http.connections import GuardedH11Protocol, guarded_protocol
 from groove.daemon import Daemon
+from groove.errors import GrooveError
+from groove.logs import get_logger
 from groove.serve.http.access import (
     Allowed,
     GuardMiddleware,
@@ -59,10 +57,13 @@ from groove.serve.http.access import (
     require_token_off_loopback,
     resolve_token,
 )
+from groove.serve.http.bodies import BodyDeadline
+from groove.serve.http.connections import GuardedH11Protocol, guarded_protocol
 from groove.serve.http.sessions import MCP_PATH, SessionGuard
 from groove.serve.http.storm import StormFilter, StormLog
 from groove.serve.http.streams import StreamGuard, StreamLimits
 from groove.serve.http.ui import UI_PATH, mount_ui
+from groove.serve.mcp import sdk
 
 log = get_logger(__name__)
 
@@ -143,7 +144,7 @@ def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Al
         try:
             with anyio.fail_after(5):
                 pending = await daemon.index.pending()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any failure to read the index is an unhealthy answer, not a crash
             return JSONResponse({"ok": False, "error": str(exc) or type(exc).__name__}, status_code=503)
         alive, reasons = daemon.health()  # the watcher watches, the writer runs and its last write went through
         if not alive:
@@ -239,7 +240,7 @@ class HTTPService:
                     done.set()
 
             tg.start_soon(serve)
-            while not self.server.started and not done.is_set():
+            while not self.server.started and not done.is_set():  # noqa: ASYNC110 - uvicorn's flag has no event
                 await anyio.sleep(0.02)
             if not self.server.started:
                 raise BindError("the HTTP server stopped during startup (see the log above)")
@@ -269,6 +270,7 @@ def client_snippets(url: str, stdio_command: list[str], *, token: bool = False) 
         entry["headers"] = {"Authorization": "Bearer <your token>"}
     http = {"mcpServers": {"groove": entry}}
     stdio = {"mcpServers": {"groove": {"command": stdio_command[0], "args": stdio_command[1:]}}}
+    client_config = [stdio_command[0], "client-config", "CLIENT", *_folder_args(stdio_command)]
     return (
         f"groove is serving MCP at {url}\n"
         f"  health: {url.rsplit('/', 1)[0]}{HEALTH_PATH}\n"
@@ -278,7 +280,7 @@ def client_snippets(url: str, stdio_command: list[str], *, token: bool = False) 
         "or let the client start groove itself (stdio; Claude Desktop, Cursor and Gemini CLI read this shape):\n"
         f"{json.dumps(stdio, indent=2, ensure_ascii=False)}\n"
         "for Claude Desktop over HTTP (through mcp-remote), Claude Code, VS Code, Codex CLI and Gemini CLI:\n"
-        f"  {' '.join(shlex.quote(x) for x in [stdio_command[0], 'client-config', 'CLIENT', *_folder_args(stdio_command)])}"
+        f"  {' '.join(shlex.quote(x) for x in client_config)}"
         " [--transport http] prints that client's own entry (docs/clients.md)\n"
     )
 

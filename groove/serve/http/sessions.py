@@ -12,8 +12,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from groove.serve.mcp import sdk
 from groove.serve.http.storm import StormLog
+from groove.serve.mcp import sdk
 
 MCP_PATH = "/mcp"  # where the SDK app serves MCP (groove.serve.http.server mounts it there)
 
@@ -91,7 +91,7 @@ class SessionGuard:
         self.ended += 1
         self.storm.count("idle_session_ended_at_cap")
         with anyio.move_on_after(1.0):  # the SDK forgets it once its server task has wound down
-            while oldest in sessions:
+            while oldest in sessions:  # noqa: ASYNC110 - the SDK's dict of sessions has no event to wait on
                 await anyio.sleep(0.005)
 
 

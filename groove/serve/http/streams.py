@@ -46,7 +46,7 @@ class StreamLimits:
     idle_s: float
 
     @classmethod
-    def of(cls, http: HTTPSettings) -> "StreamLimits":
+    def of(cls, http: HTTPSettings) -> StreamLimits:
         total = max(1, min(http.max_streams, http.max_connections // 2, http.max_sessions // 2))
         return cls(total, max(1, min(http.max_streams_per_client, total)), http.stream_idle_s)
 

@@ -39,10 +39,11 @@ import hashlib
 import json
 import posixpath
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import quote, unquote
 
 import anyio
@@ -53,15 +54,15 @@ from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from groove.api.answers import DocumentAnswer
 from groove.api.service import RelatedRequest, TopicsRequest
+from groove.daemon import Daemon
 from groove.errors import GrooveError, NotFoundError
 from groove.folders import Folders
 from groove.logs import get_logger
-from groove.api.answers import DocumentAnswer
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError
 from groove.search.request import SearchRequest
-from groove.daemon import Daemon
 from groove.serve.errors import http_status
 from groove.serve.mcp.paths import TEXT_MIME_TYPE, check_note_path, note_mime
 
@@ -146,7 +147,7 @@ def markdown() -> MarkdownIt:
     """CommonMark with tables and strikethrough; raw HTML off (shown as text), links checked, images as text."""
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
-    md.validateLink = _safe_link  # type: ignore[method-assign]
+    md.validateLink = _safe_link  # type: ignore[method-assign]  # markdown-it-py's hook for checking links
     md.add_render_rule("image", _image_as_text)
     return md
 
@@ -221,7 +222,7 @@ def render_passage(content: str, spans: Sequence[Sequence[int]], path: str | Non
     data = clean.encode("utf-8")
     pieces: list[str] = []
     at = 0
-    for span in sorted(s for s in spans if len(s) == 2):
+    for span in sorted((s for s in spans if len(s) == 2), key=tuple):
         start, end = int(span[0]), int(span[1])
         if start < at or end > len(data) or end <= start:
             continue
@@ -306,7 +307,8 @@ async def read_json_object(request: Request) -> dict[str, Any]:
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/json":
         raise QueryError(
-            f"the search endpoint takes a JSON body (Content-Type: application/json), got {ctype or 'no content type'!r}"
+            "the search endpoint takes a JSON body (Content-Type: application/json), got "
+            f"{ctype or 'no content type'!r}"
         )
     body = await request.body()
     try:
@@ -349,7 +351,10 @@ MAX_JSON_DEPTH = 16  # a search request nests 3 levels (filters -> fields -> a l
 
 
 def _too_deep() -> str:
-    return f'the request body nests JSON more than {MAX_JSON_DEPTH} levels deep; send an object such as {{"query": "words"}}'
+    return (
+        f"the request body nests JSON more than {MAX_JSON_DEPTH} levels deep; send an object such as "
+        '{"query": "words"}'
+    )
 
 
 def _depth_over(value: Any, limit: int) -> bool:

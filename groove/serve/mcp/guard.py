@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import inspect
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -109,7 +110,7 @@ class ToolCallGuard:
         name = params.get("name")
         self._rate(ctx, name)
         model = self.models.get(name) if isinstance(name, str) else None
-        if model is None:
+        if model is None or not isinstance(name, str):  # (a model is found only by a str)
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"unknown tool {name!r}; this server's tools are: {', '.join(self.models)} (tools/list)",
@@ -133,7 +134,7 @@ class ToolCallGuard:
                 and not isinstance(value, bool)
                 and (low is not None or high is not None)
             ):
-                if (low is not None and value < low) or (high is not None and value > high):
+                if (isinstance(low, (int, float)) and value < low) or (isinstance(high, (int, float)) and value > high):
                     return f"{field} must be between {low} and {high}, got {value}"
         return None
 

@@ -78,7 +78,9 @@ def path_problem(path: str, *, lenient: bool = False) -> str | None:
 def _bad_uri(uri: str) -> MCPError:
     return MCPError(
         code=INVALID_PARAMS,
-        message=f"{uri!r} is not a note URI; note URIs look like {NOTE_URI_PREFIX}<path>, as resources/list returns them",
+        message=(
+            f"{uri!r} is not a note URI; note URIs look like {NOTE_URI_PREFIX}<path>, as resources/list returns them"
+        ),
         data={"uri": uri},
     )
 

@@ -29,7 +29,6 @@ from groove.search.answers import note_uri
 from groove.serve.mcp import sdk
 from groove.serve.mcp.paths import NOTE_MIME_TYPE, check_note_path
 
-
 PROMPTS = [
     Prompt(
         name="search_notes",
@@ -69,7 +68,9 @@ PROMPTS = [
     Prompt(
         name="changed_since",
         title="What changed since a date",
-        description="The notes dated on or after a day (frontmatter date), grouped by folder, with what is new in each.",
+        description=(
+            "The notes dated on or after a day (frontmatter date), grouped by folder, with what is new in each."
+        ),
         arguments=[
             PromptArgument(name="date", description="An ISO date, YYYY-MM-DD.", required=True),
             PromptArgument(name="topic", description="Optionally, only what concerns this topic.", required=False),
@@ -78,7 +79,9 @@ PROMPTS = [
     Prompt(
         name="where_silent",
         title="Where are my notes silent?",
-        description="Split a topic into questions and report which ones the notes do not answer (no hit, or off_topic).",
+        description=(
+            "Split a topic into questions and report which ones the notes do not answer (no hit, or off_topic)."
+        ),
         arguments=[
             PromptArgument(name="topic", description="The topic to check the notes' coverage of.", required=True)
         ],

@@ -27,12 +27,12 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
+from groove.api.answers import DocumentRef
 from groove.api.service import ListRequest, Service
 from groove.errors import GrooveError, NotFoundError
-from groove.api.answers import DocumentRef
 from groove.search.answers import NOTE_URI_PREFIX
-from groove.serve.mcp import sdk
 from groove.serve.errors import request_error
+from groove.serve.mcp import sdk
 from groove.serve.mcp.events import NoteEvents
 from groove.serve.mcp.paths import JSON_MIME_TYPE, NOTE_MIME_TYPE, TOPIC_KINDS, TOPICS_URI_PREFIX, note_mime, parse_uri
 

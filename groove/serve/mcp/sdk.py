@@ -40,7 +40,8 @@ SDK's object.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 from mcp.server.connection import Connection
@@ -50,7 +51,7 @@ from mcp.server.mcpserver import MCPServer
 
 SDK_VERSION = "2.3.0"
 
-_EVENTS: "weakref.WeakKeyDictionary[MCPServer, Any]" = weakref.WeakKeyDictionary()
+_EVENTS: weakref.WeakKeyDictionary[MCPServer, Any] = weakref.WeakKeyDictionary()
 
 
 def lowlevel(server: MCPServer) -> Any:
@@ -78,7 +79,7 @@ def advertise_resources_list_changed(server: MCPServer) -> None:
             notification_options or NotificationOptions(resources_changed=True), experimental_capabilities, extensions
         )
 
-    low.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
+    low.create_initialization_options = create_initialization_options
 
 
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
@@ -94,7 +95,7 @@ def close_listen_streams(server: MCPServer) -> None:
         entry.handler.close()
 
 
-async def terminate_sessions(server: MCPServer, timeout: float) -> None:
+async def terminate_sessions(server: MCPServer, timeout: float) -> None:  # noqa: ASYNC109 - the reach's own bound
     """Reach 6: terminate every live handshake-era HTTP session (within `timeout` seconds)."""
     try:
         manager = server.session_manager

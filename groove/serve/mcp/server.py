@@ -43,12 +43,12 @@ from mcp_types import (
 
 from groove import __version__
 from groove.config import HTTPSettings
+from groove.daemon import Daemon
 from groove.folders import Folders
 from groove.logs import get_logger
 from groove.search.answers import NOTE_URI_PREFIX, note_uri
 from groove.search.request import MAX_QUERY_BYTES
 from groove.serve.mcp import sdk
-from groove.daemon import Daemon
 from groove.serve.mcp.events import NoteEvents
 from groove.serve.mcp.guard import RATE_LIMITED, TokenBucket, ToolCallGuard
 from groove.serve.mcp.paths import TOPIC_KINDS, TOPICS_URI_PREFIX, check_note_path, note_path

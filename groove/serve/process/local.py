@@ -255,7 +255,7 @@ def ask(
             data += chunk
             if len(data) > MAX_RESPONSE_BYTES:
                 raise DaemonError(f"the daemon at {path} answered more than {MAX_RESPONSE_BYTES} bytes")
-    except socket.timeout:
+    except TimeoutError:
         raise DaemonError(
             f"the daemon at {path} did not answer within {timeout:.0f} s; try again, or pass --no-daemon"
         ) from None

@@ -40,9 +40,9 @@ from mcp.server.stdio import stdio_server
 
 from groove import EXAMPLE_NOTES  # `--examples`: the checkout's examples/notes, or the wheel's copy
 from groove.config import ConfigError, Settings, replace_settings
+from groove.daemon import Daemon
 from groove.folders import Folders
 from groove.logs import get_logger
-from groove.daemon import Daemon
 from groove.serve.http.server import (
     MCP_PATH,
     Allowed,
@@ -56,9 +56,9 @@ from groove.serve.http.server import (
     resolve_token,
 )
 from groove.serve.mcp import sdk
+from groove.serve.mcp.server import build_server
 from groove.serve.process.attach import run_bridge
 from groove.serve.process.local import DaemonError, ask, serve_local
-from groove.serve.mcp.server import build_server
 from groove.serve.process.sdnotify import notify
 
 log = get_logger(__name__)
@@ -181,10 +181,10 @@ class _StdinLines:
         finally:
             try:
                 anyio.from_thread.run_sync(self._send.close, token=token)
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - the loop is gone: nothing is left to tell
                 pass
 
-    def __aiter__(self) -> "_StdinLines":
+    def __aiter__(self) -> _StdinLines:
         return self
 
     async def __anext__(self) -> str:
@@ -232,7 +232,7 @@ def stdio_streams(wire: StdioWire) -> Any:
     """The SDK's stdio streams over groove's own stdin reader and the claimed stdout (serving, or bridging)."""
     stdin = _StdinLines(wire.stdin_fd)
     stdout = anyio.wrap_file(io.TextIOWrapper(wire.stdout, encoding="utf-8", newline="\n", write_through=True))
-    return stdio_server(stdin=stdin, stdout=stdout)  # type: ignore[arg-type]
+    return stdio_server(stdin=stdin, stdout=stdout)  # type: ignore[arg-type]  # our stdin reader: the SDK only iterates it
 
 
 # --- attaching to a running service ----------------------------------------------------------
@@ -261,7 +261,7 @@ def running_service(settings: Settings) -> tuple[str, str | None, int] | None:
     return str(result["url"]), result.get("token"), answer.pid
 
 
-async def _attach(wire: "StdioWire", url: str, token: str | None, pid: int) -> None:
+async def _attach(wire: StdioWire, url: str, token: str | None, pid: int) -> None:
     """Bridge this process's stdio client to the running service until stdin closes or a signal arrives."""
     log.info("stdio_attached", url=url, pid=pid, note="no index or model opened here; the service answers")
     async with anyio.create_task_group() as tg:
