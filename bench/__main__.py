@@ -53,16 +53,28 @@ def _module(name: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description="groove benchmarks: ratios measured side by side in one run")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description="groove benchmarks: ratios measured side by side in one run"
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON to PATH")
-    parser.add_argument("--data", type=Path, metavar="DIR", help="the folder holding scifact/ (default: ../shared/data)")
+    parser.add_argument(
+        "--data", type=Path, metavar="DIR", help="the folder holding scifact/ (default: ../shared/data)"
+    )
     sub = parser.add_subparsers(dest="bench", metavar="BENCH")
     for name in BENCHES:
         mod = _module(name)
         # argparse %-formats help strings: a percent sign in a docstring ("a 1% tag filter") must be doubled.
         p = sub.add_parser(name, help=(mod.__doc__ or "").strip().splitlines()[0].replace("%", "%%"))
-        p.add_argument("--json", type=Path, metavar="PATH", default=argparse.SUPPRESS, help="also write the results as JSON to PATH")
-        p.add_argument("--data", type=Path, metavar="DIR", default=argparse.SUPPRESS, help="the folder holding scifact/")
+        p.add_argument(
+            "--json",
+            type=Path,
+            metavar="PATH",
+            default=argparse.SUPPRESS,
+            help="also write the results as JSON to PATH",
+        )
+        p.add_argument(
+            "--data", type=Path, metavar="DIR", default=argparse.SUPPRESS, help="the folder holding scifact/"
+        )
         mod.add_arguments(p)
     return parser
 

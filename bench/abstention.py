@@ -59,16 +59,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--held-out", type=int, default=150, help="held-out queries of a BEIR set (default 150)")
     b.add_argument("--cross", type=int, default=100, help="queries of the other BEIR set (default 100)")
     b.add_argument("--seed", type=int, default=SEED, help=f"a BEIR set's seed (default {SEED})")
-    b.add_argument("--no-judgments", action="store_true",
-                   help="keep the held-out queries another note was judged to answer as unanswerable")
+    b.add_argument(
+        "--no-judgments",
+        action="store_true",
+        help="keep the held-out queries another note was judged to answer as unanswerable",
+    )
     t = sub.add_parser("tasks", help="the docs vault's pages to write questions for, in four files")
     t.add_argument("out", type=Path)
     s = sub.add_parser("score", help="the flag's rates and AUROCs on one half of a built and indexed set")
     s.add_argument("root", type=Path, help="a folder `build` wrote and `groove index` indexed (ROOT/index.sqlite)")
     s.add_argument("--part", default="test", choices=("tune", "test"))
     s.add_argument("--retriever", default="hybrid", choices=("fts", "vector", "hybrid"))
-    s.add_argument("--golden", type=Path, default=None, metavar="PATH",
-                   help="another set's half on this index (default ROOT/PART; e.g. a mixed index's)")
+    s.add_argument(
+        "--golden",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="another set's half on this index (default ROOT/PART; e.g. a mixed index's)",
+    )
 
 
 def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -86,8 +94,17 @@ def main_async(args: argparse.Namespace) -> dict[str, Any]:
         out = abstention_docs.build(_needs(data, "tldr-pages"), args.out, judged=not args.no_judgments)
     else:
         _needs(data, args.set, OTHER[args.set])
-        out = build(data, args.set, args.out, answerable=args.answerable, held_out=args.held_out, cross=args.cross,
-                    docs=args.docs, seed=args.seed, judged=not args.no_judgments)
+        out = build(
+            data,
+            args.set,
+            args.out,
+            answerable=args.answerable,
+            held_out=args.held_out,
+            cross=args.cross,
+            docs=args.docs,
+            seed=args.seed,
+            judged=not args.no_judgments,
+        )
     print(json.dumps(out, ensure_ascii=False))
     return out
 
@@ -100,6 +117,7 @@ def _needs(data: Path, *names: str) -> Path:
 
 
 # --- the BEIR sets -------------------------------------------------------------------------------
+
 
 def _qrels(src: Path) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
@@ -141,8 +159,18 @@ def judged_covered(name: str) -> set[str]:
         return {r["id"] for r in map(json.loads, filter(str.strip, f)) if r["covered"]}
 
 
-def build(data: Path, name: str, out: Path, *, answerable: int = 200, held_out: int = 150, cross: int = 100,
-          docs: int = DOCS, seed: int = SEED, judged: bool = True) -> dict:
+def build(
+    data: Path,
+    name: str,
+    out: Path,
+    *,
+    answerable: int = 200,
+    held_out: int = 150,
+    cross: int = 100,
+    docs: int = DOCS,
+    seed: int = SEED,
+    judged: bool = True,
+) -> dict:
     src = data / name
     rng = random.Random(seed)
     qrels, texts = _qrels(src), _queries(src)
@@ -173,10 +201,11 @@ def build(data: Path, name: str, out: Path, *, answerable: int = 200, held_out: 
         (notes / f"{doc_id}.md").write_text(f"# {doc.get('title') or doc_id}\n\n{doc['text']}\n", encoding="utf-8")
     other_texts = _queries(data / OTHER[name])
     cross_ids = rng.sample(sorted(other_texts), cross)
-    rows = ([{"_id": q, "text": texts[q], "kind": "answerable"} for q in ans]
-            + [{"_id": q, "text": texts[q], "kind": "held_out", "unanswerable": True} for q in unans]
-            + [{"_id": f"x-{q}", "text": other_texts[q], "kind": "cross_language", "unanswerable": True}
-               for q in cross_ids])
+    rows = (
+        [{"_id": q, "text": texts[q], "kind": "answerable"} for q in ans]
+        + [{"_id": q, "text": texts[q], "kind": "held_out", "unanswerable": True} for q in unans]
+        + [{"_id": f"x-{q}", "text": other_texts[q], "kind": "cross_language", "unanswerable": True} for q in cross_ids]
+    )
     rng.shuffle(rows)
     # The judgments were made on the default set: another size or seed holds other held-out queries.
     default = (docs, seed, answerable, held_out, cross) == (DOCS, SEED, 200, 150, 100)
@@ -185,9 +214,13 @@ def build(data: Path, name: str, out: Path, *, answerable: int = 200, held_out: 
         if r["kind"] == "held_out" and r["_id"] in covered:  # another note answers it after all: not unanswerable
             r["kind"] = "held_out_covered"
             del r["unanswerable"]
-    counts = {part: {k: sum(1 for r in chunk if r["kind"] == k)
-                     for k in ("answerable", "held_out", "held_out_covered", "cross_language")}
-              for part, chunk in write_halves(out, rows, lambda r: sorted(qrels[r["_id"]])).items()}
+    counts = {
+        part: {
+            k: sum(1 for r in chunk if r["kind"] == k)
+            for k in ("answerable", "held_out", "held_out_covered", "cross_language")
+        }
+        for part, chunk in write_halves(out, rows, lambda r: sorted(qrels[r["_id"]])).items()
+    }
     return {"set": name, "docs": len(keep), "left_out_groups": len(gone), "seed": seed, **counts}
 
 
@@ -213,6 +246,7 @@ def write_halves(out: Path, rows: list[dict], relevant: Callable[[dict], Iterabl
 
 # --- the rates -----------------------------------------------------------------------------------
 
+
 def score(root: Path, part: str = "test", retriever: str = "hybrid", golden: Path | None = None) -> dict:
     import anyio
 
@@ -223,8 +257,10 @@ def score(root: Path, part: str = "test", retriever: str = "hybrid", golden: Pat
 
     source = golden or root / part
     if not (root / "index.sqlite").is_file():
-        raise BenchError(f"no index at {root / 'index.sqlite'}: run `groove index --kb {root / 'notes'} "
-                         f"--index {root / 'index.sqlite'}` first")
+        raise BenchError(
+            f"no index at {root / 'index.sqlite'}: run `groove index --kb {root / 'notes'} "
+            f"--index {root / 'index.sqlite'}` first"
+        )
     settings = load_settings(None, kb_path=root / "notes", index_path=root / "index.sqlite")
 
     async def run() -> dict:
@@ -233,8 +269,12 @@ def score(root: Path, part: str = "test", retriever: str = "hybrid", golden: Pat
 
     res = anyio.run(run)
     (root / f"{part}.{retriever}.rows.json").write_text(json.dumps(res["queries"], ensure_ascii=False))
-    return {"golden": str(source), "retriever": retriever, "metrics": res["metrics"],
-            **report(res["queries"], _kinds(source))}
+    return {
+        "golden": str(source),
+        "retriever": retriever,
+        "metrics": res["metrics"],
+        **report(res["queries"], _kinds(source)),
+    }
 
 
 def _kinds(source: Path) -> dict[str, dict]:
@@ -268,8 +308,10 @@ def report(rows: list[dict], kinds: dict[str, dict] | None = None) -> dict:
         ans = [r["off_topic_evidence"] for r in rows if not r["unanswerable"]]
         un = [r["off_topic_evidence"] for r in rows if r["unanswerable"]]
         top = lambda f: -(f["vector_top"] or 0)  # noqa: E731
-        return {"auroc_signal": auroc([-sc(f) for f in un], [-sc(f) for f in ans]),
-                "auroc_top_cosine": auroc([top(f) for f in un], [top(f) for f in ans])}
+        return {
+            "auroc_signal": auroc([-sc(f) for f in un], [-sc(f) for f in ans]),
+            "auroc_top_cosine": auroc([top(f) for f in un], [top(f) for f in ans]),
+        }
 
     def count(rows: list[dict], unanswerable: bool) -> str:
         mine = [r for r in rows if r["unanswerable"] == unanswerable]

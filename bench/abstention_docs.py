@@ -48,8 +48,15 @@ def _is_alias(path: Path) -> bool:
     return any(a in head for a in ALIAS)
 
 
-def sample(data: Path, seed: int = SEED, english: int = 800, left_out_twins: int = 60, left_out_english: int = 40,
-           answerable_en: int = 100, answerable_ja: int = 90) -> dict:
+def sample(
+    data: Path,
+    seed: int = SEED,
+    english: int = 800,
+    left_out_twins: int = 60,
+    left_out_english: int = 40,
+    answerable_en: int = 100,
+    answerable_ja: int = 90,
+) -> dict:
     """Which pages the vault keeps, which commands it leaves out, which pages get questions.
 
     A page is named by its language and path under pages/ (`en/common/tar.md`, `ja/common/tar.md`).
@@ -61,8 +68,12 @@ def sample(data: Path, seed: int = SEED, english: int = 800, left_out_twins: int
     ja_own = [p for p in ja if not _is_alias(root / "pages.ja" / p)]
     twins = [p for p in ja_own if (root / "pages" / p).is_file() and not _is_alias(root / "pages" / p)]
     gone_twins = set(rng.sample(twins, left_out_twins))
-    en_pool = sorted(str(p.relative_to(root / "pages")) for sub in ("common", "linux")
-                     for p in (root / "pages" / sub).glob("*.md") if str(p.relative_to(root / "pages")) not in ja)
+    en_pool = sorted(
+        str(p.relative_to(root / "pages"))
+        for sub in ("common", "linux")
+        for p in (root / "pages" / sub).glob("*.md")
+        if str(p.relative_to(root / "pages")) not in ja
+    )
     en_own = [p for p in en_pool if not _is_alias(root / "pages" / p)]
     gone_english = set(rng.sample(en_own, left_out_english))
     gone = gone_twins | gone_english
@@ -73,10 +84,12 @@ def sample(data: Path, seed: int = SEED, english: int = 800, left_out_twins: int
     return {
         "vault": [f"en/{p}" for p in en_keep] + [f"ja/{p}" for p in ja_keep],
         "left_out": sorted(gone),
-        "ask": ([f"en/{p}" for p in sorted(rng.sample(en_keep_own, answerable_en))]
-                + [f"ja/{p}" for p in sorted(rng.sample(ja_keep_own, min(answerable_ja, len(ja_keep_own))))]
-                + [f"en/{p}" for p in sorted(gone)]
-                + [f"ja/{p}" for p in sorted(gone_twins)]),
+        "ask": (
+            [f"en/{p}" for p in sorted(rng.sample(en_keep_own, answerable_en))]
+            + [f"ja/{p}" for p in sorted(rng.sample(ja_keep_own, min(answerable_ja, len(ja_keep_own))))]
+            + [f"en/{p}" for p in sorted(gone)]
+            + [f"ja/{p}" for p in sorted(gone_twins)]
+        ),
     }
 
 
@@ -94,8 +107,13 @@ def tasks(data: Path, out: Path, parts: int = 4) -> dict:
     for i in range(parts):
         with open(out / f"task{i}.jsonl", "w", encoding="utf-8") as f:
             for page in pages[i::parts]:
-                f.write(json.dumps({"page": page, "lang": page[:2],
-                                    "text": _source(data, page).read_text(encoding="utf-8")}, ensure_ascii=False) + "\n")
+                f.write(
+                    json.dumps(
+                        {"page": page, "lang": page[:2], "text": _source(data, page).read_text(encoding="utf-8")},
+                        ensure_ascii=False,
+                    )
+                    + "\n"
+                )
     return {"pages": len(pages), "parts": parts, "out": str(out)}
 
 
@@ -131,7 +149,12 @@ def build(data: Path, out: Path, judged: bool = True) -> dict:
         rows.append(row)
     random.Random(SEED + 2).shuffle(rows)
     parts = write_halves(out, rows, lambda r: [Path(r["page"]).stem])  # eval: corpus id = file stem
-    counts = {part: {f"{k} {lang}": sum(1 for r in chunk if r["kind"] == k and r["lang"] == lang)
-                     for k in ("answerable", "held_out", "held_out_covered") for lang in ("en", "ja")}
-              for part, chunk in parts.items()}
+    counts = {
+        part: {
+            f"{k} {lang}": sum(1 for r in chunk if r["kind"] == k and r["lang"] == lang)
+            for k in ("answerable", "held_out", "held_out_covered")
+            for lang in ("en", "ja")
+        }
+        for part, chunk in parts.items()
+    }
     return {"notes": len(s["vault"]), "left_out_commands": len(s["left_out"]), "seed": SEED, **counts}

@@ -37,20 +37,39 @@ import pydantic_core
 
 from bench.common import EXAMPLES, BenchError, Report, data_dir, make_settings, ratio, scifact_queries
 
-EXAMPLE_QUERIES = ["照り焼きのたれ", "sqlite-vec migration", "京都旅行の計画", "WAL checkpoint", "再ランキングの評価",
-                   "how do readers and the writer share the database", "MMR diversity"]
+EXAMPLE_QUERIES = [
+    "照り焼きのたれ",
+    "sqlite-vec migration",
+    "京都旅行の計画",
+    "WAL checkpoint",
+    "再ランキングの評価",
+    "how do readers and the writer share the database",
+    "MMR diversity",
+]
 DEFAULT_QUERIES = 10  # from the bigger corpus's judged queries
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--notes", type=Path, metavar="DIR", help="a bigger notes folder (copied to a temporary folder first)")
-    p.add_argument("--index", type=Path, metavar="FILE", help="its index (copied too; its model must be the configured one)")
-    p.add_argument("--queries", type=int, default=DEFAULT_QUERIES,
-                   help=f"queries on the bigger corpus, from SciFact's queries.jsonl (default {DEFAULT_QUERIES})")
+    p.add_argument(
+        "--notes", type=Path, metavar="DIR", help="a bigger notes folder (copied to a temporary folder first)"
+    )
+    p.add_argument(
+        "--index", type=Path, metavar="FILE", help="its index (copied too; its model must be the configured one)"
+    )
+    p.add_argument(
+        "--queries",
+        type=int,
+        default=DEFAULT_QUERIES,
+        help=f"queries on the bigger corpus, from SciFact's queries.jsonl (default {DEFAULT_QUERIES})",
+    )
     p.add_argument("--limit", type=int, default=10, help="hits per search (default 10, the tool's default)")
     p.add_argument("--no-examples", action="store_true", help="skip the example notes")
-    p.add_argument("--model", default=None, metavar="NAME",
-                   help="[embedding] model for the example notes' index (default: groove's; the bytes hardly depend on it)")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help="[embedding] model for the example notes' index (default: groove's; the bytes hardly depend on it)",
+    )
 
 
 def _old_result(response: dict[str, Any]):
@@ -85,20 +104,32 @@ async def _measure(settings: Any, queries: list[str], limit: int) -> dict[str, A
             response = answer.script_json()  # the pipeline's dict, as the old tool sent it
             response["startup_reconcile_done"] = True  # the tool adds it
             old, new = _old_result(response), _new_result(answer)
-            rows.append({
-                "query": q,
-                "hits": len(response["results"]),
-                "notes": len({r["path"] for r in response["results"]}),
-                "passage_bytes": sum(len(r["content"].encode()) for r in response["results"]),
-                "before_bytes": _wire_bytes(old),
-                "after_bytes": _wire_bytes(new),
-                "after_text_bytes": len(new.content[0].text.encode()),
-                "after_structured_bytes": len(json.dumps(new.structured_content, ensure_ascii=False).encode()),
-            })
+            rows.append(
+                {
+                    "query": q,
+                    "hits": len(response["results"]),
+                    "notes": len({r["path"] for r in response["results"]}),
+                    "passage_bytes": sum(len(r["content"].encode()) for r in response["results"]),
+                    "before_bytes": _wire_bytes(old),
+                    "after_bytes": _wire_bytes(new),
+                    "after_text_bytes": len(new.content[0].text.encode()),
+                    "after_structured_bytes": len(json.dumps(new.structured_content, ensure_ascii=False).encode()),
+                }
+            )
     finally:
         await index.close()
-    med = {k: statistics.median(r[k] for r in rows) for k in
-           ("hits", "notes", "passage_bytes", "before_bytes", "after_bytes", "after_text_bytes", "after_structured_bytes")}
+    med = {
+        k: statistics.median(r[k] for r in rows)
+        for k in (
+            "hits",
+            "notes",
+            "passage_bytes",
+            "before_bytes",
+            "after_bytes",
+            "after_text_bytes",
+            "after_structured_bytes",
+        )
+    }
     return {"median": med, "queries": rows}
 
 
@@ -108,8 +139,11 @@ async def run(args: argparse.Namespace) -> Report:
     if (args.notes is None) != (args.index is None):
         raise BenchError("--notes and --index go together: a bigger notes folder and its index")
     started = time.perf_counter()
-    report = Report(bench="answers", title="bytes of a default search answer: old JSON-twice shape vs typed + compact",
-                    params={"limit": args.limit})
+    report = Report(
+        bench="answers",
+        title="bytes of a default search answer: old JSON-twice shape vs typed + compact",
+        params={"limit": args.limit},
+    )
     with tempfile.TemporaryDirectory(prefix="groove-bench-answers-") as tmp_name:
         tmp = Path(tmp_name)
         corpora: list[tuple[str, Any, list[str]]] = []
@@ -130,8 +164,7 @@ async def run(args: argparse.Namespace) -> Report:
             shutil.copytree(args.notes, big / "notes")
             shutil.copy2(args.index, big / "index.sqlite")
             settings = make_settings(big, big / "notes", big / "index.sqlite")
-            corpora.append(("bigger", settings,
-                            scifact_queries(data_dir(getattr(args, "data", None)), args.queries)))
+            corpora.append(("bigger", settings, scifact_queries(data_dir(getattr(args, "data", None)), args.queries)))
         if not corpora:
             raise BenchError("nothing to measure: --no-examples and no --notes/--index")
         for name, settings, queries in corpora:
@@ -142,7 +175,8 @@ async def run(args: argparse.Namespace) -> Report:
             report.notes.append(
                 f"{name}: {len(queries)} queries, median {m['hits']:g} hits from {m['notes']:g} notes, "
                 f"passages {m['passage_bytes']:,.0f} B; before {m['before_bytes']:,.0f} B, after {m['after_bytes']:,.0f} B "
-                f"(text {m['after_text_bytes']:,.0f} B + structured {m['after_structured_bytes']:,.0f} B)")
+                f"(text {m['after_text_bytes']:,.0f} B + structured {m['after_structured_bytes']:,.0f} B)"
+            )
     report.seconds = time.perf_counter() - started
     return report
 

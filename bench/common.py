@@ -28,10 +28,13 @@ class BenchError(Exception):
 
 # --- data ---------------------------------------------------------------------------------
 
+
 def data_dir(explicit: Path | None) -> Path:
     d = Path(explicit or os.environ.get("GROOVE_BENCH_DATA") or DEFAULT_DATA)
     if not (d / "scifact" / "corpus.jsonl").is_file():
-        raise BenchError(f"no SciFact corpus at {d / 'scifact' / 'corpus.jsonl'}; pass --data PATH (the folder holding scifact/)")
+        raise BenchError(
+            f"no SciFact corpus at {d / 'scifact' / 'corpus.jsonl'}; pass --data PATH (the folder holding scifact/)"
+        )
     return d
 
 
@@ -95,6 +98,7 @@ def scifact_queries(data: Path, n: int) -> list[str]:
 
 # --- groove settings --------------------------------------------------------------------------
 
+
 def make_settings(workdir: Path, kb: Path, index_path: Path, **overrides: Any):
     """groove's defaults (an empty groove.toml, so no user config leaks in), plus `overrides`
     (dotted keys, e.g. {"watch.debounce_ms": 50}). GROOVE_* environment variables still apply."""
@@ -119,6 +123,7 @@ def settings_summary(settings) -> dict[str, Any]:
 
 
 # --- numbers -----------------------------------------------------------------------------------
+
 
 def percentile(values: Iterable[float], p: float) -> float:
     """Linear interpolation between closest ranks (numpy's default); NaN for no values."""
@@ -169,6 +174,7 @@ class Timer:
 
 
 # --- the report --------------------------------------------------------------------------------
+
 
 @dataclass
 class Report:
@@ -235,7 +241,9 @@ def _fmt(v: Any) -> str:
 
 def emit(report: Report) -> None:
     sys.stdout.write(report.render())
-    sys.stdout.write("json: " + json.dumps(_nan_to_none(report.to_dict()), ensure_ascii=False, default=_json_default) + "\n")
+    sys.stdout.write(
+        "json: " + json.dumps(_nan_to_none(report.to_dict()), ensure_ascii=False, default=_json_default) + "\n"
+    )
     sys.stdout.flush()
 
 
@@ -261,7 +269,9 @@ def alternate(sides: Sequence[str], i: int) -> list[str]:
 
 def write_json(path: Path, payload: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(_nan_to_none(payload), ensure_ascii=False, indent=2, default=_json_default) + "\n", encoding="utf-8")
+    path.write_text(
+        json.dumps(_nan_to_none(payload), ensure_ascii=False, indent=2, default=_json_default) + "\n", encoding="utf-8"
+    )
 
 
 def _nan_to_none(o: Any) -> Any:
@@ -275,6 +285,7 @@ def _nan_to_none(o: Any) -> Any:
 
 
 # --- the machine, in full (the report's header) -------------------------------------------------
+
 
 def _version(dist: str) -> str | None:
     from importlib import metadata

@@ -40,53 +40,105 @@ TIMEOUT_S = 30.0
 
 # (note body, paraphrase query): the query shares no rare word with the note.
 TOPICS: list[tuple[str, str]] = [
-    ("Feeding the sourdough starter twice a day with rye flour keeps the levain bubbly, and a long cold proof gives the loaf an open crumb.",
-     "baking a crusty homemade loaf with a slow rise"),
-    ("To fix a slipping bicycle chain, check the rear derailleur cable tension and replace worn cassette cogs.",
-     "my bike gears skip when pedalling hard"),
-    ("Spring tides happen when the sun and the moon line up, so the difference between high and low water is largest.",
-     "why the sea rises more at new and full moon"),
-    ("Repot the monstera in a chunky aroid mix with bark and perlite, and water only when the top few centimetres are dry.",
-     "caring for a big leafy houseplant with holes in its leaves"),
-    ("The chess opening known as the Sicilian Defence answers 1.e4 with c5, fighting for the centre asymmetrically.",
-     "a popular reply by black to the king pawn move in board games"),
-    ("Our cat scratches the sofa; a sisal post next to it and a bit of catnip moved the scratching away from the furniture.",
-     "stop a kitten from clawing the couch"),
-    ("Wax the cross-country skis with a kick wax matched to the snow temperature so they grip going uphill.",
-     "nordic skiing grip on climbs"),
-    ("Cold brew coffee: coarse grounds steeped in cold water for sixteen hours, then filtered, tastes smooth and less acidic.",
-     "making iced coffee without hot water"),
-    ("A dripping kitchen tap usually needs a new washer or cartridge; shut off the valve under the sink first.",
-     "leaky faucet repair at home"),
-    ("The violin's E string keeps going out of tune; fine tuners on the tailpiece and new pegs helped.",
-     "string instrument will not stay in pitch"),
-    ("We pitched the tent on the lee side of the ridge, staked the guy lines and cooked dinner on a small gas stove.",
-     "camping overnight in the mountains in wind"),
-    ("Composting: mix green kitchen scraps with brown dry leaves, keep the heap moist and turn it every week.",
-     "turning garden and food waste into soil"),
-    ("The marathon training plan builds the long run by two kilometres a week and tapers over the last three weeks before race day.",
-     "preparing to run forty two kilometres"),
-    ("Knitting a scarf in garter stitch: cast on forty stitches with chunky wool and knit every row.",
-     "beginner project with needles and yarn"),
-    ("Origami crane: fold a square sheet into a bird base, then narrow the neck and tail and pull the wings apart.",
-     "paper folding a bird"),
-    ("The solar panels on the roof produce most power at noon in June; the inverter logs the daily kilowatt-hours.",
-     "electricity from sunlight at my house"),
-    ("Tomato seedlings grown on a windowsill get leggy; a grow light and a small fan make the stems sturdier.",
-     "young vegetable plants indoors are weak and tall"),
-    ("Sharpen the kitchen knife on a whetstone at a fifteen degree angle, then hone it on a leather strop.",
-     "how to make a chef blade cut well again"),
-    ("The aquarium's ammonia spiked after adding too many fish at once; cycle the filter and test the water weekly.",
-     "fish tank water quality problem"),
-    ("Learning to juggle three balls: start with one ball in an arc at eye height, then add the second and third.",
-     "tossing and catching several objects trick"),
+    (
+        "Feeding the sourdough starter twice a day with rye flour keeps the levain bubbly, and a long cold proof gives the loaf an open crumb.",
+        "baking a crusty homemade loaf with a slow rise",
+    ),
+    (
+        "To fix a slipping bicycle chain, check the rear derailleur cable tension and replace worn cassette cogs.",
+        "my bike gears skip when pedalling hard",
+    ),
+    (
+        "Spring tides happen when the sun and the moon line up, so the difference between high and low water is largest.",
+        "why the sea rises more at new and full moon",
+    ),
+    (
+        "Repot the monstera in a chunky aroid mix with bark and perlite, and water only when the top few centimetres are dry.",
+        "caring for a big leafy houseplant with holes in its leaves",
+    ),
+    (
+        "The chess opening known as the Sicilian Defence answers 1.e4 with c5, fighting for the centre asymmetrically.",
+        "a popular reply by black to the king pawn move in board games",
+    ),
+    (
+        "Our cat scratches the sofa; a sisal post next to it and a bit of catnip moved the scratching away from the furniture.",
+        "stop a kitten from clawing the couch",
+    ),
+    (
+        "Wax the cross-country skis with a kick wax matched to the snow temperature so they grip going uphill.",
+        "nordic skiing grip on climbs",
+    ),
+    (
+        "Cold brew coffee: coarse grounds steeped in cold water for sixteen hours, then filtered, tastes smooth and less acidic.",
+        "making iced coffee without hot water",
+    ),
+    (
+        "A dripping kitchen tap usually needs a new washer or cartridge; shut off the valve under the sink first.",
+        "leaky faucet repair at home",
+    ),
+    (
+        "The violin's E string keeps going out of tune; fine tuners on the tailpiece and new pegs helped.",
+        "string instrument will not stay in pitch",
+    ),
+    (
+        "We pitched the tent on the lee side of the ridge, staked the guy lines and cooked dinner on a small gas stove.",
+        "camping overnight in the mountains in wind",
+    ),
+    (
+        "Composting: mix green kitchen scraps with brown dry leaves, keep the heap moist and turn it every week.",
+        "turning garden and food waste into soil",
+    ),
+    (
+        "The marathon training plan builds the long run by two kilometres a week and tapers over the last three weeks before race day.",
+        "preparing to run forty two kilometres",
+    ),
+    (
+        "Knitting a scarf in garter stitch: cast on forty stitches with chunky wool and knit every row.",
+        "beginner project with needles and yarn",
+    ),
+    (
+        "Origami crane: fold a square sheet into a bird base, then narrow the neck and tail and pull the wings apart.",
+        "paper folding a bird",
+    ),
+    (
+        "The solar panels on the roof produce most power at noon in June; the inverter logs the daily kilowatt-hours.",
+        "electricity from sunlight at my house",
+    ),
+    (
+        "Tomato seedlings grown on a windowsill get leggy; a grow light and a small fan make the stems sturdier.",
+        "young vegetable plants indoors are weak and tall",
+    ),
+    (
+        "Sharpen the kitchen knife on a whetstone at a fifteen degree angle, then hone it on a leather strop.",
+        "how to make a chef blade cut well again",
+    ),
+    (
+        "The aquarium's ammonia spiked after adding too many fish at once; cycle the filter and test the water weekly.",
+        "fish tank water quality problem",
+    ),
+    (
+        "Learning to juggle three balls: start with one ball in an arc at eye height, then add the second and third.",
+        "tossing and catching several objects trick",
+    ),
 ]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--examples", action=argparse.BooleanOptionalAction, default=True, help="include the shipped examples/notes (default: yes)")
-    p.add_argument("--docs", type=int, default=DEFAULT_DOCS, help=f"SciFact docs in the folder besides examples/notes (default {DEFAULT_DOCS})")
-    p.add_argument("--edits", type=int, default=DEFAULT_EDITS, help=f"edits per debounce setting (default {DEFAULT_EDITS})")
+    p.add_argument(
+        "--examples",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="include the shipped examples/notes (default: yes)",
+    )
+    p.add_argument(
+        "--docs",
+        type=int,
+        default=DEFAULT_DOCS,
+        help=f"SciFact docs in the folder besides examples/notes (default {DEFAULT_DOCS})",
+    )
+    p.add_argument(
+        "--edits", type=int, default=DEFAULT_EDITS, help=f"edits per debounce setting (default {DEFAULT_EDITS})"
+    )
     p.add_argument("--fast-debounce-ms", type=int, default=50, help="the second debounce setting (default 50)")
     p.add_argument("--poll-ms", type=int, default=20, help="search every N ms until found (default 20)")
     p.add_argument("--block", type=int, default=5, help="edits per block before switching debounce (default 5)")
@@ -227,24 +279,44 @@ async def run(args: argparse.Namespace) -> Report:
         bench="freshness",
         machine_start=m0,
         title=f"save-to-searchable, {args.edits} edits per debounce setting ({slow_ms} ms vs {fast_ms} ms), Daemon in-process",
-        params={"examples": args.examples, "docs": docs, "edits": args.edits, "poll_ms": args.poll_ms, "block": args.block, **settings_summary(base), "debounce_ms": [slow_ms, fast_ms]},
+        params={
+            "examples": args.examples,
+            "docs": docs,
+            "edits": args.edits,
+            "poll_ms": args.poll_ms,
+            "block": args.block,
+            **settings_summary(base),
+            "debounce_ms": [slow_ms, fast_ms],
+        },
     )
     stats: dict[str, dict] = {}
     for d in (slow_ms, fast_ms):
         for key in ("text", "meaning_top3", "meaning_top1"):
             vals = series(d, key)
             s = summary(vals)
-            stats[f"{key}@{d}ms"] = {"p50_ms": s["p50_ms"], "p95_ms": s["p95_ms"], "found": f"{len(vals)}/{len(records[d])}"}
+            stats[f"{key}@{d}ms"] = {
+                "p50_ms": s["p50_ms"],
+                "p95_ms": s["p95_ms"],
+                "found": f"{len(vals)}/{len(records[d])}",
+            }
     for d in (slow_ms, fast_ms):
-        report.ratios[f"meaning_top3_over_text_p50@{d}ms"] = ratio(stats[f"meaning_top3@{d}ms"]["p50_ms"], stats[f"text@{d}ms"]["p50_ms"])
+        report.ratios[f"meaning_top3_over_text_p50@{d}ms"] = ratio(
+            stats[f"meaning_top3@{d}ms"]["p50_ms"], stats[f"text@{d}ms"]["p50_ms"]
+        )
     for key in ("text", "meaning_top3"):
-        report.ratios[f"{key}_p50_{fast_ms}ms_over_{slow_ms}ms"] = ratio(stats[f"{key}@{fast_ms}ms"]["p50_ms"], stats[f"{key}@{slow_ms}ms"]["p50_ms"])
+        report.ratios[f"{key}_p50_{fast_ms}ms_over_{slow_ms}ms"] = ratio(
+            stats[f"{key}@{fast_ms}ms"]["p50_ms"], stats[f"{key}@{slow_ms}ms"]["p50_ms"]
+        )
     report.raw = {**stats, "index_build_s": round(t_index.seconds, 1), "edits": records[slow_ms] + records[fast_ms]}
     misses = [r for d in records for r in records[d] if "text" not in r or "meaning_top3" not in r]
     if misses:
-        report.notes.append(f"{len(misses)} edit(s) not found within {TIMEOUT_S:.0f} s: {[(r['edit'], r['debounce_ms']) for r in misses]}")
-    report.notes.append("timings end when the search that finds the note returns; polls every "
-                        f"{args.poll_ms} ms; 'meaning' polls embed a query each time (load a client would add too)")
+        report.notes.append(
+            f"{len(misses)} edit(s) not found within {TIMEOUT_S:.0f} s: {[(r['edit'], r['debounce_ms']) for r in misses]}"
+        )
+    report.notes.append(
+        "timings end when the search that finds the note returns; polls every "
+        f"{args.poll_ms} ms; 'meaning' polls embed a query each time (load a client would add too)"
+    )
     report.seconds = time.perf_counter() - t_start
     return report
 

@@ -65,17 +65,27 @@ def run_case(case: hostile.Case | None, real: bool, workdir: Path, config: Path 
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     started = time.perf_counter()
     with open(out, "wb") as fo, open(err, "wb") as fe:
-        pid = os.posix_spawn(cmd[0], cmd, env, file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_DUP2, fo.fileno(), 1),
-            (os.POSIX_SPAWN_DUP2, fe.fileno(), 2),
-        ])
+        pid = os.posix_spawn(
+            cmd[0],
+            cmd,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, fo.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, fe.fileno(), 2),
+            ],
+        )
         _, status, usage = os.wait4(pid, 0)
     seconds = time.perf_counter() - started
     code = os.waitstatus_to_exitcode(status)
     rss_mb = usage.ru_maxrss / 1024  # kilobytes on Linux
-    row = {"file": case.path if case else "(good notes only)", "case": case.name if case else "baseline",
-           "peak_rss_mb": round(rss_mb, 1), "seconds": round(seconds, 2), "exit": code}
+    row = {
+        "file": case.path if case else "(good notes only)",
+        "case": case.name if case else "baseline",
+        "peak_rss_mb": round(rss_mb, 1),
+        "seconds": round(seconds, 2),
+        "exit": code,
+    }
     if code != 0:
         message = err.read_text("utf-8", "replace").strip().splitlines()
         error = next((l for l in message if l.startswith("groove: error:")), message[-1] if message else "")
@@ -92,7 +102,9 @@ def run_case(case: hostile.Case | None, real: bool, workdir: Path, config: Path 
     elif case is None or case.outcome == "indexed" or path not in skipped:
         row.update(outcome="indexed", reason="")
     good = [p for p in hostile.GOOD_WORDS if p not in skipped]
-    row["good_notes_indexed"] = f"{len(good)}/{len(hostile.GOOD_WORDS)}" if summary.get("added", 0) >= len(good) else "?"
+    row["good_notes_indexed"] = (
+        f"{len(good)}/{len(hostile.GOOD_WORDS)}" if summary.get("added", 0) >= len(good) else "?"
+    )
     row["chunks"] = summary.get("chunks_written")
     return row
 
@@ -105,12 +117,15 @@ def _cell(text: str, width: int = 150) -> str:
 def table(rows: list[dict]) -> str:
     lines = ["| file | case | outcome | reason | peak RSS (MB) | s |", "|---|---|---|---|---:|---:|"]
     for r in rows:
-        lines.append(f"| `{_cell(r['file'])}` | {r['case']} | {r['outcome']} | {_cell(r['reason'])} "
-                     f"| {r['peak_rss_mb']:.0f} | {r['seconds']:.1f} |")
+        lines.append(
+            f"| `{_cell(r['file'])}` | {r['case']} | {r['outcome']} | {_cell(r['reason'])} "
+            f"| {r['peak_rss_mb']:.0f} | {r['seconds']:.1f} |"
+        )
     return "\n".join(lines)
 
 
 # --- --http: the HTTP front end -----------------------------------------------------------------
+
 
 def _read_head(sock) -> bytes:
     data = b""
@@ -137,8 +152,12 @@ def _stream_ended(sock, data: bytes) -> tuple[bool, bytes]:
 
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}},
+}
 
 
 def healthz(base: str) -> tuple[bool, float, str]:
@@ -149,7 +168,12 @@ def healthz(base: str) -> tuple[bool, float, str]:
     try:
         r = httpx.get(base + "/healthz", timeout=10)
         ok = r.status_code == 200
-        said = "ok" if ok else f"{r.status_code} " + str(r.json().get("error", "") if "json" in r.headers.get("content-type", "") else r.text)
+        said = (
+            "ok"
+            if ok
+            else f"{r.status_code} "
+            + str(r.json().get("error", "") if "json" in r.headers.get("content-type", "") else r.text)
+        )
     except (httpx.HTTPError, ValueError) as exc:
         ok, said = False, type(exc).__name__
     return ok, (time.perf_counter() - t0) * 1000, said
@@ -171,8 +195,16 @@ def open_session(http, url: str) -> dict[str, str]:
 
 def call_tool(http, url: str, session: dict[str, str], name: str, arguments: dict, call_id: int = 2):
     """tools/call on an open session: the httpx response (JSON, or one SSE message)."""
-    return http.post(url, headers=session, json={"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
-                                                 "params": {"name": name, "arguments": arguments}})
+    return http.post(
+        url,
+        headers=session,
+        json={
+            "jsonrpc": "2.0",
+            "id": call_id,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        },
+    )
 
 
 def tool_answer(response) -> dict:
@@ -210,8 +242,10 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
                 try:
                     sid = open_session(http, server.url)["Mcp-Session-Id"]
                     s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-                    s.sendall(f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAccept: text/event-stream\r\n"
-                              f"Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n".encode())
+                    s.sendall(
+                        f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAccept: text/event-stream\r\n"
+                        f"Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n".encode()
+                    )
                     socks.append((s, _read_head(s)))
                 except (httpx.HTTPError, OSError, KeyError):
                     refused += 1  # the server could not take one more session or connection
@@ -222,18 +256,30 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
             with httpx.Client(headers=MCP_HEADERS, timeout=30) as http:
                 session = open_session(http, server.url)
                 found = call_tool(http, server.url, session, "search", {"query": "quokka", "retriever": "fts"})
-                new_client = "connects and searches" if found.status_code == 200 and "a.md" in found.text else f"HTTP {found.status_code}"
+                new_client = (
+                    "connects and searches"
+                    if found.status_code == 200 and "a.md" in found.text
+                    else f"HTTP {found.status_code}"
+                )
         except (httpx.HTTPError, KeyError) as exc:
             new_client = f"refused ({type(exc).__name__})"
         for s, _ in socks:
             s.close()
-        out["streams"] = {"opened": streams, "refused": refused, "held_by_server": held, "healthz_ok": sum(h is not None for h in health),
-                          "healthz_asked": len(health), "new_client": new_client}
+        out["streams"] = {
+            "opened": streams,
+            "refused": refused,
+            "held_by_server": held,
+            "healthz_ok": sum(h is not None for h in health),
+            "healthz_asked": len(health),
+            "new_client": new_client,
+        }
 
         # 2. slow bodies
         time.sleep(1.0)
-        head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
-                f"Accept: application/json, text/event-stream\r\nContent-Length: 400\r\n\r\n").encode()
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\nContent-Length: 400\r\n\r\n"
+        ).encode()
         trick: list[socket.socket] = []
         closed: set[socket.socket] = set()
         for _ in range(tricklers):
@@ -257,10 +303,14 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
             latencies.append(healthz_ms(server.base))
             time.sleep(0.5)
         ok = [x for x in latencies if x is not None]
-        out["slow_bodies"] = {"trickling": tricklers, "held_by_server": tricklers - len(closed),
-                              "healthz_ok": len(ok), "healthz_asked": len(latencies),
-                              "healthz_p50_ms": round(statistics.median(ok), 1) if ok else None,
-                              "healthz_max_ms": round(max(ok), 1) if ok else None}
+        out["slow_bodies"] = {
+            "trickling": tricklers,
+            "held_by_server": tricklers - len(closed),
+            "healthz_ok": len(ok),
+            "healthz_asked": len(latencies),
+            "healthz_p50_ms": round(statistics.median(ok), 1) if ok else None,
+            "healthz_max_ms": round(max(ok), 1) if ok else None,
+        }
         for s in trick:
             s.close()
 
@@ -272,8 +322,12 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
                 http.get(server.base + "/healthz", headers={"Host": "evil" + "h" * 8192})
         time.sleep(11)  # the count is written at most once per 10 s interval
         grown = server.log_path.stat().st_size - before
-        out["refusals"] = {"requests": 200, "host_header_bytes": 8196, "log_bytes": grown,
-                           "log_bytes_per_request": round(grown / 200, 1)}
+        out["refusals"] = {
+            "requests": 200,
+            "host_header_bytes": 8196,
+            "log_bytes": grown,
+            "log_bytes_per_request": round(grown / 200, 1),
+        }
 
         # 4. a catastrophic glob, searched while /healthz is asked
         import threading
@@ -286,9 +340,13 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
             with httpx.Client(headers=MCP_HEADERS, timeout=120) as http:
                 session = open_session(http, server.url)
                 r = call_tool(http, server.url, session, "search", {"query": "quokka", "path_globs": [glob]}, call_id=3)
-            searched.update(ms=(time.perf_counter() - t0) * 1000, status=r.status_code,
-                            answer=("error: " + r.text.split('"message":"')[1].split('"')[0][:120]) if '"message"' in r.text
-                            else "answered")
+            searched.update(
+                ms=(time.perf_counter() - t0) * 1000,
+                status=r.status_code,
+                answer=("error: " + r.text.split('"message":"')[1].split('"')[0][:120])
+                if '"message"' in r.text
+                else "answered",
+            )
 
         worker = threading.Thread(target=search)
         worker.start()
@@ -298,9 +356,14 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
             time.sleep(0.05)
         worker.join()
         ok = [x for x in during if x is not None]
-        out["glob"] = {"glob": glob, "search_ms": round(searched["ms"], 1), "answer": searched["answer"],
-                       "healthz_during": len(during), "healthz_ok": len(ok),
-                       "healthz_max_ms": round(max(ok), 1) if ok else None}
+        out["glob"] = {
+            "glob": glob,
+            "search_ms": round(searched["ms"], 1),
+            "answer": searched["answer"],
+            "healthz_during": len(during),
+            "healthz_ok": len(ok),
+            "healthz_max_ms": round(max(ok), 1) if ok else None,
+        }
         out["tracebacks_in_log"] = server.log().count("Traceback")
     finally:
         server.terminate()
@@ -320,13 +383,23 @@ def run_grooveignore(work: Path, pattern: str) -> dict:
     (kb / "drafts").mkdir()
     (kb / "drafts" / "x.md").write_text("# Draft\n", encoding="utf-8")
     t0 = time.perf_counter()
-    done = subprocess.run([*FAKE_GROOVE, "index", "--kb", str(kb), "--index", str(work / "index.sqlite"),
-                           "--format", "json"], capture_output=True, text=True, timeout=300, cwd=work)
+    done = subprocess.run(
+        [*FAKE_GROOVE, "index", "--kb", str(kb), "--index", str(work / "index.sqlite"), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=work,
+    )
     seconds = time.perf_counter() - t0
     refused = [line for line in done.stderr.splitlines() if ".grooveignore" in line][:1]
     report = json.loads(done.stdout) if done.returncode == 0 else {}
-    return {"pattern": pattern, "exit_code": done.returncode, "seconds": round(seconds, 2),
-            "notes_indexed": report.get("added"), "refused_line": refused[0][:200] if refused else None}
+    return {
+        "pattern": pattern,
+        "exit_code": done.returncode,
+        "seconds": round(seconds, 2),
+        "notes_indexed": report.get("added"),
+        "refused_line": refused[0][:200] if refused else None,
+    }
 
 
 class HealthLog:
@@ -368,14 +441,20 @@ class HealthLog:
             self._stop.wait(self.every)
 
     def summary(self) -> dict:
-        return {"asked": self.asked, "failed": self.failed, "changes": [f"{t:.1f} s: {said}" for t, said in self.changes]}
+        return {
+            "asked": self.asked,
+            "failed": self.failed,
+            "changes": [f"{t:.1f} s: {said}" for t, said in self.changes],
+        }
 
 
 def write_notes(folder: Path, n: int, word: str) -> None:
     """`n` notes, each holding its own `{word}{i}` (the fake embedder's words are the notes' words)."""
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
-        (folder / f"{word}-{i:04d}.md").write_text(f"# Note {i}\n\n{word}{i} in a note of the probe.\n", encoding="utf-8")
+        (folder / f"{word}-{i:04d}.md").write_text(
+            f"# Note {i}\n\n{word}{i} in a note of the probe.\n", encoding="utf-8"
+        )
 
 
 def run_folder(work: Path, notes: int, recreate: int, timeout: float) -> dict:
@@ -390,8 +469,10 @@ def run_folder(work: Path, notes: int, recreate: int, timeout: float) -> dict:
     kb = work / "kb"
     write_notes(kb, notes, "startword")
     config = work / "groove.toml"
-    config.write_text("[watch]\nreconcile_interval_s = 0  # no periodic safety net: what is measured is the watcher\n",
-                      encoding="utf-8")
+    config.write_text(
+        "[watch]\nreconcile_interval_s = 0  # no periodic safety net: what is measured is the watcher\n",
+        encoding="utf-8",
+    )
     server = ServerProcess(kb, work / "index.sqlite", work, extra=("--config", str(config)), command=FAKE_GROOVE)
     out: dict = {"notes": notes, "recreated_notes": recreate, "timeout_s": timeout}
     try:
@@ -403,7 +484,9 @@ def run_folder(work: Path, notes: int, recreate: int, timeout: float) -> dict:
                 return tool_answer(call_tool(http, server.url, session, "index_status", {}))
 
             def found(word: str) -> list[str]:
-                answer = tool_answer(call_tool(http, server.url, session, "search", {"query": word, "retriever": "fts"}))
+                answer = tool_answer(
+                    call_tool(http, server.url, session, "search", {"query": word, "retriever": "fts"})
+                )
                 return [r["path"] for r in answer.get("results", [])]
 
             def until(done) -> float | None:
@@ -419,62 +502,101 @@ def run_folder(work: Path, notes: int, recreate: int, timeout: float) -> dict:
                 st = status()
                 return st.get("documents") == documents and not st.get("pending_chunks") and found(word) != []
 
-            out["startup_s"] = until(lambda: status().get("startup_reconcile_done") and indexed(notes, f"startword{notes - 1}"))
+            out["startup_s"] = until(
+                lambda: status().get("startup_reconcile_done") and indexed(notes, f"startword{notes - 1}")
+            )
 
             # Baseline: one note written into the watched folder.
             health.mark()
             (kb / "plain.md").write_text("# Plain\n\nplainwriteword in the watched folder.\n", encoding="utf-8")
-            out["plain_write"] = {"seconds": until(lambda: found("plainwriteword") == ["plain.md"]), "healthz": health.summary()}
+            out["plain_write"] = {
+                "seconds": until(lambda: found("plainwriteword") == ["plain.md"]),
+                "healthz": health.summary(),
+            }
 
             # (a) mv kb kb.old && cp -r kb.old kb && write kb/new.md
             health.mark()
-            subprocess.run(["sh", "-c", "mv kb kb.old && cp -r kb.old kb && "
-                                        "printf '# New\\n\\nreplacedfolderword after the copy.\\n' > kb/new.md"],
-                           cwd=work, check=True)
+            subprocess.run(
+                [
+                    "sh",
+                    "-c",
+                    "mv kb kb.old && cp -r kb.old kb && "
+                    "printf '# New\\n\\nreplacedfolderword after the copy.\\n' > kb/new.md",
+                ],
+                cwd=work,
+                check=True,
+            )
             seconds = until(lambda: found("replacedfolderword") == ["new.md"])
             health_a = health.summary()
             (kb / "startword-0000.md").write_text("# Note 0\n\neditedinthecopy now.\n", encoding="utf-8")
             edit = until(lambda: found("editedinthecopy") == ["startword-0000.md"])
             st = status()
-            out["replaced"] = {"seconds": seconds, "healthz": health_a, "edit_after_seconds": edit,
-                               "documents": st.get("documents"), "watcher": st.get("watcher")}
+            out["replaced"] = {
+                "seconds": seconds,
+                "healthz": health_a,
+                "edit_after_seconds": edit,
+                "documents": st.get("documents"),
+                "watcher": st.get("watcher"),
+            }
 
             # Baseline: `recreate` notes written at once into the watched folder.
             health.mark()
             before = status().get("documents", 0)
             write_notes(kb / "bulk", recreate, "bulkword")
-            out["bulk_write"] = {"seconds": until(lambda: indexed(before + recreate, f"bulkword{recreate - 1}")),
-                                 "healthz": health.summary()}
+            out["bulk_write"] = {
+                "seconds": until(lambda: indexed(before + recreate, f"bulkword{recreate - 1}")),
+                "healthz": health.summary(),
+            }
 
             # (b) rm -rf kb, then recreate it with `recreate` other notes.
             health.mark()
             subprocess.run(["rm", "-rf", "kb"], cwd=work, check=True)
             unhealthy = until(lambda: health.changes and health.changes[-1][1] != "ok")
             st = status()
-            gone = {"healthz_failed_after_s": unhealthy, "documents_kept": st.get("documents"),
-                    "watcher": st.get("watcher"), "healthy": st.get("healthy"), "search_still_answers": found("startword1") != []}
+            gone = {
+                "healthz_failed_after_s": unhealthy,
+                "documents_kept": st.get("documents"),
+                "watcher": st.get("watcher"),
+                "healthy": st.get("healthy"),
+                "search_still_answers": found("startword1") != [],
+            }
             health.mark()
             write_notes(kb, recreate, "recreatedword")
             seconds = until(lambda: indexed(recreate, f"recreatedword{recreate - 1}"))
             st = status()
-            out["deleted_and_recreated"] = {**gone, "seconds": seconds, "healthz": health.summary(),
-                                            "documents": st.get("documents"), "watcher_after": st.get("watcher"),
-                                            "old_notes_found": found("startword1")}
-        out["log_events"] = {e: server.log().count(e) for e in
-                             ("watch_folder_gone", "watch_folder_replaced", "watch_reattached", "Traceback")}
+            out["deleted_and_recreated"] = {
+                **gone,
+                "seconds": seconds,
+                "healthz": health.summary(),
+                "documents": st.get("documents"),
+                "watcher_after": st.get("watcher"),
+                "old_notes_found": found("startword1"),
+            }
+        out["log_events"] = {
+            e: server.log().count(e)
+            for e in ("watch_folder_gone", "watch_folder_replaced", "watch_reattached", "Traceback")
+        }
     finally:
         server.terminate()
 
     def ratio(a: float | None, b: float | None) -> float | None:
         return round(a / b, 1) if a is not None and b else None
 
-    out["ratios"] = {"replaced_vs_plain_write": ratio(out["replaced"]["seconds"], out["plain_write"]["seconds"]),
-                     "recreated_vs_bulk_write": ratio(out["deleted_and_recreated"]["seconds"], out["bulk_write"]["seconds"])}
+    out["ratios"] = {
+        "replaced_vs_plain_write": ratio(out["replaced"]["seconds"], out["plain_write"]["seconds"]),
+        "recreated_vs_bulk_write": ratio(out["deleted_and_recreated"]["seconds"], out["bulk_write"]["seconds"]),
+    }
     return out
 
 
 def folder_table(out: dict) -> str:
-    pw, rp, bw, dr, r = out["plain_write"], out["replaced"], out["bulk_write"], out["deleted_and_recreated"], out["ratios"]
+    pw, rp, bw, dr, r = (
+        out["plain_write"],
+        out["replaced"],
+        out["bulk_write"],
+        out["deleted_and_recreated"],
+        out["ratios"],
+    )
 
     def s(x: float | None) -> str:
         return f"{x} s" if x is not None else f"not within {out['timeout_s']:.0f} s"
@@ -484,51 +606,75 @@ def folder_table(out: dict) -> str:
             return f"ok, {h['asked']}/{h['asked']} answers"
         return " → ".join(h["changes"]) + f" ({h['failed']}/{h['asked']} answers failed)"
 
-    return "\n".join([
-        f"| change ({out['notes']} notes, periodic reconcile off) | until indexed | /healthz meanwhile |", "|---|---|---|",
-        f"| one note written into the watched folder (baseline) | {s(pw['seconds'])} | {changes(pw['healthz'])} |",
-        f"| `mv kb kb.old && cp -r kb.old kb && write kb/new.md` | {s(rp['seconds'])} until new.md is found "
-        f"({r['replaced_vs_plain_write']}x the baseline); then an edit in the copy: {s(rp['edit_after_seconds'])}; "
-        f"{rp['documents']} notes, watcher `{rp['watcher']}` | {changes(rp['healthz'])} |",
-        f"| {out['recreated_notes']} notes written into the watched folder (baseline) | {s(bw['seconds'])} | {changes(bw['healthz'])} |",
-        f"| `rm -rf kb` | /healthz fails after {s(dr['healthz_failed_after_s'])}; the index keeps {dr['documents_kept']} notes "
-        f"(search answers: {dr['search_still_answers']}); watcher `{dr['watcher']}` | |",
-        f"| then kb recreated with {out['recreated_notes']} other notes | {s(dr['seconds'])} until all are indexed "
-        f"({r['recreated_vs_bulk_write']}x the baseline); {dr['documents']} notes, old ones found: {len(dr['old_notes_found'])}; "
-        f"watcher `{dr['watcher_after']}` | {changes(dr['healthz'])} |",
-        "| log | " + ", ".join(f"{k} {v}" for k, v in out["log_events"].items()) + " | |",
-    ])
+    return "\n".join(
+        [
+            f"| change ({out['notes']} notes, periodic reconcile off) | until indexed | /healthz meanwhile |",
+            "|---|---|---|",
+            f"| one note written into the watched folder (baseline) | {s(pw['seconds'])} | {changes(pw['healthz'])} |",
+            f"| `mv kb kb.old && cp -r kb.old kb && write kb/new.md` | {s(rp['seconds'])} until new.md is found "
+            f"({r['replaced_vs_plain_write']}x the baseline); then an edit in the copy: {s(rp['edit_after_seconds'])}; "
+            f"{rp['documents']} notes, watcher `{rp['watcher']}` | {changes(rp['healthz'])} |",
+            f"| {out['recreated_notes']} notes written into the watched folder (baseline) | {s(bw['seconds'])} | {changes(bw['healthz'])} |",
+            f"| `rm -rf kb` | /healthz fails after {s(dr['healthz_failed_after_s'])}; the index keeps {dr['documents_kept']} notes "
+            f"(search answers: {dr['search_still_answers']}); watcher `{dr['watcher']}` | |",
+            f"| then kb recreated with {out['recreated_notes']} other notes | {s(dr['seconds'])} until all are indexed "
+            f"({r['recreated_vs_bulk_write']}x the baseline); {dr['documents']} notes, old ones found: {len(dr['old_notes_found'])}; "
+            f"watcher `{dr['watcher_after']}` | {changes(dr['healthz'])} |",
+            "| log | " + ", ".join(f"{k} {v}" for k, v in out["log_events"].items()) + " | |",
+        ]
+    )
 
 
 def http_table(out: dict) -> str:
     st, sb, rf = out["streams"], out["slow_bodies"], out["refusals"]
-    return "\n".join([
-        "| probe | figure |", "|---|---|",
-        f"| {st['opened']} event streams from one address | refused: {st['refused']}; held by the server: {st['held_by_server']}; "
-        f"/healthz {st['healthz_ok']}/{st['healthz_asked']}; a new client {st['new_client']} |",
-        f"| {sb['trickling']} trickling bodies from one address | held by the server: {sb['held_by_server']}; "
-        f"/healthz {sb['healthz_ok']}/{sb['healthz_asked']}, p50 {sb['healthz_p50_ms']} ms, max {sb['healthz_max_ms']} ms |",
-        f"| {rf['requests']} requests with an {rf['host_header_bytes']}-byte Host (421) | log grew {rf['log_bytes']} bytes: "
-        f"{rf['log_bytes_per_request']} bytes per refused request |",
-        f"| search with path_globs {out['glob']['glob']} | {out['glob']['answer']} in {out['glob']['search_ms']} ms; "
-        f"/healthz {out['glob']['healthz_ok']}/{out['glob']['healthz_during']} during it, max {out['glob']['healthz_max_ms']} ms |",
-        f"| `groove index` with .grooveignore {out['grooveignore']['pattern']} | exit {out['grooveignore']['exit_code']} in "
-        f"{out['grooveignore']['seconds']} s, {out['grooveignore']['notes_indexed']} note(s) indexed; "
-        f"{out['grooveignore']['refused_line']} |",
-        f"| tracebacks in the server's log | {out['tracebacks_in_log']} |",
-    ])
+    return "\n".join(
+        [
+            "| probe | figure |",
+            "|---|---|",
+            f"| {st['opened']} event streams from one address | refused: {st['refused']}; held by the server: {st['held_by_server']}; "
+            f"/healthz {st['healthz_ok']}/{st['healthz_asked']}; a new client {st['new_client']} |",
+            f"| {sb['trickling']} trickling bodies from one address | held by the server: {sb['held_by_server']}; "
+            f"/healthz {sb['healthz_ok']}/{sb['healthz_asked']}, p50 {sb['healthz_p50_ms']} ms, max {sb['healthz_max_ms']} ms |",
+            f"| {rf['requests']} requests with an {rf['host_header_bytes']}-byte Host (421) | log grew {rf['log_bytes']} bytes: "
+            f"{rf['log_bytes_per_request']} bytes per refused request |",
+            f"| search with path_globs {out['glob']['glob']} | {out['glob']['answer']} in {out['glob']['search_ms']} ms; "
+            f"/healthz {out['glob']['healthz_ok']}/{out['glob']['healthz_during']} during it, max {out['glob']['healthz_max_ms']} ms |",
+            f"| `groove index` with .grooveignore {out['grooveignore']['pattern']} | exit {out['grooveignore']['exit_code']} in "
+            f"{out['grooveignore']['seconds']} s, {out['grooveignore']['notes_indexed']} note(s) indexed; "
+            f"{out['grooveignore']['refused_line']} |",
+            f"| tracebacks in the server's log | {out['tracebacks_in_log']} |",
+        ]
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--real", action="store_true", help="index with the configured model instead of the fake")
-    parser.add_argument("--case", action="append", metavar="NAME", help="only this case (repeatable); see tests/hostile.py")
-    parser.add_argument("--config", type=Path, metavar="PATH", help="a groove.toml for every run (e.g. a larger max_file_bytes)")
-    parser.add_argument("--http", action="store_true", help="probe the HTTP front end instead (streams, slow bodies, refusals, globs, the notes folder replaced)")
-    parser.add_argument("--streams", type=int, default=300, help="event streams opened from one address (--http; default 300)")
-    parser.add_argument("--tricklers", type=int, default=260, help="trickling bodies from one address (--http; default 260)")
-    parser.add_argument("--folder", action="store_true", help="only the notes folder replaced and deleted under the server")
-    parser.add_argument("--folder-notes", type=int, default=40, help="notes in the folder that is replaced (default 40)")
-    parser.add_argument("--recreate", type=int, default=200, help="notes in the folder recreated after rm -rf (default 200)")
+    parser.add_argument(
+        "--case", action="append", metavar="NAME", help="only this case (repeatable); see tests/hostile.py"
+    )
+    parser.add_argument(
+        "--config", type=Path, metavar="PATH", help="a groove.toml for every run (e.g. a larger max_file_bytes)"
+    )
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="probe the HTTP front end instead (streams, slow bodies, refusals, globs, the notes folder replaced)",
+    )
+    parser.add_argument(
+        "--streams", type=int, default=300, help="event streams opened from one address (--http; default 300)"
+    )
+    parser.add_argument(
+        "--tricklers", type=int, default=260, help="trickling bodies from one address (--http; default 260)"
+    )
+    parser.add_argument(
+        "--folder", action="store_true", help="only the notes folder replaced and deleted under the server"
+    )
+    parser.add_argument(
+        "--folder-notes", type=int, default=40, help="notes in the folder that is replaced (default 40)"
+    )
+    parser.add_argument(
+        "--recreate", type=int, default=200, help="notes in the folder recreated after rm -rf (default 200)"
+    )
     parser.add_argument("--folder-timeout", type=float, default=120.0, help="seconds each wait may take (default 120)")
 
 

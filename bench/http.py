@@ -34,10 +34,22 @@ from pathlib import Path
 
 import anyio
 
-from bench.common import machine, BenchError, Report, Timer, convert_scifact, data_dir, make_settings, ratio, scifact_queries, settings_summary, summary
+from bench.common import (
+    machine,
+    BenchError,
+    Report,
+    Timer,
+    convert_scifact,
+    data_dir,
+    make_settings,
+    ratio,
+    scifact_queries,
+    settings_summary,
+    summary,
+)
 
-DEFAULT_BASE = 500   # ~900 chunks; --base-docs 1000 --add-docs 0 for the bigger run
-DEFAULT_ADD = 300    # ~540 chunks: enough embedding to outlast the 'during' phase
+DEFAULT_BASE = 500  # ~900 chunks; --base-docs 1000 --add-docs 0 for the bigger run
+DEFAULT_ADD = 300  # ~540 chunks: enough embedding to outlast the 'during' phase
 DEFAULT_QUERIES = 40
 DEFAULT_SECONDS = 8.0
 DEFAULT_CLIENTS = 8
@@ -45,19 +57,54 @@ START_TIMEOUT_S = 180.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--base-docs", type=int, default=DEFAULT_BASE, help=f"SciFact docs indexed before the server starts (default {DEFAULT_BASE})")
-    p.add_argument("--add-docs", type=int, default=DEFAULT_ADD, help=f"docs added while serving, embedded during the last phase (default {DEFAULT_ADD}; 0 = all the rest)")
-    p.add_argument("--queries", type=int, default=DEFAULT_QUERIES, help=f"queries per latency phase (default {DEFAULT_QUERIES})")
-    p.add_argument("--seconds", type=float, default=DEFAULT_SECONDS, help=f"length of each throughput window (default {DEFAULT_SECONDS})")
-    p.add_argument("--drain-timeout", type=float, default=300.0, help="how long to wait for the added notes to be embedded before the second idle pass (default 300 s)")
-    p.add_argument("--server-threads", type=int, default=None, metavar="N", help="OMP_NUM_THREADS for the server (default: unset, torch's own choice)")
-    p.add_argument("--clients", type=int, default=DEFAULT_CLIENTS, help=f"concurrent clients in the parallel setting (default {DEFAULT_CLIENTS})")
+    p.add_argument(
+        "--base-docs",
+        type=int,
+        default=DEFAULT_BASE,
+        help=f"SciFact docs indexed before the server starts (default {DEFAULT_BASE})",
+    )
+    p.add_argument(
+        "--add-docs",
+        type=int,
+        default=DEFAULT_ADD,
+        help=f"docs added while serving, embedded during the last phase (default {DEFAULT_ADD}; 0 = all the rest)",
+    )
+    p.add_argument(
+        "--queries", type=int, default=DEFAULT_QUERIES, help=f"queries per latency phase (default {DEFAULT_QUERIES})"
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=DEFAULT_SECONDS,
+        help=f"length of each throughput window (default {DEFAULT_SECONDS})",
+    )
+    p.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=300.0,
+        help="how long to wait for the added notes to be embedded before the second idle pass (default 300 s)",
+    )
+    p.add_argument(
+        "--server-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="OMP_NUM_THREADS for the server (default: unset, torch's own choice)",
+    )
+    p.add_argument(
+        "--clients",
+        type=int,
+        default=DEFAULT_CLIENTS,
+        help=f"concurrent clients in the parallel setting (default {DEFAULT_CLIENTS})",
+    )
 
 
 def serve_available() -> bool:
     """Whether this groove has `serve --transport http`."""
     try:
-        out = subprocess.run([sys.executable, "-m", "groove.cli", "serve", "--help"], capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-m", "groove.cli", "serve", "--help"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and "--transport" in out.stdout and "http" in out.stdout
@@ -72,15 +119,37 @@ def _free_port() -> int:
 class Server:
     """`groove serve --transport http` as a subprocess this bench owns."""
 
-    def __init__(self, config: Path, kb: Path, index: Path, log: Path, threads: int | None = None,
-                 python: str = sys.executable, cwd: Path | None = None):
+    def __init__(
+        self,
+        config: Path,
+        kb: Path,
+        index: Path,
+        log: Path,
+        threads: int | None = None,
+        python: str = sys.executable,
+        cwd: Path | None = None,
+    ):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.health = f"http://127.0.0.1:{self.port}/healthz"
         self.log = log
         cmd = [
-            python, "-m", "groove.cli", "serve", "--transport", "http", "--bind", f"127.0.0.1:{self.port}",
-            "--config", str(config), "--kb", str(kb), "--index", str(index), "--log-level", "warning",
+            python,
+            "-m",
+            "groove.cli",
+            "serve",
+            "--transport",
+            "http",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--config",
+            str(config),
+            "--kb",
+            str(kb),
+            "--index",
+            str(index),
+            "--log-level",
+            "warning",
         ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         # A bench's clients call back to back to measure the server: the per-client rate limit (20 calls a
@@ -90,7 +159,9 @@ class Server:
         if threads:
             env["OMP_NUM_THREADS"] = str(threads)  # torch's intra-op threads in the server
         self._log_file = open(log, "wb")
-        self.proc = subprocess.Popen(cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            cmd, cwd=cwd, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT, env=env
+        )
 
     async def health_check(self) -> dict | None:
         import httpx
@@ -148,7 +219,9 @@ async def _call(client, query: str, server_side: list[dict] | None = None) -> fl
     if server_side is not None:
         sc = result.structured_content or {}
         timings = (sc.get("explain") or sc.get("result", {}).get("explain") or {}).get("timings_ms", {})
-        server_side.append({"total_ms": timings.get("total_ms", math.nan), "embed_ms": timings.get("embed_ms", math.nan)})
+        server_side.append(
+            {"total_ms": timings.get("total_ms", math.nan), "embed_ms": timings.get("embed_ms", math.nan)}
+        )
     return elapsed
 
 
@@ -192,7 +265,13 @@ async def _throughput(url: str, queries: list[str], clients: int, seconds: float
             start.set()
         wall = time.perf_counter() - t0  # includes the calls still in flight at the end
     total = sum(done)
-    return {"clients": clients, "queries": total, "wall_s": round(wall, 2), "qps": round(total / wall, 2), "p50_ms": summary(lat)["p50_ms"]}
+    return {
+        "clients": clients,
+        "queries": total,
+        "wall_s": round(wall, 2),
+        "qps": round(total / wall, 2),
+        "p50_ms": summary(lat)["p50_ms"],
+    }
 
 
 def _server_summary(rows: list[dict]) -> dict:
@@ -223,7 +302,9 @@ async def run(args: argparse.Namespace) -> Report:
 
         srv_idle: list[dict] = []
         srv_during: list[dict] = []
-        server = Server(tmp / "groove.toml", kb, settings.resolved_index_path(), tmp / "serve.log", threads=args.server_threads)
+        server = Server(
+            tmp / "groove.toml", kb, settings.resolved_index_path(), tmp / "serve.log", threads=args.server_threads
+        )
         try:
             with Timer() as t_ready:
                 await server.wait_ready()
@@ -271,15 +352,23 @@ async def run(args: argparse.Namespace) -> Report:
         machine_start=m0,
         title=f"MCP search over Streamable HTTP: idle vs during reindex; 1 vs {args.clients} clients",
         params={
-            "base_docs": base, "base_chunks": built.chunks_written, "added_docs": added, "queries": len(queries),
-            "window_s": args.seconds, "clients": args.clients, "server_threads": args.server_threads or "default", **settings_summary(settings),
+            "base_docs": base,
+            "base_chunks": built.chunks_written,
+            "added_docs": added,
+            "queries": len(queries),
+            "window_s": args.seconds,
+            "clients": args.clients,
+            "server_threads": args.server_threads or "default",
+            **settings_summary(settings),
         },
     )
     report.ratios = {
         "during_reindex_p50_over_idle": ratio(s_during["p50_ms"], s_idle["p50_ms"]),
         "during_reindex_p95_over_idle": ratio(s_during["p95_ms"], s_idle["p95_ms"]),
         f"qps_{args.clients}_clients_over_1": ratio(qpsn, qps1),
-        "server_side_during_p50_over_idle": ratio(_server_summary(srv_during)["total_p50_ms"], _server_summary(srv_idle)["total_p50_ms"]),
+        "server_side_during_p50_over_idle": ratio(
+            _server_summary(srv_during)["total_p50_ms"], _server_summary(srv_idle)["total_p50_ms"]
+        ),
         "idle_p50_after_over_before": ratio(summary(idle_b)["p50_ms"], summary(idle_a)["p50_ms"]),
         f"qps_{args.clients}_clients_window2_over_window1": ratio(many[1]["qps"], many[0]["qps"]),
         "qps_1_client_window2_over_window1": ratio(one[1]["qps"], one[0]["qps"]),
@@ -306,11 +395,17 @@ async def run(args: argparse.Namespace) -> Report:
         "during_samples_ms": [round(x, 2) for x in during],
     }
     if pending_start <= 0:
-        report.notes.append("WARNING: the daemon had no pending chunks when the 'during reindex' phase started; it measured idle")
+        report.notes.append(
+            "WARNING: the daemon had no pending chunks when the 'during reindex' phase started; it measured idle"
+        )
     elif pending_end <= 0:
-        report.notes.append("WARNING: the embedding queue drained before the 'during reindex' phase ended; use more --add-docs")
+        report.notes.append(
+            "WARNING: the embedding queue drained before the 'during reindex' phase ended; use more --add-docs"
+        )
     if not drained:
-        report.notes.append(f"WARNING: the queue had not drained after {args.drain_timeout:.0f} s; the second idle pass ran during embedding")
+        report.notes.append(
+            f"WARNING: the queue had not drained after {args.drain_timeout:.0f} s; the second idle pass ran during embedding"
+        )
     report.notes.append("client and server share the 2 cores: the 8-client throughput includes the clients' own CPU")
     report.seconds = time.perf_counter() - t_start
     return report

@@ -32,7 +32,17 @@ from pathlib import Path
 
 import anyio
 
-from bench.common import BenchError, machine, Report, Timer, convert_scifact, data_dir, make_settings, ratio, settings_summary
+from bench.common import (
+    BenchError,
+    machine,
+    Report,
+    Timer,
+    convert_scifact,
+    data_dir,
+    make_settings,
+    ratio,
+    settings_summary,
+)
 
 
 class CPUTimer(Timer):
@@ -47,12 +57,20 @@ class CPUTimer(Timer):
         super().__exit__(*exc)
         self.cpu = time.process_time() - self.c0
 
+
 DEFAULT_DOCS = 600
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--docs", type=int, default=DEFAULT_DOCS, help=f"first N SciFact docs (default {DEFAULT_DOCS}; 0 = all 5,183)")
-    p.add_argument("--kb", type=Path, default=None, help="index a copy of this notes folder instead of SciFact docs (never written)")
+    p.add_argument(
+        "--docs", type=int, default=DEFAULT_DOCS, help=f"first N SciFact docs (default {DEFAULT_DOCS}; 0 = all 5,183)"
+    )
+    p.add_argument(
+        "--kb",
+        type=Path,
+        default=None,
+        help="index a copy of this notes folder instead of SciFact docs (never written)",
+    )
 
 
 async def _distinct_texts(index_path: Path) -> list[str]:
@@ -158,7 +176,9 @@ async def run(args: argparse.Namespace) -> Report:
         "index_chunks_per_s": round(summary.chunks_embedded / t_index.seconds, 1),
         "raw_chunks_per_s": round(n / raw_mean, 1),
     }
-    report.notes.append("text_pass = scan + parse + chunk + FTS rows with no vectors (the part of indexing that is not the model)")
+    report.notes.append(
+        "text_pass = scan + parse + chunk + FTS rows with no vectors (the part of indexing that is not the model)"
+    )
     if not same or summary.chunks_embedded != n:
         report.notes.append(
             f"WARNING: the index embedded {summary['chunks_embedded']} texts but the raw side encoded {n}; the ratio compares different work"
@@ -197,8 +217,10 @@ async def edit_cost(data: Path, docs: int, *, embedder=None) -> dict:
             full = await index_once(settings, embedder=embedder)
         conn = await connection.connect(settings.resolved_index_path(), readonly=True)
         try:
-            cur = await conn.execute("SELECT d.path, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
-                                     " GROUP BY d.id ORDER BY count(*) DESC, d.path LIMIT 1")
+            cur = await conn.execute(
+                "SELECT d.path, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
+                " GROUP BY d.id ORDER BY count(*) DESC, d.path LIMIT 1"
+            )
             path, note_chunks = await cur.fetchone()
         finally:
             await conn.close()
@@ -208,8 +230,13 @@ async def edit_cost(data: Path, docs: int, *, embedder=None) -> dict:
         with Timer() as t_edit:
             edit = await index_once(settings, embedder=embedder)
     return {
-        "docs": n, "chunks": full.chunks_written, "note": path, "note_chunks": note_chunks,
-        "chunks_embedded": edit.chunks_embedded, "notes_changed": edit.changed,
-        "edit_s": round(t_edit.seconds, 3), "full_index_s": round(t_full.seconds, 2),
+        "docs": n,
+        "chunks": full.chunks_written,
+        "note": path,
+        "note_chunks": note_chunks,
+        "chunks_embedded": edit.chunks_embedded,
+        "notes_changed": edit.changed,
+        "edit_s": round(t_edit.seconds, 3),
+        "full_index_s": round(t_full.seconds, 2),
         "edit_over_full": ratio(t_edit.seconds, t_full.seconds),
     }

@@ -43,19 +43,39 @@ DEFAULT_ROUNDS = 10
 DEFAULT_NOTES = 40
 DEFAULT_EDITS = 40
 CONFIG = '[embedding]\nmodel = "all-MiniLM-L6-v2"\n\n[watch]\ndebounce_ms = 50\n'
-TOPICS = ["database", "latency", "embedding", "checkpoint", "retrieval", "tokenizer", "notebook", "cluster",
-          "glacier", "harbour", "orchard", "lantern"]
+TOPICS = [
+    "database",
+    "latency",
+    "embedding",
+    "checkpoint",
+    "retrieval",
+    "tokenizer",
+    "notebook",
+    "cluster",
+    "glacier",
+    "harbour",
+    "orchard",
+    "lantern",
+]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help=f"kill -9 rounds, alternating index/daemon (default {DEFAULT_ROUNDS})")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help=f"kill -9 rounds, alternating index/daemon (default {DEFAULT_ROUNDS})",
+    )
     p.add_argument("--notes", type=int, default=DEFAULT_NOTES, help=f"notes in the folder (default {DEFAULT_NOTES})")
-    p.add_argument("--edits", type=int, default=DEFAULT_EDITS, help=f"edits in the daemon rounds' burst (default {DEFAULT_EDITS})")
+    p.add_argument(
+        "--edits", type=int, default=DEFAULT_EDITS, help=f"edits in the daemon rounds' burst (default {DEFAULT_EDITS})"
+    )
     p.add_argument("--seed", type=int, default=1, help="seed of the kill points (default 1)")
     p.add_argument("--kinds", default="index,daemon", help="which rounds, comma separated (default index,daemon)")
 
 
 # --- the folder --------------------------------------------------------------------------------
+
 
 def _paragraph(i: int, words: int = 30) -> str:
     body = " ".join(f"{TOPICS[(i + j) % len(TOPICS)]}{i}x{j}" for j in range(words))
@@ -79,7 +99,9 @@ def burst(kb: Path, n_notes: int, edits: int, pause_s: float = 0.02) -> None:
             new.parent.mkdir(parents=True, exist_ok=True)
             new.write_text(f"# Burst {e}\n\n" + _paragraph(10_000 + e), encoding="utf-8")
         elif kind == 1 and target.exists():
-            target.write_text(f"# Rewritten {e}\n\n" + _paragraph(20_000 + e) + _paragraph(30_000 + e), encoding="utf-8")
+            target.write_text(
+                f"# Rewritten {e}\n\n" + _paragraph(20_000 + e) + _paragraph(30_000 + e), encoding="utf-8"
+            )
         elif kind == 2 and target.exists():
             with target.open("a", encoding="utf-8") as f:
                 f.write(_paragraph(40_000 + e))
@@ -92,10 +114,15 @@ def burst(kb: Path, n_notes: int, edits: int, pause_s: float = 0.02) -> None:
 
 # --- the processes -----------------------------------------------------------------------------
 
+
 def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GROOVE_")}
-    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", XDG_CONFIG_HOME=str(home / "config"),
-               XDG_DATA_HOME=str(home / "data"))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_DATA_HOME=str(home / "data"),
+    )
     return env
 
 
@@ -106,8 +133,15 @@ def _argv(cmd: str, work: Path, kb: Path, index: Path, *extra: str) -> list[str]
 def groove_index(work: Path, kb: Path, index: Path, timeout: float = 600) -> float:
     """`groove index` to completion; returns its wall time. Raises on a non-zero exit."""
     t0 = time.perf_counter()
-    done = subprocess.run(_argv("index", work, kb, index, "--format", "json"), cwd=ROOT, env=_env(work),
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        _argv("index", work, kb, index, "--format", "json"),
+        cwd=ROOT,
+        env=_env(work),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"groove index failed ({done.returncode}): {done.stderr[-2000:]}")
     return time.perf_counter() - t0
@@ -139,6 +173,7 @@ def _wait_healthy(proc: subprocess.Popen, port: int, timeout: float = 180) -> No
 
 # --- the comparison ----------------------------------------------------------------------------
 
+
 def fingerprint(index: Path) -> dict[str, Any]:
     """What must be equal to a fresh index of the same folder."""
     from groove.store import connection, schema
@@ -156,13 +191,17 @@ def fingerprint(index: Path) -> dict[str, Any]:
         one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
         return {
             "documents": rows("SELECT path, hash FROM documents ORDER BY path"),
-            "chunks": rows("SELECT d.path, c.ordinal, c.hash FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                           "ORDER BY d.path, c.ordinal"),
+            "chunks": rows(
+                "SELECT d.path, c.ordinal, c.hash FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                "ORDER BY d.path, c.ordinal"
+            ),
             "vectors": one("SELECT count(*) FROM vec_embeddings"),
             "embeddings": one("SELECT count(*) FROM embeddings"),
             "pending": one("SELECT count(*) FROM chunks WHERE embedding_id IS NULL"),
-            "dangling": one("SELECT count(*) FROM chunks WHERE embedding_id IS NOT NULL "
-                            "AND embedding_id NOT IN (SELECT id FROM embeddings)"),
+            "dangling": one(
+                "SELECT count(*) FROM chunks WHERE embedding_id IS NOT NULL "
+                "AND embedding_id NOT IN (SELECT id FROM embeddings)"
+            ),
             "fts_integrity": integrity,
         }
     finally:
@@ -177,6 +216,7 @@ def differences(got: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
 
 
 # --- the rounds --------------------------------------------------------------------------------
+
 
 class Killer:
     """SIGKILL `proc` after `delay` seconds (unless it has exited)."""
@@ -198,8 +238,14 @@ def index_round(work: Path, kb: Path, rng: random.Random, full_s: float) -> dict
     for suffix in ("", "-wal", "-shm"):
         Path(str(index) + suffix).unlink(missing_ok=True)
     delay = rng.uniform(0.0, full_s)
-    proc = subprocess.Popen(_argv("index", work, kb, index), cwd=ROOT, env=_env(work), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _argv("index", work, kb, index),
+        cwd=ROOT,
+        env=_env(work),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     killer = Killer(proc, delay)
     proc.wait(timeout=600)
     killer.timer.cancel()
@@ -207,8 +253,9 @@ def index_round(work: Path, kb: Path, rng: random.Random, full_s: float) -> dict
     return {"kind": "index", "kill_after_s": round(delay, 2), "killed": killer.killed_at is not None, "index": index}
 
 
-def daemon_round(work: Path, base_kb: Path, base_index: Path, rng: random.Random, n_notes: int, edits: int,
-                 window_s: float) -> dict[str, Any]:
+def daemon_round(
+    work: Path, base_kb: Path, base_index: Path, rng: random.Random, n_notes: int, edits: int, window_s: float
+) -> dict[str, Any]:
     kb = work / "round-notes"
     index = work / "round-daemon.sqlite"
     shutil.rmtree(kb, ignore_errors=True)
@@ -217,9 +264,14 @@ def daemon_round(work: Path, base_kb: Path, base_index: Path, rng: random.Random
         Path(str(index) + suffix).unlink(missing_ok=True)
     shutil.copy(base_index, index)
     port = _free_port()
-    proc = subprocess.Popen(_argv("serve", work, kb, index, "--transport", "http", "--bind", f"127.0.0.1:{port}"),
-                            cwd=ROOT, env=_env(work), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        _argv("serve", work, kb, index, "--transport", "http", "--bind", f"127.0.0.1:{port}"),
+        cwd=ROOT,
+        env=_env(work),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_healthy(proc, port)
         delay = rng.uniform(0.0, window_s)
@@ -231,12 +283,18 @@ def daemon_round(work: Path, base_kb: Path, base_index: Path, rng: random.Random
             proc.kill()
             proc.wait()
     groove_index(work, kb, index)
-    return {"kind": "daemon", "kill_after_s": round(delay, 2), "killed": killer.killed_at is not None, "index": index,
-            "kb": kb}
+    return {
+        "kind": "daemon",
+        "kill_after_s": round(delay, 2),
+        "killed": killer.killed_at is not None,
+        "index": index,
+        "kb": kb,
+    }
 
 
-def run_rounds(work: Path, *, rounds: int, notes: int, edits: int, seed: int,
-               kinds: tuple[str, ...] = ("index", "daemon")) -> dict[str, Any]:
+def run_rounds(
+    work: Path, *, rounds: int, notes: int, edits: int, seed: int, kinds: tuple[str, ...] = ("index", "daemon")
+) -> dict[str, Any]:
     """Every round's outcome; shared by the bench and its test."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "groove.toml").write_text(CONFIG, encoding="utf-8")
@@ -270,33 +328,58 @@ def run_rounds(work: Path, *, rounds: int, notes: int, edits: int, seed: int,
         got = fingerprint(outcome.pop("index"))
         outcome.pop("kb", None)
         diffs = differences(got, expected)
-        outcome.update(seed=seed + r, converged=not diffs, differences=diffs, documents=len(got["documents"]),
-                       chunks=len(got["chunks"]), vectors=got["vectors"])
+        outcome.update(
+            seed=seed + r,
+            converged=not diffs,
+            differences=diffs,
+            documents=len(got["documents"]),
+            chunks=len(got["chunks"]),
+            vectors=got["vectors"],
+        )
         results.append(outcome)
         sys.stderr.write(f"killnine round {r + 1}/{rounds}: {json.dumps(outcome)}\n")
-    return {"full_index_s": round(full_s, 2), "rounds": results,
-            "converged": sum(1 for o in results if o["converged"]), "total": len(results),
-            "killed": sum(1 for o in results if o["killed"])}
+    return {
+        "full_index_s": round(full_s, 2),
+        "rounds": results,
+        "converged": sum(1 for o in results if o["converged"]),
+        "total": len(results),
+        "killed": sum(1 for o in results if o["killed"]),
+    }
 
 
 def main_async(args: argparse.Namespace):
     from bench.common import Report, Timer
 
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-    report = Report("killnine", "kill -9 at seeded random points, then restart: equal to a fresh index",
-                    params={"rounds": args.rounds, "notes": args.notes, "edits": args.edits, "seed": args.seed,
-                            "kinds": ",".join(kinds)})  # made first: its machine figures are the start's
+    report = Report(
+        "killnine",
+        "kill -9 at seeded random points, then restart: equal to a fresh index",
+        params={
+            "rounds": args.rounds,
+            "notes": args.notes,
+            "edits": args.edits,
+            "seed": args.seed,
+            "kinds": ",".join(kinds),
+        },
+    )  # made first: its machine figures are the start's
     with Timer() as t, tempfile.TemporaryDirectory(prefix="groove-killnine-") as tmp:
         out = run_rounds(Path(tmp), rounds=args.rounds, notes=args.notes, edits=args.edits, seed=args.seed, kinds=kinds)
     report.ratios["converged_over_rounds"] = round(out["converged"] / out["total"], 3) if out["total"] else float("nan")
-    report.raw = {"converged": out["converged"], "rounds": out["total"], "killed_before_done": out["killed"],
-                  "full_index_s": out["full_index_s"]}
-    report.notes.append(f"{out['converged']} of {out['total']} rounds converged to a fresh index "
-                        f"({out['killed']} were killed before they finished)")
+    report.raw = {
+        "converged": out["converged"],
+        "rounds": out["total"],
+        "killed_before_done": out["killed"],
+        "full_index_s": out["full_index_s"],
+    }
+    report.notes.append(
+        f"{out['converged']} of {out['total']} rounds converged to a fresh index "
+        f"({out['killed']} were killed before they finished)"
+    )
     for o in out["rounds"]:
         if not o["converged"]:
-            report.notes.append(f"round seed {o['seed']} ({o['kind']}, kill after {o['kill_after_s']} s) differs in "
-                                f"{o['differences']}")
+            report.notes.append(
+                f"round seed {o['seed']} ({o['kind']}, kill after {o['kill_after_s']} s) differs in {o['differences']}"
+            )
     report.seconds = t.seconds
     print(f"{out['converged']} of {out['total']}")
     return report

@@ -39,17 +39,54 @@ DEFAULT_SECONDS = 60.0
 DEFAULT_NOTES = 200
 DEFAULT_SETTLE = 120.0
 CONFIG = '[embedding]\nmodel = "{model}"\n\n[watch]\ndebounce_ms = 50\n'
-WORDS = ["harbour", "glacier", "orchard", "lantern", "database", "latency", "checkpoint", "retrieval",
-         "tokenizer", "notebook", "cluster", "meadow", "compiler", "granite", "monsoon", "violin"]
+WORDS = [
+    "harbour",
+    "glacier",
+    "orchard",
+    "lantern",
+    "database",
+    "latency",
+    "checkpoint",
+    "retrieval",
+    "tokenizer",
+    "notebook",
+    "cluster",
+    "meadow",
+    "compiler",
+    "granite",
+    "monsoon",
+    "violin",
+]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--clients", type=int, default=DEFAULT_CLIENTS, help=f"concurrent MCP clients (default {DEFAULT_CLIENTS})")
-    p.add_argument("--edits", type=int, default=DEFAULT_EDITS, help=f"edits written during the run (default {DEFAULT_EDITS})")
-    p.add_argument("--seconds", type=float, default=DEFAULT_SECONDS, help=f"how long the clients search (default {DEFAULT_SECONDS:g})")
-    p.add_argument("--notes", type=int, default=DEFAULT_NOTES, help=f"notes indexed before the server starts (default {DEFAULT_NOTES})")
-    p.add_argument("--settle", type=float, default=DEFAULT_SETTLE, help=f"how long to wait for every edit to be findable (default {DEFAULT_SETTLE:g} s)")
-    p.add_argument("--model", default="all-MiniLM-L6-v2", help="[embedding] model of the server (default all-MiniLM-L6-v2)")
+    p.add_argument(
+        "--clients", type=int, default=DEFAULT_CLIENTS, help=f"concurrent MCP clients (default {DEFAULT_CLIENTS})"
+    )
+    p.add_argument(
+        "--edits", type=int, default=DEFAULT_EDITS, help=f"edits written during the run (default {DEFAULT_EDITS})"
+    )
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=DEFAULT_SECONDS,
+        help=f"how long the clients search (default {DEFAULT_SECONDS:g})",
+    )
+    p.add_argument(
+        "--notes",
+        type=int,
+        default=DEFAULT_NOTES,
+        help=f"notes indexed before the server starts (default {DEFAULT_NOTES})",
+    )
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=DEFAULT_SETTLE,
+        help=f"how long to wait for every edit to be findable (default {DEFAULT_SETTLE:g} s)",
+    )
+    p.add_argument(
+        "--model", default="all-MiniLM-L6-v2", help="[embedding] model of the server (default all-MiniLM-L6-v2)"
+    )
     p.add_argument("--seed", type=int, default=1)
 
 
@@ -64,8 +101,12 @@ def unique_word(e: int) -> str:
 
 def _env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GROOVE_")}
-    env.update(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", XDG_CONFIG_HOME=str(home / "config"),
-               XDG_DATA_HOME=str(home / "data"))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_DATA_HOME=str(home / "data"),
+    )
     return env
 
 
@@ -92,8 +133,17 @@ async def _wait_healthy(proc: subprocess.Popen, base: str, timeout: float = 300)
     raise RuntimeError("groove serve did not become healthy")
 
 
-async def run_load(work: Path, *, clients: int, edits: int, seconds: float, notes: int, settle: float,
-                   model: str = "all-MiniLM-L6-v2", seed: int = 1) -> dict[str, Any]:
+async def run_load(
+    work: Path,
+    *,
+    clients: int,
+    edits: int,
+    seconds: float,
+    notes: int,
+    settle: float,
+    model: str = "all-MiniLM-L6-v2",
+    seed: int = 1,
+) -> dict[str, Any]:
     """The whole run; returns the figures (shared by the bench and its smoke test)."""
     from mcp import Client
 
@@ -107,16 +157,29 @@ async def run_load(work: Path, *, clients: int, edits: int, seconds: float, note
         (kb / f"n{i:04d}.md").write_text(_note(i), encoding="utf-8")
     index = work / "index.sqlite"
     common = ["--config", str(work / "groove.toml"), "--kb", str(kb), "--index", str(index)]
-    done = subprocess.run([*GROOVE, "index", *common], cwd=ROOT, env=_env(work), capture_output=True, text=True,
-                          timeout=1800, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [*GROOVE, "index", *common],
+        cwd=ROOT,
+        env=_env(work),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        stdin=subprocess.DEVNULL,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"groove index failed: {done.stderr[-2000:]}")
 
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     log = open(work / "serve.log", "wb")
-    proc = subprocess.Popen([*GROOVE, "serve", *common, "--transport", "http", "--bind", f"127.0.0.1:{port}"],
-                            cwd=ROOT, env=_env(work), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [*GROOVE, "serve", *common, "--transport", "http", "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=_env(work),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     latencies: list[float] = []
     failures: list[str] = []
     written: dict[int, str] = {}
@@ -204,13 +267,33 @@ async def run_load(work: Path, *, clients: int, edits: int, seconds: float, note
 def main_async(args: argparse.Namespace):
     from bench.common import Report, Timer
 
-    report = Report("load", f"{args.clients} clients searching over Streamable HTTP while {args.edits} edits are indexed",
-                    params={"clients": args.clients, "edits": args.edits, "seconds": args.seconds, "notes": args.notes,
-                            "model": args.model})  # made first: its machine figures are the start's
+    report = Report(
+        "load",
+        f"{args.clients} clients searching over Streamable HTTP while {args.edits} edits are indexed",
+        params={
+            "clients": args.clients,
+            "edits": args.edits,
+            "seconds": args.seconds,
+            "notes": args.notes,
+            "model": args.model,
+        },
+    )  # made first: its machine figures are the start's
     with Timer() as t, tempfile.TemporaryDirectory(prefix="groove-load-") as tmp:
-        out = anyio.run(lambda: run_load(Path(tmp), clients=args.clients, edits=args.edits, seconds=args.seconds,
-                                         notes=args.notes, settle=args.settle, model=args.model, seed=args.seed))
-    report.ratios["failed_over_requests"] = round(out["failed"] / out["requests"], 4) if out["requests"] else float("nan")
+        out = anyio.run(
+            lambda: run_load(
+                Path(tmp),
+                clients=args.clients,
+                edits=args.edits,
+                seconds=args.seconds,
+                notes=args.notes,
+                settle=args.settle,
+                model=args.model,
+                seed=args.seed,
+            )
+        )
+    report.ratios["failed_over_requests"] = (
+        round(out["failed"] / out["requests"], 4) if out["requests"] else float("nan")
+    )
     report.ratios["lost_over_edits"] = round(out["lost_edits"] / out["edits"], 4) if out["edits"] else float("nan")
     report.ratios["p95_over_p50"] = round(out["p95_ms"] / out["p50_ms"], 2) if out["p50_ms"] else float("nan")
     report.raw = {k: v for k, v in out.items() if k not in ("failures", "lost")}

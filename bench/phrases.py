@@ -26,7 +26,12 @@ SEEDS_RATIO = 10.0
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rows", type=int, default=DEFAULT_ROWS, help=f"rows in the FTS table (default {DEFAULT_ROWS})")
-    p.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help=f"runs of each query; the best counts (default {DEFAULT_REPEATS})")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULT_REPEATS,
+        help=f"runs of each query; the best counts (default {DEFAULT_REPEATS})",
+    )
 
 
 def main_async(args: argparse.Namespace) -> Report:

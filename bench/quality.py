@@ -42,20 +42,29 @@ def share(kb: Path, index: Path) -> dict:
     try:
         one = lambda sql, *a: con.execute(sql, a).fetchone()[0]  # noqa: E731
         return {
-            "folder": str(kb), "chunks": one("SELECT count(*) FROM chunks"),
+            "folder": str(kb),
+            "chunks": one("SELECT count(*) FROM chunks"),
             "hidden": {t: one("SELECT count(*) FROM chunks WHERE quality < ?", t) for t in (0.2, 0.3, 0.4)},
             "by_text": one("SELECT count(*) FROM chunks WHERE text_quality < 0.3"),
             "as_template": one("SELECT count(*) FROM chunks WHERE text_quality >= 0.3 AND quality < 0.3"),
             "notes": one("SELECT count(*) FROM documents"),
-            "notes_all_hidden": one("SELECT count(*) FROM documents d WHERE NOT EXISTS "
-                                    "(SELECT 1 FROM chunks c WHERE c.doc_id = d.id AND c.quality >= 0.3)"),
+            "notes_all_hidden": one(
+                "SELECT count(*) FROM documents d WHERE NOT EXISTS "
+                "(SELECT 1 FROM chunks c WHERE c.doc_id = d.id AND c.quality >= 0.3)"
+            ),
         }
     finally:
         con.close()
 
 
-QUERIES = ['"パイプライン" OR "パラメーター"', '"リモート" OR "セッション"', '"共通パラメーター"', '"関連リンク"',
-           '"ファイル" OR "パス"', '"確認を求める"']
+QUERIES = [
+    '"パイプライン" OR "パラメーター"',
+    '"リモート" OR "セッション"',
+    '"共通パラメーター"',
+    '"関連リンク"',
+    '"ファイル" OR "パス"',
+    '"確認を求める"',
+]
 
 
 def cost(source: Path, path: Path, *, queries: list[str] = QUERIES, floor: float = 0.3) -> dict:
@@ -71,7 +80,9 @@ def cost(source: Path, path: Path, *, queries: list[str] = QUERIES, floor: float
     for (h,) in con.execute("SELECT DISTINCT hash FROM chunks WHERE embedding_id IS NULL").fetchall():
         v = rng.standard_normal(dim).astype(np.float32)
         eid = con.execute("INSERT INTO embeddings(hash, created_at) VALUES (?, 0) RETURNING id", (h,)).fetchone()[0]
-        con.execute("INSERT INTO vec_embeddings(rowid, embedding) VALUES (?, ?)", (eid, (v / np.linalg.norm(v)).tobytes()))
+        con.execute(
+            "INSERT INTO vec_embeddings(rowid, embedding) VALUES (?, ?)", (eid, (v / np.linalg.norm(v)).tobytes())
+        )
     con.execute("UPDATE chunks SET embedding_id = (SELECT id FROM embeddings e WHERE e.hash = chunks.hash)")
     con.execute("COMMIT")
     con.close()
@@ -83,7 +94,9 @@ def cost(source: Path, path: Path, *, queries: list[str] = QUERIES, floor: float
         await retrievers.vector_scored(conn, qs[0], 50, matrix=matrix)  # load the in-memory copy
         legs = {
             "fts": lambda i, f: retrievers.fts_scored(conn, queries[i % len(queries)], 50, min_quality=f),
-            "vector in memory": lambda i, f: retrievers.vector_scored(conn, qs[i % 20], 50, matrix=matrix, min_quality=f),
+            "vector in memory": lambda i, f: retrievers.vector_scored(
+                conn, qs[i % 20], 50, matrix=matrix, min_quality=f
+            ),
             "vector sqlite-vec": lambda i, f: retrievers.vector_scored(conn, qs[i % 20], 50, min_quality=f),
         }
         times: dict[str, list[float]] = {}
@@ -111,8 +124,10 @@ def stubs(src: Path, out: Path) -> int:
         japanese = re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", title) is not None
         draft = out / "drafts" / rel.parent / f"{p.stem}-draft.md"
         links = out / "index" / rel.parent / f"{p.stem}-links.md"
-        for target, body in ((draft, "詳細は後述" if japanese else "TODO: write this up"),
-                             (links, f"- [[{p.stem}]]\n- [{title}](../../{rel.as_posix()})")):
+        for target, body in (
+            (draft, "詳細は後述" if japanese else "TODO: write this up"),
+            (links, f"- [[{p.stem}]]\n- [{title}](../../{rel.as_posix()})"),
+        ):
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(f"# {title}\n\n{body}\n", encoding="utf-8")
             written += 1

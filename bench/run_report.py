@@ -48,32 +48,120 @@ THROUGHPUT_MAX_CHUNKS = 10000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md", help="the page to write (default docs/benchmarks.md)")
-    p.add_argument("--charts", type=Path, default=None, metavar="DIR", help="where the PNG charts go (default: benchmarks/ beside the page)")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/groove-report"), help="indexes kept for the next run (default /tmp/groove-report)")
-    p.add_argument("--sub", type=Path, default=ROOT.parent / "sub", metavar="DIR",
-                   help="the seeded sub-corpora, one folder per set with notes/ and an index of the configured model (default ../sub)")
-    p.add_argument("--sub-queries", type=int, default=None, metavar="N", help="queries of a sub-corpus built here (default 300 JaQuAD, 200 SciFact)")
-    p.add_argument("--sub-docs", type=int, default=None, metavar="N", help="documents of a sub-corpus built here (default 1,000 JaQuAD, 800 SciFact)")
-    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"the corpus-size ladder in chunks (default {DEFAULT_SIZES}; make bench SCALE=100000 adds 100000)")
-    p.add_argument("--clients", default=DEFAULT_CLIENTS, help=f"client counts of the throughput step (default {DEFAULT_CLIENTS})")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "docs" / "benchmarks.md",
+        help="the page to write (default docs/benchmarks.md)",
+    )
+    p.add_argument(
+        "--charts",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the PNG charts go (default: benchmarks/ beside the page)",
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/tmp/groove-report"),
+        help="indexes kept for the next run (default /tmp/groove-report)",
+    )
+    p.add_argument(
+        "--sub",
+        type=Path,
+        default=ROOT.parent / "sub",
+        metavar="DIR",
+        help="the seeded sub-corpora, one folder per set with notes/ and an index of the configured model (default ../sub)",
+    )
+    p.add_argument(
+        "--sub-queries",
+        type=int,
+        default=None,
+        metavar="N",
+        help="queries of a sub-corpus built here (default 300 JaQuAD, 200 SciFact)",
+    )
+    p.add_argument(
+        "--sub-docs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="documents of a sub-corpus built here (default 1,000 JaQuAD, 800 SciFact)",
+    )
+    p.add_argument(
+        "--sizes",
+        default=DEFAULT_SIZES,
+        help=f"the corpus-size ladder in chunks (default {DEFAULT_SIZES}; make bench SCALE=100000 adds 100000)",
+    )
+    p.add_argument(
+        "--clients", default=DEFAULT_CLIENTS, help=f"client counts of the throughput step (default {DEFAULT_CLIENTS})"
+    )
     p.add_argument("--window", type=float, default=8.0, metavar="S", help="seconds per throughput window (default 8)")
-    p.add_argument("--scale-queries", type=int, default=20, metavar="N", help="queries per latency pass of each ladder size (default 20)")
-    p.add_argument("--index-docs", type=int, default=150, metavar="N", help="SciFact docs of the index step (default 150)")
-    p.add_argument("--edit-docs", type=int, default=60, metavar="N", help="SciFact docs of the 1-chunk edit step (default 60)")
-    p.add_argument("--fresh-docs", type=int, default=100, metavar="N", help="SciFact docs of the freshness step (default 100)")
+    p.add_argument(
+        "--scale-queries",
+        type=int,
+        default=20,
+        metavar="N",
+        help="queries per latency pass of each ladder size (default 20)",
+    )
+    p.add_argument(
+        "--index-docs", type=int, default=150, metavar="N", help="SciFact docs of the index step (default 150)"
+    )
+    p.add_argument(
+        "--edit-docs", type=int, default=60, metavar="N", help="SciFact docs of the 1-chunk edit step (default 60)"
+    )
+    p.add_argument(
+        "--fresh-docs", type=int, default=100, metavar="N", help="SciFact docs of the freshness step (default 100)"
+    )
     p.add_argument("--fresh-edits", type=int, default=6, metavar="N", help="edits per debounce setting (default 6)")
-    p.add_argument("--http-base-docs", type=int, default=200, metavar="N", help="SciFact docs served in the latency step (default 200)")
-    p.add_argument("--http-add-docs", type=int, default=150, metavar="N", help="docs added during its reindex pass (default 150)")
+    p.add_argument(
+        "--http-base-docs",
+        type=int,
+        default=200,
+        metavar="N",
+        help="SciFact docs served in the latency step (default 200)",
+    )
+    p.add_argument(
+        "--http-add-docs", type=int, default=150, metavar="N", help="docs added during its reindex pass (default 150)"
+    )
     p.add_argument("--http-queries", type=int, default=20, metavar="N", help="queries per latency pass (default 20)")
-    p.add_argument("--engine-passages", type=int, default=64, metavar="N", help="passages of the engine A/B's throughput (default 64)")
-    p.add_argument("--engine-agreement", type=int, default=200, metavar="N", help="passages of its cosine agreement (default 200)")
-    p.add_argument("--engine-index", type=Path, default=None, metavar="PATH",
-                   help="figures of `python -m bench --json PATH ab engine-index` to show beside the engine A/B")
-    p.add_argument("--only", default=None, metavar="LIST", help=f"comma-separated figure families to measure (default all: {','.join(FAMILIES)})")
+    p.add_argument(
+        "--engine-passages",
+        type=int,
+        default=64,
+        metavar="N",
+        help="passages of the engine A/B's throughput (default 64)",
+    )
+    p.add_argument(
+        "--engine-agreement", type=int, default=200, metavar="N", help="passages of its cosine agreement (default 200)"
+    )
+    p.add_argument(
+        "--engine-index",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="figures of `python -m bench --json PATH ab engine-index` to show beside the engine A/B",
+    )
+    p.add_argument(
+        "--only",
+        default=None,
+        metavar="LIST",
+        help=f"comma-separated figure families to measure (default all: {','.join(FAMILIES)})",
+    )
     p.add_argument("--figures", type=Path, default=None, metavar="PATH", help="also write the figures as JSON to PATH")
-    p.add_argument("--from-figures", type=Path, default=None, metavar="PATH", help="measure nothing: write the page from figures saved with --figures")
-    p.add_argument("--invoked-as", default=None, metavar="CMD", help="the command the page's header names (make bench passes its own)")
+    p.add_argument(
+        "--from-figures",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="measure nothing: write the page from figures saved with --figures",
+    )
+    p.add_argument(
+        "--invoked-as",
+        default=None,
+        metavar="CMD",
+        help="the command the page's header names (make bench passes its own)",
+    )
 
 
 def _ns(module: Any, argv: list[str], data: Path) -> argparse.Namespace:
@@ -86,6 +174,7 @@ def _ns(module: Any, argv: list[str], data: Path) -> argparse.Namespace:
 
 
 # --- the steps: each returns its figures (and says what it reused) ------------------------------
+
 
 async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[str]) -> list[dict[str, Any]]:
     from tests.support.oneshot import eval_once, index_once
@@ -120,20 +209,30 @@ async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[s
         for retriever in ("fts", "vector", "hybrid"):
             res = await eval_once(settings, root, retriever=retriever, embedder=embedder, record=False)
             m = res.metrics
-            rows.append({
-                "set": label, "notes": notes, "queries": res.count, "retriever": retriever,
-                "recall@1": m["recall@1"], "recall@10": m["recall@10"], "mrr": m["mrr"], "ndcg@10": m["ndcg@10"],
-                "low_confidence_share": res.confidence.flagged_share if retriever == "hybrid" else None,
-                "cached": was_cached, "index": str(index),
-            })
+            rows.append(
+                {
+                    "set": label,
+                    "notes": notes,
+                    "queries": res.count,
+                    "retriever": retriever,
+                    "recall@1": m["recall@1"],
+                    "recall@10": m["recall@10"],
+                    "mrr": m["mrr"],
+                    "ndcg@10": m["ndcg@10"],
+                    "low_confidence_share": res.confidence.flagged_share if retriever == "hybrid" else None,
+                    "cached": was_cached,
+                    "index": str(index),
+                }
+            )
     return rows
 
 
 def engine(opts: argparse.Namespace, data: Path) -> dict[str, Any]:
     from bench.ab import engine as engine_ab
 
-    out = engine_ab.show(engine_ab.measure(data, passages=opts.engine_passages, rounds=2, queries=40,
-                                           agreement=opts.engine_agreement))
+    out = engine_ab.show(
+        engine_ab.measure(data, passages=opts.engine_passages, rounds=2, queries=40, agreement=opts.engine_agreement)
+    )
     if opts.engine_index:
         try:
             out["index"] = json.loads(Path(opts.engine_index).read_text(encoding="utf-8"))
@@ -152,11 +251,16 @@ def indexing_figures(r: dict[str, Any]) -> dict[str, Any]:
     """The report's indexing figures from `python -m bench index`'s result."""
     raw, ratios = r["raw"], r["ratios"]
     return {
-        "docs": raw["docs"], "chunks": raw["chunks"], "index_s": raw["index_s"],
+        "docs": raw["docs"],
+        "chunks": raw["chunks"],
+        "index_s": raw["index_s"],
         "raw_encode_s": round((raw["raw_encode_first_s"] + raw["raw_encode_second_s"]) / 2, 2),
-        "index_over_raw": ratios["index_over_raw_encode_mean"], "raw_noise": ratios["raw_encode_second_over_first"],
-        "index_chunks_per_s": raw["index_chunks_per_s"], "raw_chunks_per_s": raw["raw_chunks_per_s"],
-        "text_pass_over_index": ratios["text_pass_over_index"], "same_texts": raw["same_texts"],
+        "index_over_raw": ratios["index_over_raw_encode_mean"],
+        "raw_noise": ratios["raw_encode_second_over_first"],
+        "index_chunks_per_s": raw["index_chunks_per_s"],
+        "raw_chunks_per_s": raw["raw_chunks_per_s"],
+        "text_pass_over_index": ratios["text_pass_over_index"],
+        "same_texts": raw["same_texts"],
     }
 
 
@@ -170,8 +274,15 @@ def freshness(opts: argparse.Namespace, data: Path) -> list[dict[str, Any]]:
     from bench import freshness as bench_fresh
 
     block = max(1, min(3, opts.fresh_edits))
-    return freshness_figures(bench_fresh.main_async(_ns(bench_fresh, [
-        "--docs", str(opts.fresh_docs), "--edits", str(opts.fresh_edits), "--block", str(block)], data)).to_dict())
+    return freshness_figures(
+        bench_fresh.main_async(
+            _ns(
+                bench_fresh,
+                ["--docs", str(opts.fresh_docs), "--edits", str(opts.fresh_edits), "--block", str(block)],
+                data,
+            )
+        ).to_dict()
+    )
 
 
 def freshness_figures(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -179,9 +290,16 @@ def freshness_figures(r: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for d in r["params"]["debounce_ms"]:
         text, meaning = r["raw"][f"text@{d}ms"], r["raw"][f"meaning_top3@{d}ms"]
-        out.append({"debounce_ms": d, "text_p50_ms": text["p50_ms"], "text_p95_ms": text["p95_ms"],
-                    "meaning_p50_ms": meaning["p50_ms"], "meaning_p95_ms": meaning["p95_ms"],
-                    "found": f"words {text['found']}, meaning {meaning['found']}"})
+        out.append(
+            {
+                "debounce_ms": d,
+                "text_p50_ms": text["p50_ms"],
+                "text_p95_ms": text["p95_ms"],
+                "meaning_p50_ms": meaning["p50_ms"],
+                "meaning_p95_ms": meaning["p95_ms"],
+                "found": f"words {text['found']}, meaning {meaning['found']}",
+            }
+        )
     return out
 
 
@@ -189,21 +307,44 @@ def latency(opts: argparse.Namespace, data: Path) -> dict[str, Any]:
     from bench import http as bench_http
 
     # Its own 1-vs-N windows are kept short: the throughput step measures clients properly.
-    return latency_figures(bench_http.main_async(_ns(bench_http, [
-        "--base-docs", str(opts.http_base_docs), "--add-docs", str(opts.http_add_docs), "--queries", str(opts.http_queries),
-        "--seconds", "2", "--clients", "2"], data)).to_dict())
+    return latency_figures(
+        bench_http.main_async(
+            _ns(
+                bench_http,
+                [
+                    "--base-docs",
+                    str(opts.http_base_docs),
+                    "--add-docs",
+                    str(opts.http_add_docs),
+                    "--queries",
+                    str(opts.http_queries),
+                    "--seconds",
+                    "2",
+                    "--clients",
+                    "2",
+                ],
+                data,
+            )
+        ).to_dict()
+    )
 
 
 def latency_figures(r: dict[str, Any]) -> dict[str, Any]:
     """The report's idle / during-reindex figures from `python -m bench http`'s result."""
     raw, ratios = r["raw"], r["ratios"]
     return {
-        "base_chunks": r["params"]["base_chunks"], "idle_p50_ms": raw["idle"]["p50_ms"], "idle_p95_ms": raw["idle"]["p95_ms"],
-        "during_p50_ms": raw["during_reindex"]["p50_ms"], "during_p95_ms": raw["during_reindex"]["p95_ms"],
+        "base_chunks": r["params"]["base_chunks"],
+        "idle_p50_ms": raw["idle"]["p50_ms"],
+        "idle_p95_ms": raw["idle"]["p95_ms"],
+        "during_p50_ms": raw["during_reindex"]["p50_ms"],
+        "during_p95_ms": raw["during_reindex"]["p95_ms"],
         "during_over_idle_p50": ratios["during_reindex_p50_over_idle"],
-        "server_idle_p50_ms": raw["server_side_idle"]["total_p50_ms"], "server_during_p50_ms": raw["server_side_during"]["total_p50_ms"],
-        "pending_start": raw["pending_chunks_at_start_of_during"], "pending_end": raw["pending_chunks_at_end_of_during"],
-        "idle_after_over_before": ratios["idle_p50_after_over_before"], "warnings": [n for n in r["notes"] if n.startswith("WARNING")],
+        "server_idle_p50_ms": raw["server_side_idle"]["total_p50_ms"],
+        "server_during_p50_ms": raw["server_side_during"]["total_p50_ms"],
+        "pending_start": raw["pending_chunks_at_start_of_during"],
+        "pending_end": raw["pending_chunks_at_end_of_during"],
+        "idle_after_over_before": ratios["idle_p50_after_over_before"],
+        "warnings": [n for n in r["notes"] if n.startswith("WARNING")],
     }
 
 
@@ -211,7 +352,9 @@ def latency_figures(r: dict[str, Any]) -> dict[str, Any]:
 FIGURES_FROM = {"index": indexing_figures, "freshness": freshness_figures, "http": latency_figures}
 
 
-async def scale(opts: argparse.Namespace, data: Path, sizes: list[int], cached: list[str]) -> tuple[list[dict[str, Any]], dict[int, dict]]:
+async def scale(
+    opts: argparse.Namespace, data: Path, sizes: list[int], cached: list[str]
+) -> tuple[list[dict[str, Any]], dict[int, dict]]:
     from bench import scale as bench_scale
 
     if not (data / "jaquad" / "corpus.jsonl").is_file():
@@ -226,24 +369,38 @@ async def scale(opts: argparse.Namespace, data: Path, sizes: list[int], cached: 
         if smaller:  # as `python -m bench scale` does: copies of the largest index groove built
             info = await anyio.to_thread.run_sync(bench_scale.replicate, work, built[smaller[-1]], size, False)
         else:
-            info = await anyio.to_thread.run_sync(bench_scale.build, work, data, size, bench_scale.DEFAULT_VARIANTS, False)
+            info = await anyio.to_thread.run_sync(
+                bench_scale.build, work, data, size, bench_scale.DEFAULT_VARIANTS, False
+            )
         built[size] = info
         if was_cached:
             cached.append(f"the {size:,}-chunk index of the size ladder ({work / str(size)})")
         m = await bench_scale.measure(sys.executable, ROOT, info, queries, "this", work / f"serve-{size}.log")
         warm = m["warm_server_p50_ms"]
-        rows.append({
-            "chunks": info["chunks"], "notes": info["notes"], "index_mb": info["index_mb"],
-            "warm_p50_ms": m["warm"]["p50_ms"], "warm_p95_ms": m["warm"]["p95_ms"],
-            "filtered_p50_ms": m["filtered"]["p50_ms"], "worst_p50_ms": m["worst"]["p50_ms"],
-            "index_work_ms": warm.get("index_work_ms"), "embed_ms": warm.get("embed_ms"),
-            "rss_mb": m["rss_mb"].get("VmRSS"), "hwm_mb": m["rss_mb"].get("VmHWM"),
-            "healthz_s": m["healthz_s"], "first_search_s": m["first_search_s"], "cached": was_cached,
-        })
+        rows.append(
+            {
+                "chunks": info["chunks"],
+                "notes": info["notes"],
+                "index_mb": info["index_mb"],
+                "warm_p50_ms": m["warm"]["p50_ms"],
+                "warm_p95_ms": m["warm"]["p95_ms"],
+                "filtered_p50_ms": m["filtered"]["p50_ms"],
+                "worst_p50_ms": m["worst"]["p50_ms"],
+                "index_work_ms": warm.get("index_work_ms"),
+                "embed_ms": warm.get("embed_ms"),
+                "rss_mb": m["rss_mb"].get("VmRSS"),
+                "hwm_mb": m["rss_mb"].get("VmHWM"),
+                "healthz_s": m["healthz_s"],
+                "first_search_s": m["first_search_s"],
+                "cached": was_cached,
+            }
+        )
     return rows, built
 
 
-async def throughput(opts: argparse.Namespace, data: Path, built: dict[int, dict], clients: list[int]) -> dict[str, Any]:
+async def throughput(
+    opts: argparse.Namespace, data: Path, built: dict[int, dict], clients: list[int]
+) -> dict[str, Any]:
     from bench import scale as bench_scale
     from bench.http import Server, _latencies, _throughput
 
@@ -253,7 +410,9 @@ async def throughput(opts: argparse.Namespace, data: Path, built: dict[int, dict
     info = built[fits[-1]]
     root = Path(info["index"]).parent
     queries = bench_scale.scale_queries(data, 40)
-    server = Server(root / "groove.toml", Path(info["kb"]), Path(info["index"]), opts.workdir / "scale" / "serve-throughput.log")
+    server = Server(
+        root / "groove.toml", Path(info["kb"]), Path(info["index"]), opts.workdir / "scale" / "serve-throughput.log"
+    )
     rows = []
     try:
         await server.wait_ready()
@@ -263,15 +422,33 @@ async def throughput(opts: argparse.Namespace, data: Path, built: dict[int, dict
     finally:
         server.stop()
     again = rows.pop()
-    return {"index": f"the size ladder's {info['chunks']:,}-chunk index", "chunks": info["chunks"], "window_s": opts.window,
-            "rows": [{"clients": r["clients"], "qps": r["qps"], "p50_ms": r["p50_ms"]} for r in rows],
-            "first_again_qps": again["qps"], "noise_first_again_over_first": round(again["qps"] / rows[0]["qps"], 3) if rows[0]["qps"] else None}
+    return {
+        "index": f"the size ladder's {info['chunks']:,}-chunk index",
+        "chunks": info["chunks"],
+        "window_s": opts.window,
+        "rows": [{"clients": r["clients"], "qps": r["qps"], "p50_ms": r["p50_ms"]} for r in rows],
+        "first_again_qps": again["qps"],
+        "noise_first_again_over_first": round(again["qps"] / rows[0]["qps"], 3) if rows[0]["qps"] else None,
+    }
 
 
 # --- the pass -------------------------------------------------------------------------------------
 
-SHOWN_OPTIONS = ("sizes", "clients", "window", "scale_queries", "index_docs", "edit_docs", "fresh_docs", "fresh_edits",
-                 "http_base_docs", "http_add_docs", "http_queries", "sub", "workdir")
+SHOWN_OPTIONS = (
+    "sizes",
+    "clients",
+    "window",
+    "scale_queries",
+    "index_docs",
+    "edit_docs",
+    "fresh_docs",
+    "fresh_edits",
+    "http_base_docs",
+    "http_add_docs",
+    "http_queries",
+    "sub",
+    "workdir",
+)
 
 
 def options_shown(opts: argparse.Namespace) -> dict[str, str]:
@@ -291,8 +468,9 @@ def _command(opts: argparse.Namespace, argv: list[str] | None) -> tuple[str, str
     return (opts.invoked_as or run), run
 
 
-def collect(opts: argparse.Namespace, *, embedder=None, argv: list[str] | None = None,
-            step: Callable[[str], None] | None = None) -> dict[str, Any]:
+def collect(
+    opts: argparse.Namespace, *, embedder=None, argv: list[str] | None = None, step: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Run every figure family asked for; returns the figures `bench.report.write_report` takes.
     `embedder`: the model of the in-process steps (quality, edit); default the configured one."""
     from groove.embed.embedder import make_embedder
@@ -310,8 +488,13 @@ def collect(opts: argparse.Namespace, *, embedder=None, argv: list[str] | None =
         embedder = make_embedder(make_settings(opts.workdir, opts.workdir, opts.workdir / "unused.sqlite").embedding)
     command, run = _command(opts, argv)
     figures: dict[str, Any] = {
-        "command": command, "argv": run, "started": machine()["date"], "machine": machine_details(),
-        "model": embedder.identity, "skipped": {}, "cached": [],
+        "command": command,
+        "argv": run,
+        "started": machine()["date"],
+        "machine": machine_details(),
+        "model": embedder.identity,
+        "skipped": {},
+        "cached": [],
         "options": options_shown(opts),
     }
     built: dict[int, dict] = {}
@@ -345,7 +528,9 @@ def collect(opts: argparse.Namespace, *, embedder=None, argv: list[str] | None =
     if ladder:
         figures["scale"], built = ladder
     if "throughput" in families and not built:
-        figures["skipped"]["throughput"] = "the size ladder built no index to serve: " + figures["skipped"].get("scale", "scale was not run")
+        figures["skipped"]["throughput"] = "the size ladder built no index to serve: " + figures["skipped"].get(
+            "scale", "scale was not run"
+        )
     else:
         figures["throughput"] = attempt("throughput", lambda: anyio.run(throughput, opts, data, built, clients))
     figures = {k: v for k, v in figures.items() if v is not None}
@@ -365,7 +550,9 @@ def headline_ratios(figures: dict[str, Any]) -> dict[str, float]:
         out["during_reindex_p50_over_idle"] = figures["latency"]["during_over_idle_p50"]
     tp = figures.get("throughput")
     if tp and len(tp["rows"]) > 1:
-        out[f"qps_{tp['rows'][-1]['clients']}_over_{tp['rows'][0]['clients']}_clients"] = round(tp["rows"][-1]["qps"] / tp["rows"][0]["qps"], 3) if tp["rows"][0]["qps"] else math.nan
+        out[f"qps_{tp['rows'][-1]['clients']}_over_{tp['rows'][0]['clients']}_clients"] = (
+            round(tp["rows"][-1]["qps"] / tp["rows"][0]["qps"], 3) if tp["rows"][0]["qps"] else math.nan
+        )
     return out
 
 
@@ -384,7 +571,11 @@ def main_async(args: argparse.Namespace, argv: list[str] | None = None) -> Repor
     written = write_report(figures, args.out, charts)
     report.params = {"out": str(args.out), "charts": str(charts), "files": len(written)}
     report.ratios = headline_ratios(figures)
-    report.raw = {"skipped": figures.get("skipped", {}), "cached": len(figures.get("cached", [])), "seconds": figures.get("seconds")}
+    report.raw = {
+        "skipped": figures.get("skipped", {}),
+        "cached": len(figures.get("cached", [])),
+        "seconds": figures.get("seconds"),
+    }
     report.notes += [f"wrote {p}" for p in written]
     report.notes += [f"not measured: {k}: {v}" for k, v in figures.get("skipped", {}).items()]
     report.seconds = time.perf_counter() - t
@@ -394,7 +585,7 @@ def main_async(args: argparse.Namespace, argv: list[str] | None = None) -> Repor
 def _argv_after_report() -> list[str]:
     """This run's own options, as typed after `report` (less `--invoked-as`, which only names the command)."""
     argv = sys.argv[1:]
-    argv = argv[argv.index("report") + 1:] if "report" in argv else argv
+    argv = argv[argv.index("report") + 1 :] if "report" in argv else argv
     out, skip = [], False
     for a in argv:
         if skip:

@@ -69,17 +69,52 @@ _SENT = re.compile(r"(?<=[.!?。])\s*")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"chunk counts to build and measure, comma separated (default {DEFAULT_SIZES})")
-    p.add_argument("--variants", type=int, default=DEFAULT_VARIANTS, help=f"notes written per source text at the largest size (default {DEFAULT_VARIANTS})")
-    p.add_argument("--queries", type=int, default=DEFAULT_QUERIES, help=f"queries per latency pass (default {DEFAULT_QUERIES})")
-    p.add_argument("--workdir", type=Path, default=Path("/tmp/groove-scale"), help="where the notes and indexes are built and kept (default /tmp/groove-scale)")
-    p.add_argument("--baseline", type=Path, default=None, metavar="DIR", help="also serve each index with the groove checkout in DIR (its .venv/bin/python)")
-    p.add_argument("--build-max", type=int, default=20000, metavar="N", help="sizes above N are copies of the largest size at or below it (default 20000; see replicate())")
-    p.add_argument("--baseline-filtered", type=int, default=6, metavar="N", help="filtered queries sent to the baseline (default 6: it can take seconds each)")
+    p.add_argument(
+        "--sizes",
+        default=DEFAULT_SIZES,
+        help=f"chunk counts to build and measure, comma separated (default {DEFAULT_SIZES})",
+    )
+    p.add_argument(
+        "--variants",
+        type=int,
+        default=DEFAULT_VARIANTS,
+        help=f"notes written per source text at the largest size (default {DEFAULT_VARIANTS})",
+    )
+    p.add_argument(
+        "--queries", type=int, default=DEFAULT_QUERIES, help=f"queries per latency pass (default {DEFAULT_QUERIES})"
+    )
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/tmp/groove-scale"),
+        help="where the notes and indexes are built and kept (default /tmp/groove-scale)",
+    )
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also serve each index with the groove checkout in DIR (its .venv/bin/python)",
+    )
+    p.add_argument(
+        "--build-max",
+        type=int,
+        default=20000,
+        metavar="N",
+        help="sizes above N are copies of the largest size at or below it (default 20000; see replicate())",
+    )
+    p.add_argument(
+        "--baseline-filtered",
+        type=int,
+        default=6,
+        metavar="N",
+        help="filtered queries sent to the baseline (default 6: it can take seconds each)",
+    )
     p.add_argument("--rebuild", action="store_true", help="build the notes and indexes again even if present")
 
 
 # --- the notes -------------------------------------------------------------------------------
+
 
 def _rows(path: Path) -> list[dict]:
     with path.open(encoding="utf-8") as fh:
@@ -88,7 +123,9 @@ def _rows(path: Path) -> list[dict]:
 
 def source_texts(data: Path) -> list[tuple[str, str]]:
     """(title, text) of every SciFact abstract and JaQuAD paragraph, interleaved (both languages at every size)."""
-    sci = [(r.get("title") or r["_id"], r["text"]) for r in _rows(data / "scifact" / "corpus.jsonl") if r["text"].strip()]
+    sci = [
+        (r.get("title") or r["_id"], r["text"]) for r in _rows(data / "scifact" / "corpus.jsonl") if r["text"].strip()
+    ]
     ja = [(r.get("title") or r["_id"], r["text"]) for r in _rows(data / "jaquad" / "corpus.jsonl") if r["text"].strip()]
     out: list[tuple[str, str]] = []
     for i in range(max(len(sci), len(ja))):
@@ -117,7 +154,7 @@ def write_notes(kb: Path, texts: Sequence[tuple[str, str]], n_notes: int, varian
             tags = [COMMON_TAG] + ([RARE_TAG] if written % 100 == 0 else [])
             title_line = title.replace("\n", " ").strip()
             body = f"---\ntags: [{', '.join(tags)}]\n---\n# {title_line} ({v})\n\n{variant(text, v)}\n"
-            (kb / f"v{v}" ).mkdir(exist_ok=True)
+            (kb / f"v{v}").mkdir(exist_ok=True)
             (kb / f"v{v}" / f"n{i:06d}.md").write_text(body, encoding="utf-8")
             written += 1
     return written
@@ -190,9 +227,14 @@ def build(work: Path, data: Path, chunks: int, variants: int, rebuild: bool) -> 
     t = time.perf_counter()
     summary_ = anyio.run(lambda: index_once(settings, embedder=embedder))
     info = {
-        "notes": notes, "chunks": summary_.chunks_written or summary_.chunks, "write_s": round(write_s, 1),
-        "index_s": round(time.perf_counter() - t, 1), "kb": str(kb), "index": str(index),
-        "index_mb": round(index.stat().st_size / 2**20, 1), "summary": summary_,
+        "notes": notes,
+        "chunks": summary_.chunks_written or summary_.chunks,
+        "write_s": round(write_s, 1),
+        "index_s": round(time.perf_counter() - t, 1),
+        "kb": str(kb),
+        "index": str(index),
+        "index_mb": round(index.stat().st_size / 2**20, 1),
+        "summary": summary_,
     }
     import sqlite3
 
@@ -236,13 +278,17 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
     shutil.copyfile(base["index"], index)
     shutil.copytree(base["kb"], kb)
     con = connection.connect_sync(index)
-    docs = con.execute("SELECT id, path, title, tags, date, frontmatter, warnings FROM documents ORDER BY id").fetchall()
+    docs = con.execute(
+        "SELECT id, path, title, tags, date, frontmatter, warnings FROM documents ORDER BY id"
+    ).fetchall()
     tags: dict[int, list[str]] = {}
     for doc_id, tag in con.execute("SELECT doc_id, tag FROM doc_tags"):
         tags.setdefault(doc_id, []).append(tag)
     rows: dict[int, list[tuple]] = {}
-    for r in con.execute("SELECT doc_id, ordinal, heading, level, context, content, start_line, end_line, token_count"
-                         " FROM chunks ORDER BY doc_id, ordinal"):
+    for r in con.execute(
+        "SELECT doc_id, ordinal, heading, level, context, content, start_line, end_line, token_count"
+        " FROM chunks ORDER BY doc_id, ordinal"
+    ):
         rows.setdefault(r[0], []).append(r[1:])
     have = con.execute("SELECT count(*) FROM chunks").fetchone()[0]
     vectors = CheapVectors(None)
@@ -264,9 +310,23 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
             cur = con.execute(
                 "INSERT INTO documents(path, title, tags, date, frontmatter, warnings, size, mtime_ns, hash, indexed_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (rel, title, tags_json, date, front, warnings, st.st_size, st.st_mtime_ns, _hashlib.sha256(data).hexdigest(), now))
+                (
+                    rel,
+                    title,
+                    tags_json,
+                    date,
+                    front,
+                    warnings,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    _hashlib.sha256(data).hexdigest(),
+                    now,
+                ),
+            )
             new_doc = cur.lastrowid
-            con.executemany("INSERT INTO doc_tags(doc_id, tag) VALUES (?, ?)", [(new_doc, tg) for tg in tags.get(doc_id, [])])
+            con.executemany(
+                "INSERT INTO doc_tags(doc_id, tag) VALUES (?, ?)", [(new_doc, tg) for tg in tags.get(doc_id, [])]
+            )
             texts = [f"{c[4]}\n({copy})" for c in rows.get(doc_id, [])]
             vecs = vectors.embed_documents(texts, vectors_dim)
             for c, text, vec in zip(rows.get(doc_id, []), texts, vecs):
@@ -280,20 +340,30 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
                 con.execute(
                     "INSERT INTO chunks(doc_id, ordinal, heading, level, context, content, start_line, end_line,"
                     " token_count, hash, embedding_id, queued_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (new_doc, c[0], c[1], c[2], c[3], text, c[5], c[6], c[7], h, emb, now))
+                    (new_doc, c[0], c[1], c[2], c[3], text, c[5], c[6], c[7], h, emb, now),
+                )
                 have += 1
         con.execute("COMMIT")
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     notes = con.execute("SELECT count(*) FROM documents").fetchone()[0]
     con.close()
-    info = {"notes": notes, "chunks": have, "write_s": 0.0, "index_s": round(time.perf_counter() - t, 1),
-            "kb": str(kb), "index": str(index), "index_mb": round(index.stat().st_size / 2**20, 1),
-            "built_from": base["index"], "copies": copy}
+    info = {
+        "notes": notes,
+        "chunks": have,
+        "write_s": 0.0,
+        "index_s": round(time.perf_counter() - t, 1),
+        "kb": str(kb),
+        "index": str(index),
+        "index_mb": round(index.stat().st_size / 2**20, 1),
+        "built_from": base["index"],
+        "copies": copy,
+    }
     done.write_text(json.dumps(info, default=str))
     return info
 
 
 # --- measuring ---------------------------------------------------------------------------------
+
 
 def scale_queries(data: Path, n: int) -> list[str]:
     sci = [r["text"] for r in _rows(data / "scifact" / "queries.jsonl")][: n // 2]
@@ -358,8 +428,15 @@ def _server_parts(bodies: list[dict]) -> dict[str, float]:
     return {k: summary(v)["p50_ms"] for k, v in sorted(parts.items())}
 
 
-async def measure(python: str, cwd: Path, build_info: dict, queries: list[str], label: str, log: Path,
-                  filtered_queries: int | None = None) -> dict[str, Any]:
+async def measure(
+    python: str,
+    cwd: Path,
+    build_info: dict,
+    queries: list[str],
+    label: str,
+    log: Path,
+    filtered_queries: int | None = None,
+) -> dict[str, Any]:
     from mcp import Client
 
     root = Path(build_info["index"]).parent
@@ -410,11 +487,17 @@ async def measure(python: str, cwd: Path, build_info: dict, queries: list[str], 
 async def run(args: argparse.Namespace) -> Report:
     data = data_dir(getattr(args, "data", None))
     if not (data / "jaquad" / "corpus.jsonl").exists():
-        raise BenchError(f"{data}/jaquad/corpus.jsonl is missing; --data must point at the folder holding scifact/ and jaquad/")
+        raise BenchError(
+            f"{data}/jaquad/corpus.jsonl is missing; --data must point at the folder holding scifact/ and jaquad/"
+        )
     sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
     report = Report("scale", "search at 10k and 100k chunks over HTTP (document vectors from a hash-seeded pass)")
-    report.params = {"sizes": sizes, "variants": args.variants, "queries": args.queries,
-                     "baseline": str(args.baseline) if args.baseline else None}
+    report.params = {
+        "sizes": sizes,
+        "variants": args.variants,
+        "queries": args.queries,
+        "baseline": str(args.baseline) if args.baseline else None,
+    }
     args.workdir.mkdir(parents=True, exist_ok=True)
     queries = scale_queries(data, args.queries)
     results: dict[str, Any] = {}
@@ -434,23 +517,40 @@ async def run(args: argparse.Namespace) -> Report:
         if args.baseline:
             servers.insert(0, ("baseline", str(args.baseline / ".venv" / "bin" / "python"), args.baseline))
         for label, python, cwd in servers:
-            m = await measure(python, cwd, info, queries, label, args.workdir / f"serve-{key}-{label}.log",
-                              args.baseline_filtered if label == "baseline" else None)
+            m = await measure(
+                python,
+                cwd,
+                info,
+                queries,
+                label,
+                args.workdir / f"serve-{key}-{label}.log",
+                args.baseline_filtered if label == "baseline" else None,
+            )
             results[key][label] = m
-            report.ratios[f"{key}_{label}_filtered_over_unfiltered"] = ratio(m["filtered"]["p50_ms"], m["warm"]["p50_ms"])
+            report.ratios[f"{key}_{label}_filtered_over_unfiltered"] = ratio(
+                m["filtered"]["p50_ms"], m["warm"]["p50_ms"]
+            )
             report.ratios[f"{key}_{label}_worst_over_p50"] = ratio(m["worst"]["p50_ms"], m["warm"]["p50_ms"])
             report.ratios[f"{key}_{label}_filtered_over_unfiltered_index_work"] = ratio(
-                m["filtered_server_p50_ms"]["index_work_ms"], m["warm_server_p50_ms"]["index_work_ms"])
+                m["filtered_server_p50_ms"]["index_work_ms"], m["warm_server_p50_ms"]["index_work_ms"]
+            )
             if label == "this" and args.baseline:
                 b = results[key]["baseline"]
                 report.ratios[f"{key}_p50_baseline_over_this"] = ratio(b["warm"]["p50_ms"], m["warm"]["p50_ms"])
-                report.ratios[f"{key}_filtered_baseline_over_this"] = ratio(b["filtered"]["p50_ms"], m["filtered"]["p50_ms"])
+                report.ratios[f"{key}_filtered_baseline_over_this"] = ratio(
+                    b["filtered"]["p50_ms"], m["filtered"]["p50_ms"]
+                )
                 report.ratios[f"{key}_filtered_index_work_baseline_over_this"] = ratio(
-                    b["filtered_server_p50_ms"]["index_work_ms"], m["filtered_server_p50_ms"]["index_work_ms"])
+                    b["filtered_server_p50_ms"]["index_work_ms"], m["filtered_server_p50_ms"]["index_work_ms"]
+                )
     if "10k" in results and "100k" in results:
-        report.ratios["p50_100k_over_10k"] = ratio(results["100k"]["this"]["warm"]["p50_ms"], results["10k"]["this"]["warm"]["p50_ms"])
-        report.ratios["index_work_100k_over_10k"] = ratio(results["100k"]["this"]["warm_server_p50_ms"]["index_work_ms"],
-                                                          results["10k"]["this"]["warm_server_p50_ms"]["index_work_ms"])
+        report.ratios["p50_100k_over_10k"] = ratio(
+            results["100k"]["this"]["warm"]["p50_ms"], results["10k"]["this"]["warm"]["p50_ms"]
+        )
+        report.ratios["index_work_100k_over_10k"] = ratio(
+            results["100k"]["this"]["warm_server_p50_ms"]["index_work_ms"],
+            results["10k"]["this"]["warm_server_p50_ms"]["index_work_ms"],
+        )
     report.raw = results
     report.notes.append("document vectors are hash-seeded (speed only); queries are embedded by the real default model")
     return report

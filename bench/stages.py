@@ -28,7 +28,18 @@ from pathlib import Path
 
 import anyio
 
-from bench.common import machine, Report, Timer, build_notes, data_dir, make_settings, ratio, scifact_queries, settings_summary, summary
+from bench.common import (
+    machine,
+    Report,
+    Timer,
+    build_notes,
+    data_dir,
+    make_settings,
+    ratio,
+    scifact_queries,
+    settings_summary,
+    summary,
+)
 
 DEFAULT_DOCS = 300
 DEFAULT_QUERIES = 20  # the reranker costs seconds per query on 2 busy cores: 20 keep the bench under ~5 min
@@ -42,9 +53,21 @@ VARIANTS = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--examples", action=argparse.BooleanOptionalAction, default=True, help="include the shipped examples/notes (default: yes)")
-    p.add_argument("--docs", type=int, default=DEFAULT_DOCS, help=f"SciFact docs added to examples/notes (default {DEFAULT_DOCS})")
-    p.add_argument("--queries", type=int, default=DEFAULT_QUERIES, help=f"SciFact queries, each run through every variant (default {DEFAULT_QUERIES})")
+    p.add_argument(
+        "--examples",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="include the shipped examples/notes (default: yes)",
+    )
+    p.add_argument(
+        "--docs", type=int, default=DEFAULT_DOCS, help=f"SciFact docs added to examples/notes (default {DEFAULT_DOCS})"
+    )
+    p.add_argument(
+        "--queries",
+        type=int,
+        default=DEFAULT_QUERIES,
+        help=f"SciFact queries, each run through every variant (default {DEFAULT_QUERIES})",
+    )
     p.add_argument("--limit", type=int, default=10, help="results per search (default 10)")
 
 
@@ -85,7 +108,7 @@ async def run(args: argparse.Namespace) -> Report:
                     for q in queries[:1]:
                         await searcher.search(conn, SearchRequest(query=q, limit=args.limit, **VARIANTS[name]))
             for i, q in enumerate(queries):
-                order = names[i % len(names):] + names[: i % len(names)]  # rotate who goes first
+                order = names[i % len(names) :] + names[: i % len(names)]  # rotate who goes first
                 for name in order:
                     req = SearchRequest(query=q, limit=args.limit, **VARIANTS[name])
                     t = time.perf_counter()
@@ -102,7 +125,14 @@ async def run(args: argparse.Namespace) -> Report:
         bench="stages",
         machine_start=m0,
         title=f"refine-stage latency over plain hybrid, {len(queries)} queries x {len(names)} variants interleaved",
-        params={"examples": args.examples, "docs": docs, "chunks": built.chunks_written, "queries": len(queries), "limit": args.limit, **settings_summary(settings)},
+        params={
+            "examples": args.examples,
+            "docs": docs,
+            "chunks": built.chunks_written,
+            "queries": len(queries),
+            "limit": args.limit,
+            **settings_summary(settings),
+        },
     )
     for n in names[1:]:
         report.ratios[f"{n}_p50_over_plain"] = ratio(stats[n]["p50_ms"], plain50)

@@ -25,7 +25,9 @@ from pathlib import Path
 from bench.common import DEFAULT_DATA
 
 
-def build(data: Path, name: str, out: Path, *, queries: int, docs: int, seed: int = 20261201, split: str = "train") -> dict:
+def build(
+    data: Path, name: str, out: Path, *, queries: int, docs: int, seed: int = 20261201, split: str = "train"
+) -> dict:
     src = data / name
     qrels: dict[str, set[str]] = {}
     with open(src / "qrels" / f"{split}.tsv", encoding="utf-8") as f:

@@ -35,7 +35,9 @@ from groove.store import connection
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--notes", type=Path, help="the notes folder both indexes were built from")
     p.add_argument("--index", type=Path, help="an index built by the old model (copied, not changed)")
-    p.add_argument("--donor", type=Path, help="an index of the same notes built by the new model: its vectors are reused")
+    p.add_argument(
+        "--donor", type=Path, help="an index of the same notes built by the new model: its vectors are reused"
+    )
 
 
 class DonorEmbedder:
@@ -142,17 +144,25 @@ def main_async(args: argparse.Namespace) -> Report:
             "swap_over_shadow_fill": round(out["swap_s"] / max(out["shadow_fill_s"], 1e-9), 5),
         },
         raw={
-            "texts_final": texts, "notes_rechunked": out["rechunk"].changed,
-            "chunks_before": chunks_before, "chunks_after": chunks_after,
-            "moved_texts": out["moved_texts"], "shadow_texts_filled": out["filled"],
-            "reused_from_donor": embedder.reused, "embedded_for_real": embedder.embedded,
-            "rechunk_s": round(out["rechunk_s"], 2), "shadow_fill_s": round(out["shadow_fill_s"], 2),
-            "swap_ms": round(out["swap_s"] * 1000, 1), "pending_after_swap": out["pending_after"],
+            "texts_final": texts,
+            "notes_rechunked": out["rechunk"].changed,
+            "chunks_before": chunks_before,
+            "chunks_after": chunks_after,
+            "moved_texts": out["moved_texts"],
+            "shadow_texts_filled": out["filled"],
+            "reused_from_donor": embedder.reused,
+            "embedded_for_real": embedder.embedded,
+            "rechunk_s": round(out["rechunk_s"], 2),
+            "shadow_fill_s": round(out["shadow_fill_s"], 2),
+            "swap_ms": round(out["swap_s"] * 1000, 1),
+            "pending_after_swap": out["pending_after"],
             "index_mb": round(size_mb, 1),
         },
-        notes=["moved_share: texts whose chunk boundaries moved with the new tokenizer (the old model embeds "
-               "them for the active set during a switch in the service), over the final texts",
-               "new_model_texts_over_final_texts = 1.0: the new model embedded each final text once, nothing else"],
+        notes=[
+            "moved_share: texts whose chunk boundaries moved with the new tokenizer (the old model embeds "
+            "them for the active set during a switch in the service), over the final texts",
+            "new_model_texts_over_final_texts = 1.0: the new model embedded each final text once, nothing else",
+        ],
     )
     report.seconds = time.perf_counter() - started
     return report

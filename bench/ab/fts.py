@@ -10,6 +10,7 @@ search: both full-text legs, the KNN, the row fetch and match spans; over the sc
 queries, the same filtered to `scale-rare`, and its worst query 7 times. Prints p50 / p95 per side
 and baseline-over-this ratios. Decision 0010 was measured with it (as `python -m bench.fts_ab`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def load_baseline(checkout: Path) -> ModuleType:
     """The other checkout's retrievers module, loaded beside this one."""
-    spec = importlib.util.spec_from_file_location("baseline_retrievers", checkout / "groove" / "search" / "retrievers.py")
+    spec = importlib.util.spec_from_file_location(
+        "baseline_retrievers", checkout / "groove" / "search" / "retrievers.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -49,9 +52,13 @@ def load_baseline(checkout: Path) -> ModuleType:
 
 def _summary(d: dict[str, list[float]]) -> dict[str, float]:
     total = sorted(d["total"])
-    return {"p50": round(statistics.median(total), 1), "p95": round(total[max(0, int(0.95 * len(total)) - 1)], 1),
-            "max": round(total[-1], 1), "fts_p50": round(statistics.median(d["fts"]), 1),
-            **{k: round(statistics.median(d[k]), 1) for k in PARTS}}
+    return {
+        "p50": round(statistics.median(total), 1),
+        "p95": round(total[max(0, int(0.95 * len(total)) - 1)], 1),
+        "max": round(total[-1], 1),
+        "fts_p50": round(statistics.median(d["fts"]), 1),
+        **{k: round(statistics.median(d[k]), 1) for k in PARTS},
+    }
 
 
 async def measure(index: Path, baseline: ModuleType, data: Path | None = None) -> dict[str, Any]:
@@ -76,10 +83,14 @@ async def measure(index: Path, baseline: ModuleType, data: Path | None = None) -
         @asynccontextmanager
         async def one():
             yield mod.SqliteSearchReads(conn)
+
         return one
 
-    jobs = ([("warm", q, {}) for q in queries] + [("filtered", q, {"tags_any": [RARE_TAG]}) for q in queries]
-            + [("worst", WORST_QUERY, {})] * 7)
+    jobs = (
+        [("warm", q, {}) for q in queries]
+        + [("filtered", q, {"tags_any": [RARE_TAG]}) for q in queries]
+        + [("worst", WORST_QUERY, {})] * 7
+    )
     res: dict[str, dict[str, dict[str, list[float]]]] = {name: {} for name in mods}
     try:
         for q in queries[:4]:  # warm-up: page cache, vocabulary caches
@@ -101,8 +112,11 @@ async def measure(index: Path, baseline: ModuleType, data: Path | None = None) -
     out = {f"{name}.{kind}": _summary(d) for name in mods for kind, d in res[name].items()}
     for kind in ("warm", "filtered", "worst"):
         a, b = out[f"baseline.{kind}"], out[f"this.{kind}"]
-        print(f"{kind}\n  baseline {a}\n  this     {b}\n  baseline/this p50 {a['p50'] / b['p50']:.2f}"
-              f" p95 {a['p95'] / b['p95']:.2f} full text {a['fts_p50'] / max(b['fts_p50'], 0.1):.2f}", flush=True)
+        print(
+            f"{kind}\n  baseline {a}\n  this     {b}\n  baseline/this p50 {a['p50'] / b['p50']:.2f}"
+            f" p95 {a['p95'] / b['p95']:.2f} full text {a['fts_p50'] / max(b['fts_p50'], 0.1):.2f}",
+            flush=True,
+        )
     for name in mods:
         print(f"filtered/unfiltered p50, {name}: {out[f'{name}.filtered']['p50'] / out[f'{name}.warm']['p50']:.2f}")
     return out

@@ -9,6 +9,7 @@ reported). The off_topic calibration is left out (measured apart). The second si
 warmer page cache: its vector leg is the comparison, not its full-text legs. docs/scale-out.md's
 1M figures were measured with it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,6 +39,7 @@ async def _measure(root: Path, n: int, data: Path) -> dict[str, Any]:
     queries = scale_queries(data, n)
     out: dict[str, Any] = {}
     async with Index.open(settings, readonly=True) as index:
+
         async def no_calibration(source: Any) -> None:
             return None
 
@@ -67,7 +69,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     out = anyio.run(_measure, args.dir, args.queries, data_dir(getattr(args, "data", None)))
     for side in ("sqlite-vec", "memory"):
         print(side, out[side])
-    print(f"chunks {out['chunks']}; in-memory copy {out['memory_mib']} MiB loaded in {out['memory_load_s']} s; "
-          f"peak RSS {out['peak_rss_mb']} MB; vector leg sqlite-vec / memory "
-          f"{out['sqlite-vec'].get('vector_ms', 0) / max(out['memory'].get('vector_ms', 1e-9), 1e-9):.1f}x")
+    print(
+        f"chunks {out['chunks']}; in-memory copy {out['memory_mib']} MiB loaded in {out['memory_load_s']} s; "
+        f"peak RSS {out['peak_rss_mb']} MB; vector leg sqlite-vec / memory "
+        f"{out['sqlite-vec'].get('vector_ms', 0) / max(out['memory'].get('vector_ms', 1e-9), 1e-9):.1f}x"
+    )
     return out

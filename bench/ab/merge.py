@@ -9,6 +9,7 @@ three rounds, the first one a warm-up. Prints p50 / mean per side and original-o
 The ranked ids are compared: a merge moves postings, it must not change a result. Decision 0013
 was measured with it (as `python -m bench.merge_ab`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,14 +51,19 @@ async def measure(index: Path, data: Path | None = None) -> dict[str, Any]:
             con.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
             merge_s[table] = round(time.perf_counter() - t, 2)
         con.close()
-        sides = {"as_written": await connection.connect(index, readonly=True), "merged": await connection.connect(copy, readonly=True)}
+        sides = {
+            "as_written": await connection.connect(index, readonly=True),
+            "merged": await connection.connect(copy, readonly=True),
+        }
         res: dict[str, list[float]] = {name: [] for name in sides}
         same = True
         try:
             for rnd in range(3):
                 for i, q in enumerate(queries):
                     cq = compile_query(q)
-                    legs = [(t, e) for t, e in (("fts_chunks", cq.match_expr), ("fts_cjk", cjk_query(cq.vector_text))) if e]
+                    legs = [
+                        (t, e) for t, e in (("fts_chunks", cq.match_expr), ("fts_cjk", cjk_query(cq.vector_text))) if e
+                    ]
                     got = {}
                     for name in alternate(["as_written", "merged"], i + rnd):
                         t = time.perf_counter()

@@ -11,6 +11,7 @@ scale bench's 40 queries (half English, half Japanese). Reported per round: clie
 English, Japanese) and p95, the server's own pipeline total p50 (`explain`), and the server
 process's CPU per search (its utime + stime from /proc). Was `python -m bench.serve_ab`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,12 @@ from bench.scale import _search, scale_queries, settled
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("index", type=Path, help="this checkout's index (its folder holds groove.toml and notes/)")
-    p.add_argument("--baseline", type=Path, required=True, metavar="DIR", help="the other checkout (its .venv/bin/python)")
-    p.add_argument("--baseline-index", type=Path, required=True, metavar="PATH", help="the baseline's copy of the index")
+    p.add_argument(
+        "--baseline", type=Path, required=True, metavar="DIR", help="the other checkout (its .venv/bin/python)"
+    )
+    p.add_argument(
+        "--baseline-index", type=Path, required=True, metavar="PATH", help="the baseline's copy of the index"
+    )
     p.add_argument("--rounds", type=int, default=2, help="rounds, the sides alternating (default 2)")
 
 
@@ -77,8 +82,10 @@ async def serve_once(python: str, cwd: Path, index: Path, root: Path, queries: l
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     queries = scale_queries(data_dir(args.data), 40)
     root = args.index.parent
-    sides = {"baseline": (str(args.baseline / ".venv" / "bin" / "python"), args.baseline, args.baseline_index),
-             "this": (str(Path.cwd() / ".venv" / "bin" / "python"), Path.cwd(), args.index)}
+    sides = {
+        "baseline": (str(args.baseline / ".venv" / "bin" / "python"), args.baseline, args.baseline_index),
+        "this": (str(Path.cwd() / ".venv" / "bin" / "python"), Path.cwd(), args.index),
+    }
     res: dict[str, list[dict]] = {}
     for rnd in range(args.rounds):
         for name in alternate(["baseline", "this"], rnd):

@@ -34,7 +34,9 @@ from typing import Any
 import anyio
 
 INIT = {
-    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
 }
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -56,7 +58,9 @@ def rss_mb(pid: int) -> float:
 def _notes(kb: Path) -> None:
     kb.mkdir(parents=True, exist_ok=True)
     for i in range(20):
-        (kb / f"note-{i:02d}.md").write_text(f"# Note {i}\n\nParagraph {i} about quokka number {i}.\n", encoding="utf-8")
+        (kb / f"note-{i:02d}.md").write_text(
+            f"# Note {i}\n\nParagraph {i} about quokka number {i}.\n", encoding="utf-8"
+        )
 
 
 def run_once(root: Path, max_sessions: int | None, count: int) -> dict:
@@ -66,11 +70,25 @@ def run_once(root: Path, max_sessions: int | None, count: int) -> dict:
     _notes(kb)
     port = _free_port()
     config = root / f"groove-{max_sessions}.toml"
-    config.write_text("" if max_sessions is None else f"[serve.http]\nmax_sessions = {max_sessions}\n", encoding="utf-8")
+    config.write_text(
+        "" if max_sessions is None else f"[serve.http]\nmax_sessions = {max_sessions}\n", encoding="utf-8"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("GROOVE_")}
     env.update(HF_HUB_OFFLINE="1", XDG_DATA_HOME=str(root / "data"), XDG_CONFIG_HOME=str(root / "config"))
-    argv = [str(Path(sys.executable).with_name("groove")), "serve", "--config", str(config), "--kb", str(kb),
-            "--index", str(root / f"index-{max_sessions}.sqlite"), "--transport", "http", "--bind", f"127.0.0.1:{port}"]
+    argv = [
+        str(Path(sys.executable).with_name("groove")),
+        "serve",
+        "--config",
+        str(config),
+        "--kb",
+        str(kb),
+        "--index",
+        str(root / f"index-{max_sessions}.sqlite"),
+        "--transport",
+        "http",
+        "--bind",
+        f"127.0.0.1:{port}",
+    ]
     log = open(root / f"serve-{max_sessions}.log", "wb")
     proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -98,9 +116,14 @@ def run_once(root: Path, max_sessions: int | None, count: int) -> dict:
         after = rss_mb(proc.pid)
         anyio.run(_search, base + "/mcp")  # a new client still gets in
         return {
-            "max_sessions": max_sessions or "SDK default (10000)", "initializes": count, "statuses": statuses,
-            "rss_before_mb": round(before, 1), "rss_after_mb": round(after, 1), "growth_mb": round(after - before, 1),
-            "seconds": round(seconds, 1), "new_client_after": "ok",
+            "max_sessions": max_sessions or "SDK default (10000)",
+            "initializes": count,
+            "statuses": statuses,
+            "rss_before_mb": round(before, 1),
+            "rss_after_mb": round(after, 1),
+            "growth_mb": round(after - before, 1),
+            "seconds": round(seconds, 1),
+            "new_client_after": "ok",
         }
     finally:
         proc.send_signal(signal.SIGTERM)

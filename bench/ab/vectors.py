@@ -12,6 +12,7 @@ to differ only by a float tie). Also the first load's time and the copy's size. 
 per side and sqlite-vec-over-memory ratios. Decision 0012 was measured with it (as
 `python -m bench.vectors_ab`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,20 +63,29 @@ async def measure(index: Path, queries: int) -> dict[str, Any]:
                 got = {}
                 for side in alternate(["sqlite-vec", "memory"], i):
                     t = time.perf_counter()
-                    got[side] = await retrievers.vector_scored(conn, q, 50, None, allowed,
-                                                               matrix if side == "memory" else None)
+                    got[side] = await retrievers.vector_scored(
+                        conn, q, 50, None, allowed, matrix if side == "memory" else None
+                    )
                     res.setdefault(f"{kind}.{side}", []).append((time.perf_counter() - t) * 1000)
                 same += [c for c, _ in got["memory"]] == [c for c, _ in got["sqlite-vec"]]
                 gap = max((abs(a[1] - b[1]) for a, b in zip(got["memory"], got["sqlite-vec"])), default=0.0)
                 max_gap = max(max_gap, gap)
     finally:
         await conn.close()
-    out: dict[str, Any] = {"vectors": n, "dimension": int(dim), "rare_notes": len(rare), "queries": queries,
-                           "first_load_s": round(load_s, 2), "memory_mb": round(snap.matrix.nbytes / 2**20, 1),
-                           "same_ranking_share": round(same / (2 * queries), 3),
-                           "max_distance_gap_at_a_rank": float(f"{max_gap:.2g}")}
+    out: dict[str, Any] = {
+        "vectors": n,
+        "dimension": int(dim),
+        "rare_notes": len(rare),
+        "queries": queries,
+        "first_load_s": round(load_s, 2),
+        "memory_mb": round(snap.matrix.nbytes / 2**20, 1),
+        "same_ranking_share": round(same / (2 * queries), 3),
+        "max_distance_gap_at_a_rank": float(f"{max_gap:.2g}"),
+    }
     for key, xs in res.items():
         out[key] = {"p50_ms": round(percentile(xs, 50), 2), "p95_ms": round(percentile(xs, 95), 2)}
     for kind in ("unfiltered", "filtered"):
-        out[f"{kind}.sqlite_vec_over_memory_p50"] = round(out[f"{kind}.sqlite-vec"]["p50_ms"] / out[f"{kind}.memory"]["p50_ms"], 2)
+        out[f"{kind}.sqlite_vec_over_memory_p50"] = round(
+            out[f"{kind}.sqlite-vec"]["p50_ms"] / out[f"{kind}.memory"]["p50_ms"], 2
+        )
     return out

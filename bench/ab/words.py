@@ -17,6 +17,7 @@ Prints p50 / mean per side, all queries and per language, and trigram-over-words
 Quality is `groove eval`'s (docs/decisions/0014), not this. Decision 0014 was measured with it
 (as `python -m bench.words_ab`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,7 +60,9 @@ async def run_legs(reads_: Any, plan: list[Any]) -> int:
 
     found = 0
     for _name, table, expr, terms in plan:
-        scored = await reads_.fts_scored(expr, 50, (2.0, 1.0, 1.0), None, table, set() if excludes_by_id(table) else None)
+        scored = await reads_.fts_scored(
+            expr, 50, (2.0, 1.0, 1.0), None, table, set() if excludes_by_id(table) else None
+        )
         await leg_evidence(reads_, table, terms, scored)
         found += len(scored)
     return found
