@@ -174,7 +174,8 @@ async def run(args: argparse.Namespace) -> Report:
             report.raw[name] = measured
             report.notes.append(
                 f"{name}: {len(queries)} queries, median {m['hits']:g} hits from {m['notes']:g} notes, "
-                f"passages {m['passage_bytes']:,.0f} B; before {m['before_bytes']:,.0f} B, after {m['after_bytes']:,.0f} B "
+                f"passages {m['passage_bytes']:,.0f} B; before {m['before_bytes']:,.0f} B, after "
+                f"{m['after_bytes']:,.0f} B "
                 f"(text {m['after_text_bytes']:,.0f} B + structured {m['after_structured_bytes']:,.0f} B)"
             )
     report.seconds = time.perf_counter() - started

@@ -10,9 +10,10 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing downloads, ever
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -165,7 +166,7 @@ def machine() -> dict[str, Any]:
 
 
 class Timer:
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         self.t0 = time.perf_counter()
         return self
 
@@ -263,7 +264,10 @@ def show_ab(out: dict[str, Any], width: int = 30) -> dict[str, Any]:
 
 
 def alternate(sides: Sequence[str], i: int) -> list[str]:
-    """The order an A/B runs its sides in for the i-th query: flipped every other query, so neither always goes first."""
+    """The order an A/B runs its sides in for the i-th query.
+
+    Flipped every other query, so neither side always goes first.
+    """
     return list(sides) if i % 2 == 0 else list(reversed(sides))
 
 

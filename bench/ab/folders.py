@@ -264,9 +264,9 @@ def score_side(runs: dict[str, list[str]], judged: list[dict[str, Any]], doc_lan
 async def measure(args: argparse.Namespace, data: Path, work: Path, report: Report) -> None:
     import anyio
 
-    from groove.index import Index
     from groove.config import load_settings
     from groove.embed.embedder import make_embedder
+    from groove.index import Index
     from groove.logs import configure
     from groove.search.compiler import QueryError, compile_query
     from groove.search.pipeline import Searcher

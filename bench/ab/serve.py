@@ -49,8 +49,9 @@ def _cpu_ms(pid: int) -> int:
 
 
 async def serve_once(python: str, cwd: Path, index: Path, root: Path, queries: list[str], log: Path) -> dict[str, Any]:
-    from groove.corpus.cjk import has_cjk
     from mcp import Client
+
+    from groove.corpus.cjk import has_cjk
 
     server = Server(root / "groove.toml", root / "notes", index, log, python=python, cwd=cwd)
     await server.wait_ready()
