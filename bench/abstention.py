@@ -307,7 +307,10 @@ def report(rows: list[dict], kinds: dict[str, dict] | None = None) -> dict:
     def aurocs(rows: list[dict]) -> dict:
         ans = [r["off_topic_evidence"] for r in rows if not r["unanswerable"]]
         un = [r["off_topic_evidence"] for r in rows if r["unanswerable"]]
-        top = lambda f: -(f["vector_top"] or 0)  # noqa: E731
+
+        def top(f: dict) -> float:
+            return -(f["vector_top"] or 0)
+
         return {
             "auroc_signal": auroc([-sc(f) for f in un], [-sc(f) for f in ans]),
             "auroc_top_cosine": auroc([top(f) for f in un], [top(f) for f in ans]),

@@ -97,7 +97,7 @@ async def _measure(settings: Any, queries: list[str], limit: int) -> dict[str, A
 
     index = Index(settings)
     await index.open_reader()
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
         for q in queries:
             answer = await index.search(SearchRequest(query=q, limit=limit))

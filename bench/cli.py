@@ -53,6 +53,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _index(kb: Path, index: Path, config: Path) -> None:
+    """`groove index` as a subprocess: the index every search below reads."""
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "groove.cli",
+            "index",
+            "--config",
+            str(config),
+            "--kb",
+            str(kb),
+            "--index",
+            str(index),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=900,
+    )
+    if built.returncode != 0:
+        raise BenchError(f"groove index failed: {built.stderr[-1500:]}")
+
+
 def _search(kb: Path, index: Path, config: Path, query: str, *extra: str) -> tuple[float, str, str]:
     """One CLI search as a subprocess: (seconds, top path, stderr)."""
     cmd = [
@@ -96,28 +122,7 @@ async def run(args: argparse.Namespace) -> Report:
         index = tmp / "index.sqlite"
         make_settings(tmp, kb, index)  # writes an empty groove.toml: defaults only
         config = tmp / "groove.toml"
-        built = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "groove.cli",
-                "index",
-                "--config",
-                str(config),
-                "--kb",
-                str(kb),
-                "--index",
-                str(index),
-                "--format",
-                "json",
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
-            timeout=900,
-        )
-        if built.returncode != 0:
-            raise BenchError(f"groove index failed: {built.stderr[-1500:]}")
+        await anyio.to_thread.run_sync(_index, kb, index, config)
         plan = [q for _ in range(args.repeats) for q in QUERIES]
 
         alone, alone_top = [], {}

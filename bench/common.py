@@ -53,7 +53,7 @@ def _to_markdown_main(data: Path):
 
 def scifact_rows(data: Path, docs: int, skip: int = 0) -> list[str]:
     """Raw corpus.jsonl lines [skip, skip + docs); docs == 0 means to the end."""
-    out = []
+    out: list[str] = []
     with open(data / "scifact" / "corpus.jsonl", encoding="utf-8") as f:
         for i, line in enumerate(f):
             if i < skip:

@@ -169,7 +169,7 @@ async def _one_edit(daemon, path: Path, rel: str, text: str, word: str, query: s
     polls = 0
     meaning_done = False
     t0 = time.perf_counter()
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text, encoding="utf-8")  # noqa: ASYNC240 - the timed save: a thread's hop would be timed too
     deadline = t0 + TIMEOUT_S
 
     def new_hit(r) -> bool:  # the edited note, with its new content (an overwrite keeps the path)

@@ -88,7 +88,7 @@ def run_case(case: hostile.Case | None, real: bool, workdir: Path, config: Path 
     }
     if code != 0:
         message = err.read_text("utf-8", "replace").strip().splitlines()
-        error = next((l for l in message if l.startswith("groove: error:")), message[-1] if message else "")
+        error = next((line for line in message if line.startswith("groove: error:")), message[-1] if message else "")
         row.update(outcome="refused (the whole run)", reason=error.removeprefix("groove: error: "))
         return row
     summary = json.loads(out.read_text("utf-8"))

@@ -90,7 +90,12 @@ async def _text_pass(settings, embedder, kb: Path, index_path: Path) -> dict:
     from groove.store import connection, reads
     from groove.sync.indexer import Indexer
 
-    reads.prepare_index(index_path, model=embedder.identity, dimension=embedder.dimension, kb_path=str(kb.resolve()))
+    def prepare() -> None:  # SQLite and the file system: off the event loop
+        reads.prepare_index(
+            index_path, model=embedder.identity, dimension=embedder.dimension, kb_path=str(kb.resolve())
+        )
+
+    await anyio.to_thread.run_sync(prepare)
     conn = await connection.connect(index_path)
     try:
         stats = await Indexer(conn, kb, settings.index, embedder).reconcile_all()
@@ -184,7 +189,7 @@ async def run(args: argparse.Namespace) -> Report:
     )
     if not same or summary.chunks_embedded != n:
         report.notes.append(
-            f"WARNING: the index embedded {summary['chunks_embedded']} texts but the raw side encoded {n}; "
+            f"WARNING: the index embedded {summary.chunks_embedded} texts but the raw side encoded {n}; "
             "the ratio compares different work"
         )
     report.seconds = time.perf_counter() - t_start
@@ -225,7 +230,7 @@ async def edit_cost(data: Path, docs: int, *, embedder=None) -> dict:
                 "SELECT d.path, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id"
                 " GROUP BY d.id ORDER BY count(*) DESC, d.path LIMIT 1"
             )
-            path, note_chunks = await cur.fetchone()
+            path, note_chunks = connection.one(await cur.fetchone())
         finally:
             await conn.close()
         note = kb / path

@@ -187,8 +187,13 @@ def fingerprint(index: Path) -> dict[str, Any]:
                 integrity[table] = "ok"
             except connection.DBError as exc:
                 integrity[table] = str(exc)
-        rows = lambda sql: [tuple(r) for r in con.execute(sql).fetchall()]  # noqa: E731
-        one = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+
+        def rows(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in con.execute(sql).fetchall()]
+
+        def one(sql: str) -> Any:
+            return con.execute(sql).fetchone()[0]
+
         return {
             "documents": rows("SELECT path, hash FROM documents ORDER BY path"),
             "chunks": rows(
@@ -324,6 +329,7 @@ def run_rounds(
         else:
             # The window: the burst itself plus the embedding that follows it.
             outcome = daemon_round(work, kb, fresh_index, rng, notes, edits, window_s=burst_s + 3.0)
+            assert fresh_after is not None  # set above when kinds holds "daemon"; no other kind compares with it
             expected = fresh_after
         got = fingerprint(outcome.pop("index"))
         outcome.pop("kb", None)

@@ -27,12 +27,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
+
 ROOT = Path(__file__).resolve().parent.parent
 GROOVE = [sys.executable, "-m", "groove.cli"]
+HEALTHY_S = 300.0  # how long `groove serve` may take to answer /healthz
 DEFAULT_CLIENTS = 16
 DEFAULT_EDITS = 200
 DEFAULT_SECONDS = 60.0
@@ -110,27 +114,72 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
+def _first_text(result: CallToolResult) -> str:
+    """The text of a tool result's first content block ('' when it has none, the repr of a block of another kind)."""
+    from mcp_types import TextContent
+
+    if not result.content:
+        return ""
+    first = result.content[0]
+    return first.text if isinstance(first, TextContent) else repr(first)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-async def _wait_healthy(proc: subprocess.Popen, base: str, timeout: float = 300) -> None:
+async def _wait_healthy(proc: subprocess.Popen, base: str) -> None:
+    """Until /healthz answers 200, for at most HEALTHY_S seconds."""
     import httpx
 
-    deadline = time.monotonic() + timeout
-    async with httpx.AsyncClient(timeout=2) as http:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"groove serve exited with {proc.returncode}")
-            try:
-                if (await http.get(f"{base}/healthz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await anyio.sleep(0.1)
+    with anyio.move_on_after(HEALTHY_S):
+        async with httpx.AsyncClient(timeout=2) as http:
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"groove serve exited with {proc.returncode}")
+                try:
+                    if (await http.get(f"{base}/healthz")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                await anyio.sleep(0.1)
     raise RuntimeError("groove serve did not become healthy")
+
+
+def _prepare(work: Path, kb: Path, common: list[str], notes: int, model: str) -> None:
+    """The run's config, its notes and their index (`groove index`), before anything is timed."""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "groove.toml").write_text(CONFIG.format(model=model), encoding="utf-8")
+    kb.mkdir(exist_ok=True)
+    for i in range(notes):
+        (kb / f"n{i:04d}.md").write_text(_note(i), encoding="utf-8")
+    done = subprocess.run(
+        [*GROOVE, "index", *common],
+        cwd=ROOT,
+        env=_env(work),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"groove index failed: {done.stderr[-2000:]}")
+
+
+def _serve(work: Path, common: list[str], port: int) -> tuple[IO[bytes], subprocess.Popen]:
+    """`groove serve --transport http` on the port, its output in work/serve.log (the file, for the caller to close)."""
+    log = open(work / "serve.log", "wb")
+    proc = subprocess.Popen(
+        [*GROOVE, "serve", *common, "--transport", "http", "--bind", f"127.0.0.1:{port}"],
+        cwd=ROOT,
+        env=_env(work),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    return log, proc
 
 
 async def run_load(
@@ -149,37 +198,14 @@ async def run_load(
 
     from bench.common import percentile
 
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "groove.toml").write_text(CONFIG.format(model=model), encoding="utf-8")
     kb = work / "notes"
-    kb.mkdir(exist_ok=True)
-    for i in range(notes):
-        (kb / f"n{i:04d}.md").write_text(_note(i), encoding="utf-8")
     index = work / "index.sqlite"
     common = ["--config", str(work / "groove.toml"), "--kb", str(kb), "--index", str(index)]
-    done = subprocess.run(
-        [*GROOVE, "index", *common],
-        cwd=ROOT,
-        env=_env(work),
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        stdin=subprocess.DEVNULL,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"groove index failed: {done.stderr[-2000:]}")
+    await anyio.to_thread.run_sync(_prepare, work, kb, common, notes, model)
 
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    log = open(work / "serve.log", "wb")
-    proc = subprocess.Popen(
-        [*GROOVE, "serve", *common, "--transport", "http", "--bind", f"127.0.0.1:{port}"],
-        cwd=ROOT,
-        env=_env(work),
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    log, proc = await anyio.to_thread.run_sync(_serve, work, common, port)
     latencies: list[float] = []
     failures: list[str] = []
     written: dict[int, str] = {}
@@ -198,7 +224,7 @@ async def run_load(
                         with anyio.fail_after(60):
                             result = await client.call_tool("search", {"query": query, "limit": 5})
                         if result.is_error:
-                            failures.append(f"tool error: {result.content[0].text if result.content else ''}"[:300])
+                            failures.append(f"tool error: {_first_text(result)}"[:300])
                         else:
                             latencies.append((time.perf_counter() - t0) * 1000)
                     except Exception as exc:  # noqa: BLE001 - every failure is counted

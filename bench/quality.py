@@ -21,9 +21,12 @@ import shutil
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 import numpy as np
+
+from bench.common import BenchError
 
 
 def share(kb: Path, index: Path) -> dict:
@@ -40,7 +43,10 @@ def share(kb: Path, index: Path) -> dict:
     anyio.run(reconcile)
     con = connection.connect_sync(index, readonly=True)
     try:
-        one = lambda sql, *a: con.execute(sql, a).fetchone()[0]  # noqa: E731
+
+        def one(sql: str, *a: Any) -> Any:
+            return con.execute(sql, a).fetchone()[0]
+
         return {
             "folder": str(kb),
             "chunks": one("SELECT count(*) FROM chunks"),
@@ -74,7 +80,10 @@ def cost(source: Path, path: Path, *, queries: list[str] = QUERIES, floor: float
 
     shutil.copy(source, path)
     con = connection.connect_sync(path)
-    dim = int(schema.get_meta_sync(con, "dimension"))
+    dimension = schema.get_meta_sync(con, "dimension")
+    if dimension is None:
+        raise BenchError(f"{source} records no vector dimension: not an index groove built")
+    dim = int(dimension)
     rng = np.random.default_rng(1)
     con.execute("BEGIN")
     for (h,) in con.execute("SELECT DISTINCT hash FROM chunks WHERE embedding_id IS NULL").fetchall():

@@ -263,8 +263,8 @@ def _header(f: dict[str, Any], chart_rel: str) -> list[str]:
         "another command) built; the rest were measured from scratch in this run.",
         "",
     ]
-    if f.get("cached"):
-        lines += ["Cached in this run: " + "; ".join(f.get("cached")) + ".", ""]
+    if cached := f.get("cached"):
+        lines += ["Cached in this run: " + "; ".join(cached) + ".", ""]
     return lines
 
 
@@ -713,7 +713,8 @@ def _memory_body(sc: list[dict[str, Any]]) -> list[str]:
 
 def render(figures: dict[str, Any], chart_rel: str = "benchmarks") -> tuple[str, Charts]:
     """The page's Markdown and, per chart file name it references, the function that draws it."""
-    f, c, charts = figures, chart_rel, {}
+    f, c = figures, chart_rel
+    charts: Charts = {}
     lines = _header(f, c) + _headline(f)
     lines += _charted(
         f,

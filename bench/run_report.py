@@ -187,7 +187,6 @@ async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[s
 
     rows: list[dict[str, Any]] = []
     for name, (label, n_queries, n_docs) in SUBSETS.items():
-        root, index, was_cached = None, None, False
         for candidate in (opts.sub / name / "e5.sqlite", opts.sub / name / "index.sqlite"):
             if candidate.is_file() and (opts.sub / name / "notes").is_dir():
                 con = connection.connect_sync(candidate, readonly=True)
@@ -198,7 +197,7 @@ async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[s
                 if model == embedder.identity:
                     root, index, was_cached = opts.sub / name, candidate, True
                     break
-        if root is None:  # build the sub-corpus here, indexed by the configured model (kept for the next run)
+        else:  # none of this model: build the sub-corpus here, indexed by the configured model (kept for the next run)
             root = opts.workdir / "sub" / name
             if not (root / "queries.jsonl").is_file():
                 subcorpus.build(data, name, root, queries=opts.sub_queries or n_queries, docs=opts.sub_docs or n_docs)
@@ -365,7 +364,8 @@ async def scale(
     work = opts.workdir / "scale"
     work.mkdir(parents=True, exist_ok=True)
     queries = bench_scale.scale_queries(data, opts.scale_queries)
-    rows, built = [], {}
+    rows: list[dict[str, Any]] = []
+    built: dict[int, dict[str, Any]] = {}
     for size in sizes:
         was_cached = (work / str(size) / "build.json").is_file()
         smaller = [b for b in sorted(built) if b < size and size > 20000]

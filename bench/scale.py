@@ -228,7 +228,7 @@ def build(work: Path, data: Path, chunks: int, variants: int, rebuild: bool) -> 
     summary_ = anyio.run(lambda: index_once(settings, embedder=embedder))
     info = {
         "notes": notes,
-        "chunks": summary_.chunks_written or summary_.chunks,
+        "chunks": summary_.chunks_written,  # a fresh index: every chunk (the count below replaces it)
         "write_s": round(write_s, 1),
         "index_s": round(time.perf_counter() - t, 1),
         "kb": str(kb),
@@ -330,7 +330,7 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
             )
             texts = [f"{c[4]}\n({copy})" for c in rows.get(doc_id, [])]
             vecs = vectors.embed_documents(texts, vectors_dim)
-            for c, text, vec in zip(rows.get(doc_id, []), texts, vecs):
+            for c, text, vec in zip(rows.get(doc_id, []), texts, vecs, strict=True):
                 h = _hashlib.sha256(text.encode()).hexdigest()
                 row = con.execute("SELECT id FROM embeddings WHERE hash = ?", (h,)).fetchone()
                 if row is not None:  # the same text twice in the corpus: one vector, as groove stores it
@@ -369,7 +369,7 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
 def scale_queries(data: Path, n: int) -> list[str]:
     sci = [r["text"] for r in _rows(data / "scifact" / "queries.jsonl")][: n // 2]
     ja = [r["text"] for r in _rows(data / "jaquad" / "queries.jsonl")][: n - n // 2]
-    return [q for pair in zip(sci, ja) for q in pair]
+    return [q for pair in zip(sci, ja, strict=False) for q in pair]  # pairs: an odd n leaves one JaQuAD query out
 
 
 def _rss(pid: int) -> dict[str, float]:

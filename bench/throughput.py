@@ -130,7 +130,7 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     """CPU seconds per query of each part alone, and of the whole search in process."""
     from groove.corpus.cjk import cjk_query
     from groove.embed.embedder import make_embedder
-    from groove.search.compiler import QueryError, compile_query
+    from groove.search.compiler import CompiledQuery, QueryError, compile_query
     from groove.search.pipeline import Searcher, SearchRequest, full_text_plan, leg_evidence, pool_size
     from groove.search.retrievers import SqliteSearchReads
     from groove.store import connection
@@ -139,7 +139,7 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     s = settings.search
     weights = (s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight)
     n = pool_size(10)
-    compiled = []
+    compiled: list[CompiledQuery | None] = []
     for q in queries:
         try:
             compiled.append(compile_query(q))
@@ -151,10 +151,10 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     cpu = {"fts": 0.0, "embed": 0.0, "knn": 0.0}
     try:
         vectors = []
-        for q, cq in zip(queries, compiled):  # one pass to warm the page cache (untimed)
+        for cq in compiled:  # one pass to warm the page cache (untimed)
             for _name, table, expr, _terms in full_text_plan(cq, cjk_query(cq.vector_text)) if cq else []:
                 await reads.fts_scored(expr, n, weights, None, table, None)
-        for q, cq in zip(queries, compiled):
+        for q, cq in zip(queries, compiled, strict=True):
             text = cq.vector_text if cq else q
             t = time.process_time()
             plan = full_text_plan(cq, cjk_query(text)) if cq else []
@@ -172,7 +172,7 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
         t = time.process_time()
         for i in range(0, len(queries), 8):
             embedder.embed_queries(
-                [cq.vector_text if cq else q for q, cq in zip(queries[i : i + 8], compiled[i : i + 8])]
+                [cq.vector_text if cq else q for q, cq in zip(queries[i : i + 8], compiled[i : i + 8], strict=True)]
             )
         embed8 = time.process_time() - t
 

@@ -57,7 +57,11 @@ async def measure(index: Path, data: Path | None = None, rounds: int = 3) -> dic
     embedder = make_embedder(settings.embedding)
     vectors = await anyio.to_thread.run_sync(embedder.embed_queries, queries)
     conn = await connection.connect(index, readonly=True)
-    searcher = Searcher(settings.search, embed_query=lambda t: None)  # only its centres are used
+
+    async def no_embedding(text: str) -> np.ndarray:
+        raise RuntimeError("this searcher embeds nothing: only its centres are used")
+
+    searcher = Searcher(settings.search, embed_query=no_embedding)  # only its centres are used
     try:
         centres = await searcher.centres_for(conn)
         if centres is None:
@@ -66,7 +70,7 @@ async def measure(index: Path, data: Path | None = None, rounds: int = 3) -> dic
         ms: dict[str, list[float]] = {f"{side}_{how}": [] for side in ("raw", "centres") for how in ("scan", "memory")}
         differ = 0
         for r in range(rounds):
-            for i, (text, q) in enumerate(zip(queries, vectors)):
+            for i, (text, q) in enumerate(zip(queries, vectors, strict=True)):
                 for how, reads_ in (("scan", SqliteSearchReads(conn)), ("memory", SqliteSearchReads(conn, matrix))):
                     tops = {}
                     for side in alternate(("raw", "centres"), i):

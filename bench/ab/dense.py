@@ -83,19 +83,23 @@ async def measure(index: Path, data: Path, keep: Path | None, split: str) -> dic
     ids, texts = _corpus(data)
     judged = _judged(data, split)
 
-    cached = keep / "engine-docs.npy" if keep else None
+    def doc_vectors() -> np.ndarray:  # kept in keep/ when it is given, read back from it by the next run
+        if keep is None:
+            return embedder.embed_documents(texts)
+        cached = keep / "engine-docs.npy"
+        if cached.is_file():
+            return np.load(cached)
+        docs = embedder.embed_documents(texts)
+        keep.mkdir(parents=True, exist_ok=True)
+        np.save(cached, docs)
+        return docs
+
     t = time.perf_counter()
-    if cached is not None and cached.is_file():
-        docs = np.load(cached)
-    else:
-        docs = await anyio.to_thread.run_sync(embedder.embed_documents, texts)
-        if cached is not None:
-            keep.mkdir(parents=True, exist_ok=True)
-            np.save(cached, docs)
+    docs = await anyio.to_thread.run_sync(doc_vectors)
     doc_s = time.perf_counter() - t
     queries = await anyio.to_thread.run_sync(embedder.embed_queries, [q for _, q, _ in judged])
     scores = []
-    for (_, _, relevant), q in zip(judged, queries):
+    for (_, _, relevant), q in zip(judged, queries, strict=True):
         order = np.argsort(-(docs @ q), kind="stable")[:10]
         ranks = [next((i + 1 for i, d in enumerate(order) if ids[d] == r), None) for r in sorted(relevant)]
         scores.append(score_query(ranks, len(relevant)))

@@ -93,7 +93,7 @@ def throughput(models: dict[str, Any], texts: list[str], rounds: int) -> dict[st
     batches = [ordered[i : i + 8] for i in range(0, len(ordered), 8)]
     cpu = {name: 0.0 for name in models}
     wall = {name: 0.0 for name in models}
-    for name, model in models.items():  # warm: load, first call
+    for model in models.values():  # warm: load, first call
         model.embed_documents(batches[0])
     for r in range(rounds):
         for name in alternate(list(models), r):

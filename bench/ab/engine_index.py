@@ -60,7 +60,8 @@ def run_index(kb: Path, index: Path, backend: str, workdir: Path) -> dict[str, A
     # would stall the child once the unread one filled up.
     with tempfile.TemporaryFile() as errors:
         proc = subprocess.Popen(cmd, env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=errors)
-        out = proc.stdout.read()  # type: ignore[union-attr]
+        assert proc.stdout is not None  # stdout=PIPE
+        out = proc.stdout.read()
         _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU and peak RSS
         wall = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)

@@ -150,8 +150,8 @@ def make_corpus(
         rng.shuffle(everything)
         half = len(everything) // 2
         where = {key: ("a" if i < half else "b") for i, key in enumerate(everything)}
-    for f in folders.values():
-        f.mkdir(parents=True)
+    for folder in folders.values():
+        folder.mkdir(parents=True)
     for lang in LANGS:
         for p in notes[lang]:
             shutil.copyfile(p, folders[where[(lang, p.stem)]] / p.name)
@@ -349,7 +349,7 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
         except QueryError:
             pass
     texts = list(dict.fromkeys(t for t in texts if t.strip()))
-    cache = dict(zip(texts, await anyio.to_thread.run_sync(embedder.embed_queries, texts)))
+    cache = dict(zip(texts, await anyio.to_thread.run_sync(embedder.embed_queries, texts), strict=True))
 
     async def embed_query(text: str):
         if text not in cache:
@@ -387,6 +387,9 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
         async def one(key, mode, req):
             return await opened[key].search(req, searcher=searchers[mode][key])
 
+        async def fetch(got: dict[str, Any], n: str, mode: str, req: SearchRequest) -> None:
+            got[n] = (await one(n, mode, req)).results
+
         for rnd in range(args.rounds):
             for i, q in enumerate(judged):
                 req = SearchRequest(query=q["text"], limit=LIMIT)
@@ -403,15 +406,11 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
                             lists = [(n, (await one(n, mode, req)).results) for n in names]
                             merged = [p for p, _ in rrf(lists)]
                         else:
-                            got: dict[str, Any] = {}
-
-                            async def fetch(n: str) -> None:
-                                got[n] = (await one(n, mode, req)).results
-
+                            per_folder: dict[str, Any] = {}
                             async with anyio.create_task_group() as tg:
                                 for n in names:
-                                    tg.start_soon(fetch, n)
-                            merged = [p for p, _ in rrf([(n, got[n]) for n in names])]
+                                    tg.start_soon(fetch, per_folder, n, mode, req)
+                            merged = [p for p, _ in rrf([(n, per_folder[n]) for n in names])]
                         took = (time.perf_counter() - t) * 1000
                         if rnd:
                             ms[mode][side].append(took)
@@ -466,21 +465,21 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
         "rrf_k": RRF_K,
         "limit": LIMIT,
     }
-    r = report.ratios
-    r["build_wall_B/A"] = ratio(build["B"]["wall_s"], build["A"]["wall_s"])
-    r["build_cpu_B/A"] = ratio(build["B"]["cpu_s"], build["A"]["cpu_s"])
-    r["index_bytes_B/A"] = ratio(build["B"]["bytes"], build["A"]["bytes"])
-    r["build_wall_C/A"] = ratio(build["C"]["wall_s"], build["A"]["wall_s"])
-    r["build_cpu_C/A"] = ratio(build["C"]["cpu_s"], build["A"]["cpu_s"])
-    r["index_bytes_C/A"] = ratio(build["C"]["bytes"], build["A"]["bytes"])
+    ratios = report.ratios
+    ratios["build_wall_B/A"] = ratio(build["B"]["wall_s"], build["A"]["wall_s"])
+    ratios["build_cpu_B/A"] = ratio(build["B"]["cpu_s"], build["A"]["cpu_s"])
+    ratios["index_bytes_B/A"] = ratio(build["B"]["bytes"], build["A"]["bytes"])
+    ratios["build_wall_C/A"] = ratio(build["C"]["wall_s"], build["A"]["wall_s"])
+    ratios["build_cpu_C/A"] = ratio(build["C"]["cpu_s"], build["A"]["cpu_s"])
+    ratios["index_bytes_C/A"] = ratio(build["C"]["bytes"], build["A"]["bytes"])
     for m in modes:
         for s in ("B", "B_par", "C"):
-            r[f"search_p50_{m}_{s}/A"] = ratio(latency[m][s]["p50_ms"], latency[m]["A"]["p50_ms"])
-            r[f"search_p95_{m}_{s}/A"] = ratio(latency[m][s]["p95_ms"], latency[m]["A"]["p95_ms"])
+            ratios[f"search_p50_{m}_{s}/A"] = ratio(latency[m][s]["p50_ms"], latency[m]["A"]["p50_ms"])
+            ratios[f"search_p95_{m}_{s}/A"] = ratio(latency[m][s]["p95_ms"], latency[m]["A"]["p95_ms"])
     for lang in ("all", *LANGS):
         for k in ("ndcg@10", "recall@10", "mrr"):
             for s in ("B", "C"):
-                r[f"{k}_{lang}_{s}/A"] = ratio(quality[s][lang][k], quality["A"][lang][k])
+                ratios[f"{k}_{lang}_{s}/A"] = ratio(quality[s][lang][k], quality["A"][lang][k])
     report.raw = {
         "build": {s: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in b.items()} for s, b in build.items()},
         "search": latency,
@@ -527,8 +526,8 @@ def print_table(report: Report) -> None:
         ("build CPU (s)", "cpu_s", "build_cpu"),
         ("index bytes", "bytes", "index_bytes"),
     ):
-        v = (lambda s: fmt(int(b[s][k]))) if k == "bytes" else (lambda s: fmt(b[s][k]))
-        rows.append((name, v("A"), v("B"), fmt(r[f"{key}_B/A"]), v("C"), fmt(r[f"{key}_C/A"])))
+        in_a, in_b, in_c = (fmt(int(b[s][k])) if k == "bytes" else fmt(b[s][k]) for s in ("A", "B", "C"))
+        rows.append((name, in_a, in_b, fmt(r[f"{key}_B/A"]), in_c, fmt(r[f"{key}_C/A"])))
     rows.append(("chunks", fmt(int(b["A"]["chunks"])), fmt(int(b["B"]["chunks"])), "", fmt(int(b["C"]["chunks"])), ""))
     for m, sides in raw["search"].items():
         for s in ("B", "B_par"):

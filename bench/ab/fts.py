@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 import numpy as np
 
-from bench.common import alternate, data_dir
+from bench.common import BenchError, alternate, data_dir
 from bench.scale import RARE_TAG, WORST_QUERY, scale_queries
 
 PARTS = ("trigram_ms", "bigram_ms", "vector_ms")
@@ -42,9 +42,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def load_baseline(checkout: Path) -> ModuleType:
     """The other checkout's retrievers module, loaded beside this one."""
-    spec = importlib.util.spec_from_file_location(
-        "baseline_retrievers", checkout / "groove" / "search" / "retrievers.py"
-    )
+    path = checkout / "groove" / "search" / "retrievers.py"
+    spec = importlib.util.spec_from_file_location("baseline_retrievers", path)
+    if spec is None or spec.loader is None:
+        raise BenchError(f"{path} cannot be loaded as a module")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -86,7 +87,7 @@ async def measure(index: Path, baseline: ModuleType, data: Path | None = None) -
 
         return one
 
-    jobs = (
+    jobs: list[tuple[str, str, dict[str, Any]]] = (
         [("warm", q, {}) for q in queries]
         + [("filtered", q, {"tags_any": [RARE_TAG]}) for q in queries]
         + [("worst", WORST_QUERY, {})] * 7

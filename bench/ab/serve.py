@@ -72,7 +72,7 @@ async def serve_once(python: str, cwd: Path, index: Path, root: Path, queries: l
             used = _cpu_ms(server.proc.pid) - before
     finally:
         server.stop()
-    out = {f"p50_{k}_ms": round(percentile(v, 50), 1) for k, v in lat.items() if v}
+    out: dict[str, Any] = {f"p50_{k}_ms": round(percentile(v, 50), 1) for k, v in lat.items() if v}
     out["p95_ms"] = round(percentile(lat["all"], 95), 1)
     out["server_total_p50_ms"] = round(percentile(totals, 50), 1)
     out["cpu_ms_per_search"] = round(used / len(queries), 1)
