@@ -358,6 +358,12 @@ class HTTPSettings(_Section):
         le=100_000,
         description="request bodies one client address may be sending at once; one more cuts its oldest (408)",
     )
+    storm_log_interval_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="seconds between two log lines counting one kind of storm (connections shed, requests refused ...)",
+    )
 
 
 class ServeSettings(_Section):

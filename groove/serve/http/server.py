@@ -160,13 +160,25 @@ def build_app(server: MCPServer, daemon: Daemon, settings: Settings, allowed: Al
         session_idle_timeout=http.session_idle_s,
         max_sessions=http.max_sessions + 1,  # SessionGuard makes room first; the SDK's 503 is the last resort
     )
-    sessions = SessionGuard(starlette_app, server, http.max_sessions, StormLog("mcp_sessions_ended"))
+    sessions = SessionGuard(
+        starlette_app, server, http.max_sessions, StormLog("mcp_sessions_ended", http.storm_log_interval_s)
+    )
     limits = StreamLimits.of(http)
     streams = StreamGuard(
-        sessions, limits, StormLog("http_event_streams", max_streams=limits.max_streams, per_client=limits.per_client)
+        sessions,
+        limits,
+        StormLog(
+            "http_event_streams",
+            http.storm_log_interval_s,
+            max_streams=limits.max_streams,
+            per_client=limits.per_client,
+        ),
     )
     return GuardMiddleware(
-        RequestBodyLimitMiddleware(streams, max_body), allowed, token, refused=StormLog("http_refused")
+        RequestBodyLimitMiddleware(streams, max_body),
+        allowed,
+        token,
+        refused=StormLog("http_refused", http.storm_log_interval_s),
     )
 
 
@@ -197,7 +209,7 @@ class HTTPService:
         self.sock = sock
         self.mcp = mcp
         http = http or HTTPSettings()
-        self.storm = StormLog("http_connections_shed", max_connections=http.max_connections)
+        self.storm = StormLog("http_connections_shed", http.storm_log_interval_s, max_connections=http.max_connections)
         config = uvicorn.Config(
             BodyDeadline(
                 app,

@@ -31,7 +31,8 @@ def clip(value: str | None, limit: int = SAMPLE_CHARS) -> str | None:
 
 
 class StormLog:
-    """A count of repeated events, logged at most once per `interval_s` (the first at once)."""
+    """A count of repeated events, logged at most once per `interval_s` (the first at once). The server's take
+    `[serve.http] storm_log_interval_s` (10 s by default); tests set a short one rather than wait one out."""
 
     def __init__(self, event: str, interval_s: float = 10.0, **fields: Any):
         self.event = event
