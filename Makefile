@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make serve   index a notes folder (KB=path; without KB, the shipped example notes: --examples) and serve it over MCP
-#   make test    run the whole test suite (it installs the pinned MCP test clients through scripts/install-node-tools)
+#   make test    run the whole test suite (it installs the pinned MCP test clients through scripts/install-node-tools):
+#                the fast tier first (make test-fast: no real model, child process, browser or npm tool), then the rest
 #   make lint    ruff (lint and format check) and mypy over groove/ and bench/, as configured in pyproject.toml
 #   make bench   run a benchmark pass and write docs/benchmarks.md and its charts (docs/benchmarks/*.png) from it;
 #                SCALE=100000 adds a 100k-chunk step to the 1k / 10k ladder (not run by CI: it takes a while)
@@ -19,7 +20,7 @@ STAMP_SERVE := $(VENV)/.installed-serve
 STAMP_TEST  := $(VENV)/.installed-test
 
 , := ,
-.PHONY: serve test lint install install-test node-tools bench bench-each clean
+.PHONY: serve test test-fast lint install install-test node-tools bench bench-each clean
 
 # groove and what it needs at run time.
 $(STAMP_SERVE): pyproject.toml constraints.txt
@@ -45,8 +46,16 @@ node-tools:
 serve: $(STAMP_SERVE)
 	HF_HUB_OFFLINE=1 $(BIN)/groove serve $(if $(KB),--kb "$(KB)",--examples) --transport http --bind "$(BIND)"
 
-test: $(STAMP_TEST)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+# The fast tier: the tests that need no real model, no child process, no browser and no npm tool. tests/conftest.py
+# marks the others from the fixtures they use (real_model, spawn, browser, npm_tools: tests/support/tiers.py).
+# `make test` runs it first, so a broken build fails in minutes, then the rest.
+FAST := not model and not process and not browser and not npm
+
+test-fast: $(STAMP_TEST)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "$(FAST)"
+
+test: test-fast
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not ($(FAST))"
 
 # ruff's lint rules, ruff's formatter (checked, never applied) and mypy, over the package and the benches, and every
 # `# noqa: CODE` / `# type: ignore[code]` saying why after it; all four run, and any finding fails the target.

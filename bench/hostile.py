@@ -27,12 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support import hostile  # the one definition of the corpus
+from tests.support.server import FAKE_GROOVE  # `groove` with the bag-of-words fake embedder
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-import hostile  # noqa: E402  (tests/hostile.py: the one definition of the corpus)
-
-FAKE_GROOVE = [sys.executable, str(ROOT / "tests" / "fake_groove.py")]
 HTTP_DOC = """`--http`: hostile clients against one `groove serve --transport http` (default [serve.http]
 settings, the fake embedder, loopback), these probes in turn:
 
@@ -223,8 +221,7 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
 
     import httpx
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    from mcp_support import ServerProcess  # noqa: E402  (the tests' real `groove serve` subprocess)
+    from tests.support.server import ServerProcess  # the tests' real `groove serve` subprocess
 
     kb = work / "notes"
     kb.mkdir(parents=True)
@@ -464,7 +461,8 @@ def run_folder(work: Path, notes: int, recreate: int, timeout: float) -> dict:
     import subprocess
 
     import httpx
-    from mcp_support import ServerProcess  # the tests' real `groove serve` subprocess (tests/ is on sys.path)
+
+    from tests.support.server import ServerProcess  # the tests' real `groove serve` subprocess
 
     kb = work / "kb"
     write_notes(kb, notes, "startword")

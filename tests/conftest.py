@@ -1,30 +1,146 @@
-"""Shared fixtures: real SQLite files in tmp dirs, the real packaged model (loaded once)."""
+"""Fixtures and hooks; the helpers tests share live in tests/support/.
+
+Every test runs with its own config and data dirs (no test reads the developer's groove.toml, GROOVE_*
+variables or ~/.local/share/groove) and with the bag-of-words fake (tests/support/fakes.py) as the embedder
+of any Index or Daemon it opens without naming one.
+
+Four fixtures stand for what makes a test slow; each marks the tests that use it, directly or through
+another fixture (pytest_collection_modifyitems reads `item.fixturenames`; tests/support/tiers.py: MARKED_BY):
+
+    real_model  -> model    the real embedding models: with it, an Index or Daemon opened without an
+                            embedder loads the configured model, as groove does
+    spawn       -> process  a child process: groove, python, `groove serve`, the wheel build, a stdio server
+    browser     -> browser  a real headless Chromium (tests/support/browser.py)
+    npm_tools   -> npm      the npm-installed MCP clients and Node (tests/support/node.py)
+
+`make test-fast` runs the tests with none of these marks. A test that starts a process without `spawn`,
+`browser` or `npm_tools` fails here, at run time, and tests/test_tiers.py reads the test files for spawning
+or model-loading calls outside them, so the fast tier cannot quietly slow down.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
-import time
+import subprocess
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Iterator
 
 import anyio
-
 import pytest
+import structlog
+
+import groove.index
+from groove.config import EmbeddingSettings
+from groove.embed.embedder import Embedder, backend_for
+from tests.support.common import QUALITY_FILTER_OFF
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.off_topic import write_topics
+from tests.support.oneshot import index_once
+from tests.support.tiers import MARKED_BY, MAY_SPAWN
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ[QUALITY_FILTER_OFF[0]] = QUALITY_FILTER_OFF[1]  # module fixtures run before _isolated_config sets it
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples" / "notes"
-DATA = ROOT.parent / "shared" / "data"
-GROOVE = [sys.executable, "-m", "groove.cli"]
-# The quality filter (decision 0020) hides the one-line notes most tests write: off for the suite, module
-# fixtures included (they run before _isolated_config), and in the servers tests start (mcp_support.server_env).
-# Its own tests (test_quality_filter.py) turn it on with settings or env of their own.
-QUALITY_FILTER_OFF = ("GROOVE_QUALITY_FILTER__ENABLED", "false")
-os.environ[QUALITY_FILTER_OFF[0]] = QUALITY_FILTER_OFF[1]
 
+
+# --- the tiers ----------------------------------------------------------------------------------------------
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, marker in MARKED_BY.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(marker)
+
+
+class _Running:
+    """The test being set up, run or torn down (module fixtures are set up and torn down within one)."""
+
+    item: pytest.Item | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    _Running.item = item
+
+
+def _marks(item: pytest.Item) -> set[str]:
+    return {m.name for m in item.iter_markers()}
+
+
+_real_make_embedder = groove.index.make_embedder
+_real_popen_init = subprocess.Popen.__init__
+
+
+def _suite_embedder(settings: EmbeddingSettings) -> Embedder:
+    """groove.index.make_embedder for the suite: the fake, unless the test takes `real_model` (or names a
+    remote backend, which loads no model: its tests point it at a local stand-in server)."""
+    item = _Running.item
+    if (item is not None and "model" in _marks(item)) or backend_for(settings) == "openai":
+        return _real_make_embedder(settings)
+    return BagOfWordsEmbedder()
+
+
+def _guarded_popen_init(self: subprocess.Popen, args: Any, *rest: Any, **kwargs: Any) -> None:
+    item = _Running.item
+    if item is not None and not (_marks(item) & MAY_SPAWN):
+        raise RuntimeError(
+            f"{item.nodeid} starts a process ({args!r}) without the `spawn` fixture: take `spawn` "
+            "(tests/support/process.py), which marks the test `process`, outside `make test-fast`")
+    _real_popen_init(self, args, *rest, **kwargs)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tiers_kept() -> Iterator[None]:
+    """The fake embedder by default, and no process from a test that did not ask for one."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(groove.index, "make_embedder", _suite_embedder)
+        mp.setattr(subprocess.Popen, "__init__", _guarded_popen_init)
+        yield
+
+
+@pytest.fixture(scope="session")
+def real_model() -> Any:
+    """The real embedding models (marks the test `model`): an Index or Daemon opened without an embedder
+    loads the configured model. Returns groove's own make_embedder, to build one by its settings."""
+    return _real_make_embedder
+
+
+@pytest.fixture(scope="session")
+def spawn() -> Any:
+    """Child processes (marks the test `process`): tests/support/process.py."""
+    from tests.support.process import Spawn
+
+    return Spawn()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Any:
+    """A real headless Chromium (marks the test `browser`), installed by scripts/install-browser when missing;
+    skips, saying why, when none can be had."""
+    from tests.support.browser import Browser, browser_binaries, install_browser
+
+    chromium, driver = browser_binaries()
+    if chromium is None or driver is None:
+        said = install_browser()
+        chromium, driver = browser_binaries()
+        if chromium is None or driver is None:
+            pytest.skip("no headless browser: chromium and chromium-driver are not installed and "
+                        f"scripts/install-browser could not install them ({said or 'no output'})")
+    pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[test]'")
+    return Browser(chromium, driver)
+
+
+@pytest.fixture(scope="session")
+def npm_tools() -> Any:
+    """The Inspector CLI, the conformance suite and Node 22 (marks the test `npm`): tests/support/node.py."""
+    from tests.support.node import node_tools
+
+    return node_tools()
+
+
+# --- every test -----------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="session")
 def _engine_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -44,9 +160,11 @@ def _isolated_config(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
     for name in list(os.environ):
         if name.startswith("GROOVE_"):
             monkeypatch.delenv(name)
-    monkeypatch.setenv(*QUALITY_FILTER_OFF)  # see QUALITY_FILTER_OFF
+    monkeypatch.setenv(*QUALITY_FILTER_OFF)  # see tests/support/common.py: QUALITY_FILTER_OFF
     monkeypatch.chdir(home)
 
+
+# --- shared by several test files ------------------------------------------------------------------------------
 
 @pytest.fixture
 def kb(tmp_path: Path) -> Path:
@@ -66,24 +184,26 @@ def make_settings(tmp_path: Path):
     return make
 
 
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
+@pytest.fixture
+def topics_vault(kb: Path, make_settings):
+    """Ten unrelated topics indexed with the fake embedder (tests/support/off_topic.py); their settings."""
+    write_topics(kb)
+    settings = make_settings(kb)
+    anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
+    return settings
 
 
-def section_text(i: int, words: int = 25) -> str:
-    """A distinct, realistic-enough paragraph for section i."""
-    topics = ["database", "latency", "embedding", "checkpoint", "retrieval", "tokenizer", "notebook", "cluster"]
-    body = " ".join(f"{topics[(i + j) % len(topics)]}{i}x{j}" for j in range(words))
-    return f"## Section {i}\n\nThis section talks about item {i}. {body}.\n\n"
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60.0) -> None:
-    """Poll `check` until it holds; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await check():
-            return
-        await anyio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for: {what}")
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """For tests that configure logging as a CLI run does (the benches, the engine's log lines): later tests
+    get theirs back."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**saved)
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in handlers:
+        root.addHandler(h)
+    root.setLevel(level)

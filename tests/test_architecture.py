@@ -5,12 +5,11 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
 from groove.errors import GrooveError
+from tests.support.common import ROOT
 
 PACKAGE = ROOT / "groove"
 
@@ -149,7 +148,7 @@ def test_every_exception_groove_defines_derives_from_groove_error():
     assert not strays, f"these exceptions do not derive from GrooveError: {strays}"
 
 
-def test_help_does_not_import_the_model_libraries_or_the_mcp_sdk():
+def test_help_does_not_import_the_model_libraries_or_the_mcp_sdk(spawn):
     code = (
         "import sys, contextlib, io\n"
         "from groove.cli import main\n"
@@ -157,7 +156,7 @@ def test_help_does_not_import_the_model_libraries_or_the_mcp_sdk():
         "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
         "print(sorted(m for m in ('torch', 'sentence_transformers', 'transformers', 'mcp', 'uvicorn') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = spawn.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, write
-from groove.autostart import install as installer, instances, platforms, render
-from groove.config import default_index_path
+from groove.autostart import install as installer
+from groove.autostart import instances, platforms, render
 from groove.cli import main
+from groove.config import default_index_path
 from groove.serve.process.sdnotify import notify
+from tests.support.common import ROOT, write
 
 NO_BUS = "Failed to connect to bus: No medium found"
 
@@ -121,14 +122,14 @@ def test_a_dollar_in_the_program_path_stays_single_because_systemd_does_not_expa
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
-def test_systemds_own_parser_finds_an_executable_at_a_path_with_spaces_percent_and_dollar(tmp_path: Path, config: Path):
+def test_systemds_own_parser_finds_an_executable_at_a_path_with_spaces_percent_and_dollar(spawn, tmp_path: Path, config: Path):
     folder = tmp_path / "my venv" / "100% $HOME"
     exe = write(folder / "groove", "#!/bin/sh\nexit 0\n")
     exe.chmod(0o755)
     good = render.render_systemd_unit([str(exe)], str(config))
     (tmp_path / "good").mkdir()
     write(tmp_path / "good" / "groove.service", good)
-    ok = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "good" / "groove.service")],
+    ok = spawn.run(["systemd-analyze", "verify", str(tmp_path / "good" / "groove.service")],
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     # The control: the same path unescaped is split at the space and not found.
@@ -136,7 +137,7 @@ def test_systemds_own_parser_finds_an_executable_at_a_path_with_spaces_percent_a
     assert bad != good
     (tmp_path / "bad").mkdir()
     write(tmp_path / "bad" / "groove.service", bad)
-    ko = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "bad" / "groove.service")],
+    ko = spawn.run(["systemd-analyze", "verify", str(tmp_path / "bad" / "groove.service")],
                         capture_output=True, text=True)
     assert ko.returncode != 0
 
@@ -176,12 +177,12 @@ def test_otherwise_the_groove_beside_this_python_is_the_command(tmp_path: Path):
     assert platforms.groove_command("/usr/lib/pytest", str(python)) == [str(script)]
 
 
-def test_without_a_groove_script_python_dash_m_runs_groove_for_real(tmp_path: Path):
+def test_without_a_groove_script_python_dash_m_runs_groove_for_real(spawn, tmp_path: Path):
     command = platforms.groove_command("/usr/lib/pytest", str(tmp_path / "python"))
     assert command == [str(tmp_path / "python"), "-m", "groove.cli"]
     # The same form with the real interpreter does start groove.
     real = [sys.executable, "-m", "groove.cli", "--version"]
-    out = subprocess.run(real, capture_output=True, text=True, check=True).stdout
+    out = spawn.run(real, capture_output=True, text=True, check=True).stdout
     assert out.startswith("groove ")
 
 
@@ -298,7 +299,7 @@ def test_install_on_macos_writes_the_plist_makes_the_log_folder_and_bootstraps_i
                          ["launchctl", "bootstrap", domain, str(path)]]
 
 
-def test_without_launchctl_the_plist_is_written_and_the_load_command_is_said(config: Path, env, tmp_path: Path, monkeypatch):
+def test_without_launchctl_the_plist_is_written_and_the_load_command_is_said(spawn, config: Path, env, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # the real runner finds no launchctl
     report = installer.install("macos", config=config, command=GROOVE, env=env)
     assert platforms.unit_path("macos", env).is_file()
@@ -396,7 +397,7 @@ def fake_systemctl(tmp_path: Path, monkeypatch) -> Path:
     return log
 
 
-def test_cli_install_in_a_container_writes_the_unit_and_explains(config, home, monkeypatch, capsys, fake_systemctl):
+def test_cli_install_in_a_container_writes_the_unit_and_explains(spawn, config, home, monkeypatch, capsys, fake_systemctl):
     monkeypatch.setenv("HOME", str(home))
     code = main(["service", "install", "--platform", "linux", "--config", str(config)])
     out, err = capsys.readouterr()
@@ -434,7 +435,7 @@ def test_cli_install_with_a_kb_flag_puts_it_in_the_unit_beside_the_config(config
     assert not fake_systemctl.exists()
 
 
-def test_cli_status_as_json(config, home, monkeypatch, capsys, fake_systemctl):
+def test_cli_status_as_json(spawn, config, home, monkeypatch, capsys, fake_systemctl):
     monkeypatch.setenv("HOME", str(home))
     assert main(["service", "status", "--platform", "linux", "--format", "json"]) == 4
     import json
@@ -546,7 +547,7 @@ def test_two_named_launchd_instances_get_their_own_label_plist_logs_and_port(fol
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
-def test_systemds_own_parser_accepts_the_units_of_two_instances(tmp_path: Path, folders, env):
+def test_systemds_own_parser_accepts_the_units_of_two_instances(spawn, tmp_path: Path, folders, env):
     exe = write(tmp_path / "my venv" / "bin" / "groove", "#!/bin/sh\nexit 0\n")
     exe.chmod(0o755)
     for name, folder in (("work", folders["work"]), ("home", folders["home notes"])):
@@ -556,7 +557,7 @@ def test_systemds_own_parser_accepts_the_units_of_two_instances(tmp_path: Path, 
                         name=name)
     units = sorted((Path(env["XDG_CONFIG_HOME"]) / "systemd" / "user").glob("groove-*.service"))
     assert [u.name for u in units] == ["groove-home.service", "groove-work.service"]
-    ok = subprocess.run(["systemd-analyze", "verify", *map(str, units)], capture_output=True, text=True)
+    ok = spawn.run(["systemd-analyze", "verify", *map(str, units)], capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
 
 
@@ -722,9 +723,10 @@ def test_uninstalling_an_instance_that_is_not_there_names_the_ones_that_are(fold
 def _real_index(kb: Path, index: Path) -> None:
     """A real groove index of `kb`, built by the real indexer (the bag-of-words embedder: no model to load)."""
     import anyio
-    from fakes import BagOfWordsEmbedder
-    from support.oneshot import index_once
+
     from groove.config import load_settings
+    from tests.support.fakes import BagOfWordsEmbedder
+    from tests.support.oneshot import index_once
 
     write(kb / "a.md", "# A note\n\nSome words about tomatoes.\n")
     anyio.run(lambda: index_once(load_settings(None, kb_path=kb, index_path=index), embedder=BagOfWordsEmbedder()))
@@ -780,7 +782,7 @@ def test_status_of_a_named_instance_names_its_folder_and_port(folders, env):
     assert f"notes:     {folders['work']}" in report.out and "listens:   127.0.0.1:3101" in report.out
 
 
-def test_cli_install_list_and_uninstall_of_a_named_instance(folders, home, monkeypatch, capsys, fake_systemctl):
+def test_cli_install_list_and_uninstall_of_a_named_instance(spawn, folders, home, monkeypatch, capsys, fake_systemctl):
     monkeypatch.setenv("HOME", str(home))
     code = main(["service", "install", "--name", "work", "--kb", str(folders["work"]), "--platform", "linux"])
     out, err = capsys.readouterr()
@@ -813,20 +815,21 @@ def test_cli_install_without_a_name_writes_the_default_unit_as_before(config, kb
     assert "--bind" not in out and "port:" not in out
 
 
-def _user_manager() -> str:
+def _user_manager(spawn) -> str:
     """Why `systemctl --user` cannot be used here, or "" when a user manager answers."""
     if shutil.which("systemctl") is None:
         return "no systemctl on this machine"
-    r = subprocess.run(["systemctl", "--user", "show-environment"], capture_output=True, text=True)
+    r = spawn.run(["systemctl", "--user", "show-environment"], capture_output=True, text=True)
     if r.returncode != 0:
         return f"no systemd user manager here (`systemctl --user` says: {(r.stderr or r.stdout).strip()})"
     return ""
 
 
-@pytest.mark.skipif(bool(_user_manager()), reason=_user_manager() or "-")
-def test_two_instances_under_the_real_systemd_user_manager(folders, tmp_path: Path):
+def test_two_instances_under_the_real_systemd_user_manager(spawn, folders, tmp_path: Path):
     import pwd
 
+    if why_not := _user_manager(spawn):
+        pytest.skip(why_not)
     env = {"HOME": pwd.getpwuid(os.getuid()).pw_dir}  # the user manager reads ~/.config/systemd/user
     names = [f"pytest-{uuid.uuid4().hex[:8]}", f"pytest-{uuid.uuid4().hex[:8]}"]
     exe = write(tmp_path / "bin" / "groove", "#!/bin/sh\nexec sleep 600\n")  # stands in for groove serve
@@ -838,7 +841,7 @@ def test_two_instances_under_the_real_systemd_user_manager(folders, tmp_path: Pa
             report = installer.install("linux", config=None, command=[str(exe)], env=env, flags=plan.flags, name=name,
                                      start=False)
             assert report.exit_code == 0, report.err
-        enabled = subprocess.run(["systemctl", "--user", "is-enabled", *(f"groove-{n}.service" for n in names)],
+        enabled = spawn.run(["systemctl", "--user", "is-enabled", *(f"groove-{n}.service" for n in names)],
                                  capture_output=True, text=True)
         assert enabled.stdout.split() == ["enabled", "enabled"]
         listed = {i["name"]: i for i in installer.list_instances("linux", env=env).data["instances"]}

@@ -12,19 +12,13 @@ from __future__ import annotations
 import copy
 import re
 import struct
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import DATA, ROOT
-from test_bench_smoke import _restore_logging  # noqa: F401  (the benches configure logging for a CLI run)
-from test_docs_twins import heading_slugs
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.report import CHARTS, write_report  # noqa: E402
+from bench.report import CHARTS, write_report
+from tests.support.common import DATA, ROOT
+from tests.support.docs import heading_slugs
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -292,17 +286,16 @@ pytestmark_data = pytest.mark.skipif(
 
 
 @pytestmark_data
-@pytest.mark.usefixtures("_restore_logging")
-def test_the_pipeline_writes_a_page_from_a_tiny_run(tmp_path: Path) -> None:
+@pytest.mark.usefixtures("restore_logging")
+def test_the_pipeline_writes_a_page_from_a_tiny_run(spawn, tmp_path: Path) -> None:
     """The steps at their smallest sizes, through `collect` as `make bench` runs them: quality and the 1-chunk edit
     in process with the fake embedder, the size ladder and the client ladder served by `groove serve` (the real
     default model, as the server runs it). `index`, `freshness` and `http` run in tests/test_bench_smoke.py, which
     feeds their results to the same figure readers (bench.run_report.FIGURES_FROM)."""
     import argparse
 
-    from fakes import BagOfWordsEmbedder
-
     from bench.run_report import add_arguments, collect
+    from tests.support.fakes import BagOfWordsEmbedder
 
     p = argparse.ArgumentParser()
     add_arguments(p)

@@ -9,7 +9,6 @@ no data and always runs.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import subprocess
@@ -17,12 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import structlog
 
-from conftest import DATA, ROOT
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from tests.support.common import DATA, ROOT
 
 needs_data = pytest.mark.skipif(
     not (DATA / "scifact" / "corpus.jsonl").is_file(), reason="needs ../shared/data/scifact (not in a user's checkout)"
@@ -57,29 +52,14 @@ SMOKE = {
 }
 
 
-@pytest.fixture
-def _restore_logging():
-    """The benches configure logging for a CLI run (warnings only); later tests get theirs back."""
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    structlog.configure(**saved)
-    for h in list(root.handlers):
-        root.removeHandler(h)
-    for h in handlers:
-        root.addHandler(h)
-    root.setLevel(level)
-
-
-def test_bench_help_prints_for_the_whole_command_and_each_bench() -> None:
+def test_bench_help_prints_for_the_whole_command_and_each_bench(spawn) -> None:
     """Issue 19: `python -m bench --help` crashed on the `%` of a bench's one-line help ("a 1% tag filter"):
     argparse %-formats help strings. Each in its own process, as a person types it."""
     from bench.__main__ import BENCHES
 
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     for argv in ([], *([name] for name in BENCHES)):
-        done = subprocess.run([sys.executable, "-m", "bench", *argv, "--help"], cwd=ROOT, env=env,
+        done = spawn.run([sys.executable, "-m", "bench", *argv, "--help"], cwd=ROOT, env=env,
                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
         shown = " ".join(["python -m bench", *argv])
         assert done.returncode == 0, f"`{shown} --help` exited {done.returncode}:\n{done.stderr[-2000:]}"
@@ -90,9 +70,9 @@ def test_bench_help_prints_for_the_whole_command_and_each_bench() -> None:
 
 
 @needs_data
-@pytest.mark.usefixtures("_restore_logging")
+@pytest.mark.usefixtures("restore_logging")
 @pytest.mark.parametrize("name", list(SMOKE))
-def test_each_benchmark_runs_at_its_smallest_size_and_prints_its_ratios(name, tmp_path: Path, capsys) -> None:
+def test_each_benchmark_runs_at_its_smallest_size_and_prints_its_ratios(real_model, spawn, name, tmp_path: Path, capsys) -> None:
     from bench.__main__ import main
 
     if name in ("http", "throughput"):
@@ -126,9 +106,9 @@ def small_index(tmp_path_factory) -> Path:
     """A small real index of the bilingual fixture (the fake embedder: these benches measure speed)."""
     import anyio
 
-    from fakes import BagOfWordsEmbedder
-    from support.oneshot import index_once
     from groove.config import load_settings
+    from tests.support.fakes import BagOfWordsEmbedder
+    from tests.support.oneshot import index_once
 
     index = tmp_path_factory.mktemp("ab") / "index.sqlite"
     settings = load_settings(None, kb_path=ROOT / "tests" / "fixtures" / "bilingual" / "notes", index_path=index)
@@ -136,12 +116,12 @@ def small_index(tmp_path_factory) -> Path:
     return index
 
 
-def test_bench_ab_help_lists_every_variant_and_each_variant_has_its_own_help(capsys) -> None:
+def test_bench_ab_help_lists_every_variant_and_each_variant_has_its_own_help(spawn, capsys) -> None:
     """The one-off A/B scripts are variants of one `python -m bench ab VARIANT` (issue 20)."""
     from bench.__main__ import build_parser
     from bench.ab import VARIANTS
 
-    done = subprocess.run([sys.executable, "-m", "bench", "ab", "--help"], cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    done = spawn.run([sys.executable, "-m", "bench", "ab", "--help"], cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("usage: python -m bench ab [-h]"), done.stdout[:500]

@@ -21,11 +21,11 @@ from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from conftest import ROOT, write
-from groove.corpus.best_practice import BestPractices, headings, section_of
 from groove.config import ConfigError, load_settings
-from mcp_support import FAKE_GROOVE, note, serve_argv, server_env
-from test_readme import readme_tools
+from groove.corpus.best_practice import BestPractices, headings, section_of
+from tests.support.common import ROOT, note, write
+from tests.support.docs import readme_tools
+from tests.support.server import FAKE_GROOVE, serve_argv, server_env
 
 PYTHON = """\
 # Python practices
@@ -80,20 +80,20 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"root": root, "kb": kb, "config": config, "plain": plain, "shared": shared}
 
 
-def _params(library: dict[str, Path], config: Path) -> StdioServerParameters:
+def _params(spawn, library: dict[str, Path], config: Path) -> StdioServerParameters:
     argv = serve_argv(library["kb"], library["root"] / "index.sqlite", "--transport", "stdio", "--config", str(config),
                       command=FAKE_GROOVE)
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(library["root"]), cwd=str(library["root"]))
+    return spawn.stdio(command=argv[0], args=argv[1:], env=server_env(library["root"]), cwd=str(library["root"]))
 
 
 def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-def _session(library: dict[str, Path], config: Path, script) -> Any:
+def _session(spawn, library: dict[str, Path], config: Path, script) -> Any:
     async def go() -> Any:
         with anyio.fail_after(120):
-            async with Client(_params(library, config)) as client:
+            async with Client(_params(spawn, library, config)) as client:
                 return await script(client)
 
     return anyio.run(go)
@@ -102,7 +102,7 @@ def _session(library: dict[str, Path], config: Path, script) -> Any:
 TARGETS_NAMED = "targets with a document: docker, huge, latin1, python, rust, 文章"
 
 
-def test_the_tool_returns_a_document_a_section_or_an_error_naming_the_targets_over_stdio(library):
+def test_the_tool_returns_a_document_a_section_or_an_error_naming_the_targets_over_stdio(spawn, library):
     kb = library["kb"]
 
     async def script(client: Client) -> dict[str, Any]:
@@ -137,7 +137,7 @@ def test_the_tool_returns_a_document_a_section_or_an_error_naming_the_targets_ov
         (kb / "best-practices/go/PRACTICES.md").unlink()
         return got
 
-    got = _session(library, library["config"], script)
+    got = _session(spawn, library, library["config"], script)
 
     tool = got["tools"]["get_best_practice"]
     listed, _ = readme_tools("en")
@@ -200,14 +200,14 @@ def test_the_tool_returns_a_document_a_section_or_an_error_naming_the_targets_ov
     assert got["added"].structured_content["content"].startswith("# Go")
 
 
-def test_not_configured_the_tool_is_not_listed_and_a_call_is_an_unknown_tool(library):
+def test_not_configured_the_tool_is_not_listed_and_a_call_is_an_unknown_tool(spawn, library):
     async def script(client: Client) -> tuple[set[str], MCPError]:
         names = {t.name for t in (await client.list_tools()).tools}
         with pytest.raises(MCPError) as refused:
             await client.call_tool("get_best_practice", {"target": "python"})
         return names, refused.value
 
-    names, error = _session(library, library["plain"], script)
+    names, error = _session(spawn, library, library["plain"], script)
     listed, _ = readme_tools("en")
     assert names == set(listed) and "get_best_practice" not in names
     assert error.error.code == INVALID_PARAMS and "unknown tool 'get_best_practice'" in error.error.message

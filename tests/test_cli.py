@@ -24,11 +24,11 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import GROOVE, write
 from groove.cli import build_parser
 from groove.serve.process.local import socket_path
 from groove.sync.report import IndexReport
-from mcp_support import ServerProcess, free_port, note, server_env
+from tests.support.common import GROOVE, note, write
+from tests.support.server import free_port, server_env
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 NOTES = {
@@ -38,9 +38,9 @@ NOTES = {
 }
 
 
-def groove(*argv: str, cwd: Path, env: dict[str, str] | None = None, stderr: Any = subprocess.PIPE,
+def groove(spawn, *argv: str, cwd: Path, env: dict[str, str] | None = None, stderr: Any = subprocess.PIPE,
            timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*GROOVE, *argv], cwd=cwd, env=env or server_env(cwd), stdin=subprocess.DEVNULL,
+    return spawn.run([*GROOVE, *argv], cwd=cwd, env=env or server_env(cwd), stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=timeout)
 
 
@@ -58,48 +58,48 @@ def parse_iso(text: str) -> dt.datetime:
 
 # --- serve needs a folder (issue 12, item 4) ------------------------------------------------------
 
-def test_serve_without_a_notes_folder_refuses_and_names_the_examples_flag(tmp_path):
-    done = groove("serve", "--transport", "http", "--bind", f"127.0.0.1:{free_port()}",
+def test_serve_without_a_notes_folder_refuses_and_names_the_examples_flag(spawn, tmp_path):
+    done = groove(spawn, "serve", "--transport", "http", "--bind", f"127.0.0.1:{free_port()}",
                   "--index", str(tmp_path / "i.sqlite"), cwd=tmp_path, timeout=60)
-    index = groove("index", "--index", str(tmp_path / "i.sqlite"), cwd=tmp_path, timeout=60)
+    index = groove(spawn, "index", "--index", str(tmp_path / "i.sqlite"), cwd=tmp_path, timeout=60)
     assert done.returncode == index.returncode == 2, done.stderr  # a configuration error, as index says it
     assert "no notes folder configured" in done.stderr and "groove serve --examples" in done.stderr
     assert done.stdout == ""
     assert not (tmp_path / "i.sqlite").exists()
 
 
-def test_serve_refuses_examples_together_with_a_folder_of_ones_own(tmp_path):
-    done = groove("serve", "--examples", "--kb", str(make_notes(tmp_path)), cwd=tmp_path, timeout=60)
+def test_serve_refuses_examples_together_with_a_folder_of_ones_own(spawn, tmp_path):
+    done = groove(spawn, "serve", "--examples", "--kb", str(make_notes(tmp_path)), cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "pass one of them" in done.stderr
 
 
-def test_make_serve_passes_examples_when_no_folder_is_given_and_the_folder_when_one_is():
-    from conftest import ROOT
+def test_make_serve_passes_examples_when_no_folder_is_given_and_the_folder_when_one_is(spawn):
+    from tests.support.common import ROOT
 
-    dry = subprocess.run(["make", "-n", "serve"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    dry = spawn.run(["make", "-n", "serve"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert " serve --examples --transport http" in dry
-    own = subprocess.run(["make", "-n", "serve", "KB=/somewhere/notes"], cwd=ROOT, capture_output=True, text=True,
+    own = spawn.run(["make", "-n", "serve", "KB=/somewhere/notes"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
     assert ' serve --kb "/somewhere/notes" --transport http' in own and "--examples" not in own
 
 
-def test_make_serve_installs_only_what_serving_needs_and_make_test_adds_the_extras_in_either_order(tmp_path):
-    from conftest import ROOT
+def test_make_serve_installs_only_what_serving_needs_and_make_test_adds_the_extras_in_either_order(spawn, tmp_path):
+    from tests.support.common import ROOT
 
     venv = tmp_path / "venv"
 
     def dry(target: str) -> str:
-        return subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True,
+        return spawn.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout
 
     serve = dry("serve")
     assert "pip install --quiet -c constraints.txt -e .\n" in serve and "[test" not in serve
-    for target in ("test", "bench"):
-        assert "pip install --quiet -c constraints.txt -e '.[test,bench]'" in dry(target)
+    for target in ("test", "test-fast", "bench"):
+        assert "pip install --quiet -c constraints.txt -e '.[test,bench,lint]'" in dry(target)
     assert f"touch {venv / '.installed-serve'} {venv / '.installed-test'}" in dry("test")  # a superset: both stamps
     venv.mkdir()
     (venv / ".installed-serve").touch()  # after `make serve`: make test still installs the extras
-    assert "pip install" not in dry("serve") and "[test,bench]" in dry("test")
+    assert "pip install" not in dry("serve") and "[test,bench,lint]" in dry("test")
     (venv / ".installed-serve").unlink()
     (venv / ".installed-test").touch()  # after `make test` alone: make serve installs what it needs (a no-op)
     assert "-e .\n" in dry("serve") and "pip install" not in dry("test")
@@ -130,42 +130,42 @@ def test_every_flag_of_every_command_has_help_text():
     assert not missing, f"flags without help text: {missing}"
 
 
-def test_an_error_under_format_json_is_json_on_stdout_with_the_exit_code(tmp_path):
+def test_an_error_under_format_json_is_json_on_stdout_with_the_exit_code(spawn, tmp_path):
     kb = make_notes(tmp_path)
-    done = groove("status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite"), "--format", "json",
+    done = groove(spawn, "status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite"), "--format", "json",
                   cwd=tmp_path, timeout=60)
     assert done.returncode == 1
     error = json.loads(done.stdout)
     assert error == {"error": f"no index at {tmp_path / 'none.sqlite'}; run `groove index` first", "exit_code": 1}
     assert "groove: error: no index at" in done.stderr
 
-    text = groove("status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite"), cwd=tmp_path, timeout=60)
+    text = groove(spawn, "status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite"), cwd=tmp_path, timeout=60)
     assert text.returncode == 1 and text.stdout == "" and "run `groove index` first" in text.stderr
 
 
-def test_a_command_line_argparse_cannot_read_is_a_json_error_with_exit_2_under_format_json(tmp_path):
-    done = groove("search", "tomatoes", "--format", "json", "--limit", "many", cwd=tmp_path, timeout=60)
+def test_a_command_line_argparse_cannot_read_is_a_json_error_with_exit_2_under_format_json(spawn, tmp_path):
+    done = groove(spawn, "search", "tomatoes", "--format", "json", "--limit", "many", cwd=tmp_path, timeout=60)
     assert done.returncode == 2
     error = json.loads(done.stdout)
     assert error["exit_code"] == 2 and "--limit" in error["error"] and "invalid int value" in error["error"]
     assert done.stderr.startswith("usage: groove search")
 
-    plain = groove("search", "tomatoes", "--limit", "many", cwd=tmp_path, timeout=60)
+    plain = groove(spawn, "search", "tomatoes", "--limit", "many", cwd=tmp_path, timeout=60)
     assert plain.returncode == 2 and plain.stdout == "" and "groove: error: argument --limit" in plain.stderr
 
 
-def test_eval_of_a_missing_golden_file_says_the_file_does_not_exist(tmp_path):
-    done = groove("eval", "missing.yaml", "--kb", str(make_notes(tmp_path)), "--index", str(tmp_path / "i.sqlite"),
+def test_eval_of_a_missing_golden_file_says_the_file_does_not_exist(spawn, tmp_path):
+    done = groove(spawn, "eval", "missing.yaml", "--kb", str(make_notes(tmp_path)), "--index", str(tmp_path / "i.sqlite"),
                   cwd=tmp_path, timeout=60)
     assert done.returncode == 1
     assert "groove: error: missing.yaml does not exist: the golden set is missing" in done.stderr
 
 
-def test_index_shows_progress_the_model_line_and_the_drained_line_on_stderr_and_a_clean_summary(tmp_path):
+def test_index_shows_progress_the_model_line_and_the_drained_line_on_stderr_and_a_clean_summary(spawn, tmp_path):
     kb = make_notes(tmp_path)
     index = tmp_path / "i.sqlite"
     before = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    done = groove("index", "--kb", str(kb), "--index", str(index), cwd=tmp_path)
+    done = groove(spawn, "index", "--kb", str(kb), "--index", str(index), cwd=tmp_path)
     after = dt.datetime.now(dt.timezone.utc)
     assert done.returncode == 0, done.stderr
     err = done.stderr
@@ -182,14 +182,14 @@ def test_index_shows_progress_the_model_line_and_the_drained_line_on_stderr_and_
     assert lines[2].startswith("chunks: 3 written, 3 embedded; 0 pending;") and finished
     assert before <= parse_iso(finished.group(1)) <= after
 
-    status = groove("status", "--kb", str(kb), "--index", str(index), "--format", "json", "--no-daemon", cwd=tmp_path)
+    status = groove(spawn, "status", "--kb", str(kb), "--index", str(index), "--format", "json", "--no-daemon", cwd=tmp_path)
     st = json.loads(status.stdout)
     assert before <= parse_iso(st["last_indexed_at"]) <= after
-    text = groove("status", "--kb", str(kb), "--index", str(index), "--no-daemon", cwd=tmp_path)
+    text = groove(spawn, "status", "--kb", str(kb), "--index", str(index), "--no-daemon", cwd=tmp_path)
     assert f"last indexed: {st['last_indexed_at']}" in text.stdout
 
 
-def test_on_a_terminal_index_draws_bars_with_a_rate_and_the_time_left(tmp_path):
+def test_on_a_terminal_index_draws_bars_with_a_rate_and_the_time_left(spawn, tmp_path):
     kb = make_notes(tmp_path)
     for i in range(12):
         write(kb / f"more/n{i}.md", note(f"Note {i}", f"Paragraph {i} about lanterns, rivers and harbours number {i}."))
@@ -209,7 +209,7 @@ def test_on_a_terminal_index_draws_bars_with_a_rate_and_the_time_left(tmp_path):
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
-        done = groove("index", "--kb", str(kb), "--index", str(tmp_path / "i.sqlite"), cwd=tmp_path,
+        done = groove(spawn, "index", "--kb", str(kb), "--index", str(tmp_path / "i.sqlite"), cwd=tmp_path,
                       env={**server_env(tmp_path), "COLUMNS": "140"}, stderr=slave)
     finally:
         os.close(slave)
@@ -226,11 +226,11 @@ def test_on_a_terminal_index_draws_bars_with_a_rate_and_the_time_left(tmp_path):
 # --- a daemon on the same index (items 5, 6 and 9) ------------------------------------------------
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory):
+def daemon(spawn, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("daemon")
     kb = make_notes(root)
     index = root / "index.sqlite"
-    server = ServerProcess(kb, index, root)
+    server = spawn.server(kb, index, root)
     try:
         server.wait_healthy()
         server.wait_indexed(len(NOTES))
@@ -239,18 +239,18 @@ def daemon(tmp_path_factory: pytest.TempPathFactory):
         server.terminate()
 
 
-def test_search_asks_the_running_daemon_and_loads_no_model(daemon):
+def test_search_asks_the_running_daemon_and_loads_no_model(spawn, daemon):
     server, kb, index, root = daemon
     # A model that could not even open this index: in process this command must fail, so an answer is the daemon's.
     env = {**server_env(root), "GROOVE_EMBEDDING__MODEL": "all-MiniLM-L6-v2"}
-    done = groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format", "json",
+    done = groove(spawn, "search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format", "json",
                   cwd=root, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["results"][0]["path"] == "cooking/teriyaki.md"
     assert f"asked the running groove serve (pid {server.proc.pid})" in done.stderr
     assert "loading model" not in done.stderr
 
-    alone = groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--no-daemon",
+    alone = groove(spawn, "search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--no-daemon",
                    cwd=root, env=env)
     assert alone.returncode == 1 and "all-MiniLM-L6-v2" in alone.stderr and "loading model" in alone.stderr
 
@@ -267,21 +267,21 @@ RELATED_NOTE_KEYS = {"path", "title", "score", "depth", "via", "chunk"}
 PASSAGE_KEYS = {"chunk_id", "heading", "start_line", "end_line", "similarity"}
 
 
-def test_the_json_of_search_and_related_keeps_its_keys_from_the_service_and_in_process(daemon):
+def test_the_json_of_search_and_related_keeps_its_keys_from_the_service_and_in_process(spawn, daemon):
     server, kb, index, root = daemon
     for how in ((), ("--no-daemon",)):
-        done = groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format", "json",
+        done = groove(spawn, "search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format", "json",
                       *how, cwd=root)
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
         assert set(answer) == SEARCH_KEYS, (how, set(answer) ^ SEARCH_KEYS)
         assert answer["results"] and all(set(hit) == HIT_KEYS for hit in answer["results"]), how
         assert isinstance(answer["results"][0]["chunk_id"], int) and isinstance(answer["results"][0]["match_spans"], list)
-        explained = json.loads(groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format",
+        explained = json.loads(groove(spawn, "search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format",
                                       "json", "--explain", *how, cwd=root).stdout)
         assert set(explained) == SEARCH_KEYS | {"explain"} and "timings_ms" in explained["explain"], how
 
-        found = groove("related", str(kb / "work/retrieval.md"), "--kb", str(kb), "--index", str(index), "--format",
+        found = groove(spawn, "related", str(kb / "work/retrieval.md"), "--kb", str(kb), "--index", str(index), "--format",
                        "json", *how, cwd=root)
         assert found.returncode == 0, found.stderr
         related = json.loads(found.stdout)
@@ -313,10 +313,10 @@ GOLDEN = """queries:
 """
 
 
-def test_the_json_of_eval_and_tune_keeps_its_keys(daemon):
+def test_the_json_of_eval_and_tune_keeps_its_keys(spawn, daemon):
     server, kb, index, root = daemon
     golden = write(root / "golden.yaml", GOLDEN)
-    done = groove("eval", str(golden), "--kb", str(kb), "--index", str(index), "--format", "json", "--no-record",
+    done = groove(spawn, "eval", str(golden), "--kb", str(kb), "--index", str(index), "--format", "json", "--no-record",
                   cwd=root)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -329,7 +329,7 @@ def test_the_json_of_eval_and_tune_keeps_its_keys(daemon):
     assert set(report["history"]) == HISTORY_KEYS and report["history"]["status"] == "no-history"
     assert {"recall@1", "mrr", "ndcg@10", "off_topic_answerable", "off_topic_unanswerable"} <= set(report["metrics"])
 
-    tuned = groove("tune", str(golden), "--kb", str(kb), "--index", str(index), "--format", "json", cwd=root)
+    tuned = groove(spawn, "tune", str(golden), "--kb", str(kb), "--index", str(index), "--format", "json", cwd=root)
     assert tuned.returncode == 0, tuned.stderr
     result = json.loads(tuned.stdout)
     assert set(result) == TUNE_KEYS, set(result) ^ TUNE_KEYS
@@ -341,31 +341,31 @@ def test_the_json_of_eval_and_tune_keeps_its_keys(daemon):
     assert result["off_topic"]["recommend"] is False and "at least 10 answerable" in result["off_topic"]["reason"]
 
 
-def test_the_text_of_a_search_is_the_one_rendering_mcp_shows_with_passages_cut_for_a_terminal(daemon):
+def test_the_text_of_a_search_is_the_one_rendering_mcp_shows_with_passages_cut_for_a_terminal(spawn, daemon):
     from groove.search.answers import search_answer, search_text
 
     server, kb, index, root = daemon
-    as_json = json.loads(groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format", "json",
+    as_json = json.loads(groove(spawn, "search", "glaze the chicken", "--kb", str(kb), "--index", str(index), "--format", "json",
                                 cwd=root).stdout)
-    text = groove("search", "glaze the chicken", "--kb", str(kb), "--index", str(index), cwd=root).stdout
+    text = groove(spawn, "search", "glaze the chicken", "--kb", str(kb), "--index", str(index), cwd=root).stdout
     assert text == search_text(search_answer(as_json, include_ids=True), passage_chars=200) + "\n"
     assert text.startswith(f"{len(as_json['results'])} passage(s) from ") and "[1] cooking/teriyaki.md" in text
 
 
-def test_status_from_the_daemon_has_its_live_fields_and_iso_times(daemon):
+def test_status_from_the_daemon_has_its_live_fields_and_iso_times(spawn, daemon):
     server, kb, index, root = daemon
-    done = groove("status", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=root)
+    done = groove(spawn, "status", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=root)
     st = json.loads(done.stdout)
     assert st["documents"] == 3 and st["watcher"] == "watching" and st["startup_reconcile_done"] is True
     assert ISO.match(st["last_indexed_at"]) and ISO.match(st["last_reconcile"]["at"])
-    text = groove("status", "--kb", str(kb), "--index", str(index), cwd=root)
+    text = groove(spawn, "status", "--kb", str(kb), "--index", str(index), cwd=root)
     assert f"served by:    groove serve, pid {server.proc.pid}, up " in text.stdout and "(watcher: watching)" in text.stdout
     assert f"last indexed: {st['last_indexed_at']}" in text.stdout
 
 
-def test_related_asks_the_daemon_and_an_unknown_note_names_no_mcp_tool(daemon):
+def test_related_asks_the_daemon_and_an_unknown_note_names_no_mcp_tool(spawn, daemon):
     server, kb, index, root = daemon
-    found = groove("related", str(kb / "work/retrieval.md"), "--kb", str(kb), "--index", str(index), "--format", "json",
+    found = groove(spawn, "related", str(kb / "work/retrieval.md"), "--kb", str(kb), "--index", str(index), "--format", "json",
                    cwd=root)
     assert found.returncode == 0, found.stderr
     result = json.loads(found.stdout)
@@ -373,16 +373,16 @@ def test_related_asks_the_daemon_and_an_unknown_note_names_no_mcp_tool(daemon):
     assert f"(pid {server.proc.pid})" in found.stderr
 
     for extra in ((), ("--no-daemon",)):
-        bad = groove("related", "nope.md", "--kb", str(kb), "--index", str(index), *extra, cwd=root)
+        bad = groove(spawn, "related", "nope.md", "--kb", str(kb), "--index", str(index), *extra, cwd=root)
         assert bad.returncode == 1, bad.stderr
         assert "groove: error: no indexed note at 'nope.md'; give the note's path relative to the notes folder" in bad.stderr
         assert not re.search(r"list_documents|get_document|\btool", bad.stderr)
-        as_json = groove("related", "nope.md", "--kb", str(kb), "--index", str(index), "--format", "json", *extra,
+        as_json = groove(spawn, "related", "nope.md", "--kb", str(kb), "--index", str(index), "--format", "json", *extra,
                          cwd=root)
         assert as_json.returncode == 1 and json.loads(as_json.stdout)["error"].startswith("no indexed note at 'nope.md'")
 
 
-def test_index_and_the_mcp_reindex_report_the_same_fields(daemon):
+def test_index_and_the_mcp_reindex_report_the_same_fields(spawn, daemon):
     server, kb, index, root = daemon
 
     async def reindex() -> dict[str, Any]:
@@ -391,7 +391,7 @@ def test_index_and_the_mcp_reindex_report_the_same_fields(daemon):
 
     over_mcp = anyio.run(reindex)
     other = root / "other.sqlite"  # the daemon owns its index's writer: `groove index` writes another one
-    on_cli = json.loads(groove("index", "--kb", str(kb), "--index", str(other), "--format", "json", cwd=root).stdout)
+    on_cli = json.loads(groove(spawn, "index", "--kb", str(kb), "--index", str(other), "--format", "json", cwd=root).stdout)
     assert set(over_mcp) == set(on_cli) == set(IndexReport.model_fields)
     assert (over_mcp["unchanged"], over_mcp["added"], over_mcp["chunks_embedded"]) == (3, 0, 0)
     assert (on_cli["added"], on_cli["chunks_embedded"], on_cli["pending_chunks"]) == (3, 3, 0)
@@ -421,10 +421,10 @@ def test_the_local_endpoint_is_private_to_its_user_and_answers_one_json_line(dae
     assert answer["pid"] == server.proc.pid and answer["index_path"] == str(index)
 
 
-def test_after_the_daemon_stops_its_socket_is_gone_and_the_cli_loads_the_model_itself(tmp_path):
+def test_after_the_daemon_stops_its_socket_is_gone_and_the_cli_loads_the_model_itself(spawn, tmp_path):
     kb = make_notes(tmp_path)
     index = tmp_path / "index.sqlite"
-    server = ServerProcess(kb, index, tmp_path)
+    server = spawn.server(kb, index, tmp_path)
     try:
         server.wait_healthy()
         server.wait_indexed(len(NOTES))
@@ -438,7 +438,7 @@ def test_after_the_daemon_stops_its_socket_is_gone_and_the_cli_loads_the_model_i
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stale.bind(str(socket_path(index)))
     stale.close()
-    done = groove("search", "tomato plants", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=tmp_path)
+    done = groove(spawn, "search", "tomato plants", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "groove: loading model intfloat/multilingual-e5-small (no groove serve answers for this index" in done.stderr
     assert json.loads(done.stdout)["results"][0]["path"] == "garden/tomatoes.md"
@@ -453,24 +453,24 @@ def test_a_socket_path_too_long_for_the_platform_moves_to_a_private_temp_folder(
 
 # --- a new user's first hour (issue 23, item 6) ---------------------------------------------------
 
-def test_examples_means_the_shipped_example_notes_for_every_read_command(tmp_path):
-    from conftest import EXAMPLES
+def test_examples_means_the_shipped_example_notes_for_every_read_command(spawn, tmp_path):
     from groove.cli import EXAMPLE_NOTES
     from groove.serve.process.main import EXAMPLE_NOTES as SERVED
+    from tests.support.common import EXAMPLES
 
     assert EXAMPLE_NOTES == SERVED == EXAMPLES.resolve()  # the same folder `groove serve --examples` serves
     index = str(tmp_path / "i.sqlite")
-    built = groove("index", "--examples", "--index", index, "--format", "json", cwd=tmp_path)
+    built = groove(spawn, "index", "--examples", "--index", index, "--format", "json", cwd=tmp_path)
     assert built.returncode == 0, built.stderr
     assert json.loads(built.stdout)["kb_path"] == str(EXAMPLES.resolve())
-    found = groove("search", "--examples", "WAL", "--index", index, "--format", "json", "--no-daemon", cwd=tmp_path)
+    found = groove(spawn, "search", "--examples", "WAL", "--index", index, "--format", "json", "--no-daemon", cwd=tmp_path)
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["results"][0]["path"] == "reference/sqlite-wal.md"
-    status = groove("status", "--examples", "--index", index, "--format", "json", "--no-daemon", cwd=tmp_path)
+    status = groove(spawn, "status", "--examples", "--index", index, "--format", "json", "--no-daemon", cwd=tmp_path)
     assert status.returncode == 0 and json.loads(status.stdout)["documents"] == 13, status.stderr
     for command in ("search", "status", "doctor"):
         argv = [command, "--examples", "--kb", str(tmp_path)] + (["WAL"] if command == "search" else [])
-        both = groove(*argv, cwd=tmp_path, timeout=60)
+        both = groove(spawn, *argv, cwd=tmp_path, timeout=60)
         assert both.returncode == 2 and "--examples means the shipped example notes" in both.stderr, (command, both.stderr)
 
 
@@ -484,46 +484,46 @@ def test_examples_means_the_shipped_example_notes_for_every_read_command(tmp_pat
     (["serve", "--transprot", "http"], "--transprot", "--transport"),
     (["service", "install", "--dryrun"], "--dryrun", "--dry-run"),
 ])
-def test_an_unknown_flag_is_refused_with_exit_2_naming_the_closest_known_flag(tmp_path, argv, wrong, right):
-    done = groove(*argv, cwd=tmp_path, timeout=60)
+def test_an_unknown_flag_is_refused_with_exit_2_naming_the_closest_known_flag(spawn, tmp_path, argv, wrong, right):
+    done = groove(spawn, *argv, cwd=tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr
     assert f"groove: error: unknown option {wrong}: did you mean {right}?" in done.stderr
     assert "loading model" not in done.stderr and done.stdout == ""
-    as_json = groove(*argv, "--format", "json", cwd=tmp_path, timeout=60)
+    as_json = groove(spawn, *argv, "--format", "json", cwd=tmp_path, timeout=60)
     assert as_json.returncode == 2 and json.loads(as_json.stdout)["exit_code"] == 2
 
 
-def test_kb_given_twice_for_a_folder_and_one_inside_it_is_refused_before_anything_is_indexed(tmp_path):
+def test_kb_given_twice_for_a_folder_and_one_inside_it_is_refused_before_anything_is_indexed(spawn, tmp_path):
     kb = make_notes(tmp_path)
     for argv in (["search", "tea"], ["index"], ["serve", "--transport", "stdio"]):
-        done = groove(*argv, "--kb", str(kb), "--kb", str(tmp_path), cwd=tmp_path, timeout=60)
+        done = groove(spawn, *argv, "--kb", str(kb), "--kb", str(tmp_path), cwd=tmp_path, timeout=60)
         assert done.returncode == 2, (argv, done.stderr)
         assert f"the notes folder {kb} is inside the notes folder {tmp_path}" in done.stderr, done.stderr
         assert "indexed twice" in done.stderr
     assert not (tmp_path / "data").exists()  # nothing indexed
 
 
-def test_service_install_with_kb_writes_a_unit_that_serves_that_folder(tmp_path):
+def test_service_install_with_kb_writes_a_unit_that_serves_that_folder(spawn, tmp_path):
     kb = make_notes(tmp_path)
     env = {**server_env(tmp_path), "HOME": str(tmp_path / "home")}
-    done = groove("service", "install", "--platform", "linux", "--dry-run", "--kb", "notes",
+    done = groove(spawn, "service", "install", "--platform", "linux", "--dry-run", "--kb", "notes",
                   "--index", "i.sqlite", cwd=tmp_path, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     [exec_start] = [line for line in done.stdout.splitlines() if line.startswith("ExecStart=")]
     assert exec_start.endswith(f" serve --transport http --kb {kb} --index {tmp_path / 'i.sqlite'}")
     assert "--config" not in exec_start  # no config file here, and none needed with --kb
 
-    missing = groove("service", "install", "--platform", "linux", "--dry-run", "--kb", "gone", cwd=tmp_path,
+    missing = groove(spawn, "service", "install", "--platform", "linux", "--dry-run", "--kb", "gone", cwd=tmp_path,
                      env=env, timeout=60)
     assert missing.returncode == 2 and "the notes folder" in missing.stderr and "(--kb) does not exist" in missing.stderr
 
 
-def test_after_a_note_is_added_and_deleted_under_the_daemon_doctor_finds_no_unused_vector(tmp_path):
+def test_after_a_note_is_added_and_deleted_under_the_daemon_doctor_finds_no_unused_vector(spawn, tmp_path):
     import time
 
     kb = make_notes(tmp_path)
     index = tmp_path / "index.sqlite"
-    server = ServerProcess(kb, index, tmp_path)
+    server = spawn.server(kb, index, tmp_path)
     try:
         server.wait_healthy()
         server.wait_indexed(len(NOTES))
@@ -533,7 +533,7 @@ def test_after_a_note_is_added_and_deleted_under_the_daemon_doctor_finds_no_unus
         server.wait_indexed(len(NOTES))
         deadline = time.monotonic() + 20  # the write and what follows it, with no full reconcile in between
         while True:
-            done = groove("doctor", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=tmp_path)
+            done = groove(spawn, "doctor", "--kb", str(kb), "--index", str(index), "--format", "json", cwd=tmp_path)
             found = {f["check"]: f for f in json.loads(done.stdout)["findings"]}
             if "vectors_unused" not in found or time.monotonic() > deadline:
                 break

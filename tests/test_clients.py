@@ -17,14 +17,14 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
 import groove.cli
-from conftest import write
 from groove import clients
 from groove.cli import main
 from groove.config import user_config_file
-from mcp_support import FAKE_GROOVE, note, server_env
+from tests.support.common import note, write
+from tests.support.server import FAKE_GROOVE, server_env
 
 ALL = ("claude-desktop", "claude-code", "cursor", "vscode", "codex", "gemini")
 TOKEN = "s3cret-token-value-0123456789abcdef"
@@ -249,8 +249,8 @@ def test_every_client_the_docs_page_covers_has_a_snippet_and_the_page_names_the_
 
 # --- the real check: the stdio entry, started exactly as printed ---------------------------------------
 
-def test_the_claude_desktop_stdio_entry_as_printed_starts_a_server_that_lists_its_tools(capsys, tmp_path, monkeypatch):
-    # The printed command is `groove` with the bag-of-words embedder (tests/fake_groove.py) in place of the
+def test_the_claude_desktop_stdio_entry_as_printed_starts_a_server_that_lists_its_tools(spawn, capsys, tmp_path, monkeypatch):
+    # The printed command is `groove` with the bag-of-words embedder (tests/support/fake_groove.py) in place of the
     # model: a real executable file, as the snippet's command always is.
     fake = tmp_path / "bin" / "groove"
     write(fake, "#!/bin/sh\nexec " + " ".join(shlex.quote(part) for part in FAKE_GROOVE) + ' "$@"\n')
@@ -267,7 +267,7 @@ def test_the_claude_desktop_stdio_entry_as_printed_starts_a_server_that_lists_it
 
     elsewhere = tmp_path / "elsewhere"  # a client starts groove from its own folder, not the project's
     elsewhere.mkdir()
-    params = StdioServerParameters(command=server["command"], args=server["args"], env=server_env(tmp_path),
+    params = spawn.stdio(command=server["command"], args=server["args"], env=server_env(tmp_path),
                                    cwd=str(elsewhere))
 
     async def tools() -> set[str]:

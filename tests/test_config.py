@@ -18,8 +18,8 @@ from typing import Any, Iterator
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from conftest import GROOVE, ROOT, write
 from groove.config import ConfigError, Settings, load_settings, user_config_file
+from tests.support.common import GROOVE, ROOT, write
 
 EXAMPLE = ROOT / "groove.toml.example"
 
@@ -345,17 +345,17 @@ def test_the_default_index_lives_in_the_user_data_dir_keyed_by_the_notes_folder(
 # --- through the real command line ------------------------------------------------------
 
 
-def run_groove(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_groove(spawn, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)  # already isolated by the autouse fixture
     env["HF_HUB_OFFLINE"] = "1"
-    return subprocess.run(
+    return spawn.run(
         [*GROOVE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
     )
 
 
-def test_the_cli_reports_an_unknown_key_in_the_config_file_as_a_usage_error(tmp_path):
+def test_the_cli_reports_an_unknown_key_in_the_config_file_as_a_usage_error(spawn, tmp_path):
     write(tmp_path / "bad.toml", "[search]\ncolour = 'blue'\n")
-    proc = run_groove("status", "--config", "bad.toml", cwd=tmp_path)
+    proc = run_groove(spawn, "status", "--config", "bad.toml", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     assert proc.stderr.startswith("groove: error: unknown key `search.colour`")
@@ -363,8 +363,8 @@ def test_the_cli_reports_an_unknown_key_in_the_config_file_as_a_usage_error(tmp_
     assert "Traceback" not in proc.stderr
 
 
-def test_the_cli_reports_a_missing_notes_folder_as_a_usage_error(tmp_path):
-    proc = run_groove("index", "--kb", "missing-dir", cwd=tmp_path)
+def test_the_cli_reports_a_missing_notes_folder_as_a_usage_error(spawn, tmp_path):
+    proc = run_groove(spawn, "index", "--kb", "missing-dir", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout == ""
     assert proc.stderr.startswith("groove: error: the notes folder")
@@ -372,8 +372,8 @@ def test_the_cli_reports_a_missing_notes_folder_as_a_usage_error(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_the_cli_help_lists_the_subcommands(tmp_path):
-    proc = run_groove("--help", cwd=tmp_path)
+def test_the_cli_help_lists_the_subcommands(spawn, tmp_path):
+    proc = run_groove(spawn, "--help", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     for command in ("index", "status", "search", "eval"):
         assert re.search(rf"^\s+{command}\s", proc.stdout, re.M), f"`groove --help` does not list {command}"
@@ -405,9 +405,9 @@ def test_a_relative_notes_folder_from_a_flag_is_resolved_once_when_loading(tmp_p
     assert settings.require_kb() == folder.path
 
 
-def test_a_fifo_named_groove_toml_is_refused_with_a_reason_instead_of_hanging_groove(tmp_path):
+def test_a_fifo_named_groove_toml_is_refused_with_a_reason_instead_of_hanging_groove(spawn, tmp_path):
     os.mkfifo(tmp_path / "groove.toml")
-    proc = run_groove("status", cwd=tmp_path)  # a blocking open would hit the subprocess timeout
+    proc = run_groove(spawn, "status", cwd=tmp_path)  # a blocking open would hit the subprocess timeout
     assert proc.returncode == 2, proc.stderr
     assert "groove.toml is not a regular file" in proc.stderr
     assert proc.stdout == ""

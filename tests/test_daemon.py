@@ -1,7 +1,7 @@
 """The daemon keeps the index live: real files changing on disk, the real watcher.
 
 Tests about meaning (and the crash test, whose index the CLI builds) use the real
-model; the others use the bag-of-words fake (tests/fakes.py), which loads nothing."""
+model; the others use the bag-of-words fake (tests/support/fakes.py), which loads nothing."""
 
 from __future__ import annotations
 
@@ -10,57 +10,24 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator
 
 import anyio
 
-from conftest import ROOT, eventually, section_text, write
-from fakes import BagOfWordsEmbedder
 from groove.api.service import ListRequest
-from groove.search.pipeline import SearchRequest
 from groove.daemon import BusyError, Daemon
 from groove.store import connection
 from groove.sync.report import IndexReport
-
-TIMEOUT = 60.0
-
-
-@asynccontextmanager
-async def running(settings, embedder=None, **index_options) -> AsyncIterator[Daemon]:
-    daemon = Daemon(settings, embedder=embedder, **index_options)
-    async with anyio.create_task_group() as tg:
-        await tg.start(daemon.run_background)
-        with anyio.fail_after(TIMEOUT):
-            await daemon.reconciled.wait()
-        try:
-            yield daemon
-        finally:
-            daemon.stop()
-
-
-async def paths_for(daemon: Daemon, query: str, retriever: str = "hybrid") -> list[str]:
-    resp = await daemon.service.search(SearchRequest(query=query, limit=10, retriever=retriever))
-    return [r.path for r in resp.results]
+from tests.support.common import ROOT, eventually, section_text, write
+from tests.support.daemon import fast, idle, paths_for, running
+from tests.support.fakes import BagOfWordsEmbedder
 
 
 async def counter(daemon: Daemon) -> int:
     return (await daemon.service.status()).embeddings_computed
 
 
-async def idle(daemon: Daemon, timeout: float = 60.0) -> None:
-    async def done() -> bool:
-        return await daemon.index.pending() == 0 and not daemon._inflight
-
-    await eventually(done, "the embedding queue to drain", timeout=timeout)
-
-
-def fast(make_settings, kb: Path, **extra):
-    return make_settings(kb, **{"watch.debounce_ms": 50, **extra})
-
-
-async def test_a_note_written_while_the_daemon_runs_is_found_by_its_words_then_by_meaning(kb, make_settings):
+async def test_a_note_written_while_the_daemon_runs_is_found_by_its_words_then_by_meaning(real_model, kb, make_settings):
     write(kb / "base.md", "# Base\n\nA note about sourdough bread and long fermentation.\n")
     async with running(fast(make_settings, kb)) as daemon:
         write(kb / "new.md", "# Volcanoes\n\nThe caldera of the stratovolcano collapsed after the eruption.\n")
@@ -213,13 +180,13 @@ def consistency(path: Path) -> dict[str, int]:
         con.close()
 
 
-async def test_kill_9_during_a_large_index_then_restart_ends_complete_and_consistent(kb, make_settings, tmp_path):
+async def test_kill_9_during_a_large_index_then_restart_ends_complete_and_consistent(real_model, spawn, kb, make_settings, tmp_path):
     n_notes = 150
     for i in range(n_notes):
         write(kb / f"bulk/n{i:03}.md", f"# Bulk {i}\n\n" + "".join(section_text(i * 3 + j) for j in range(2)))
     index = tmp_path / "killed.sqlite"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
+    proc = spawn.popen(
         [sys.executable, "-m", "groove.cli", "index", "--kb", str(kb), "--index", str(index)],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

@@ -13,14 +13,14 @@ import httpx
 import pytest
 from mcp import Client
 
-from conftest import eventually, write
-from fakes import BagOfWordsEmbedder, InjectedFault
-from groove.search.request import SearchRequest
 from groove import daemon as daemon_module
-from groove.daemon import Daemon, ReindexError
+from groove.daemon import Daemon
+from groove.search.request import SearchRequest
 from groove.serve.http.server import Allowed, build_app
 from groove.serve.mcp.server import build_server
-from test_daemon import fast, idle, paths_for, running
+from tests.support.common import eventually, write
+from tests.support.daemon import fast, idle, paths_for, running
+from tests.support.fakes import BagOfWordsEmbedder, InjectedFault
 
 PORT = 3999  # only in Host headers: the app is called in process, nothing listens
 

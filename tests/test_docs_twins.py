@@ -23,7 +23,8 @@ from urllib.parse import unquote
 import pytest
 from markdown_it import MarkdownIt
 
-from conftest import ROOT
+from tests.support.common import ROOT
+from tests.support.docs import heading_slugs
 
 USER_PAGES = (
     "README.md",
@@ -76,19 +77,6 @@ def inline_code(text: str) -> set[str]:
 def links(text: str) -> list[str]:
     """Link targets as written (markdown-it percent-encodes them: `#融合` comes back as `#%E8%9E%8D%E5%90%88`)."""
     return [unquote(t.attrs["href"]) for t in _inline_tokens(text) if t.type == "link_open"]
-
-
-def heading_slugs(text: str) -> set[str]:
-    """GitHub's anchors: lower case, punctuation and symbols dropped, spaces to hyphens."""
-    tokens = _md.parse(text)
-    slugs = set()
-    for i, token in enumerate(tokens):
-        if token.type == "heading_open":
-            title = "".join(c.content for c in tokens[i + 1].children or () if c.type in ("text", "code_inline"))
-            kept = "".join(ch for ch in title.lower()
-                           if ch in " -_" or unicodedata.category(ch)[0] in "LMN")
-            slugs.add(kept.replace(" ", "-"))
-    return slugs
 
 
 def prose_japanese_share(text: str) -> float:

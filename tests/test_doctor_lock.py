@@ -11,19 +11,19 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import ROOT, write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once
 from groove.ops import doctor
 from groove.store import connection, writer_lock
-from mcp_support import FAKE_GROOVE, ServerProcess, server_env
+from tests.support.common import ROOT, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
+from tests.support.server import FAKE_GROOVE, server_env
 
 REFUSED = "is being written by another groove process"
 GHOST = 9999  # a row of the CJK bigram table that belongs to no chunk: damage only `doctor --fix` repairs
 
 
-def groove(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FAKE_GROOVE, *argv], cwd=ROOT, env=server_env(tmp_path), capture_output=True, text=True,
+def groove(spawn, tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    return spawn.run([*FAKE_GROOVE, *argv], cwd=ROOT, env=server_env(tmp_path), capture_output=True, text=True,
                           timeout=300, stdin=subprocess.DEVNULL)
 
 
@@ -50,18 +50,18 @@ def checks(report: dict) -> set[str]:
     return {f["check"] for f in report["findings"]}
 
 
-def test_doctor_fix_beside_a_running_daemon_is_refused_naming_it_and_the_index_is_untouched(kb, tmp_path):
+def test_doctor_fix_beside_a_running_daemon_is_refused_naming_it_and_the_index_is_untouched(spawn, kb, tmp_path):
     notes(kb)
     index = tmp_path / "index.sqlite"
-    built = groove(tmp_path, "index", "--kb", str(kb), "--index", str(index))
+    built = groove(spawn, tmp_path, "index", "--kb", str(kb), "--index", str(index))
     assert built.returncode == 0, built.stderr
     add_ghost_row(index)  # before the daemon starts: the test writes beside no one
-    server = ServerProcess(kb, index, tmp_path, command=FAKE_GROOVE)
+    server = spawn.server(kb, index, tmp_path, command=FAKE_GROOVE)
     try:
         server.wait_healthy()
         server.wait_indexed(2)
 
-        fix = groove(tmp_path, "doctor", "--fix", "--kb", str(kb), "--index", str(index))
+        fix = groove(spawn, tmp_path, "doctor", "--fix", "--kb", str(kb), "--index", str(index))
         assert fix.returncode == 1  # as every refused writer (IndexLockedError), not a doctor verdict
         assert REFUSED in fix.stderr and f"pid {server.proc.pid}" in fix.stderr and "groove serve" in fix.stderr
         assert "`groove doctor` without --fix" in fix.stderr
@@ -70,11 +70,11 @@ def test_doctor_fix_beside_a_running_daemon_is_refused_naming_it_and_the_index_i
         assert ghost_rows(index) == 1  # nothing repaired
         assert json.loads(writer_lock.lock_path(index).read_text())["pid"] == server.proc.pid  # the daemon still holds it
 
-        as_json = groove(tmp_path, "doctor", "--fix", "--kb", str(kb), "--index", str(index), "--format", "json")
+        as_json = groove(spawn, tmp_path, "doctor", "--fix", "--kb", str(kb), "--index", str(index), "--format", "json")
         assert as_json.returncode == 1 and REFUSED in json.loads(as_json.stdout)["error"]
 
         # The checks alone take no lock: they report beside the daemon.
-        report = groove(tmp_path, "doctor", "--kb", str(kb), "--index", str(index), "--format", "json")
+        report = groove(spawn, tmp_path, "doctor", "--kb", str(kb), "--index", str(index), "--format", "json")
         found = json.loads(report.stdout)
         assert report.returncode == 2, report.stderr  # the ghost row is an error
         assert "fts_rows_without_chunks" in checks(found) and found["fixed"] == []
@@ -85,7 +85,7 @@ def test_doctor_fix_beside_a_running_daemon_is_refused_naming_it_and_the_index_i
     assert code == 0
 
     # Once it has stopped, --fix goes ahead.
-    after = groove(tmp_path, "doctor", "--fix", "--kb", str(kb), "--index", str(index), "--format", "json")
+    after = groove(spawn, tmp_path, "doctor", "--fix", "--kb", str(kb), "--index", str(index), "--format", "json")
     fixed = json.loads(after.stdout)
     assert fixed["fixed"] == ["rebuilt the three full-text tables from the chunks"], after.stderr
     assert not checks(fixed) & {"fts_rows_without_chunks", "fts_chunks_missing", "fts_integrity"}

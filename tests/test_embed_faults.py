@@ -1,6 +1,6 @@
 """When embedding fails: a text that always fails is set aside (the rest of the queue goes on), and a
 query that cannot be embedded searches full text alone. Real index files, real notes on disk, the real
-watcher; the fake embedder (tests/fakes.py) raises on the texts a test chooses."""
+watcher; the fake embedder (tests/support/fakes.py) raises on the texts a test chooses."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import time
 
 import anyio
 
-from conftest import eventually, write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once
-from groove.search.request import SearchRequest
 from groove.daemon import Daemon
-from test_daemon import fast, running
+from groove.search.request import SearchRequest
+from tests.support.common import eventually, write
+from tests.support.daemon import fast, running
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
 
 POISON = "xylofailure"
 

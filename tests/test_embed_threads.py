@@ -26,7 +26,7 @@ LONG = "tokenizer padding truncation " * 900  # far past the model's window: cou
 
 
 @pytest.fixture(scope="module", params=["all-MiniLM-L6-v2", "multilingual-e5-small"])
-def embedder(request):
+def embedder(real_model, request):
     emb = make_embedder(EmbeddingSettings(model=request.param, batch_size=4))
     emb.embed_documents(["warm up"])
     return emb

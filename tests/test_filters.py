@@ -13,13 +13,13 @@ from typing import AsyncIterator
 import anyio
 import pytest
 
-from conftest import write
 from groove.api.service import ListRequest
-from support.oneshot import index_once, search_once
+from groove.daemon import Daemon
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest
-from groove.daemon import Daemon
 from groove.store import connection, schema
+from tests.support.common import write
+from tests.support.oneshot import index_once, search_once
 
 
 def note(title: str, tags: list[str], date: str | None = None) -> str:

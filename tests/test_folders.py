@@ -19,18 +19,19 @@ from typing import AsyncIterator
 import anyio
 import pytest
 
-from conftest import eventually, write
-from fakes import BagOfWordsEmbedder
-from groove.autostart import install as installer, instances, platforms
 from groove.api.service import ListRequest, SearchRequest
-from groove.index import Index
-from support.oneshot import index_once
+from groove.autostart import install as installer
+from groove.autostart import instances, platforms
 from groove.config import ConfigError, load_settings
-from groove.errors import UsageError
 from groove.daemon import Daemon
-from mcp_support import FAKE_GROOVE, ServerProcess, serve_argv, server_env
-from test_ui import _driver, _load, _note_path, _open_hit, _paths, _run_search, _wait, browser_binaries  # noqa: F401
-from test_vault_extras import running
+from groove.errors import UsageError
+from groove.index import Index
+from tests.support.browser import hit_paths, load, note_path, open_hit, run_search, wait_for
+from tests.support.common import eventually, write
+from tests.support.daemon import running
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
+from tests.support.server import FAKE_GROOVE, serve_argv, server_env
 
 TIMEOUT = 60.0
 
@@ -184,7 +185,7 @@ async def test_adding_or_removing_a_folder_re_embeds_nothing_of_the_others(tmp_p
 @asynccontextmanager
 async def serving(settings) -> AsyncIterator[Daemon]:
     """A daemon over the folders (test_vault_extras' `running`: its startup scan done), every folder watched."""
-    async with running(settings) as daemon:
+    async with running(settings, BagOfWordsEmbedder()) as daemon:
         await eventually(lambda: _holds(daemon.watcher_state == "watching"), "every folder watched")
         yield daemon
 
@@ -235,8 +236,8 @@ async def test_a_folder_gone_while_serving_keeps_its_notes_and_health_names_it_u
 
 # --- the front ends -----------------------------------------------------------------------------------
 
-def test_over_mcp_a_client_searches_both_folders_reads_a_note_and_sees_each_folder(tmp_path, two):
-    server = ServerProcess(two["alpha"], tmp_path / "index.sqlite", tmp_path, extra=("--kb", f"茶={two['beta']}"),
+def test_over_mcp_a_client_searches_both_folders_reads_a_note_and_sees_each_folder(spawn, tmp_path, two):
+    server = spawn.server(two["alpha"], tmp_path / "index.sqlite", tmp_path, extra=("--kb", f"茶={two['beta']}"),
                            command=FAKE_GROOVE)
     try:
         health = server.wait_healthy()
@@ -260,14 +261,14 @@ def test_over_mcp_a_client_searches_both_folders_reads_a_note_and_sees_each_fold
         server.terminate()
 
 
-async def test_over_stdio_two_folders_whose_notes_share_a_name_are_two_notes_and_a_link_stays_in_its_folder(
+async def test_over_stdio_two_folders_whose_notes_share_a_name_are_two_notes_and_a_link_stays_in_its_folder(spawn, 
         tmp_path, two):
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
 
     write(two["beta"] / "tea.md", note("Tea too", "Hojicha is roasted green tea."))  # alpha/tea.md exists as well
     argv = serve_argv(two["alpha"], tmp_path / "index.sqlite", "--kb", str(two["beta"]), "--transport", "stdio",
                       command=FAKE_GROOVE)
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(tmp_path), cwd=str(tmp_path))
+    params = spawn.stdio(command=argv[0], args=argv[1:], env=server_env(tmp_path), cwd=str(tmp_path))
     with anyio.fail_after(120):
         async with Client(params) as client:
             async def listed() -> bool:
@@ -288,30 +289,30 @@ async def test_over_stdio_two_folders_whose_notes_share_a_name_are_two_notes_and
             assert outside.is_error
 
 
-def _cli(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FAKE_GROOVE, *argv], cwd=tmp_path, env=server_env(tmp_path), capture_output=True,
+def _cli(spawn, tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    return spawn.run([*FAKE_GROOVE, *argv], cwd=tmp_path, env=server_env(tmp_path), capture_output=True,
                           text=True, timeout=120)
 
 
-def test_the_command_line_indexes_reports_and_checks_each_folder(tmp_path, two):
+def test_the_command_line_indexes_reports_and_checks_each_folder(spawn, tmp_path, two):
     kb = ("--kb", str(two["alpha"]), "--kb", f"b={two['beta']}", "--index", str(tmp_path / "i.sqlite"))
-    done = _cli(tmp_path, "index", *kb)
+    done = _cli(spawn, tmp_path, "index", *kb)
     assert done.returncode == 0, done.stderr
     assert f"indexed alpha = {two['alpha']}; b = {two['beta']}" in done.stdout
-    status = _cli(tmp_path, "status", *kb)
+    status = _cli(spawn, tmp_path, "status", *kb)
     assert f"folder:       alpha/ = {two['alpha']} (1 notes)" in status.stdout
     assert f"folder:       b/ = {two['beta']} (3 notes)" in status.stdout
-    doctor = _cli(tmp_path, "doctor", *kb, "--format", "json")
+    doctor = _cli(spawn, tmp_path, "doctor", *kb, "--format", "json")
     report = json.loads(doctor.stdout)
     assert [(f["name"], f["notes"]) for f in report["folders"]] == [("alpha", 1), ("b", 3)]
     assert not [f for f in report["findings"] if f["check"] in ("notes_not_indexed", "notes_gone")]
     write(two["beta"] / "late.md", note("Late", "written after the index"))
-    doctor = _cli(tmp_path, "doctor", *kb, "--format", "json")
+    doctor = _cli(spawn, tmp_path, "doctor", *kb, "--format", "json")
     [missing] = [f for f in json.loads(doctor.stdout)["findings"] if f["check"] == "notes_not_indexed"]
     assert missing["examples"] == ["b/late.md"]
-    got = _cli(tmp_path, "get", str(two["beta"] / "sencha.md"), *kb)
+    got = _cli(spawn, tmp_path, "get", str(two["beta"] / "sencha.md"), *kb)
     assert got.returncode == 0 and "七十度" in got.stdout
-    outside = _cli(tmp_path, "get", str(tmp_path / "elsewhere.md"), *kb)
+    outside = _cli(spawn, tmp_path, "get", str(tmp_path / "elsewhere.md"), *kb)
     assert outside.returncode == 2 and "is not inside the notes folders" in outside.stderr
 
 
@@ -340,8 +341,8 @@ class _NoManager:
         return subprocess.CompletedProcess(argv, 0, "", "")
 
 
-def test_client_config_hands_the_client_every_folder(tmp_path, two):
-    done = _cli(tmp_path, "client-config", "claude-code", "--kb", str(two["alpha"]), "--kb", f"b={two['beta']}")
+def test_client_config_hands_the_client_every_folder(spawn, tmp_path, two):
+    done = _cli(spawn, tmp_path, "client-config", "claude-code", "--kb", str(two["alpha"]), "--kb", f"b={two['beta']}")
     assert done.returncode == 0, done.stderr
     assert f"alpha={two['alpha']}" in done.stdout and f"b={two['beta']}" in done.stdout
 
@@ -351,31 +352,31 @@ def test_client_config_hands_the_client_every_folder(tmp_path, two):
 
 
 
-def test_the_web_view_shows_each_folder_and_opens_a_note_of_the_second_in_its_own_obsidian_vault(
-        tmp_path, two, browser_binaries):  # noqa: F811 - test_ui's fixture, imported above
+def test_the_web_view_shows_each_folder_and_opens_a_note_of_the_second_in_its_own_obsidian_vault(spawn, 
+        tmp_path, two, browser):
     from selenium.webdriver.common.by import By
 
     write(two["beta"] / ".obsidian" / "app.json", "{}\n")  # beta is an Obsidian vault; alpha is not
-    server = ServerProcess(two["alpha"], tmp_path / "index.sqlite", tmp_path, extra=("--kb", f"my-beta={two['beta']}"),
+    server = spawn.server(two["alpha"], tmp_path / "index.sqlite", tmp_path, extra=("--kb", f"my-beta={two['beta']}"),
                            command=FAKE_GROOVE)
     try:
         server.wait_healthy()
         server.wait_indexed(4)
-        driver = _driver(browser_binaries)
+        driver = browser.driver()
         try:
-            _load(driver, f"{server.base}/ui")
-            _wait(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#status div[data-folder]")) == 2,
+            load(driver, f"{server.base}/ui")
+            wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#status div[data-folder]")) == 2,
                   "one status entry a folder")
             entries = [(e.get_attribute("data-folder"), e.text.replace("\n", " "))
                        for e in driver.find_elements(By.CSS_SELECTOR, "#status div[data-folder]")]
             assert entries == [("alpha", "alpha/ 1 notes"), ("my-beta", "my-beta/ 3 notes")]
             assert driver.find_element(By.ID, "kb").text == "alpha · my-beta"
-            _run_search(driver, "espresso", explain=False)
-            shown = _paths(driver)  # hybrid: every note comes back in so small a vault, each under its folder
+            run_search(driver, "espresso", explain=False)
+            shown = hit_paths(driver)  # hybrid: every note comes back in so small a vault, each under its folder
             assert {"my-beta/coffee.md", "my-beta/drafts/grinder.md"} <= set(shown)
             assert all(p.startswith(("alpha/", "my-beta/")) for p in shown)
-            _open_hit(driver, _paths(driver).index("my-beta/coffee.md"))
-            assert _note_path(driver) == "my-beta/coffee.md"
+            open_hit(driver, hit_paths(driver).index("my-beta/coffee.md"))
+            assert note_path(driver) == "my-beta/coffee.md"
             link = driver.find_element(By.ID, "note-obsidian")
             assert link.get_attribute("href") == "obsidian://open?vault=beta&file=coffee.md"
         finally:
@@ -392,9 +393,9 @@ def test_the_mcp_instructions_name_the_folders_only_when_there_are_several(tmp_p
     assert several.startswith(INSTRUCTIONS) and "2 folders: alpha/, 仕事/" in several and '["NAME/**"]' in several
 
 
-def test_validate_checks_every_folder_and_points_at_the_real_file(tmp_path, two):
+def test_validate_checks_every_folder_and_points_at_the_real_file(spawn, tmp_path, two):
     write(two["beta"] / "broken.md", "---\ntitle: [unclosed\n---\n# Broken\n")
-    done = _cli(tmp_path, "validate", "--kb", str(two["alpha"]), "--kb", str(two["beta"]))
+    done = _cli(spawn, tmp_path, "validate", "--kb", str(two["alpha"]), "--kb", str(two["beta"]))
     assert done.returncode == 1, done.stderr
     assert f"{two['beta'].relative_to(tmp_path)}/broken.md:" in done.stdout  # the file on disk, not beta/broken.md
     assert "5 note(s) checked" in done.stdout

@@ -9,19 +9,17 @@ over the whole expression, run as plain SQL. The speed this buys is measured in
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import anyio
 import pytest
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
 from groove.index import Index
-from support.oneshot import index_once, search_once
 from groove.search import retrievers
 from groove.search.compiler import compile_query
 from groove.search.pipeline import SearchRequest
 from groove.store import connection
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, search_once
 
 NOTES = 120
 

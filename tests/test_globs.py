@@ -11,7 +11,6 @@ claim. Where steps can be counted, they are counted instead.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import sqlite3
@@ -26,9 +25,6 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from conftest import ROOT, write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once, search_once
 from groove.corpus import globs
 from groove.corpus.globs import MAX_GLOB_CHARS, MAX_GLOB_STARS, GlobError
 from groove.corpus.scan import Ignore, scan
@@ -37,6 +33,9 @@ from groove.ops import doctor
 from groove.search.compiler import QueryError
 from groove.search.filters import MAX_PATH_GLOBS, Filters
 from groove.search.request import SearchRequest
+from tests.support.common import ROOT, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, search_once
 
 HOSTILE = "*?" * 10 + "Q"                 # 10 stars: within the bound, so it is matched, not refused
 OVER_STARS = "*?" * (MAX_GLOB_STARS + 1) + "Q"
@@ -44,12 +43,12 @@ LONG_NAME = "a" * 200 + ".md"             # against HOSTILE, pathspec's regex ba
 BOUND_S = 60                              # generous: the old code takes hours; the new a few milliseconds
 
 
-def bounded(code: str, *args: str) -> str:
-    """Run `code` in a fresh interpreter (tests/ importable); its stdout. Fails, not hangs, past BOUND_S."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+def bounded(spawn, code: str, *args: str) -> str:
+    """Run `code` in a fresh interpreter (in the checkout: `tests.support` imports); its stdout. Fails, not hangs,
+    past BOUND_S."""
     try:
-        done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True,
-                              text=True, timeout=BOUND_S, env=env, cwd=ROOT)
+        done = spawn.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True,
+                              text=True, timeout=BOUND_S, cwd=ROOT)
     except subprocess.TimeoutExpired:
         pytest.fail(f"did not finish in {BOUND_S} s: the glob matching backtracks")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -165,8 +164,8 @@ def test_matching_is_linear_within_a_segment_every_star_but_the_last_is_an_atomi
     assert globs._Segment("a*[bc]*d").regex.pattern == "(?s:a(?>.*?[bc]).*d)"
 
 
-def test_matching_is_linear_so_a_star_question_glob_returns_at_once_through_the_filters():
-    out = bounded(f"""
+def test_matching_is_linear_so_a_star_question_glob_returns_at_once_through_the_filters(spawn):
+    out = bounded(spawn, f"""
         from groove.search.filters import Filters
         f = Filters.build(path_globs=[{HOSTILE!r}])
         names = [{LONG_NAME!r}, "deep/" + {LONG_NAME!r}, "b" * 60 + "Q.md", "x" * 30 + "Q"]
@@ -175,16 +174,16 @@ def test_matching_is_linear_so_a_star_question_glob_returns_at_once_through_the_
     assert out.strip() == "[False, False, False, True]"
 
 
-def test_matching_is_linear_so_a_star_question_glob_search_returns_through_the_real_search_path(kb, make_settings):
+def test_matching_is_linear_so_a_star_question_glob_search_returns_through_the_real_search_path(spawn, kb, make_settings):
     write(kb / LONG_NAME, "# Long\n\nMarmalade on toast.\n")
     write(kb / ("x" * 40 + "Q") / "inside.md", "# Inside\n\nMarmalade in a jar.\n")
     settings = make_settings(kb)
     anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
-    out = bounded("""
+    out = bounded(spawn, """
         import json, sys
         import anyio
-        from fakes import BagOfWordsEmbedder
-        from support.oneshot import search_once
+        from tests.support.fakes import BagOfWordsEmbedder
+        from tests.support.oneshot import search_once
         from groove.config import load_settings
         from groove.search.request import SearchRequest
         settings = load_settings(None, kb_path=sys.argv[1], index_path=sys.argv[2])
@@ -292,8 +291,8 @@ def hostile_kb(kb: Path) -> Path:
     return kb
 
 
-def test_a_hostile_grooveignore_is_scanned_at_once_its_refused_lines_named_and_the_rest_applied(hostile_kb):
-    out = bounded("""
+def test_a_hostile_grooveignore_is_scanned_at_once_its_refused_lines_named_and_the_rest_applied(spawn, hostile_kb):
+    out = bounded(spawn, """
         import json, sys
         from pathlib import Path
         from groove.corpus.scan import Ignore, scan

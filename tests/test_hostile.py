@@ -1,4 +1,4 @@
-"""Bad notes: a hostile folder (tests/hostile.py) indexes everything it can and reports the rest.
+"""Bad notes: a hostile folder (tests/support/hostile.py) indexes everything it can and reports the rest.
 
 One `groove index` run (the real command line in a subprocess, with the
 bag-of-words fake embedder: these tests are about files, not the model) over
@@ -23,20 +23,20 @@ from pathlib import Path
 import anyio
 import pytest
 
-import hostile
-from conftest import ROOT, write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once, read_status
 from groove.corpus import scan as scan_mod
 from groove.store import connection
+from tests.support import hostile
+from tests.support.common import ROOT, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, read_status
+from tests.support.server import FAKE_GROOVE
 
-FAKE_GROOVE = [sys.executable, str(ROOT / "tests" / "fake_groove.py")]
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
-def run_cli(kb: Path, index: Path, *extra: str, fmt: str = "json", timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(spawn, kb: Path, index: Path, *extra: str, fmt: str = "json", timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(FAKE_GROOVE + ["index", "--kb", str(kb), "--index", str(index), "--format", fmt, *extra],
+    return spawn.run(FAKE_GROOVE + ["index", "--kb", str(kb), "--index", str(index), "--format", fmt, *extra],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -54,13 +54,13 @@ def log_events(stderr: str, event: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def hostile_run(tmp_path_factory):
+def hostile_run(spawn, tmp_path_factory):
     base = tmp_path_factory.mktemp("hostile")
     kb = hostile.build(base / "notes")
     index = base / "index.sqlite"
     config = base / "groove.toml"
     config.write_text(hostile.CONFIG, encoding="utf-8")
-    done = run_cli(kb, index, "--config", str(config))
+    done = run_cli(spawn, kb, index, "--config", str(config))
     assert done.returncode == 0, done.stderr[-3000:]
     return kb, index, json.loads(done.stdout), done.stderr
 
@@ -102,9 +102,9 @@ def test_each_hostile_file_is_reported_with_its_reason_and_the_rest_of_the_folde
         assert hits == [(1,)], f"{case.word} is not searchable in {case.path}"
 
 
-def test_the_text_output_of_a_second_run_lists_every_skipped_file_and_logs_none_again(hostile_run):
+def test_the_text_output_of_a_second_run_lists_every_skipped_file_and_logs_none_again(spawn, hostile_run):
     kb, index, summary, _ = hostile_run
-    again = run_cli(kb, index, "--config", str(kb.parent / "groove.toml"), fmt="text")
+    again = run_cli(spawn, kb, index, "--config", str(kb.parent / "groove.toml"), fmt="text")
     assert again.returncode == 0, again.stderr[-2000:]
     for case in hostile.CASES:
         if case.outcome == "skipped":
@@ -138,9 +138,9 @@ def test_huge_files_are_never_read(hostile_run, monkeypatch):
 
 
 @pytest.mark.parametrize("case", hostile.REFUSING, ids=[c.name for c in hostile.REFUSING])
-def test_an_ignore_file_that_is_not_a_regular_file_refuses_the_run_at_once_instead_of_hanging(tmp_path, case):
+def test_an_ignore_file_that_is_not_a_regular_file_refuses_the_run_at_once_instead_of_hanging(spawn, tmp_path, case):
     kb = hostile.build(tmp_path / "notes", [case])
-    done = run_cli(kb, tmp_path / "index.sqlite", timeout=120)
+    done = run_cli(spawn, kb, tmp_path / "index.sqlite", timeout=120)
     assert done.returncode != 0
     # Under --format json the error is the only thing on stdout (no summary), and stderr says it too.
     assert json.loads(done.stdout)["exit_code"] == done.returncode
@@ -280,8 +280,8 @@ def test_a_utf16_note_is_decoded_and_a_broken_one_says_utf16(kb, make_settings):
 # --- the daemon's watcher -------------------------------------------------------------------------
 
 async def test_a_file_name_that_is_not_utf8_never_stops_the_watcher_and_is_reported(kb, make_settings):
-    from conftest import eventually
-    from test_daemon import fast, paths_for, running
+    from tests.support.common import eventually
+    from tests.support.daemon import fast, paths_for, running
 
     write(kb / "base.md", "# Base\n\nA note about basaltword.\n")
     async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
@@ -367,8 +367,8 @@ def test_ten_thousand_tiny_sections_are_merged_without_recounting_each_growing_c
     assert "".join(c.content for c in note.chunks) == text
 
 
-def test_the_hostile_bench_prints_a_row_with_outcome_reason_and_peak_memory(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "bench.hostile", "--case", "a FIFO named x.md",
+def test_the_hostile_bench_prints_a_row_with_outcome_reason_and_peak_memory(spawn, tmp_path):
+    out = spawn.run([sys.executable, "-m", "bench.hostile", "--case", "a FIFO named x.md",
                           "--json", str(tmp_path / "rows.json")],
                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
     rows = json.loads((tmp_path / "rows.json").read_text("utf-8"))["rows"]

@@ -8,24 +8,20 @@ stay a few hundred sockets, not 20,000); the clients always talk to it over loop
 
 from __future__ import annotations
 
-import json
 import re
 import socket
-import subprocess
 import time
-from pathlib import Path
 
 import anyio
 import httpx
-import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import GROOVE, write
 from groove.config import HTTPSettings
 from groove.serve.http.server import is_loopback, resolve_token
-from mcp_support import ServerProcess, free_port, note, server_env
+from tests.support.common import GROOVE, note, write
+from tests.support.server import ServerProcess, free_port, server_env
 
 TOKEN = "hostile-test-token-0123456789abcdef"
 LIMITS = {
@@ -34,6 +30,9 @@ LIMITS = {
     "max_sessions": 6,
     "tool_calls_per_s": 0.5,
     "tool_call_burst": 4,
+    # Storm lines every 2 s, not 10: the tests wait for the counts, and the storms here last a few seconds, so
+    # "a line per interval, not per connection" still holds them to a few lines.
+    "storm_log_interval_s": 2.0,
 }
 INIT = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -44,14 +43,14 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory):
+def hostile(spawn, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("hostile")
     kb = root / "notes"
     write(kb / "a.md", note("Alpha", "The quokka migration plan, in three waves.", tags=["infra"]))
     write(kb / "b.md", note("Beta", "Sourdough starter and levain."))
     config = root / "groove.toml"
     config.write_text("[serve.http]\n" + "".join(f"{k} = {v}\n" for k, v in LIMITS.items()), encoding="utf-8")
-    server = ServerProcess(kb, root / "index.sqlite", root, extra=("--config", str(config)), bind_host="0.0.0.0",
+    server = spawn.server(kb, root / "index.sqlite", root, extra=("--config", str(config)), bind_host="0.0.0.0",
                            env={"GROOVE_TOKEN": TOKEN}, token=TOKEN)
     try:
         server.wait_healthy()
@@ -67,11 +66,11 @@ def _post_init(server: ServerProcess, **headers: str) -> httpx.Response:
 
 # --- the token --------------------------------------------------------------------------------
 
-def test_binding_a_non_loopback_address_without_a_token_refuses_to_start_and_says_how(tmp_path):
+def test_binding_a_non_loopback_address_without_a_token_refuses_to_start_and_says_how(spawn, tmp_path):
     kb = tmp_path / "notes"
     write(kb / "a.md", note("A", "text"))
     port = free_port()
-    proc = subprocess.run([*GROOVE, "serve", "--kb", str(kb), "--index", str(tmp_path / "i.sqlite"), "--transport", "http",
+    proc = spawn.run([*GROOVE, "serve", "--kb", str(kb), "--index", str(tmp_path / "i.sqlite"), "--transport", "http",
                            "--bind", f"0.0.0.0:{port}"], env=server_env(tmp_path), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert "refusing to serve on 0.0.0.0:" in proc.stderr and "without a token" in proc.stderr
@@ -143,7 +142,7 @@ async def test_an_sdk_client_without_the_header_is_turned_away_by_the_server(hos
         async with Client(hostile.url, mode="legacy") as client:
             await client.call_tool("index_status", {})
     assert "Server returned an error response" in repr(refused.value)
-    deadline = time.monotonic() + 30  # refusals are logged as a count at most once per 10 s interval
+    deadline = time.monotonic() + 30  # refusals are logged as a count at most once per interval
     while refusals() <= before and time.monotonic() < deadline:
         await anyio.sleep(0.2)
     assert refusals() > before  # it was the token check that answered
@@ -194,7 +193,7 @@ def test_hundreds_of_idle_and_half_open_connections_do_not_take_healthz_down_and
         for s in socks:
             s.close()
 
-    deadline = time.monotonic() + 30  # the storm line comes at most once per 10 s interval
+    deadline = time.monotonic() + 30  # the storm line comes at most once per interval
     while time.monotonic() < deadline and sum(_count(line) for line in _shed_lines(hostile)[lines_before:]) < 300:
         time.sleep(0.2)
     lines = _shed_lines(hostile)[lines_before:]
@@ -221,7 +220,7 @@ def test_a_storm_of_malformed_requests_is_counted_in_one_line_not_logged_once_ea
             while chunk := s.recv(4096):  # a 400, then the server closes
                 answer += chunk
             assert answer.startswith(b"HTTP/1.1 400")
-    deadline = time.monotonic() + 30  # at most one storm line per 10 s
+    deadline = time.monotonic() + 30  # at most one storm line per interval
     while invalid_counted() - before < 100 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert invalid_counted() - before == 100

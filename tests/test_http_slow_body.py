@@ -24,11 +24,13 @@ import anyio
 import httpx
 import pytest
 
-from conftest import write
 from groove.config import ConfigError, load_settings
-from mcp_support import FAKE_GROOVE, ServerProcess, note
+from tests.support.common import note, write
+from tests.support.server import FAKE_GROOVE, ServerProcess
 
 BODY_TIMEOUT_S = 2.0
+# The storm log keeps its 10 s interval here: three waves of cut bodies take about as long, so a shorter one would
+# save no wait and only crowd the "at most three lines" bound.
 LIMITS = {"body_timeout_s": BODY_TIMEOUT_S, "max_connections": 4}
 TRICKLE_S = 0.5  # one byte of body every half second
 INIT = {
@@ -38,14 +40,14 @@ INIT = {
 
 
 @pytest.fixture(scope="module")
-def slow(tmp_path_factory: pytest.TempPathFactory):
+def slow(spawn, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("slowbody")
     kb = root / "notes"
     write(kb / "a.md", note("Alpha", "The quokka migration plan, in three waves."))
     write(kb / "b.md", note("Beta", "Sourdough starter and levain."))
     config = root / "groove.toml"
     config.write_text("[serve.http]\n" + "".join(f"{k} = {v}\n" for k, v in LIMITS.items()), encoding="utf-8")
-    server = ServerProcess(kb, root / "index.sqlite", root, extra=("--config", str(config)), command=FAKE_GROOVE)
+    server = spawn.server(kb, root / "index.sqlite", root, extra=("--config", str(config)), command=FAKE_GROOVE)
     try:
         server.wait_healthy()
         server.wait_indexed(2)
@@ -233,7 +235,7 @@ def test_timed_out_bodies_are_logged_as_a_count_per_interval_not_a_line_each(slo
         _run_all(tricklers)
         assert all(t.answer.startswith(b"HTTP/1.1 408") for t in tricklers)
     expected = waves * LIMITS["max_connections"]
-    deadline = time.monotonic() + 30  # the pending count is written at most once per 10 s interval
+    deadline = time.monotonic() + 30  # the pending count is written at most once per interval
     while time.monotonic() < deadline and sum(_body_timeouts_logged(slow)) - counted_before < expected:
         time.sleep(0.2)
     new = _body_timeouts_logged(slow)[lines_before:]
@@ -253,3 +255,41 @@ def test_a_body_timeout_of_zero_or_less_is_refused_naming_the_key_and_the_file(t
     assert "`serve.http.body_timeout_s`" in message
     assert "greater than 0" in message and "0 < body_timeout_s <= 600" in message
     assert str(cfg) in message
+
+
+def _storm_logs(app: object) -> dict[str, float]:
+    """The storm logs a server's middlewares hold (by event), and the interval of each."""
+    from groove.serve.http.storm import StormLog
+
+    found: dict[str, float] = {}
+    todo, seen = [app], set()
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or not hasattr(obj, "__dict__"):
+            continue
+        seen.add(id(obj))
+        for name, value in vars(obj).items():
+            if isinstance(value, StormLog):
+                found[value.event] = value.interval_s
+            elif name == "app" or type(value).__module__.startswith("groove."):  # the next middleware inward
+                todo.append(value)
+    return found
+
+
+def test_every_storm_log_of_the_server_counts_per_the_interval_the_setting_gives(tmp_path):
+    from groove.config import HTTPSettings
+    from groove.serve.http.server import Allowed, HTTPService, build_app
+    from groove.serve.mcp.server import build_server
+    from tests.support.daemon import RecordingDaemon
+
+    assert HTTPSettings().storm_log_interval_s == 10.0
+    settings = load_settings(write(tmp_path / "groove.toml", "[serve.http]\nstorm_log_interval_s = 2.5\n"),
+                             kb_path=tmp_path)
+    daemon = RecordingDaemon()
+    app = build_app(build_server(daemon), daemon, settings, Allowed.for_bind("127.0.0.1", 3999))  # type: ignore[arg-type]
+    assert _storm_logs(app) == {"http_refused": 2.5, "http_event_streams": 2.5, "mcp_sessions_ended": 2.5}
+    with socket.socket() as sock:
+        assert HTTPService(app, sock, http=settings.serve.http).storm.interval_s == 2.5  # connections and bodies
+    with pytest.raises(ConfigError) as refused:
+        load_settings(write(tmp_path / "bad.toml", "[serve.http]\nstorm_log_interval_s = 0\n"))
+    assert "`serve.http.storm_log_interval_s`" in str(refused.value)

@@ -1,7 +1,7 @@
 """`groove index`: incrementality proven by the embeddings-computed counter, on a real index.
 
 The counter does not depend on the model, so these tests embed with the bag-of-words fake
-(tests/fakes.py); the tests about the model's identity, and the CLI test, use the real one."""
+(tests/support/fakes.py); the tests about the model's identity, and the CLI test, use the real one."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ import os
 import anyio
 import pytest
 
-from conftest import section_text, write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once, read_status
 from groove.store import connection, schema
-
+from tests.support.common import section_text, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, read_status
 
 FAKE = BagOfWordsEmbedder()
-REAL = None  # make_embedder(settings.embedding): the packaged model
+REAL = None  # the configured model: the packaged one, in a test that takes conftest's real_model
 
 
 def run_index(settings, embedder=FAKE, **kw):
@@ -185,9 +184,9 @@ def test_rebuild_refuses_to_delete_a_file_that_is_not_a_groove_index(kb, make_se
     assert run_index(settings, rebuild=True).added == 1
 
 
-def test_a_read_only_command_on_an_index_of_another_model_is_refused_naming_the_switch(kb, make_settings):
-    from support.oneshot import search_once
+def test_a_read_only_command_on_an_index_of_another_model_is_refused_naming_the_switch(real_model, kb, make_settings):
     from groove.search.request import SearchRequest
+    from tests.support.oneshot import search_once
 
     write(kb / "a.md", "# A\n\nSome text.\n")
     settings = make_settings(kb)
@@ -212,7 +211,7 @@ def test_a_different_dimension_is_refused_at_open(tmp_path):
     con.close()
 
 
-def test_the_schema_version_and_model_are_recorded(kb, make_settings):
+def test_the_schema_version_and_model_are_recorded(real_model, kb, make_settings):
     write(kb / "a.md", "# A\n\nSome text.\n")
     settings = make_settings(kb)
     run_index(settings, REAL)
@@ -317,24 +316,23 @@ def test_the_default_index_path_is_outside_the_notes_folder(kb, make_settings):
     assert other.resolved_index_path() != path
 
 
-def test_the_cli_indexes_then_reports_status_as_json_on_stdout_only(kb, tmp_path):
-    import subprocess
+def test_the_cli_indexes_then_reports_status_as_json_on_stdout_only(spawn, kb, tmp_path):
     import sys
 
-    from conftest import ROOT
+    from tests.support.common import ROOT
 
     write(kb / "a.md", "---\ntitle: Alpha\n---\n# Alpha\n\nFirst note about glaciers.\n")
     (kb / "b.md").write_bytes(b"\x00\x01binary")
     index = tmp_path / "cli.sqlite"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     base = [sys.executable, "-m", "groove.cli"]
-    done = subprocess.run(base + ["index", "--kb", str(kb), "--index", str(index), "--format", "json"],
+    done = spawn.run(base + ["index", "--kb", str(kb), "--index", str(index), "--format", "json"],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     summary = json.loads(done.stdout)
     assert summary["added"] == 1 and summary["skipped"] == 1 and summary["chunks_embedded"] == 1
     assert "groove: embedding queue drained: every note is searchable by meaning" in done.stderr  # diagnostics: stderr
     assert "index_done" not in done.stderr and "[info" not in done.stderr  # and no raw log line among them
-    st = subprocess.run(base + ["status", "--kb", str(kb), "--index", str(index), "--format", "json"],
+    st = spawn.run(base + ["status", "--kb", str(kb), "--index", str(index), "--format", "json"],
                         cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     status = json.loads(st.stdout)
     for key in ("documents", "chunks", "pending_chunks", "embeddings_computed", "model", "dimension",
@@ -342,10 +340,10 @@ def test_the_cli_indexes_then_reports_status_as_json_on_stdout_only(kb, tmp_path
         assert key in status
     assert status["documents"] == 1 and status["pending_chunks"] == 0 and status["embeddings_computed"] == 1
     assert status["skipped"] == [{"path": "b.md", "reason": "binary file (NUL bytes)"}]
-    text = subprocess.run(base + ["status", "--kb", str(kb), "--index", str(index)],
+    text = spawn.run(base + ["status", "--kb", str(kb), "--index", str(index)],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert "documents:    1" in text.stdout and "b.md: binary file" in text.stdout
-    missing = subprocess.run(base + ["status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite")],
+    missing = spawn.run(base + ["status", "--kb", str(kb), "--index", str(tmp_path / "none.sqlite")],
                              cwd=ROOT, env=env, capture_output=True, text=True)
     assert missing.returncode == 1 and "run `groove index` first" in missing.stderr and missing.stdout == ""
 
@@ -418,9 +416,9 @@ def test_a_large_write_leaves_both_full_text_tables_merged_and_a_small_one_leave
 
 
 async def test_the_daemons_first_full_reconcile_of_a_large_folder_merges_the_full_text_tables(kb, make_settings, monkeypatch):
-    from conftest import eventually
     from groove.daemon import Daemon
     from groove.store import writer
+    from tests.support.common import eventually
 
     monkeypatch.setattr(writer, "MERGE_MIN_CHUNKS", 40)
     for i in range(50):

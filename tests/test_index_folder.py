@@ -7,15 +7,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from tests.support.server import FAKE_GROOVE
 
-FAKE_GROOVE = [sys.executable, str(ROOT / "tests" / "fake_groove.py")]
 IS_ROOT = os.geteuid() == 0
 
 
@@ -34,12 +32,12 @@ def world(tmp_path: Path):
     shutil.rmtree(base, ignore_errors=True)
 
 
-def run(base: Path, *argv: str, as_nobody: bool) -> subprocess.CompletedProcess:
+def run(spawn, base: Path, *argv: str, as_nobody: bool) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GROOVE_", "XDG_"))}
     env.update(HOME=str(base / "home"), XDG_CONFIG_HOME=str(base / "home"), XDG_DATA_HOME=str(base / "home"),
                HF_HUB_OFFLINE="1")
     prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if as_nobody else []
-    return subprocess.run([*prefix, *FAKE_GROOVE, *argv], cwd=base, env=env, capture_output=True, text=True,
+    return spawn.run([*prefix, *FAKE_GROOVE, *argv], cwd=base, env=env, capture_output=True, text=True,
                           timeout=120, stdin=subprocess.DEVNULL)
 
 
@@ -53,25 +51,25 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 @pytest.mark.skipif(IS_ROOT and shutil.which("setpriv") is None, reason="root writes anywhere; needs setpriv to drop it")
 @pytest.mark.parametrize("command", [["index"], ["serve", "--transport", "http", "--bind", "127.0.0.1:0"]])
-def test_an_index_folder_without_write_permission_is_one_line_naming_the_folder(world: Path, command):
+def test_an_index_folder_without_write_permission_is_one_line_naming_the_folder(spawn, world: Path, command):
     index = world / "locked" / "index.sqlite"
-    proc = run(world, *command, "--kb", str(world / "notes"), "--index", str(index), as_nobody=IS_ROOT)
+    proc = run(spawn, world, *command, "--kb", str(world / "notes"), "--index", str(index), as_nobody=IS_ROOT)
     line = one_line_error(proc)
     assert f"cannot write in the index folder {world / 'locked'} (permission denied)" in line
 
 
 @pytest.mark.skipif(not IS_ROOT or shutil.which("unshare") is None, reason="a read-only bind mount needs root")
-def test_an_index_folder_on_a_read_only_file_system_is_one_line_naming_the_folder(world: Path):
+def test_an_index_folder_on_a_read_only_file_system_is_one_line_naming_the_folder(spawn, world: Path):
     ro = world / "ro"
     ro.mkdir()
     script = (f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} && exec \"$@\"")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GROOVE_", "XDG_"))}
     env.update(HOME=str(world / "home"), XDG_CONFIG_HOME=str(world / "home"), XDG_DATA_HOME=str(world / "home"),
                HF_HUB_OFFLINE="1")
-    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {ro} {ro}"], capture_output=True)
+    probe = spawn.run(["unshare", "-m", "sh", "-c", f"mount --bind {ro} {ro}"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip("no mount namespace here")
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", *FAKE_GROOVE, "index", "--kb",
+    proc = spawn.run(["unshare", "-m", "sh", "-c", script, "sh", *FAKE_GROOVE, "index", "--kb",
                            str(world / "notes"), "--index", str(ro / "index.sqlite")],
                           cwd=world, env=env, capture_output=True, text=True, timeout=120)
     line = one_line_error(proc)

@@ -16,17 +16,17 @@ import anyio
 import pytest
 import yaml
 
-from conftest import ROOT, write
-from fakes import BagOfWordsEmbedder
-from groove.index import Index
-from support.oneshot import index_once
 from groove.config import load_settings
 from groove.corpus import cjk, normalize
 from groove.corpus.normalize import fold, fold_aligned, fold_kana, fold_words
+from groove.index import Index
 from groove.search.compiler import compile_query
 from groove.search.request import SearchRequest
 from groove.search.spans import match_spans
 from groove.store import connection, schema
+from tests.support.common import ROOT, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
 
 FIXTURE = ROOT / "tests" / "fixtures" / "ja_variants"
 GOLDEN = yaml.safe_load((FIXTURE / "golden.yaml").read_text(encoding="utf-8"))["queries"]

@@ -5,18 +5,12 @@ count, nothing pending, FTS integrity-check). Real processes and files; a few ro
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from conftest import ROOT
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench import killnine  # noqa: E402
+from bench import killnine
 
 
-def test_the_comparison_sees_a_lost_vector_and_a_missing_note(tmp_path: Path):
+def test_the_comparison_sees_a_lost_vector_and_a_missing_note(spawn, tmp_path: Path):
     """The oracle itself: a fingerprint differs from a fresh one when a vector or a note is gone."""
     work = tmp_path / "w"
     work.mkdir()
@@ -41,7 +35,7 @@ def test_the_comparison_sees_a_lost_vector_and_a_missing_note(tmp_path: Path):
     assert "documents" in diffs and "chunks" in diffs and "pending" in diffs
 
 
-def test_kill_9_of_index_and_of_the_daemon_mid_burst_converge_to_a_fresh_index(tmp_path: Path):
+def test_kill_9_of_index_and_of_the_daemon_mid_burst_converge_to_a_fresh_index(spawn, tmp_path: Path):
     out = killnine.run_rounds(tmp_path / "work", rounds=2, notes=12, edits=15, seed=7)
     assert out["total"] == 2
     failed = [r for r in out["rounds"] if not r["converged"]]

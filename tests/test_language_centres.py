@@ -10,13 +10,13 @@ import anyio
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, write
-from groove.index import Index
-from support.oneshot import index_once, search_once
 from groove.config import load_settings
+from groove.index import Index
 from groove.search import language, offtopic
 from groove.search.answers import explain_text
 from groove.search.request import SearchRequest
+from tests.support.common import EXAMPLES, write
+from tests.support.oneshot import index_once, search_once
 
 # Across the two languages of the example notes: the question, the note that answers it.
 CROSS_LANGUAGE = [
@@ -28,7 +28,7 @@ CROSS_LANGUAGE = [
 
 
 @pytest.fixture(scope="module")
-def examples(tmp_path_factory):
+def examples(real_model, tmp_path_factory):
     settings = load_settings(None, kb_path=EXAMPLES, index_path=tmp_path_factory.mktemp("ex") / "index.sqlite")
     anyio.run(lambda: index_once(settings))
     return settings

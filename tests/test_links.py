@@ -2,7 +2,7 @@
 as Obsidian resolves them, kept in the index in the note's own transaction, and answered by the `links` tool, the
 `related` walk (`by: links | both`), `groove doctor`, `groove links` and a note's backlink count.
 
-Real note files, a real SQLite index, the bag-of-words fake embedder (tests/fakes.py: these tests are about links,
+Real note files, a real SQLite index, the bag-of-words fake embedder (tests/support/fakes.py: these tests are about links,
 not the model), a real `groove serve` reacting to real file changes, and real MCP clients over stdio and HTTP.
 """
 
@@ -17,22 +17,21 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
-from conftest import ROOT, eventually, write
-from fakes import BagOfWordsEmbedder
 from groove.api.service import LinksRequest, RelatedRequest, Service
-from groove.index import Index
-from support.oneshot import index_once
 from groove.corpus import links as links_mod
 from groove.corpus.links import links_in, note_names, resolve
 from groove.corpus.markdown import parse_note
+from groove.index import Index
 from groove.ops import doctor
 from groove.search.answers import note_uri
 from groove.serve.mcp.resources import BACKLINKS_META
 from groove.store import connection, schema
-from mcp_support import FAKE_GROOVE, ServerProcess, serve_argv, server_env
-
+from tests.support.common import ROOT, eventually, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
+from tests.support.server import FAKE_GROOVE, serve_argv, server_env
 
 # --- parsing ----------------------------------------------------------------------------------------
 
@@ -280,17 +279,17 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-def groove(*argv: str, root: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*FAKE_GROOVE, *argv], cwd=ROOT, env=server_env(root), capture_output=True, text=True,
+def groove(spawn, *argv: str, root: Path) -> subprocess.CompletedProcess[str]:
+    return spawn.run([*FAKE_GROOVE, *argv], cwd=ROOT, env=server_env(root), capture_output=True, text=True,
                           timeout=120)
 
 
-def test_over_http_the_daemon_keeps_backlinks_current_as_notes_are_renamed_deleted_and_created(tmp_path):
+def test_over_http_the_daemon_keeps_backlinks_current_as_notes_are_renamed_deleted_and_created(spawn, tmp_path):
     kb = tmp_path / "notes"
     write(kb / "hub.md", "# Hub\n\nStart at [[target]].\n\n```\n[[target]] in code\n```\n")
     write(kb / "target.md", "# Target\n\nThe note everything points at.\n")
     index = tmp_path / "index.sqlite"
-    server = ServerProcess(kb, index, tmp_path, command=FAKE_GROOVE)
+    server = spawn.server(kb, index, tmp_path, command=FAKE_GROOVE)
     try:
         server.wait_healthy()
         server.wait_indexed(2)
@@ -350,14 +349,14 @@ def test_over_http_the_daemon_keeps_backlinks_current_as_notes_are_renamed_delet
 
         # `groove links` asks the running daemon, and answers in process without one, alike.
         for how in ((), ("--no-daemon",)):
-            done = groove("links", str(kb / "Target.md"), "--kb", str(kb), "--index", str(index), "--format",
+            done = groove(spawn, "links", str(kb / "Target.md"), "--kb", str(kb), "--index", str(index), "--format",
                           "json", *how, root=tmp_path)
             assert done.returncode == 0, done.stderr
             assert [b["path"] for b in json.loads(done.stdout)["backlinks"]] == ["hub.md"], how
             assert ("asked the running groove serve" in done.stderr) == (not how)
-        text = groove("links", "hub.md", "--kb", str(kb), "--index", str(index), root=tmp_path)
+        text = groove(spawn, "links", "hub.md", "--kb", str(kb), "--index", str(index), root=tmp_path)
         assert "line 3 [[target]] → Target.md" in text.stdout
-        bad = groove("links", "nope.md", "--kb", str(kb), "--index", str(index), "--no-daemon", root=tmp_path)
+        bad = groove(spawn, "links", "nope.md", "--kb", str(kb), "--index", str(index), "--no-daemon", root=tmp_path)
         assert bad.returncode != 0 and "no indexed note at 'nope.md'" in bad.stderr
     finally:
         server.terminate()
@@ -365,13 +364,13 @@ def test_over_http_the_daemon_keeps_backlinks_current_as_notes_are_renamed_delet
 
 # --- a real MCP client over stdio -----------------------------------------------------------------------
 
-def test_the_links_tool_answers_a_real_client_over_stdio_with_japanese_note_names(tmp_path, make_settings):
+def test_the_links_tool_answers_a_real_client_over_stdio_with_japanese_note_names(spawn, tmp_path, make_settings):
     kb = tmp_path / "notes"
     vault(kb)
     index = tmp_path / "index.sqlite"
     build(make_settings(kb, index_path=index))  # the server starts on an up-to-date index
     argv = serve_argv(kb, index, "--transport", "stdio", command=FAKE_GROOVE)
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(tmp_path), cwd=str(tmp_path))
+    params = spawn.stdio(command=argv[0], args=argv[1:], env=server_env(tmp_path), cwd=str(tmp_path))
 
     async def scenario() -> None:
         with anyio.fail_after(120):

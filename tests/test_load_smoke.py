@@ -4,20 +4,14 @@ is asserted: `python -m bench load` reports p50 / p95 (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import anyio
 
-from conftest import ROOT
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench import load  # noqa: E402
+from bench import load
 
 
-def test_clients_searching_during_an_edit_burst_see_no_failure_and_no_edit_is_lost(tmp_path: Path):
+def test_clients_searching_during_an_edit_burst_see_no_failure_and_no_edit_is_lost(spawn, tmp_path: Path):
     out = anyio.run(lambda: load.run_load(tmp_path / "work", clients=4, edits=20, seconds=4.0, notes=10, settle=90.0))
     assert out["requests"] > 0 and out["edits"] == 20
     assert out["failed"] == 0, out["failures"]

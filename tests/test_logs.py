@@ -16,9 +16,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import write
 from groove.config import ConfigError, load_settings
-from mcp_support import FAKE_GROOVE, ServerProcess, note, server_env
+from tests.support.common import note, write
+from tests.support.server import FAKE_GROOVE, server_env
 
 SECRET = "quillfeather"
 
@@ -30,38 +30,38 @@ def notes(root: Path) -> Path:
     return kb
 
 
-def index_at_debug(root: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def index_at_debug(spawn, root: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`groove index --log-level debug` (the fake embedder: the model is not the point)."""
-    return subprocess.run([*FAKE_GROOVE, "index", "--kb", str(notes(root)), "--index", str(root / "index.sqlite"),
+    return spawn.run([*FAKE_GROOVE, "index", "--kb", str(notes(root)), "--index", str(root / "index.sqlite"),
                            "--log-level", "debug", *extra], cwd=root, env={**server_env(root), **(env or {})},
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
 
 
-def test_at_debug_other_libraries_write_no_note_text_to_stderr_while_groove_s_own_debug_lines_are_there(tmp_path):
-    done = index_at_debug(tmp_path)
+def test_at_debug_other_libraries_write_no_note_text_to_stderr_while_groove_s_own_debug_lines_are_there(spawn, tmp_path):
+    done = index_at_debug(spawn, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "[debug    ] index_done" in done.stderr  # groove's own debug line
     assert SECRET not in done.stderr
     assert "DEBUG aiosqlite" not in done.stderr and "DEBUG markdown_it" not in done.stderr
 
 
-def test_naming_a_library_in_the_environment_shows_its_debug_lines_and_only_its(tmp_path):
-    done = index_at_debug(tmp_path, env={"GROOVE_LOG__DEBUG_MODULES": "aiosqlite,httpx"})
+def test_naming_a_library_in_the_environment_shows_its_debug_lines_and_only_its(spawn, tmp_path):
+    done = index_at_debug(spawn, tmp_path, env={"GROOVE_LOG__DEBUG_MODULES": "aiosqlite,httpx"})
     assert done.returncode == 0, done.stderr
     assert "DEBUG aiosqlite" in done.stderr and SECRET in done.stderr
     assert "DEBUG markdown_it" not in done.stderr
 
 
-def test_naming_a_library_in_the_config_file_shows_its_debug_lines(tmp_path):
+def test_naming_a_library_in_the_config_file_shows_its_debug_lines(spawn, tmp_path):
     config = write(tmp_path / "conf" / "groove.toml", '[log]\ndebug_modules = ["markdown_it"]\n')
-    done = index_at_debug(tmp_path, "--config", str(config))
+    done = index_at_debug(spawn, tmp_path, "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert "DEBUG markdown_it.rules_block" in done.stderr  # a parent's name covers its children
     assert SECRET not in done.stderr and "DEBUG aiosqlite" not in done.stderr
 
 
-def test_a_search_over_mcp_http_at_debug_leaves_no_note_text_in_the_servers_log(tmp_path):
-    server = ServerProcess(notes(tmp_path), tmp_path / "index.sqlite", tmp_path, extra=("--log-level", "debug"),
+def test_a_search_over_mcp_http_at_debug_leaves_no_note_text_in_the_servers_log(spawn, tmp_path):
+    server = spawn.server(notes(tmp_path), tmp_path / "index.sqlite", tmp_path, extra=("--log-level", "debug"),
                            command=FAKE_GROOVE)
     try:
         server.wait_healthy()

@@ -3,7 +3,7 @@ content that validates against them, compact text content, a resource URI on eve
 unless asked, ISO-8601 times, and the topics listing as a resource.
 
 A real `groove serve --transport http` subprocess over real note files and a real SQLite index; the
-bag-of-words fake embedder (tests/fake_groove.py): these tests are about the answers, not the model.
+bag-of-words fake embedder (tests/support/fake_groove.py): these tests are about the answers, not the model.
 The oracle for a schema is the `jsonschema` package reading the schema the server advertises, never
 groove's own models.
 """
@@ -23,8 +23,8 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import write
-from mcp_support import FAKE_GROOVE, ServerProcess, note
+from tests.support.common import note, write
+from tests.support.server import FAKE_GROOVE, ServerProcess
 
 NOTES = {
     "garden/tomatoes.md": note("Tomatoes", "Pinch the side shoots of cordon tomatoes every week; water the roots, not "
@@ -41,13 +41,13 @@ NON_NULL_TIMES = ("last_indexed_at", "last_change_at")
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory):
+def served(spawn, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("mcp-answers")
     kb = root / "notes"
     for path, text in NOTES.items():
         write(kb / path, text)
     started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    server = ServerProcess(kb, root / "index.sqlite", root, command=FAKE_GROOVE)
+    server = spawn.server(kb, root / "index.sqlite", root, command=FAKE_GROOVE)
     try:
         server.wait_healthy()
         server.wait_indexed(len(NOTES))  # every chunk embedded: related needs vectors

@@ -16,10 +16,10 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from groove.api.answers import DocumentAnswer, DocumentPage, document_answer, document_page
 from groove.api.service import ListRequest
 from groove.errors import NotFoundError
 from groove.folders import Folders, NotesFolder
-from groove.api.answers import DocumentAnswer, DocumentPage, document_answer, document_page
 from groove.search.compiler import QueryError
 from groove.serve.mcp.server import build_server, events_of, note_uri
 

@@ -7,7 +7,6 @@ notes use notes of their own, so the others are unaffected.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,9 @@ from mcp import Client
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
-from conftest import write
 from groove.serve.mcp.server import note_path, note_uri
-from mcp_support import EVENT_TIMEOUT, ServerProcess, eventually, node_tools, note, server_env
+from tests.support.common import eventually, note, write
+from tests.support.server import EVENT_TIMEOUT, ServerProcess, server_env
 
 # resources/subscribe is the handshake era's API; the SDK flags it as removed in 2026-07-28.
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
@@ -71,11 +70,11 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory):
+def served(spawn, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("mcp-http")
     kb = root / "notes"
     _corpus(kb)
-    server = ServerProcess(kb, root / "index.sqlite", root)
+    server = spawn.server(kb, root / "index.sqlite", root)
     try:
         server.wait_healthy()
         server.wait_indexed(len(_all_paths(kb)))
@@ -652,15 +651,15 @@ NOT_APPLICABLE = {
 
 
 @pytest.mark.parametrize("version", sorted(SCENARIOS))
-def test_the_official_conformance_scenarios_pass_for_both_protocol_versions(served, tmp_path, version):
-    tools = node_tools()
+def test_the_official_conformance_scenarios_pass_for_both_protocol_versions(spawn, npm_tools, served, tmp_path, version):
+    tools = npm_tools
     failures: list[str] = []
     ran = 0
     for scenario in SCENARIOS[version]:
         out = tmp_path / scenario
         argv = [str(tools.bin / "conformance"), "server", "--url", served.url, "--scenario", scenario,
                 "--spec-version", version, "-o", str(out)]
-        proc = subprocess.run(argv, env=tools.env(server_env(tmp_path)), capture_output=True, text=True, timeout=180)
+        proc = spawn.run(argv, env=tools.env(server_env(tmp_path)), capture_output=True, text=True, timeout=180)
         results = list(out.rglob("checks.json"))
         assert results, f"{scenario}: no results ({proc.returncode})\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
         for path in results:

@@ -16,20 +16,19 @@ import pytest
 from mcp import Client
 from starlette.responses import PlainTextResponse
 
-from conftest import EXAMPLES, GROOVE, write
 from groove.serve.http.server import Allowed, GuardMiddleware, parse_bind
 from groove.serve.mcp.server import note_path, note_uri
-from mcp_support import ServerProcess, free_port, note, serve_argv, server_env
-
+from tests.support.common import EXAMPLES, GROOVE, note, write
+from tests.support.server import ServerProcess, free_port, serve_argv, server_env
 
 # --- the process ----------------------------------------------------------------------------
 
-async def test_with_examples_it_serves_the_example_notes_and_sigterm_exits_0_within_5_s(tmp_path):
+async def test_with_examples_it_serves_the_example_notes_and_sigterm_exits_0_within_5_s(spawn, tmp_path):
     port = free_port()
     argv = [*GROOVE, "serve", "--examples", "--transport", "http", "--bind", f"127.0.0.1:{port}", "--index", str(tmp_path / "i.sqlite")]
     log_path = tmp_path / "serve.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.DEVNULL,
+        proc = spawn.popen(argv, cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.DEVNULL,
                                 stdout=log, stderr=subprocess.STDOUT)
     server = ServerProcess.__new__(ServerProcess)  # reuse the readiness helpers for a process started here
     server.proc, server.port, server.log_path = proc, port, log_path
@@ -99,11 +98,11 @@ def _response(proc: subprocess.Popen, wanted: int) -> dict[str, Any]:
             return message
 
 
-def test_sigterm_stops_a_stdio_server_with_exit_0_within_5_s(kb, tmp_path):
+def test_sigterm_stops_a_stdio_server_with_exit_0_within_5_s(spawn, kb, tmp_path):
     write(kb / "a.md", note("A", "A short note about herons."))
     stderr_path = tmp_path / "stderr.log"
     stderr_log = open(stderr_path, "wb")  # noqa: SIM115 - closed in finally
-    proc = subprocess.Popen(
+    proc = spawn.popen(
         serve_argv(kb, tmp_path / "i.sqlite", "--transport", "stdio"),
         cwd=tmp_path, env=server_env(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr_log,
     )
@@ -135,8 +134,8 @@ def test_sigterm_stops_a_stdio_server_with_exit_0_within_5_s(kb, tmp_path):
 
 
 @pytest.mark.parametrize("bind", ["nonsense", "127.0.0.1:99999"])
-def test_a_bad_bind_address_is_a_usage_error_with_exit_2(kb, tmp_path, bind):
-    proc = subprocess.run(
+def test_a_bad_bind_address_is_a_usage_error_with_exit_2(spawn, kb, tmp_path, bind):
+    proc = spawn.run(
         [*GROOVE, "serve", "--transport", "http", "--kb", str(kb), "--bind", bind],
         cwd=tmp_path, env=server_env(tmp_path), capture_output=True, text=True, timeout=60,
     )
@@ -145,12 +144,12 @@ def test_a_bad_bind_address_is_a_usage_error_with_exit_2(kb, tmp_path, bind):
     assert proc.stdout == ""
 
 
-def test_a_port_already_in_use_is_a_clear_error_with_exit_1(kb, tmp_path):
+def test_a_port_already_in_use_is_a_clear_error_with_exit_1(spawn, kb, tmp_path):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = busy.getsockname()[1]
-        proc = subprocess.run(
+        proc = spawn.run(
             [*GROOVE, "serve", "--transport", "http", "--kb", str(kb), "--index", str(tmp_path / "i.sqlite"),
              "--bind", f"127.0.0.1:{port}"],
             cwd=tmp_path, env=server_env(tmp_path), capture_output=True, text=True, timeout=60,

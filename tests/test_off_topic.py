@@ -10,9 +10,6 @@ import json
 import anyio
 import pytest
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import eval_once, index_once, search_once
 from groove.evaluate import golden
 from groove.evaluate.history import compare
 from groove.evaluate.metrics import abstention, auroc
@@ -20,6 +17,10 @@ from groove.search import offtopic
 from groove.search.answers import search_answer, search_text
 from groove.search.offtopic import Calibration, calibrate, features, is_off_topic, score, synthetic_query
 from groove.search.pipeline import SearchRequest
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.off_topic import TOPICS
+from tests.support.oneshot import eval_once, index_once, search_once
 
 CAL = Calibration(answered=0.90, unanswered=0.86, queries=64, vectors=1000, model="m")
 
@@ -201,57 +202,33 @@ def test_a_beir_query_without_qrels_is_unanswerable_only_when_its_row_says_so(tm
 
 # --- on a real index (fake embedder) -----------------------------------------------------------
 
-TOPICS = {
-    "rice": ["rinse the rice and soak it", "simmer the rice covered", "rest the cooked rice before serving"],
-    "bread": ["knead the bread dough", "let the dough rise overnight", "bake the loaf in a hot oven"],
-    "garden": ["water the tomato plants", "tomatoes want full sun", "stake the tomato vines"],
-    "rust": ["rust borrows are checked at compile time", "lifetimes name scopes in rust", "rust moves ownership"],
-    "invoices": ["the invoice was paid late", "accounting closes the quarter", "payment terms are thirty days"],
-    "running": ["marathon pace is steady", "running shoes wear out", "long runs build endurance"],
-    "guitar": ["practise chords slowly", "tune the guitar strings", "a metronome keeps time"],
-    "camera": ["film cameras need light meters", "develop the negatives", "scan the prints"],
-    "moving": ["pack the boxes by room", "cancel the utilities", "register the new address"],
-    "cat": ["the old cat drinks more water", "the vet checks the kidneys", "feed the cat renal food"],
-}
-
-
-@pytest.fixture
-def vault(kb, make_settings):
-    for name, parts in TOPICS.items():
-        body = "\n\n".join(f"## {p.split()[-1].title()}\n\n{p.capitalize()}. {p.capitalize()} again." for p in parts)
-        write(kb / f"{name}.md", f"# {name.title()}\n\n{body}\n")
-    settings = make_settings(kb)
-    anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
-    return settings
-
-
-def test_every_search_answer_carries_off_topic_and_explain_shows_its_evidence(vault):
+def test_every_search_answer_carries_off_topic_and_explain_shows_its_evidence(topics_vault):
     embedder = BagOfWordsEmbedder()
     req = SearchRequest(query="quantum chromodynamics lattice", limit=5, explain=True)
-    answer = anyio.run(lambda: search_once(vault, req, embedder=embedder))
+    answer = anyio.run(lambda: search_once(topics_vault, req, embedder=embedder))
     assert answer.off_topic is True and answer.results  # flagged, and the results are still there
     o = answer.explain["off_topic"]
     assert {"vector_top", "vector_position", "vector_gap", "evidence", "agreement", "score", "threshold"} <= set(o)
     assert o["calibration"]["queries"] >= 8 and o["calibration"]["answered"] > o["calibration"]["unanswered"]
     assert "off_topic:" in search_text(answer)
-    on_topic = anyio.run(lambda: search_once(vault, SearchRequest(query="knead the bread dough", limit=5),
+    on_topic = anyio.run(lambda: search_once(topics_vault, SearchRequest(query="knead the bread dough", limit=5),
                                              embedder=embedder))
     assert on_topic.off_topic is False and on_topic.results[0].path == "bread.md"
     assert "off_topic" in on_topic.script_json()
 
 
-def test_the_flag_does_not_change_the_results_or_their_order(vault):
+def test_the_flag_does_not_change_the_results_or_their_order(topics_vault):
     embedder = BagOfWordsEmbedder()
     req = SearchRequest(query="quantum chromodynamics lattice", limit=10)
-    flagged = anyio.run(lambda: search_once(vault, req, embedder=embedder))
-    plain = anyio.run(lambda: search_once(vault, req.model_copy(update={"retriever": "vector"}), embedder=embedder))
+    flagged = anyio.run(lambda: search_once(topics_vault, req, embedder=embedder))
+    plain = anyio.run(lambda: search_once(topics_vault, req.model_copy(update={"retriever": "vector"}), embedder=embedder))
     assert flagged.off_topic and [h.path for h in flagged.results]  # the nearest passages stay
     assert len(flagged.results) == len(plain.results)
 
 
-def test_groove_index_stores_the_calibration_with_the_index(vault):
+def test_groove_index_stores_the_calibration_with_the_index(topics_vault):
     from groove.store import connection
-    con = connection.connect_sync(vault.resolved_index_path(), readonly=True)
+    con = connection.connect_sync(topics_vault.resolved_index_path(), readonly=True)
     try:
         stored = con.execute("SELECT value FROM meta WHERE key = 'off_topic_calibration'").fetchone()
     finally:
@@ -293,18 +270,18 @@ def test_with_the_quality_filter_on_the_calibration_is_measured_on_the_chunks_a_
     assert shown and not (shown & hidden)
 
 
-def test_eval_reports_both_rates_beside_recall(vault, tmp_path):
+def test_eval_reports_both_rates_beside_recall(topics_vault, tmp_path):
     path = tmp_path / "golden.yaml"
     path.write_text("queries:\n"
                     "  - {id: a, query: knead the bread dough, expected: [bread.md]}\n"
                     "  - {id: b, query: quantum chromodynamics lattice, expected: []}\n")
-    result = anyio.run(lambda: eval_once(vault, path, embedder=BagOfWordsEmbedder(), record=False))
+    result = anyio.run(lambda: eval_once(topics_vault, path, embedder=BagOfWordsEmbedder(), record=False))
     m = result.metrics
     assert m["recall@1"] == 1.0 and m["off_topic_answerable"] == 0.0 and m["off_topic_unanswerable"] == 1.0
     assert result.answerable == 1 and result.unanswerable == 1
 
 
-def test_while_one_search_measures_a_moved_index_the_others_keep_the_last_scale_instead_of_waiting(vault, monkeypatch):
+def test_while_one_search_measures_a_moved_index_the_others_keep_the_last_scale_instead_of_waiting(topics_vault, monkeypatch):
     from groove.index import Index
     from groove.search.pipeline import Searcher
 
@@ -321,7 +298,7 @@ def test_while_one_search_measures_a_moved_index_the_others_keep_the_last_scale_
     got: dict[str, Calibration | None] = {}
 
     async def main() -> None:
-        async with Index.open(vault, readonly=True, embedder=BagOfWordsEmbedder()) as index:
+        async with Index.open(topics_vault, readonly=True, embedder=BagOfWordsEmbedder()) as index:
             searcher = index.searcher
             searcher.calibration = stale  # measured when the index held 1 vector: it no longer serves
             state = (stale.model, 500, None)  # the index now holds 500 vectors

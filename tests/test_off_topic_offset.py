@@ -12,18 +12,18 @@ import math
 
 import anyio
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import eval_once, search_once, tune_once
 from groove.config import ConfigError, load_settings, replace_settings
 from groove.evaluate import offtopic_offset as oo
 from groove.search import offtopic
 from groove.search.answers import search_text
 from groove.search.pipeline import SearchRequest
-
-from test_off_topic import TOPICS, vault  # noqa: F401 - the fixture: five topics, a real index
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.off_topic import TOPICS
+from tests.support.oneshot import eval_once, search_once, tune_once
 
 # --- the choice (pure) -----------------------------------------------------------------------------------
 
@@ -92,13 +92,13 @@ def test_a_line_that_flags_too_many_answerable_queries_is_told_to_come_down():
 # --- the setting, on a real index ------------------------------------------------------------------------
 
 
-def test_the_offset_moves_the_flag_of_a_real_search_and_explain_shows_it(vault):  # noqa: F811
+def test_the_offset_moves_the_flag_of_a_real_search_and_explain_shows_it(topics_vault):
     embedder = BagOfWordsEmbedder()
     req = SearchRequest(query="tune strings and chords", limit=5, explain=True)
-    plain = anyio.run(lambda: search_once(vault, req, embedder=embedder))
+    plain = anyio.run(lambda: search_once(topics_vault, req, embedder=embedder))
     m = offtopic.margin(plain.explain["off_topic"])
     assert m is not None and plain.off_topic is False and 0 < m < 2.9  # answered, within the setting's reach
-    strict = replace_settings(vault, **{"search.off_topic.threshold_offset": math.ceil(m * 100 + 1) / 100})
+    strict = replace_settings(topics_vault, **{"search.off_topic.threshold_offset": math.ceil(m * 100 + 1) / 100})
     flagged = anyio.run(lambda: search_once(strict, req, embedder=embedder))
     assert flagged.off_topic is True  # the line moved above this query's score
     assert [h.chunk_id for h in flagged.results] == [h.chunk_id for h in plain.results]  # it informs, never hides
@@ -109,10 +109,10 @@ def test_the_offset_moves_the_flag_of_a_real_search_and_explain_shows_it(vault):
     assert "threshold_offset" not in search_text(plain)
 
 
-def test_eval_compares_runs_only_under_the_same_offset(vault, tmp_path):  # noqa: F811
+def test_eval_compares_runs_only_under_the_same_offset(topics_vault, tmp_path):
     path = write(tmp_path / "golden.yaml", "queries:\n  - {id: a, query: knead the bread dough, expected: [bread.md]}\n")
-    base = anyio.run(lambda: eval_once(vault, path, embedder=BagOfWordsEmbedder(), record=False))
-    moved = replace_settings(vault, **{"search.off_topic.threshold_offset": 0.5})
+    base = anyio.run(lambda: eval_once(topics_vault, path, embedder=BagOfWordsEmbedder(), record=False))
+    moved = replace_settings(topics_vault, **{"search.off_topic.threshold_offset": 0.5})
     other = anyio.run(lambda: eval_once(moved, path, embedder=BagOfWordsEmbedder(), record=False))
     assert "off_topic" not in base.fingerprint  # the default keeps the fingerprints recorded before the setting
     assert other.fingerprint["off_topic"] == {"threshold_offset": 0.5}
@@ -124,7 +124,7 @@ def test_an_offset_outside_its_range_is_refused_with_the_key_named(tmp_path):
         load_settings(cfg)
 
 
-def test_tune_reports_the_offset_from_the_golden_sets_unanswerable_queries(vault, tmp_path):  # noqa: F811
+def test_tune_reports_the_offset_from_the_golden_sets_unanswerable_queries(topics_vault, tmp_path):
     lines = ["queries:"]
     for name, parts in TOPICS.items():
         for i, p in enumerate(parts):
@@ -133,7 +133,7 @@ def test_tune_reports_the_offset_from_the_golden_sets_unanswerable_queries(vault
                            "violin bow rosin", "chess opening theory", "mortgage interest rate"]):
         lines.append(f"  - {{id: u{i}, query: '{q}', expected: []}}")
     path = write(tmp_path / "golden.yaml", "\n".join(lines) + "\n")
-    report = anyio.run(lambda: tune_once(vault, path, embedder=BagOfWordsEmbedder()))
+    report = anyio.run(lambda: tune_once(topics_vault, path, embedder=BagOfWordsEmbedder()))
     answerable = sum(len(p) for p in TOPICS.values())
     assert report.count == answerable and report.skipped == []  # unanswerable ones are not "queries that do not compile"
     t = report.off_topic

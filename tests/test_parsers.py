@@ -1,30 +1,29 @@
 """More file types: the parser registry, and .txt / .pdf / .docx / .pptx / .xlsx files written by the
-real libraries (tests/documents.py), parsed, indexed on a real SQLite index and found by search."""
+real libraries (tests/support/documents.py), parsed, indexed on a real SQLite index and found by search."""
 
 from __future__ import annotations
 
 import io
 import json
 import os
-import subprocess
 import sys
 import zipfile
 
 import anyio
 import pytest
 
-from conftest import ROOT, write
-from documents import docx_bytes, pdf_bytes, pptx_bytes, xlsx_bytes
-from fakes import BagOfWordsEmbedder
-from groove.index import Index
-from support.oneshot import index_once, read_status, search_once
 from groove.config import IndexSettings, ParserSettings
 from groove.corpus.chunking import estimate_tokens
 from groove.corpus.parsers import ChunkOptions, Parsers
 from groove.corpus.scan import NoteReadError
+from groove.index import Index
 from groove.search.answers import SearchHit
 from groove.search.request import SearchRequest
 from groove.store import reads
+from tests.support.common import ROOT, write
+from tests.support.documents import docx_bytes, pdf_bytes, pptx_bytes, xlsx_bytes
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, read_status, search_once
 
 FAKE = BagOfWordsEmbedder()
 ALL = ["markdown", "txt", "pdf", "docx", "pptx", "xlsx"]
@@ -314,7 +313,7 @@ def test_documents_have_their_own_byte_limit(kb, make_settings):
     assert anyio.run(lambda: index_once(roomy, embedder=FAKE)).added == 1  # the PDF is over 1000 bytes too
 
 
-def test_groove_index_and_search_on_the_command_line_find_a_pdf_page_and_a_slide(kb, tmp_path):
+def test_groove_index_and_search_on_the_command_line_find_a_pdf_page_and_a_slide(spawn, kb, tmp_path):
     (kb / "paper.pdf").write_bytes(pdf_bytes([["Intro page."], ["Photosynthesis converts light into sugar."]]))
     (kb / "deck.pptx").write_bytes(pptx_bytes([("Harvest", "Rice terraces in autumn.", "")]))
     config = tmp_path / "groove.toml"
@@ -322,14 +321,14 @@ def test_groove_index_and_search_on_the_command_line_find_a_pdf_page_and_a_slide
     base = [sys.executable, "-m", "groove.cli"]
     common = ["--config", str(config), "--kb", str(kb), "--index", str(tmp_path / "cli.sqlite")]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(base + ["index", *common, "--format", "json"], cwd=ROOT, env=env,
+    done = spawn.run(base + ["index", *common, "--format", "json"], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True)
     assert json.loads(done.stdout)["added"] == 2
-    found = subprocess.run(base + ["search", "Photosynthesis", *common, "--format", "json"], cwd=ROOT, env=env,
+    found = spawn.run(base + ["search", "Photosynthesis", *common, "--format", "json"], cwd=ROOT, env=env,
                            capture_output=True, text=True, check=True)
     top = json.loads(found.stdout)["results"][0]
     assert (top["path"], top["position"]) == ("paper.pdf", {"page": 2})
-    text = subprocess.run(base + ["search", "rice terraces", *common], cwd=ROOT, env=env,
+    text = spawn.run(base + ["search", "rice terraces", *common], cwd=ROOT, env=env,
                           capture_output=True, text=True, check=True)
     assert "] deck.pptx" in text.stdout and " · slide 1" in text.stdout  # "[n] deck.pptx § ...", "lines 1-3 · slide 1"
 
@@ -337,8 +336,7 @@ def test_groove_index_and_search_on_the_command_line_find_a_pdf_page_and_a_slide
 async def test_the_watcher_picks_up_an_enabled_document_dropped_into_the_folder_and_ignores_a_disabled_one(
         kb, make_settings):
     from groove.daemon import Daemon
-
-    from conftest import eventually
+    from tests.support.common import eventually
 
     write(kb / "base.md", "# Base\n\nA note about bread.\n")
     settings = make_settings(kb, **{"watch.debounce_ms": 50, "parsers.enabled": ["markdown", "pdf"]})
@@ -368,13 +366,13 @@ async def test_the_watcher_picks_up_an_enabled_document_dropped_into_the_folder_
             daemon.stop()
 
 
-async def test_an_mcp_client_finds_a_pdf_page_and_reads_its_text_over_stdio(tmp_path):
+async def test_an_mcp_client_finds_a_pdf_page_and_reads_its_text_over_stdio(real_model, spawn, tmp_path):
     import mcp_types as types
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
 
     from groove.config import load_settings
     from groove.serve.mcp.server import note_uri
-    from mcp_support import serve_argv, server_env
+    from tests.support.server import serve_argv, server_env
 
     kb = tmp_path / "notes"
     write(kb / "note.md", "# Note\n\nA note about kelp forests.\n")
@@ -384,7 +382,7 @@ async def test_an_mcp_client_finds_a_pdf_page_and_reads_its_text_over_stdio(tmp_
     index = tmp_path / "index.sqlite"
     await index_once(load_settings(config, kb_path=kb, index_path=index))
     argv = serve_argv(kb, index, "--transport", "stdio", "--config", str(config))
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(tmp_path), cwd=str(tmp_path))
+    params = spawn.stdio(command=argv[0], args=argv[1:], env=server_env(tmp_path), cwd=str(tmp_path))
     with anyio.fail_after(120):
         async with Client(params) as client:
             found = await client.call_tool("search", {"query": "quasar spectrum", "limit": 3})

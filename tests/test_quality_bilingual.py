@@ -26,15 +26,15 @@ import anyio
 import pytest
 import yaml
 
-from support.oneshot import eval_once, index_once
 from groove.config import load_settings
 from groove.evaluate.report import EvalReport
+from tests.support.oneshot import eval_once, index_once
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "bilingual"
 
 
 @pytest.fixture(scope="module")
-def bilingual(tmp_path_factory):
+def bilingual(real_model, tmp_path_factory):
     settings = load_settings(None, kb_path=FIXTURE / "notes", index_path=tmp_path_factory.mktemp("bilingual") / "index.sqlite")
     anyio.run(lambda: index_once(settings))
     return settings

@@ -2,7 +2,7 @@
 indexed (groove/corpus/quality.py), the score is stored with it, and `search` and `related` hide the chunks
 under `[quality_filter] threshold` unless a search asks otherwise (`min_quality`, `include_low_quality`).
 
-Real note files, real SQLite indexes, the bag-of-words embedder (tests/fakes.py) for most, the real default
+Real note files, real SQLite indexes, the bag-of-words embedder (tests/support/fakes.py) for most, the real default
 model for one, and a real MCP client over stdio. The suite runs with the filter off (tests/conftest.py);
 every test here turns it on through settings or the environment, as a user would.
 """
@@ -10,30 +10,27 @@ every test here turns it on through settings or the environment, as a user would
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import anyio
 import mcp_types as types
-import numpy as np
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
-from conftest import QUALITY_FILTER_OFF, write
-from fakes import BagOfWordsEmbedder
-from groove.index import Index
-from support.oneshot import index_once, related_once, search_once
 from groove.config import QualityFilterSettings, Settings, load_settings, replace_settings
 from groove.corpus import quality
+from groove.index import Index
 from groove.search import retrievers
 from groove.search.answers import search_text
 from groove.search.compiler import QueryError
 from groove.search.request import SearchRequest, tool_fields
 from groove.store import connection, schema
 from groove.store.vectors import VectorMatrix
-from mcp_support import FAKE_GROOVE, serve_argv, server_env
+from tests.support.common import QUALITY_FILTER_OFF, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, related_once, search_once
+from tests.support.server import FAKE_GROOVE, serve_argv, server_env
 
 ON = {"quality_filter.enabled": True}
 
@@ -347,13 +344,13 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
-async def test_over_mcp_stdio_a_stub_is_hidden_by_default_and_shown_with_include_low_quality(tmp_path):
+async def test_over_mcp_stdio_a_stub_is_hidden_by_default_and_shown_with_include_low_quality(spawn, tmp_path):
     kb = notes(tmp_path / "notes")
     index = tmp_path / "index.sqlite"
     await index_once(load_settings(None, kb_path=kb, index_path=index), embedder=BagOfWordsEmbedder())
     env = {**server_env(tmp_path), QUALITY_FILTER_OFF[0]: "true"}  # what a user has: the filter on
     argv = serve_argv(kb, index, "--transport", "stdio", command=FAKE_GROOVE)
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(tmp_path))
+    params = spawn.stdio(command=argv[0], args=argv[1:], env=env, cwd=str(tmp_path))
     with anyio.fail_after(120):
         async with Client(params) as client:
             schema = {t.name: t for t in (await client.list_tools()).tools}["search"].input_schema["properties"]
@@ -377,14 +374,14 @@ async def test_over_mcp_stdio_a_stub_is_hidden_by_default_and_shown_with_include
                 assert refused.is_error and message in _text(refused) and "\n" not in _text(refused).strip()
 
 
-def test_the_command_line_takes_min_quality_and_include_low_quality(tmp_path):
+def test_the_command_line_takes_min_quality_and_include_low_quality(spawn, tmp_path):
     kb = notes(tmp_path / "notes")
     index = tmp_path / "index.sqlite"
     anyio.run(lambda: index_once(load_settings(None, kb_path=kb, index_path=index), embedder=BagOfWordsEmbedder()))
     env = {**server_env(tmp_path), QUALITY_FILTER_OFF[0]: "true"}
 
     def groove(*argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*FAKE_GROOVE, "search", "--kb", str(kb), "--index", str(index), "--no-daemon",
+        return spawn.run([*FAKE_GROOVE, "search", "--kb", str(kb), "--index", str(index), "--no-daemon",
                                "--format", "json", *argv], cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=180)
 
@@ -402,7 +399,7 @@ def test_the_command_line_takes_min_quality_and_include_low_quality(tmp_path):
 
 # --- the real model ---------------------------------------------------------------------------------------------
 
-def test_with_the_default_model_a_stub_is_hidden_from_the_vector_half_and_shown_on_request(tmp_path):
+def test_with_the_default_model_a_stub_is_hidden_from_the_vector_half_and_shown_on_request(real_model, tmp_path):
     kb = notes(tmp_path / "notes")
     settings = load_settings(None, kb_path=kb, index_path=tmp_path / "index.sqlite", **ON)
     assert settings.embedding.model == Settings().embedding.model  # the packaged default, not the fake

@@ -16,18 +16,17 @@ import anyio
 import numpy as np
 import pytest
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
-from groove.index import Index
-from support.oneshot import index_once
 from groove.embed.pool import QueryBatcher
+from groove.index import Index
 from groove.search import retrievers
 from groove.search.compiler import compile_query
-from groove.search.filters import Filters
-from groove.search.pipeline import SearchRequest, Searcher
+from groove.search.pipeline import Searcher, SearchRequest
 from groove.store import connection
 from groove.store.pool import ReaderPool
 from groove.sync import embedding as embedding_mod
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
 
 TIMEOUT = 20.0
 

@@ -20,18 +20,18 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
+from groove.api.answers import document_text
 from groove.api.service import DocumentRequest, SearchRequest, Service
-from groove.index import Index
-from support.oneshot import index_once
 from groove.config import load_settings
 from groove.errors import NotFoundError
-from groove.api.answers import document_text
+from groove.index import Index
 from groove.search.answers import search_text
 from groove.search.compiler import QueryError
 from groove.search.parts import cut_point
-from mcp_support import FAKE_GROOVE, ServerProcess, serve_argv, server_env
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
+from tests.support.server import FAKE_GROOVE, serve_argv, server_env
 
 TEA = """\
 ---
@@ -370,24 +370,24 @@ def _check_mcp(got: dict[str, Any]) -> None:
     assert "budget: " in _text(got["search"])
 
 
-def _stdio_params(vault: dict[str, Path]) -> StdioServerParameters:
+def _stdio_params(spawn, vault: dict[str, Path]) -> StdioServerParameters:
     argv = serve_argv(vault["kb"], vault["index"], "--transport", "stdio", "--config", str(vault["config"]),
                       command=FAKE_GROOVE)
-    return StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(vault["root"]), cwd=str(vault["root"]))
+    return spawn.stdio(command=argv[0], args=argv[1:], env=server_env(vault["root"]), cwd=str(vault["root"]))
 
 
-def test_a_real_client_over_stdio_reads_a_section_lines_and_a_budget_and_a_missing_heading_names_the_ones_there(vault):
+def test_a_real_client_over_stdio_reads_a_section_lines_and_a_budget_and_a_missing_heading_names_the_ones_there(spawn, vault):
     async def go() -> dict[str, Any]:
         with anyio.fail_after(120):
-            async with Client(_stdio_params(vault)) as client:
+            async with Client(_stdio_params(spawn, vault)) as client:
                 return await _mcp_script(client)
 
     _check_mcp(anyio.run(go))
 
 
 @pytest.fixture(scope="module")
-def http_server(vault):
-    server = ServerProcess(vault["kb"], vault["index"], vault["root"], extra=("--config", str(vault["config"])),
+def http_server(spawn, vault):
+    server = spawn.server(vault["kb"], vault["index"], vault["root"], extra=("--config", str(vault["config"])),
                            command=FAKE_GROOVE)
     try:
         server.wait_healthy()
@@ -408,25 +408,25 @@ def test_a_real_client_over_http_reads_a_section_lines_and_a_budget_and_a_missin
 
 # --- the command line ---------------------------------------------------------------------------------------
 
-def _groove(vault: dict[str, Path], *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*FAKE_GROOVE, *argv, "--kb", str(vault["kb"]), "--index", str(vault["index"]),
+def _groove(spawn, vault: dict[str, Path], *argv: str) -> subprocess.CompletedProcess:
+    return spawn.run([*FAKE_GROOVE, *argv, "--kb", str(vault["kb"]), "--index", str(vault["index"]),
                            "--config", str(vault["config"])], cwd=vault["root"], env=server_env(vault["root"]),
                           capture_output=True, text=True, timeout=120)
 
 
-def test_groove_get_prints_a_section_lines_or_a_budget_and_refuses_bad_input_in_one_line(vault):
-    section = _groove(vault, "get", "tea.md", "--heading", "紅茶 > Notes", "--no-daemon")
+def test_groove_get_prints_a_section_lines_or_a_budget_and_refuses_bad_input_in_one_line(spawn, vault):
+    section = _groove(spawn, vault, "get", "tea.md", "--heading", "紅茶 > Notes", "--no-daemon")
     assert section.returncode == 0, section.stderr
     assert section.stdout.split("---\n", 1)[1] == "### Notes\n\n紅茶のメモ。アッサムはミルクに合う。Assam takes milk well; Darjeeling is better plain.\n\n"
     assert "part: § お茶の淹れ方 > 紅茶 > Notes · lines " in section.stdout
 
-    by_file = _groove(vault, "get", str(vault["kb"] / "tea.md"), "--lines", "10-12", "--format", "json", "--no-daemon")
+    by_file = _groove(spawn, vault, "get", str(vault["kb"] / "tea.md"), "--lines", "10-12", "--format", "json", "--no-daemon")
     data = json.loads(by_file.stdout)
     assert data["content"] == _file_lines(TEA, 10, 3) and data["part"]["lines"] == [10, 12]
-    plus = json.loads(_groove(vault, "get", "tea.md", "--lines", "10+3", "--format", "json", "--no-daemon").stdout)
+    plus = json.loads(_groove(spawn, vault, "get", "tea.md", "--lines", "10+3", "--format", "json", "--no-daemon").stdout)
     assert plus["content"] == data["content"]
 
-    budget = _groove(vault, "get", "tea.md", "--max-chars", "120", "--no-daemon")
+    budget = _groove(spawn, vault, "get", "tea.md", "--max-chars", "120", "--no-daemon")
     assert budget.returncode == 0 and "at a sentence end)" in budget.stdout and "left out: lines" in budget.stdout
 
     for argv, code, message in (
@@ -437,30 +437,30 @@ def test_groove_get_prints_a_section_lines_or_a_budget_and_refuses_bad_input_in_
         (["get", "tea.md", "--max-chars", "5"], 1, "groove: error: max_chars must be between 100 and 10000000, got 5"),
         (["get", "nowhere.md"], 1, "groove: error: no indexed note at 'nowhere.md'"),
     ):
-        proc = _groove(vault, *argv, "--no-daemon")
+        proc = _groove(spawn, vault, *argv, "--no-daemon")
         assert proc.returncode == code, (argv, proc.returncode, proc.stderr)
         assert message in proc.stderr, (argv, proc.stderr)
         assert "Traceback" not in proc.stderr
 
 
-def test_groove_search_max_chars_prints_the_budgeted_passages_and_what_was_trimmed(vault):
-    proc = _groove(vault, "search", "steeping 蒸らし tea", "--retriever", "fts", "--max-chars", "300", "--no-daemon")
+def test_groove_search_max_chars_prints_the_budgeted_passages_and_what_was_trimmed(spawn, vault):
+    proc = _groove(spawn, vault, "search", "steeping 蒸らし tea", "--retriever", "fts", "--max-chars", "300", "--no-daemon")
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"budget: \d+ of 300 chars used", proc.stdout)
-    data = json.loads(_groove(vault, "search", "steeping 蒸らし tea", "--retriever", "fts", "--max-chars", "300",
+    data = json.loads(_groove(spawn, vault, "search", "steeping 蒸らし tea", "--retriever", "fts", "--max-chars", "300",
                               "--format", "json", "--no-daemon").stdout)
     assert data["budget"]["used_chars"] == sum(len(h["content"]) for h in data["results"]) <= 300
-    bad = _groove(vault, "search", "tea", "--max-chars", "7", "--no-daemon")
+    bad = _groove(spawn, vault, "search", "tea", "--max-chars", "7", "--no-daemon")
     assert bad.returncode != 0 and "max_chars must be between 100 and 1000000, got 7" in bad.stderr
 
 
-def test_groove_get_and_search_max_chars_ask_a_running_service_over_its_local_socket(vault, http_server):
-    got = _groove(vault, "get", "tea.md", "--heading", "緑茶", "--format", "json")
+def test_groove_get_and_search_max_chars_ask_a_running_service_over_its_local_socket(spawn, vault, http_server):
+    got = _groove(spawn, vault, "get", "tea.md", "--heading", "緑茶", "--format", "json")
     assert got.returncode == 0, got.stderr
     assert "asked the running groove serve" in got.stderr
     assert json.loads(got.stdout)["part"]["heading"] == "お茶の淹れ方 > 緑茶"
-    missing = _groove(vault, "get", "tea.md", "--heading", "ほうじ茶")
+    missing = _groove(spawn, vault, "get", "tea.md", "--heading", "ほうじ茶")
     assert missing.returncode == 1 and "its headings: お茶の淹れ方 | 緑茶" in missing.stderr
-    found = _groove(vault, "search", "steeping 蒸らし tea", "--retriever", "fts", "--max-chars", "200", "--format", "json")
+    found = _groove(spawn, vault, "search", "steeping 蒸らし tea", "--retriever", "fts", "--max-chars", "200", "--format", "json")
     assert "asked the running groove serve" in found.stderr
     assert json.loads(found.stdout)["budget"]["max_chars"] == 200

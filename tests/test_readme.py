@@ -4,34 +4,16 @@ server lists, and the golden file they point `groove eval` at is shipped and pas
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-import sys
 
 import anyio
 from mcp import Client
 
-from conftest import EXAMPLES, GROOVE, ROOT
 from groove.serve.mcp.server import build_server
-from mcp_support import server_env
-
-sys.path.insert(0, str(ROOT / "tests"))
-from test_request import RecordingDaemon  # noqa: E402  (a stand-in daemon: tools/list needs no index)
-
-NUMBERS = {"six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
-
-
-def readme_tools(lang: str) -> tuple[list[str], int]:
-    """The tool names a README lists and the count it says in words."""
-    if lang == "en":
-        text = (ROOT / "README.md").read_text(encoding="utf-8")
-        m = re.search(r"^Tools \((\w+)\): (.*?);", text, re.M | re.S)
-        assert m, "README.md has no 'Tools (N): ...;' sentence"
-        return re.findall(r"`([a-z_]+)`", m.group(2)), NUMBERS[m.group(1)]
-    text = (ROOT / "README.ja.md").read_text(encoding="utf-8")
-    m = re.search(r"^ツールは (.*?) の (\d+) つです", text, re.M)
-    assert m, "README.ja.md has no 'ツールは ... の N つです' sentence"
-    return re.findall(r"`([a-z_]+)`", m.group(1)), int(m.group(2))
+from tests.support.common import EXAMPLES, GROOVE, ROOT
+from tests.support.daemon import RecordingDaemon
+from tests.support.docs import readme_tools
+from tests.support.server import server_env
 
 
 async def server_tools() -> list[str]:
@@ -53,17 +35,17 @@ def test_the_readme_points_eval_at_the_shipped_golden_file_for_the_example_notes
     assert (ROOT / "examples" / "golden.yaml").is_file()
 
 
-def groove(*argv: str, home) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*GROOVE, *argv], cwd=ROOT, env=server_env(home), stdin=subprocess.DEVNULL,
+def groove(spawn, *argv: str, home) -> subprocess.CompletedProcess[str]:
+    return spawn.run([*GROOVE, *argv], cwd=ROOT, env=server_env(home), stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=600)
 
 
-def test_eval_of_the_shipped_golden_file_on_the_example_notes_finds_nearly_every_answer_first(tmp_path):
+def test_eval_of_the_shipped_golden_file_on_the_example_notes_finds_nearly_every_answer_first(spawn, tmp_path):
     index = str(tmp_path / "i.sqlite")
-    built = groove("index", "--examples", "--index", index, "--format", "json", home=tmp_path)
+    built = groove(spawn, "index", "--examples", "--index", index, "--format", "json", home=tmp_path)
     assert built.returncode == 0, built.stderr
     assert json.loads(built.stdout)["kb_path"] == str(EXAMPLES.resolve())
-    done = groove("eval", "examples/golden.yaml", "--examples", "--index", index, "--format", "json", "--no-record",
+    done = groove(spawn, "eval", "examples/golden.yaml", "--examples", "--index", index, "--format", "json", "--no-record",
                   home=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

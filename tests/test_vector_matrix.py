@@ -15,16 +15,16 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
-from groove.index import Index
-from support.oneshot import index_once
 from groove.config import load_settings
+from groove.index import Index
 from groove.search import retrievers
 from groove.search.request import SearchRequest
 from groove.store import connection, schema, writer
 from groove.store.interface import VECTOR_TABLE
 from groove.store.vectors import VectorMatrix
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once
 
 DIM = 16
 
@@ -134,7 +134,7 @@ async def test_a_swapped_model_of_another_dimension_is_loaded_again_whole(conn):
     await writer.store_vectors(conn, hashes("a", 50), unit(rng, 50))
     matrix = VectorMatrix(conn.path, VECTOR_TABLE, 2**20)
     assert (await matrix.current(conn)).matrix.shape == (50, DIM)
-    # What a switch's swap does (store/shadow.py): same ids, new vectors, another dimension.
+    # What a switch's swap does (store/sqlite/shadow.py): same ids, new vectors, another dimension.
     ids = await stored_ids(conn)
     new = unit(rng, 50, dim=8)
     await conn.execute("BEGIN")
@@ -221,8 +221,8 @@ async def test_a_daemon_search_answers_from_memory_exactly_as_sqlite_vec_does(ta
 
 
 async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_the_first_search(tagged):
-    from conftest import eventually
     from groove.daemon import Daemon
+    from tests.support.common import eventually
 
     daemon = Daemon(tagged, embedder=BagOfWordsEmbedder())
     async with anyio.create_task_group() as tg:
@@ -255,8 +255,8 @@ async def test_a_copy_that_cannot_be_brought_up_to_date_lets_sqlite_vec_answer_a
 
 
 async def test_index_status_counts_the_vectors_embedded_since_the_copy_was_loaded(kb, make_settings):
-    from conftest import eventually
     from groove.daemon import Daemon
+    from tests.support.common import eventually
 
     for i in range(12):
         write(kb / f"n{i}.md", f"# Note {i}\n\nfresh words {i} about vectors.\n")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from conftest import eventually, write
-from fakes import BagOfWordsEmbedder
 from groove.search.request import SearchRequest
-from test_daemon import running
+from tests.support.common import eventually, write
+from tests.support.daemon import running
+from tests.support.fakes import BagOfWordsEmbedder
 
 
 def settings_of(make_settings, kb: Path):

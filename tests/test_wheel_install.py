@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, ROOT
-from mcp_support import server_env
+from tests.support.common import EXAMPLES, ROOT
+from tests.support.server import server_env
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 VERSION = PYPROJECT["project"]["version"]
@@ -37,8 +37,8 @@ NOT_SOURCE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-inf
 
 
 class Installed:
-    def __init__(self, wheel: Path, venv: Path, home: Path):
-        self.wheel, self.venv, self.home = wheel, venv, home
+    def __init__(self, spawn, wheel: Path, venv: Path, home: Path):
+        self.spawn, self.wheel, self.venv, self.home = spawn, wheel, venv, home
         self.bin = venv / "bin"
         self.python = self.bin / "python"
         self.env = {k: v for k, v in server_env(home).items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
@@ -49,7 +49,7 @@ class Installed:
         outside the checkout."""
         exe = shutil.which(argv[0], path=self.env["PATH"])
         assert exe, f"{argv[0]} is not on the fresh venv's PATH"
-        return subprocess.run([exe, *argv[1:]], cwd=self.home, env=self.env, stdin=subprocess.DEVNULL,
+        return self.spawn.run([exe, *argv[1:]], cwd=self.home, env=self.env, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=timeout)
 
 
@@ -59,7 +59,7 @@ def _check(done: subprocess.CompletedProcess[str], what: str) -> subprocess.Comp
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Installed:
+def installed(spawn, tmp_path_factory) -> Installed:
     import setuptools
     from packaging.requirements import Requirement
 
@@ -71,24 +71,24 @@ def installed(tmp_path_factory) -> Installed:
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=NOT_SOURCE)
-    _check(subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+    _check(spawn.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
                            "--quiet", "-w", str(tmp / "dist"), str(src)], capture_output=True, text=True, timeout=300),
            "pip wheel")
     (wheel,) = (tmp / "dist").glob("groove-*.whl")
 
     venv = tmp / "venv"
-    _check(subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True,
+    _check(spawn.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True,
                           timeout=120), "python -m venv")
     python = venv / "bin" / "python"
-    _check(subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
+    _check(spawn.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
                            "--quiet", str(wheel)], capture_output=True, text=True, timeout=300), "pip install")
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    purelib = spawn.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
     ours = [*site.getsitepackages(), sysconfig.get_paths()["purelib"]]
     Path(purelib, "_groove_test_dependencies.pth").write_text("\n".join(dict.fromkeys(ours)) + "\n", encoding="utf-8")
     home = tmp / "home"
     home.mkdir()
-    return Installed(wheel, venv, home)
+    return Installed(spawn, wheel, venv, home)
 
 
 def test_the_wheel_carries_the_web_page_the_example_notes_and_the_groove_command(installed):

@@ -9,9 +9,6 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from conftest import write
-from fakes import BagOfWordsEmbedder
-from support.oneshot import index_once, search_once
 from groove.config import load_settings
 from groove.corpus.words import word_text
 from groove.search import retrievers
@@ -19,7 +16,9 @@ from groove.search.answers import SearchAnswer
 from groove.search.compiler import compile_query
 from groove.search.pipeline import SearchRequest
 from groove.store import connection, schema
-
+from tests.support.common import write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.oneshot import index_once, search_once
 
 # --- routing (pure) ---------------------------------------------------------------------------
 

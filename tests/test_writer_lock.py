@@ -12,20 +12,19 @@ import sys
 import textwrap
 from pathlib import Path
 
-import anyio
 import pytest
 
-from conftest import GROOVE, ROOT, write
-from fakes import BagOfWordsEmbedder
 from groove.index import Index
 from groove.store.writer_lock import IndexLockedError, lock_path
-from mcp_support import ServerProcess, free_port, server_env
+from tests.support.common import GROOVE, ROOT, write
+from tests.support.fakes import BagOfWordsEmbedder
+from tests.support.server import free_port, server_env
 
 REFUSED = "is being written by another groove process"
 
 
-def groove(tmp_path: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([*GROOVE, *argv], cwd=ROOT, env=server_env(tmp_path), capture_output=True, text=True,
+def groove(spawn, tmp_path: Path, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return spawn.run([*GROOVE, *argv], cwd=ROOT, env=server_env(tmp_path), capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -34,33 +33,33 @@ def notes(kb: Path) -> None:
     write(kb / "b.md", "# Bread\n\nSourdough starter and long fermentation.\n")
 
 
-def test_a_second_writer_beside_a_running_daemon_is_refused_naming_it_and_readers_work(kb, tmp_path):
+def test_a_second_writer_beside_a_running_daemon_is_refused_naming_it_and_readers_work(spawn, kb, tmp_path):
     notes(kb)
     index = tmp_path / "index.sqlite"
-    server = ServerProcess(kb, index, tmp_path)
+    server = spawn.server(kb, index, tmp_path)
     try:
         server.wait_healthy()
         server.wait_indexed(2)
         holder = json.loads(lock_path(index).read_text())
         assert holder["pid"] == server.proc.pid and "serve" in holder["command"]
 
-        second_index = groove(tmp_path, "index", "--kb", str(kb), "--index", str(index))
+        second_index = groove(spawn, tmp_path, "index", "--kb", str(kb), "--index", str(index))
         assert second_index.returncode != 0
         assert REFUSED in second_index.stderr and f"pid {server.proc.pid}" in second_index.stderr
         assert "groove serve" in second_index.stderr and "since " in second_index.stderr
         assert "Traceback" not in second_index.stderr
 
         port = free_port()
-        second_serve = groove(tmp_path, "serve", "--kb", str(kb), "--index", str(index), "--transport", "http",
+        second_serve = groove(spawn, tmp_path, "serve", "--kb", str(kb), "--index", str(index), "--transport", "http",
                               "--bind", f"127.0.0.1:{port}", timeout=120)
         assert second_serve.returncode != 0
         assert REFUSED in second_serve.stderr and f"pid {server.proc.pid}" in second_serve.stderr
 
         # The read-only commands take no lock.
-        status = groove(tmp_path, "status", "--kb", str(kb), "--index", str(index), "--format", "json")
+        status = groove(spawn, tmp_path, "status", "--kb", str(kb), "--index", str(index), "--format", "json")
         assert status.returncode == 0, status.stderr
         assert json.loads(status.stdout)["documents"] == 2
-        found = groove(tmp_path, "search", "spring tides", "--kb", str(kb), "--index", str(index), "--format", "json")
+        found = groove(spawn, tmp_path, "search", "spring tides", "--kb", str(kb), "--index", str(index), "--format", "json")
         assert found.returncode == 0, found.stderr
         assert json.loads(found.stdout)["results"][0]["path"] == "a.md"
         # The daemon still runs and still writes.
@@ -69,7 +68,7 @@ def test_a_second_writer_beside_a_running_daemon_is_refused_naming_it_and_reader
         code, _ = server.terminate()
     assert code == 0
     # Once it has stopped, the next writer goes ahead.
-    after = groove(tmp_path, "index", "--kb", str(kb), "--index", str(index), "--format", "json")
+    after = groove(spawn, tmp_path, "index", "--kb", str(kb), "--index", str(index), "--format", "json")
     assert after.returncode == 0, after.stderr
     assert json.loads(after.stdout)["unchanged"] == 2
 
@@ -85,14 +84,14 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def test_a_writer_killed_with_kill_9_leaves_no_lock_behind(kb, tmp_path):
+def test_a_writer_killed_with_kill_9_leaves_no_lock_behind(spawn, kb, tmp_path):
     notes(kb)
     index = tmp_path / "index.sqlite"
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(index)], cwd=ROOT, env=server_env(tmp_path),
+    holder = spawn.popen([sys.executable, "-c", HOLDER, str(index)], cwd=ROOT, env=server_env(tmp_path),
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        refused = groove(tmp_path, "index", "--kb", str(kb), "--index", str(index))
+        refused = groove(spawn, tmp_path, "index", "--kb", str(kb), "--index", str(index))
         assert refused.returncode != 0 and REFUSED in refused.stderr and f"pid {holder.pid}" in refused.stderr
         assert not index.exists()  # refused before anything was created
         holder.send_signal(signal.SIGKILL)
@@ -102,7 +101,7 @@ def test_a_writer_killed_with_kill_9_leaves_no_lock_behind(kb, tmp_path):
             holder.kill()
     stale = json.loads(lock_path(index).read_text())
     assert stale["pid"] == holder.pid  # the file stays, with the dead process in it ...
-    done = groove(tmp_path, "index", "--kb", str(kb), "--index", str(index), "--format", "json")
+    done = groove(spawn, tmp_path, "index", "--kb", str(kb), "--index", str(index), "--format", "json")
     assert done.returncode == 0, done.stderr  # ... and blocks nobody
     assert json.loads(done.stdout)["added"] == 2
 
@@ -144,20 +143,20 @@ def test_groove_index_on_a_full_disk_says_so_instead_of_a_traceback(kb, tmp_path
     assert "free some space; then run groove index again" in err and "Traceback" not in err
 
 
-def test_a_hard_link_to_the_index_under_another_name_is_refused_while_the_daemon_runs(kb, tmp_path):
+def test_a_hard_link_to_the_index_under_another_name_is_refused_while_the_daemon_runs(spawn, kb, tmp_path):
     """Issue 22 point 16: the lock is on the file's identity (device + inode) too, not only on its name."""
-    from mcp_support import FAKE_GROOVE
+    from tests.support.server import FAKE_GROOVE
 
     notes(kb)
     index = tmp_path / "index.sqlite"
-    server = ServerProcess(kb, index, tmp_path, command=FAKE_GROOVE)
+    server = spawn.server(kb, index, tmp_path, command=FAKE_GROOVE)
     try:
         server.wait_healthy()
         server.wait_indexed(2)
         hard = tmp_path / "elsewhere" / "hard.sqlite"
         hard.parent.mkdir()
         os.link(index, hard)
-        refused = groove(tmp_path, "index", "--kb", str(kb), "--index", str(hard))
+        refused = groove(spawn, tmp_path, "index", "--kb", str(kb), "--index", str(hard))
         assert refused.returncode != 0
         assert REFUSED in refused.stderr and f"pid {server.proc.pid}" in refused.stderr
         assert f"as {index}" in refused.stderr and "hard link" in refused.stderr
@@ -166,7 +165,7 @@ def test_a_hard_link_to_the_index_under_another_name_is_refused_while_the_daemon
     finally:
         code, _ = server.terminate()
     assert code == 0
-    after = groove(tmp_path, "index", "--kb", str(kb), "--index", str(hard), "--format", "json")
+    after = groove(spawn, tmp_path, "index", "--kb", str(kb), "--index", str(hard), "--format", "json")
     assert after.returncode == 0, after.stderr  # once the daemon has stopped, the link is an index like any other
 
 

@@ -1,11 +1,10 @@
-"""Helpers for the MCP tests: real `groove serve` subprocesses, readiness, the npm-installed clients."""
+"""The real `groove serve` harness, shared by the tests and bench/: subprocesses, their environment, readiness.
+
+Tests reach it through conftest's `spawn` fixture (which marks them `process`); bench/hostile.py imports it."""
 
 from __future__ import annotations
 
-import functools
 import os
-import platform
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,26 +15,12 @@ from typing import Any
 
 import anyio
 import httpx
-import pytest
 
-from conftest import GROOVE, QUALITY_FILTER_OFF, eventually  # noqa: F401 - re-exported for the MCP tests
+from tests.support.common import GROOVE, QUALITY_FILTER_OFF
 
 START_TIMEOUT = 90.0   # a cold process imports torch and loads the model
 EMBED_TIMEOUT = 600.0  # every chunk embedded by the real model: a bound a loaded 2-core machine meets
 EVENT_TIMEOUT = 30.0
-
-
-def _node_package() -> str:
-    """The npm package carrying a Node 22 binary for this machine (the Inspector and the suite need 22)."""
-    system = {"linux": "linux", "darwin": "darwin"}.get(sys.platform, sys.platform)
-    machine = platform.machine().lower()
-    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine, machine)
-    return f"node-{system}-{arch}"
-
-
-NODE_PACKAGE = _node_package()
-# The project's own installer pins the versions (the conformance suite, the Inspector CLI, Node 22).
-INSTALL_NODE_TOOLS = Path(__file__).resolve().parent.parent / "scripts" / "install-node-tools"
 
 
 def free_port() -> int:
@@ -53,7 +38,7 @@ def server_env(home: Path) -> dict[str, str]:
         XDG_CONFIG_HOME=str(home / "config"),
         XDG_DATA_HOME=str(home / "data"),
     )
-    # Off, as in-process tests have it (conftest._isolated_config); a test of the filter passes env to turn it on.
+    # Off, as in-process tests have it (tests/conftest.py: _isolated_config); a test of the filter passes env to turn it on.
     env[QUALITY_FILTER_OFF[0]] = QUALITY_FILTER_OFF[1]
     return env
 
@@ -63,7 +48,7 @@ def serve_argv(kb: Path, index: Path, *extra: str, command: list[str] | None = N
     return [*(command or GROOVE), "serve", "--kb", str(kb), "--index", str(index), *extra]
 
 
-# `groove` with the bag-of-words fake embedder (tests/fake_groove.py): for tests about the protocol, not the model.
+# `groove` with the bag-of-words fake embedder (tests/support/fake_groove.py): for tests about the protocol, not the model.
 FAKE_GROOVE = [sys.executable, str(Path(__file__).resolve().parent / "fake_groove.py")]
 
 
@@ -90,9 +75,9 @@ class ServerProcess:
 
     def client(self, **kwargs: Any) -> Any:
         """An MCP client of this server (sending the bearer token when there is one)."""
+        import httpx2  # the HTTP client the SDK's transport takes
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
-        import httpx2  # the HTTP client the SDK's transport takes
 
         if not self.headers:
             return Client(self.url, **kwargs)
@@ -148,49 +133,3 @@ class ServerProcess:
             rc = None
         self._log.close()
         return rc, time.monotonic() - t0
-
-
-# --- npm-installed clients -----------------------------------------------------------------
-
-@functools.lru_cache(maxsize=1)
-def _install_npm_tools() -> tuple[Path | None, str]:
-    """scripts/install-node-tools (pinned; one prefix per machine, so one install serves every run)."""
-    if shutil.which("npm") is None:
-        return None, "npm is not installed on this machine"
-    proc = subprocess.run([str(INSTALL_NODE_TOOLS)], capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        raise RuntimeError(f"scripts/install-node-tools failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return Path(proc.stdout.strip().splitlines()[-1]), ""
-
-
-class NodeTools:
-    def __init__(self, prefix: Path):
-        self.prefix = prefix
-        self.bin = prefix / "node_modules" / ".bin"
-        self.node_bin = prefix / "node_modules" / NODE_PACKAGE / "bin"
-
-    def env(self, base: dict[str, str]) -> dict[str, str]:
-        env = dict(base)
-        env["PATH"] = f"{self.node_bin}{os.pathsep}{env.get('PATH', '')}"
-        return env
-
-
-def node_tools() -> NodeTools:
-    """The Inspector CLI and the conformance suite, installed once per machine by scripts/install-node-tools;
-    skipped where npm is absent (outside CI)."""
-    prefix, reason = _install_npm_tools()
-    if prefix is None:
-        if os.environ.get("CI"):  # a CI machine must run the protocol checks, not skip them
-            raise RuntimeError(f"{reason}: CI needs npm to run the conformance suite and the Inspector CLI")
-        pytest.skip(reason)
-    return NodeTools(prefix)
-
-
-def note(title: str, body: str, *, tags: list[str] | None = None, date: str | None = None) -> str:
-    fm = []
-    if tags:
-        fm.append(f"tags: [{', '.join(tags)}]")
-    if date:
-        fm.append(f"date: {date}")
-    head = "---\n" + "\n".join(fm) + "\n---\n" if fm else ""
-    return f"{head}# {title}\n\n{body}\n"
