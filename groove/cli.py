@@ -39,7 +39,8 @@ from groove.logs import configure as configure_logs
 from groove.logs import get_logger
 from groove.progress import ProgressBar, say
 from groove.search.request import SearchRequest
-from groove.store import connection
+from groove.store.failures import describe_write_error, store_errors
+from groove.store.protocols import StoreWriteError
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -88,6 +89,13 @@ def _common(p: argparse.ArgumentParser, *, examples: bool = False) -> None:
             help="the example notes shipped with groove (examples/notes) instead of a folder of your own",
         )
     g.add_argument("--index", type=Path, metavar="PATH", dest="index_path", help="the SQLite index file (index_path)")
+    g.add_argument(
+        "--store",
+        metavar="URL",
+        dest="store_url",
+        help="a PostgreSQL database holding the index instead of the SQLite file ([store] url): "
+        "postgresql://user@host/db, the password from PGPASSWORD or ~/.pgpass",
+    )
     g.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="log level (stderr)")
 
 
@@ -121,6 +129,7 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     overrides: dict[str, Any] = {
         "kb_path": kb,
         "index_path": args.index_path,
+        "store.url": getattr(args, "store_url", None),
         "log.level": args.log_level,
     }
     overrides.update(extra)
@@ -137,6 +146,32 @@ def _emit(obj: Any, fmt: str, text: Callable[[Any], str]) -> None:
     else:
         sys.stdout.write(text(obj))
     sys.stdout.flush()
+
+
+def _note_path(settings: Settings, given: str) -> str:
+    """A note as the user named it (its path in the index, or a file in a notes folder) -> its path in the index;
+    in a store several machines share, every note's path starts with its folder's name (a search node, with no
+    folder here, takes the path as given)."""
+    if settings.store.url and not settings.kb_path:
+        return given
+    folders = settings.folders()
+    return (folders.shared() if settings.store.url else folders).relative(given)
+
+
+def _anchor(settings: Settings) -> Path:
+    """The local path that stands for the index: the SQLite file, or a name for the database (its service's socket)."""
+    from groove.store.address import address
+
+    return address(settings.store.url, Path() if settings.store.url else settings.resolved_index_path()).anchor
+
+
+def index_location(settings: Settings) -> str:
+    """Where the index is, for a message: the SQLite file, or the database URL without its password."""
+    if settings.store.url:
+        from groove.store.address import address
+
+        return address(settings.store.url, Path()).shown
+    return str(settings.resolved_index_path())
 
 
 def _in_process(settings: Settings, call: Callable[[Any], Awaitable[Any]], **open_options: Any) -> Any:
@@ -160,7 +195,7 @@ def _ask_daemon(args: argparse.Namespace, settings: Settings, op: str, payload: 
         return None
     from groove.serve.process.local import ask  # stdlib sockets only: no MCP SDK, no model
 
-    answer = ask(settings.resolved_index_path(), op, payload)
+    answer = ask(_anchor(settings), op, payload)
     if answer is not None:
         say(f"asked the running groove serve (pid {answer.pid}) at {answer.socket}")
     return answer
@@ -169,8 +204,8 @@ def _ask_daemon(args: argparse.Namespace, settings: Settings, op: str, payload: 
 def _loading_model(settings: Settings, why: str = "", *, reading: bool = True) -> None:
     """Say that the model loads, once the folder and (for a read command) the index are known to be there:
     a command about to fail on a missing folder or index loads nothing."""
-    index = settings.resolved_index_path()  # ConfigError on a missing notes folder, before anything is said
-    if reading and not index.exists():
+    index = _anchor(settings)  # ConfigError on a missing notes folder, before anything is said
+    if reading and not settings.store.url and not index.exists():
         return
     say(f"loading model {settings.embedding.model}{why} ...")
 
@@ -187,10 +222,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     bar = ProgressBar()
     try:
         summary = _in_process(settings, lambda service: service.reindex(progress=bar), rebuild=args.rebuild)
-    except connection.DBError as exc:  # disk full, a read-only index: say so (what is written so far stays written)
-        raise connection.IndexError_(
-            f"could not write the index {settings.resolved_index_path()}: "
-            f"{connection.describe_write_error(exc, resumes=False)}"
+    except store_errors() as exc:  # disk full, a read-only index: say so (what is written so far stays written)
+        raise StoreWriteError(
+            f"could not write the index {index_location(settings)}: {describe_write_error(exc, resumes=False)}"
         ) from exc
     finally:
         bar.close()
@@ -410,7 +444,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     req = DocumentRequest(
-        path=settings.folders().relative(args.path),
+        path=_note_path(settings, args.path),
         heading=args.heading,
         lines=_line_range(args.lines) if args.lines is not None else None,
         max_chars=args.max_chars,
@@ -440,7 +474,7 @@ def cmd_related(args: argparse.Namespace) -> int:
         "min_similarity": args.min_similarity,
         "exclude_paths": args.exclude_paths or [],
     }
-    path = settings.folders().relative(args.path)
+    path = _note_path(settings, args.path)
     answer = _ask_daemon(args, settings, "related", {"path": path, **options})
     if answer is not None:
         result = RelatedAnswer.model_validate(answer.result)
@@ -461,7 +495,7 @@ def cmd_links(args: argparse.Namespace) -> int:
     from groove.api.answers import LinksAnswer, links_text
 
     settings = _settings(args)
-    path = settings.folders().relative(args.path)
+    path = _note_path(settings, args.path)
     answer = _ask_daemon(args, settings, "links", {"path": path, "limit": args.limit})
     if answer is not None:
         result = LinksAnswer.model_validate(answer.result)
@@ -784,7 +818,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         get_logger("groove.serve").info(
             "serving the shipped example notes (--examples)", kb=str(settings.kb_path[0].path)
         )
-    elif not settings.kb_path:  # like index, search and status: an MCP config that forgot --kb fails loudly
+    elif not settings.kb_path and not settings.store.url:  # an MCP config that forgot --kb fails loudly
         raise ConfigError(
             "no notes folder configured: pass --kb PATH, set kb_path in groove.toml or GROOVE_KB_PATH; "
             "to try groove on the shipped example notes, run `groove serve --examples` (or `make serve`)"
@@ -875,6 +909,64 @@ def cmd_client_config(args: argparse.Namespace) -> int:
 
 
 # --- service --------------------------------------------------------------------------
+
+
+# --- store: an index moved between stores ----------------------------------------------------------------
+
+
+def cmd_store_copy(args: argparse.Namespace) -> int:
+    from groove.store.address import address
+    from groove.store.copy import copy_store
+
+    settings = _settings(args)
+    source = address(settings.store.url, Path() if settings.store.url else settings.resolved_index_path())
+    to = args.to
+    destination = address(to if "://" in to else None, Path(to).expanduser().resolve())
+    if destination.kind == source.kind and destination.shown == source.shown:
+        raise UsageError("--to names the index being copied: give another database or file")
+    folder = args.folder
+    if folder is None and settings.kb_path and len(settings.kb_path) == 1:
+        folder = settings.kb_path[0].name
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if done in (0, total) or done % 20_000 < 2_000:
+            say(f"copy: {stage} {done}/{total}")
+
+    history = Path(str(source.path) + ".eval.jsonl") if source.path is not None else None
+    report = copy_store(source, destination, folder=folder, history=history, progress=progress)
+
+    def text(r: Any) -> str:
+        rows = ", ".join(f"{n} {table}" for table, n in r.rows.items())
+        return (
+            f"copied {r.source} -> {r.destination}: {rows}; {r.history_lines} eval history line(s); {r.seconds:g} s\n"
+        )
+
+    _emit(report.__dict__ if args.format == "json" else report, args.format, text)
+    return 0
+
+
+def _add_store_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("store", help="move an index to another store without embedding anything again")
+    ssub = p.add_subparsers(dest="store_command", required=True, metavar="ACTION")
+    c = ssub.add_parser(
+        "copy",
+        help="copy the index (notes, chunks, vectors, links, eval history) into a new PostgreSQL database or "
+        "SQLite file",
+    )
+    _common(c, examples=True)
+    c.add_argument(
+        "--to",
+        required=True,
+        metavar="URL_OR_PATH",
+        help="the new store: postgresql://user@host/db (an empty database), or a new .sqlite file",
+    )
+    c.add_argument(
+        "--folder",
+        metavar="NAME",
+        help="into a database: the name that leads the notes' paths (default: the notes folder's name)",
+    )
+    _format_option(c)
+    c.set_defaults(func=cmd_store_copy)
 
 
 def _add_service_parser(subparsers: Any) -> None:
@@ -1259,6 +1351,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_tools_parsers(sub)
     _add_service_parser(sub)
     _add_trust_parser(sub)
+    _add_store_parser(sub)
 
     p = sub.add_parser(
         "client-config", help="print an MCP client's configuration for groove, with this machine's paths"

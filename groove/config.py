@@ -434,6 +434,17 @@ class BestPracticeSettings(_Section):
         return v
 
 
+class StoreSettings(_Section):
+    """`[store]`: where the index lives (docs/scale-out.md). Without `url`, the SQLite file of `index_path`."""
+
+    url: str | None = Field(
+        None,
+        description='a PostgreSQL database with pgvector for an index several machines share: "postgresql://'
+        'user@host:5432/groove"; the password from PGPASSWORD or ~/.pgpass, never from the URL in a log',
+    )
+    pool_size: int = Field(8, ge=1, le=64, description="PostgreSQL connections a process keeps open at most")
+
+
 class Settings(BaseSettings):
     """Every key, with its default; `groove.toml.example` mirrors this class."""
 
@@ -463,6 +474,7 @@ class Settings(BaseSettings):
     log: LogSettings = Field(default_factory=LogSettings)
     quality_filter: QualityFilterSettings = Field(default_factory=QualityFilterSettings)
     best_practice: BestPracticeSettings = Field(default_factory=BestPracticeSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
 
     # Where the settings came from (not a setting): given by load_settings at construction.
     config_file: Path | None = Field(None, exclude=True)

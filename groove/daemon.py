@@ -43,7 +43,7 @@ from groove.embed.pool import BulkLimiter
 from groove.errors import BusyError, GrooveError, NotFoundError
 from groove.index import Index
 from groove.logs import get_logger
-from groove.store.connection import describe_write_error
+from groove.store.failures import describe_write_error
 from groove.sync.indexer import ReconcileStats
 from groove.sync.report import IndexReport
 from groove.sync.watcher import watch
@@ -138,6 +138,11 @@ class Daemon:
         self.tasks: dict[str, TaskHealth] = {
             name: TaskHealth() for name in ("writer", "reconcile", "watcher", "embedding")
         }
+        # A store several machines share: the changes any process commits reach this one's listeners.
+        self.shared = self.index.address.kind == "postgresql"
+        self.search_only = self.index.search_only  # a search node: no notes folder here, nothing written
+        if self.shared:
+            self.tasks["store"] = TaskHealth()
         self.last_change: float | None = None
         self.last_reconcile: dict[str, Any] | None = None
         self.started_at = time.time()
@@ -173,8 +178,14 @@ class Daemon:
         return self._full_ok
 
     def health(self) -> tuple[bool, list[str]]:
-        """Alive means: the watcher watches and the writer runs and its last write went through."""
+        """Alive means: the watcher watches and the writer runs and its last write went through (a search node:
+        it hears the store's changes)."""
         reasons = []
+        store = self.tasks.get("store")
+        if store is not None and store.state != "listening":
+            reasons.append(f"store {store.state}" + (f": {store.last_error}" if store.last_error else ""))
+        if self.search_only:
+            return not reasons, reasons
         watcher = self.tasks["watcher"]
         if watcher.state != "watching" and self.settings.watch.enabled:
             reasons.append(
@@ -195,7 +206,10 @@ class Daemon:
 
     # -- lifecycle ------------------------------------------------------------
     async def open(self) -> None:
-        await self.index.open_writer(pool=True)
+        if self.search_only:
+            await self.index.open_reader(pool=True)
+        else:
+            await self.index.open_writer(pool=True)
         self.ready.set()
 
     async def close(self) -> None:
@@ -209,6 +223,17 @@ class Daemon:
                 self._tg = tg
                 tg.start_soon(self.index.queries.warm_up)  # the model loads now, not at the first search
                 tg.start_soon(self.index.warm_vectors)  # and the in-memory vectors
+                if self.shared:
+                    tg.start_soon(self._supervised, "store", self._listen_once)
+                if self.search_only:
+                    for name in ("writer", "reconcile", "watcher", "embedding"):
+                        self.tasks[name].ok("off: a search node")
+                    self.reconciled.set()
+                    self._full_ok = True
+                    task_status.started()
+                    await self._stop.wait()
+                    tg.cancel_scope.cancel()
+                    return
                 tg.start_soon(self._supervised, "writer", self._writer_loop)
                 for i in range(self.settings.embedding.workers):
                     tg.start_soon(self._embed_loop, i)
@@ -348,14 +373,27 @@ class Daemon:
         else:
             await self._check_drained()
         touched = stats.changed_paths + stats.deleted_paths
-        if touched:
-            self.last_change = time.time()
-            list_changed = bool(stats.added or stats.deleted or stats.renamed)
-            for listener in list(self.listeners):
-                try:
-                    await listener(touched, list_changed)
-                except Exception as exc:  # noqa: BLE001 - one listener failing must not stop the others or the writer
-                    log.warning("listener_failed", error=repr(exc))
+        if touched and not self.shared:  # a shared store announces every process's changes (`_listen_once`)
+            await self._changed(touched, bool(stats.added or stats.deleted or stats.renamed))
+
+    async def _changed(self, touched: list[str], list_changed: bool) -> None:
+        self.last_change = time.time()
+        for listener in list(self.listeners):
+            try:
+                await listener(touched, list_changed)
+            except Exception as exc:  # noqa: BLE001 - one listener failing must not stop the others or the writer
+                log.warning("listener_failed", error=repr(exc))
+
+    async def _listen_once(self) -> None:
+        """A shared store: the notes any process (this one included) changes, handed to the listeners (MCP's
+        resource notifications); `_supervised` starts it again when the connection is lost."""
+        store: Any = self.index.store
+        assert store is not None and hasattr(store, "listen"), "a shared store listens"
+
+        def ready() -> None:
+            self.tasks["store"].ok("listening", reset=False)
+
+        await store.listen(self._changed, ready)
 
     def _wake_workers(self) -> None:
         self._work_gen += 1

@@ -138,11 +138,17 @@ def _check(folders: list[NotesFolder]) -> None:
 class Folders:
     """The folders as one tree of note paths: outer path (what the index stores) <-> folder + inner path."""
 
-    def __init__(self, folders: Iterable[NotesFolder]):
+    def __init__(self, folders: Iterable[NotesFolder], *, named: bool | None = None):
         self.items = tuple(folders)
         if not self.items:
             raise ConfigError("no notes folder configured")
-        self.named = len(self.items) > 1  # one folder: no name in front of its notes' paths
+        # One folder: no name in front of its notes' paths, unless `named` (a store several machines share,
+        # where each folder's notes must keep to their own part of the tree).
+        self.named = len(self.items) > 1 if named is None else named
+
+    def shared(self) -> Folders:
+        """The same folders, each note's path led by its folder's name even when there is one folder."""
+        return Folders(self.items, named=True)
 
     @classmethod
     def one(cls, path: Path) -> Folders:

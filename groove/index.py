@@ -22,11 +22,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import anyio
 import numpy as np
 
@@ -50,12 +49,12 @@ from groove.corpus.parsers import Parsers
 from groove.embed.embedder import Embedder, embedder_for_index, make_embedder, model_fit_warning, settings_json
 from groove.embed.pool import BulkLimiter, QueryBatcher
 from groove.embed.reranker import CrossEncoderReranker
-from groove.errors import EmbedderError, NotFoundError
+from groove.errors import EmbedderError, NotFoundError, UsageError
 from groove.evaluate.golden import JudgedQuery
 from groove.evaluate.metrics import KS
 from groove.evaluate.report import EvalRun
 from groove.evaluate.runner import query_vector_texts, run_eval
-from groove.folders import Folders
+from groove.folders import Folders, NotesFolder
 from groove.logs import get_logger
 from groove.search import parts
 from groove.search.answers import SearchAnswer, search_answer
@@ -63,11 +62,10 @@ from groove.search.compiler import QueryError
 from groove.search.pipeline import Reranker, Searcher
 from groove.search.related import related_notes
 from groove.search.request import LineRange, SearchRequest
-from groove.store import connection, reads, schema, shadow, writer, writer_lock
-from groove.store.connection import one
-from groove.store.interface import VECTOR_TABLE, SqliteShadowStore
-from groove.store.pool import ReaderPool
-from groove.store.vectors import VectorMatrix
+from groove.store.address import StoreAddress, address
+from groove.store.memory import VectorMatrix
+from groove.store.open import open_store
+from groove.store.protocols import EmbeddingStore, Reads, Store
 from groove.sync.embedding import EmbedQueue, Progress
 from groove.sync.indexer import Indexer, ReconcileStats
 from groove.sync.report import FinishedSwitch, IndexReport, index_report
@@ -106,6 +104,13 @@ class ModelSwitch:
         self.shadow = shadow_queue
 
 
+def _index_path(settings: Settings) -> Path:
+    """The SQLite file of `index_path` (a store URL needs none)."""
+    if settings.store.url:
+        return settings.index_path or Path()
+    return settings.resolved_index_path()
+
+
 class Index:
     """One open index. Use `Index.open(...)` (an async context manager)."""
 
@@ -120,8 +125,15 @@ class Index:
     ):
         self.settings = settings
         self.reranker_model = reranker_model  # a reranker named on the command line (it reranks unconditionally)
-        self.folders: Folders = settings.folders()  # resolved once, here
-        self.path: Path = settings.resolved_index_path()
+        self.address: StoreAddress = address(settings.store.url, _index_path(settings))  # a SQLite file or a database
+        # A search node: a shared store and no notes folder here; it answers every folder the store holds.
+        self.search_only = self.address.kind == "postgresql" and not settings.kb_path
+        # Resolved once, here. In a store several machines share, every folder's notes are under its name.
+        self._folders: Folders | None = None
+        if not self.search_only:
+            folders = settings.folders()
+            self._folders = folders.shared() if self.address.kind == "postgresql" else folders
+        self.path: Path = self.address.anchor  # the SQLite file, or the local name that stands for the database
         self.embedder: Embedder = embedder or make_embedder(settings.embedding)  # the configured model
         self.queries = QueryBatcher(self.embedder)
         self.bulk = bulk
@@ -132,16 +144,13 @@ class Index:
             reranker=reranker_factory(settings, reranker_model),
             quality=settings.quality_filter,
         )
-        self.wconn: aiosqlite.Connection | None = None
-        self.rconn: aiosqlite.Connection | None = None
-        self.readers: ReaderPool | None = None
+        self.store: Store | None = None
         self.indexer: Indexer | None = None
         self.embedding: EmbedQueue | None = None  # the active set's queue (None: nothing can embed for it)
         self.switching: ModelSwitch | None = None  # a model switch in progress
         self._full_reconciled = False  # the chunks reflect the folder (a switch may swap)
         self.last_switch: FinishedSwitch | None = None
         self._swapping = False
-        self.lock: writer_lock.WriterLock | None = None  # held while open for writing: one writer per index
 
     # -- opening and closing ----------------------------------------------------------
     @classmethod
@@ -168,51 +177,46 @@ class Index:
         finally:
             await index.close()
 
-    async def open_writer(self, *, rebuild: bool = False, pool: bool = False) -> None:
-        """Create or check the index, open the write connection (and a reader pool for the daemon)."""
-        self.lock = writer_lock.WriterLock(self.path)
-        self.lock.acquire()  # IndexLockedError, naming the other writer, before anything is touched
-        try:
-            await self._open_writer(rebuild=rebuild, pool=pool)
-        except BaseException:
-            self.lock.release()
-            raise
+    @property
+    def folders(self) -> Folders:
+        """The notes folders (a search node's: those the store holds notes of, known once it is open)."""
+        if self._folders is None:
+            raise UsageError("the store's notes folders are known once it is open")
+        return self._folders
 
-    async def _open_writer(self, *, rebuild: bool, pool: bool) -> None:
-        if rebuild:
-            schema.remove_index_files(self.path)
-            log.info("index_rebuild", index=str(self.path))
-        switch = reads.prepare_index(
-            self.path,
-            model=self.embedder.identity,
-            dimension=self.embedder.dimension,
-            kb_path=self.folders.describe(),
-            settings_json=settings_json(self.settings.embedding),
-            switch=True,
+    def _open_options(self) -> dict[str, Any]:
+        return {
+            "model": self.embedder.identity,
+            "dimension": self.embedder.dimension,
+            "describe": self._folders.describe() if self._folders is not None else "",
+            "settings_json": settings_json(self.settings.embedding),
+            "pool_size": self.settings.store.pool_size,
+        }
+
+    async def open_writer(self, *, rebuild: bool = False, pool: bool = False) -> None:
+        """Create or check the index, open the writer (and readers beside it for the daemon)."""
+        claims = [(f.name, str(f.path)) for f in self.folders]  # a shared store: this process indexes these
+        self.store = store = await open_store(
+            self.address, writer_=True, pool=pool, rebuild=rebuild, claims=claims, **self._open_options()
         )
-        if self.lock is not None:
-            self.lock.hold_identity()  # a new index file exists now: lock its identity (device + inode) too
-        self.wconn = await connection.connect(self.path)
-        await writer.track_freed_vectors(self.wconn)
         # Chunks are cut for the configured model: it is the one that stays.
         try:
-            self.indexer = Indexer(self.wconn, self.folders, self.settings.index, self.embedder, self.settings.parsers)
+            self.indexer = Indexer(
+                store.writes, self.folders, self.settings.index, self.embedder, self.settings.parsers
+            )
         except BaseException:
             # e.g. a .grooveignore that is a FIFO: say so and exit, instead of an open connection's
             # thread keeping the process alive after the error
-            await self.wconn.close()
-            self.wconn = None
+            await self.close()
             raise
+        switch = store.switch
         if switch is None:
             self.embedding = self._queue(self.embedder)
         else:
             # The old model answers queries (and embeds new edits) only where queries are served.
             old = self.previous_embedder(switch["from"], switch["settings"]) if pool else None
             self.switching = ModelSwitch(
-                switch["from"],
-                self.embedder.identity,
-                old,
-                self._queue(self.embedder, store=SqliteShadowStore(self.wconn)),
+                switch["from"], self.embedder.identity, old, self._queue(self.embedder, store.queue(shadow_set=True))
             )
             self.embedding = self._queue(old) if old is not None else None
             if pool and old is None:
@@ -223,20 +227,20 @@ class Index:
                     message="the old model cannot be loaded here: searches use full text until the switch is done",
                 )
         if pool:
-            self.readers = ReaderPool(self.path)
             self.searcher.vectors = self._vector_matrix()
 
     def _vector_matrix(self) -> VectorMatrix:
-        """The in-memory copy of the vectors a long-running reader keeps (store/vectors.py)."""
-        return VectorMatrix(self.path, VECTOR_TABLE, self.settings.search.vector_memory_mb * 2**20)
+        """The in-memory copy of the vectors a long-running reader keeps (store/memory.py)."""
+        assert self.store is not None, "the index is not open"
+        return self.store.vector_memory(self.settings.search.vector_memory_mb * 2**20)
 
     async def vectors_in_memory(self) -> VectorsInMemory | None:
         """What the in-memory copy holds (`index_status`), brought up to date first, as a search
-        would; None when sqlite-vec's scan answers."""
+        would; None when the store's own KNN answers."""
         if self.searcher.vectors is None:
             return None
-        async with self.reading() as conn:
-            snap = await self.searcher.vectors.usable(conn)
+        async with self.reading() as reads:
+            snap = await self.searcher.vectors.usable(reads)
         if snap is None:
             return None
         return VectorsInMemory(vectors=len(snap.ids), mib=round(snap.matrix.nbytes / 2**20, 1))
@@ -248,56 +252,53 @@ class Index:
         except Exception as exc:  # noqa: BLE001 - a reader that cannot open: searches will say so
             log.warning("vectors_warm_up_failed", error=repr(exc))
 
-    def _queue(self, embedder: Embedder, store: Any = None) -> EmbedQueue:
-        """An embedding queue on the active vector set, or on `store` (a switch's shadow set)."""
+    def _queue(self, embedder: Embedder, queue: EmbeddingStore | None = None) -> EmbedQueue:
+        """An embedding queue on the active vector set, or on `queue` (a switch's shadow set)."""
+        assert self.store is not None, "the writer is not open"
         run = self.bulk.embed if self.bulk is not None else None
-        conn = store if store is not None else self.wconn
-        assert conn is not None, "the writer is not open"
+        store = queue if queue is not None else self.store.queue()
         batch_size = self.settings.embedding.batch_size
-        return EmbedQueue(conn, embedder, batch_size, run=run) if run else EmbedQueue(conn, embedder, batch_size)
+        return EmbedQueue(store, embedder, batch_size, run=run) if run else EmbedQueue(store, embedder, batch_size)
 
-    async def open_reader(self, *, any_model: bool = False) -> None:
+    async def open_reader(self, *, any_model: bool = False, pool: bool = False) -> None:
         """For the read commands: the index must exist and match the model (unless `any_model`:
-        `groove status` reads no vectors); one read-only connection."""
-        reads.check_existing_index(
-            self.path, model=None if any_model else self.embedder.identity, dimension=self.embedder.dimension
+        `groove status` reads no vectors). With `pool` (a search node's daemon), readers for many searches at
+        once and the in-memory vectors."""
+        self.store = store = await open_store(
+            self.address, writer_=False, pool=pool, any_model=any_model, **self._open_options()
         )
-        self.rconn = await connection.connect(self.path, readonly=True)
+        if self._folders is None:
+            held = await store.folders() if hasattr(store, "folders") else []
+            if not held:
+                await self.close()
+                raise UsageError(
+                    f"the store {self.address.shown} holds no notes folder yet: index one into it first "
+                    "(`groove index --kb PATH --store URL`, or a `groove serve --kb PATH --store URL`)"
+                )
+            self._folders = Folders([NotesFolder(f["name"], Path(f["path"])) for f in held], named=True)
+        if pool:
+            self.searcher.vectors = self._vector_matrix()
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
-            if self.readers is not None:
-                await self.readers.close()
-            if self.rconn is not None:
-                await self.rconn.close()
-                self.rconn = None
-            if self.wconn is not None:
-                # Take the write lock so the current transaction finishes first.
-                async with writer.write_lock(self.wconn):
-                    await self.wconn.close()
-                self.wconn = None
-            if self.lock is not None:
-                self.lock.release()
+            if self.store is not None:
+                await self.store.close()
+                self.store = None
 
-    @asynccontextmanager
-    async def reading(self) -> AsyncIterator[aiosqlite.Connection]:
-        """A connection to read with: from the pool (daemon), the read-only one, else the writer's."""
-        if self.readers is not None:
-            async with self.readers.connection() as conn:
-                yield conn
-        else:
-            own = self.rconn or self.wconn
-            assert own is not None, "the index is not open"
-            yield own
+    @property
+    def writable(self) -> bool:
+        """Open for writing (`groove index`, the daemon), not read-only."""
+        return self.store is not None and self.store.writable
 
-    @asynccontextmanager
-    async def spare_reading(self) -> AsyncIterator[aiosqlite.Connection | None]:
-        """A second reader for a search that holds one, if the pool has one free now; else None."""
-        if self.readers is None:
-            yield None
-        else:
-            async with self.readers.spare() as conn:
-                yield conn
+    def reading(self) -> AbstractAsyncContextManager[Reads]:
+        """A view to read with: a reader of the pool (daemon), the read-only one, else the writer's."""
+        assert self.store is not None, "the index is not open"
+        return self.store.reading()
+
+    def spare_reading(self) -> AbstractAsyncContextManager[Reads | None]:
+        """A second reader for a search that holds one, if one is free now; else None."""
+        assert self.store is not None, "the index is not open"
+        return self.store.spare_reading()
 
     # -- writing ------------------------------------------------------------------------
     async def reconcile(
@@ -319,33 +320,34 @@ class Index:
         languages; stored in meta `model_fit` (shown by `groove status` and `index_status`),
         and logged once when it first stops fitting.
         """
-        assert self.wconn is not None
-        cur = await self.wconn.execute(f"SELECT content FROM chunks ORDER BY hash LIMIT {MODEL_FIT_SAMPLE}")
-        share = cjk_share([r[0] for r in await cur.fetchall()])
+        writes = self._writes()
+        share = cjk_share(await writes.sample_contents(MODEL_FIT_SAMPLE))
         warning = model_fit_warning(self.embedder.identity, share)
-        old = json.loads(await reads.get_meta(self.wconn, "model_fit") or "null")
+        old = json.loads(await writes.meta("model_fit") or "null")
         new = {"cjk_share": round(share, 3), "warning": warning}
         if old != new:
-            await writer.set_meta(self.wconn, "model_fit", json.dumps(new, ensure_ascii=False))
+            await writes.set_meta("model_fit", json.dumps(new, ensure_ascii=False))
             if warning and not (old or {}).get("warning"):
                 log.warning("model_does_not_fit_notes", message=warning)
         return warning
 
+    def _writes(self) -> Any:
+        assert self.store is not None and self.store.writable, "open the index as a writer"
+        return self.store.writes
+
     async def collect_garbage(self) -> int:
-        assert self.wconn is not None
-        return await writer.collect_garbage(self.wconn)
+        return await self._writes().collect_garbage()
 
     async def collect_freed(self) -> int:
         """The vectors the last path writes' deleted chunks held, when no chunk holds them now (the daemon)."""
-        assert self.wconn is not None
-        return await writer.collect_freed(self.wconn)
+        return await self._writes().collect_freed()
 
     async def embed_batch(self) -> tuple[int, int]:
         """One batch of work (the daemon's workers): (texts fetched, texts embedded).
 
         The active set first (what searches use now); during a model switch, then the shadow
         set, and once the shadow set is complete, the swap."""
-        assert self.wconn is not None, "open the index as a writer to embed"
+        assert self.writable, "open the index as a writer to embed"
         if self._swapping:
             return 0, 0
         if self.embedding is not None:
@@ -363,7 +365,7 @@ class Index:
     async def embed_pending(self, progress: Progress | None = None) -> int:
         """Every pending text, batch by batch (`groove index`); a switch in progress is finished
         first (its shadow set filled, then swapped in)."""
-        assert self.wconn is not None, "open the index as a writer to embed"
+        assert self.writable, "open the index as a writer to embed"
         done = 0
         if self.switching is not None:
             done += await self.switching.shadow.embed_pending(progress=progress, stage="embed (new model)")
@@ -385,11 +387,10 @@ class Index:
         switch = self.switching
         if switch is None or self._swapping or not self._full_reconciled or switch.shadow.inflight:
             return None
-        assert self.wconn is not None
-        missing = await shadow.pending_count(self.wconn)
+        assert self.store is not None
+        missing = await self.store.shadow_pending()
         if missing:
-            cur = await self.wconn.execute("SELECT count(DISTINCT hash) FROM chunks")
-            total = int(one(await cur.fetchone())[0] or 0)
+            total = await self._writes().distinct_texts()
             set_aside = len(switch.shadow.failing)
             if missing > set_aside or missing > max(1, SWITCH_MAX_LEFT_SHARE * total):
                 return None
@@ -398,7 +399,7 @@ class Index:
             # No batch of either set may be half done: wait for the ones in flight.
             while any(q.inflight for q in self._queues()):  # noqa: ASYNC110 - a count, no event to wait on
                 await anyio.sleep(0.05)
-            record = FinishedSwitch(**await shadow.swap(self.wconn))
+            record = FinishedSwitch(**await self.store.swap_shadow())
             failing = switch.shadow.failing
             self.embedding = self._queue(self.embedder)
             self.embedding.failing.update(failing)  # the new model's failures keep their backoff
@@ -451,27 +452,21 @@ class Index:
         log.debug("index_done", **report.model_dump(exclude={"kb_path", "index_path"}))
         return report
 
-    @property
-    def writable(self) -> bool:
-        """Open for writing (`groove index`, the daemon), not read-only."""
-        return self.wconn is not None
-
     async def merge_full_text(self, written: int) -> bool:
-        """`groove index`, after a large write: the full-text tables merged into one segment each."""
-        assert self.wconn is not None
-        return await writer.merge_full_text(self.wconn, written)
+        """`groove index`, after a large write: the full-text indexes compacted."""
+        return await self._writes().merge_full_text(written)
 
     async def report(
         self, stats: ReconcileStats, *, vectors_collected: int, seconds: float, full_text_merged: bool = False
     ) -> IndexReport:
         """The one result shape of a full reconcile (`groove index` and the MCP `reindex`)."""
-        async with self.reading() as conn:
-            pending = await reads.pending_count(conn)
-            computed = int(await reads.get_meta(conn, "embeddings_computed") or 0)
+        async with self.reading() as reads:
+            pending = await reads.pending_count()
+            computed = int(await reads.meta("embeddings_computed") or 0)
         return index_report(
             stats,
             kb_path=self.folders.describe(),
-            index_path=str(self.path),
+            index_path=self.address.shown,
             pending_chunks=pending,
             embeddings_computed=computed,
             vectors_collected=vectors_collected,
@@ -483,13 +478,13 @@ class Index:
     async def store_off_topic_calibration(self) -> None:
         """Measure the off_topic calibration now and keep it in meta, so a one-shot `groove search`
         reads it instead of measuring it (search/offtopic.py); a failure only logs."""
-        if self.wconn is None or self.embedding is None:
+        if not self.writable or self.embedding is None:
             return
         try:
             self.searcher.calibration = None
             cal = await self.searcher.calibration_for(self.reading)
             if cal is not None:
-                await writer.set_meta(self.wconn, "off_topic_calibration", json.dumps(cal.to_dict()))
+                await self._writes().set_meta("off_topic_calibration", json.dumps(cal.to_dict()))
         except Exception as exc:  # noqa: BLE001 - the flag falls back to measuring at the first search
             log.warning("off_topic_calibration_not_stored", error=repr(exc))
 
@@ -505,9 +500,9 @@ class Index:
         )  # best first, at sentence ends
 
     async def related(self, path: str, **kw: Any) -> RelatedAnswer:
-        async with self.reading() as conn:
+        async with self.reading() as reads:
             return related_answer(
-                await related_notes(conn, path, matrix=self.searcher.vectors, min_quality=self.quality_floor(), **kw)
+                await related_notes(reads, path, matrix=self.searcher.vectors, min_quality=self.quality_floor(), **kw)
             )
 
     def quality_floor(self) -> float | None:
@@ -521,8 +516,8 @@ class Index:
             raise NotFoundError("path is empty; pass a note's path as search or list_documents returned it")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LINKS:
             raise QueryError(f"limit must be between 1 and {MAX_LINKS}, got {limit}")
-        async with self.reading() as conn:
-            found = await reads.note_links(conn, path, limit=limit)
+        async with self.reading() as reads:
+            found = await reads.note_links(path, limit=limit)
         if found is None:
             raise NotFoundError(
                 f"no indexed note at {path!r}; paths are relative to the notes folder, as search and "
@@ -532,13 +527,13 @@ class Index:
 
     async def status(self) -> IndexStatus:
         """What the index file holds (the service adds its own fields when one runs)."""
-        async with self.reading() as conn:
-            st = await reads.status(conn, index_path=self.path)
+        async with self.reading() as reads:
+            st = await reads.status(self.address.shown)
             st["folders"] = [
                 {
                     "name": f.name,
                     "path": str(f.path),
-                    "notes": await reads.count_documents_under(conn, self.folders.prefix(f)),
+                    "notes": await reads.count_documents_under(self.folders.prefix(f)),
                 }
                 for f in self.folders
             ]
@@ -560,12 +555,12 @@ class Index:
         return min(due) if due else None
 
     async def topics(self, *, depth: int = 2, limit: int = 100) -> TopicsAnswer:
-        async with self.reading() as conn:
-            return topics_answer(await reads.topics(conn, depth=depth, limit=limit))
+        async with self.reading() as reads:
+            return topics_answer(await reads.topics(depth=depth, limit=limit))
 
     async def pending(self) -> int:
-        async with self.reading() as conn:
-            return await reads.pending_count(conn)
+        async with self.reading() as reads:
+            return await reads.pending_count()
 
     async def get_document(
         self, path: str, *, heading: str | None = None, lines: LineRange | None = None, max_chars: int | None = None
@@ -575,8 +570,8 @@ class Index:
         if not isinstance(path, str) or not path.strip():
             raise NotFoundError("path is empty; pass a path exactly as a search result returned it")
         whole = heading is None and lines is None and max_chars is None
-        async with self.reading() as conn:
-            doc = await reads.get_document(conn, path, with_chunks=not whole)
+        async with self.reading() as reads:
+            doc = await reads.get_document(path, with_chunks=not whole)
         if doc is None:
             raise NotFoundError(
                 f"no indexed note at {path!r}; paths are relative to the notes folder, as search and "
@@ -604,9 +599,10 @@ class Index:
 
     async def complete(self, kind: str, prefix: str, limit: int = 100) -> tuple[list[str], int]:
         """Note paths (`kind="path"`) or tags (`kind="tag"`) starting with `prefix`, and how many match in all."""
-        fn = reads.paths_starting_with if kind == "path" else reads.tags_starting_with
-        async with self.reading() as conn:
-            return await fn(conn, prefix, limit)
+        async with self.reading() as reads:
+            if kind == "path":
+                return await reads.paths_starting_with(prefix, limit)
+            return await reads.tags_starting_with(prefix, limit)
 
     async def list_documents(
         self, *, cursor: str | None = None, limit: int = 50, folder: str | None = None, tags: list[str] | None = None
@@ -619,8 +615,8 @@ class Index:
                 after = bytes.fromhex(cursor).decode("utf-8")
             except ValueError as exc:
                 raise QueryError("invalid cursor; pass next_cursor from the previous page unchanged") from exc
-        async with self.reading() as conn:
-            docs, more = await reads.list_documents(conn, after=after, limit=limit, folder=folder, tags=tags)
+        async with self.reading() as reads:
+            docs, more = await reads.list_documents(after=after, limit=limit, folder=folder, tags=tags)
         return document_page(
             {"documents": docs, "next_cursor": docs[-1]["path"].encode().hex() if more and docs else None}
         )
@@ -664,10 +660,9 @@ class Index:
             vectors=self._vector_matrix() if retriever != "fts" else None,
             quality=self.settings.quality_filter,
         )
-        async with self.reading() as conn:
-            return await run_eval(
-                searcher, conn, queries, retriever=retriever, limit=limit, request_options=request_options, ks=ks
-            )
+        return await run_eval(
+            searcher, self.reading, queries, retriever=retriever, limit=limit, request_options=request_options, ks=ks
+        )
 
 
 __all__ = ["Index", "MAX_LINKS", "MAX_PAGE", "ModelSwitch", "reranker_factory"]

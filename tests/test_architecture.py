@@ -109,7 +109,7 @@ def test_the_check_sees_an_upward_import_when_there_is_one(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from groove.serve.process.main import run\nimport groove.index\nfrom groove import daemon\n")
     assert [t for _, t in groove_imports(bad)] == ["groove.serve.process.main", "groove.index", "groove.daemon"]
-    assert room("groove.store.reads") > room("groove.search.pipeline") > room("groove.index") > room("groove.serve.process.main")
+    assert room("groove.store.sqlite.reads") > room("groove.search.pipeline") > room("groove.index") > room("groove.serve.process.main")
 
 
 def test_no_groove_modules_import_each_other_in_a_cycle():
@@ -124,8 +124,8 @@ def test_the_check_names_an_import_cycle_when_there_is_one(tmp_path):
     assert import_cycles(graph) == [["groove.a", "groove.b", "groove.c", "groove.a"]]
     assert import_cycles({"groove.a": {"groove.b"}, "groove.b": set()}) == []
     lazy = tmp_path / "lazy.py"
-    lazy.write_text("def f():\n    from groove.store import connection, shadow\n    from groove.embed.embedder import Embedder\n")
-    assert [t for _, t in groove_imports(lazy)] == ["groove.store.connection", "groove.store.shadow", "groove.embed.embedder"]
+    lazy.write_text("def f():\n    from groove.store.sqlite import connection, shadow\n    from groove.embed.embedder import Embedder\n")
+    assert [t for _, t in groove_imports(lazy)] == ["groove.store.sqlite.connection", "groove.store.sqlite.shadow", "groove.embed.embedder"]
 
 
 def test_the_ops_commands_are_imported_by_the_cli_alone():
@@ -341,3 +341,51 @@ def test_the_registry_check_names_a_module_outside_the_registry(tmp_path):
     (bench / "ab" / "fts.py").write_text("")
     (bench / "ab" / "old.py").write_text("")
     assert stray_bench_modules(bench) == ["bench.ab.old", "bench.research"]
+
+
+# --- the store seam (issue 35): only groove/store/ speaks to a database ----------------------------------------
+
+DRIVERS = ("aiosqlite", "sqlite3", "sqlean", "sqlite_vec", "psycopg", "psycopg_pool", "asyncpg", "pgvector")
+
+
+def driver_imports(path: Path) -> list[tuple[int, str]]:
+    """Every database driver the file imports (lazy imports inside functions too), with its line."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] in DRIVERS]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module.split(".")[0] in DRIVERS:
+                found.append((node.lineno, node.module))
+    return found
+
+
+def test_no_module_outside_the_store_imports_a_database_driver():
+    outside = [
+        f"{module_name(path)}:{line} imports {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if not module_name(path).startswith("groove.store")
+        for line, name in driver_imports(path)
+    ]
+    assert not outside, "only groove/store/ may speak to a database:\n" + "\n".join(outside)
+
+
+def test_the_driver_check_sees_a_driver_imported_anywhere_in_a_file(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import aiosqlite\nfrom psycopg import sql\ndef f():\n    import sqlite3.dbapi2\n    import json\n")
+    assert [name for _, name in driver_imports(bad)] == ["aiosqlite", "psycopg", "sqlite3.dbapi2"]
+
+
+def test_no_module_outside_the_store_writes_sql():
+    """A statement in a string outside groove/store/ (SELECT ... FROM, INSERT INTO, UPDATE ... SET, DELETE FROM)."""
+    import re
+
+    statement = re.compile(r"\b(SELECT\b.+\bFROM|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM)\b", re.S)
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if module_name(path).startswith("groove.store"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and statement.search(node.value):
+                found.append(f"{module_name(path)}:{node.lineno}: {node.value[:60]!r}")
+    assert not found, "SQL outside groove/store/:\n" + "\n".join(found)

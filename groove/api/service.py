@@ -42,6 +42,7 @@ from groove.evaluate.metrics import KS
 from groove.evaluate.report import EvalReport, TuneReport
 from groove.evaluate.runner import evaluate_golden
 from groove.evaluate.tune import tune_golden
+from groove.folders import Folders
 from groove.index import MAX_LINKS, MAX_PAGE, Index
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError
@@ -168,7 +169,11 @@ class Service:
     def __init__(self, index: Index, supervisor: Supervisor | None = None):
         self.index = index
         self.supervisor = supervisor
-        self.folders = index.folders  # the notes folders (several: every note's path starts with its folder's name)
+
+    @property
+    def folders(self) -> Folders:
+        """The notes folders (several, or a shared store: every note's path starts with its folder's name)."""
+        return self.index.folders
 
     async def _ready(self) -> None:
         if self.supervisor is not None:

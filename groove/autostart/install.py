@@ -245,7 +245,7 @@ INDEX_COMPANIONS = ("-wal", "-shm", ".eval.jsonl", ".lock")  # SQLite's WAL file
 def _purge(index: str | None, report: Report) -> Report:
     """Delete the index of an uninstalled instance and its companion files (never the notes). Refused when
     the file is not a groove index, or when a process still writes it (its writer lock is held)."""
-    from groove.store import connection, schema, writer_lock  # lazy: SQLite and the store only for --purge
+    from groove.store.sqlite import connection, schema, writer_lock  # lazy: SQLite and the store only for --purge
 
     if index is None:
         return report.fail(

@@ -47,7 +47,7 @@ shown is never the folded one, and the embedded text is never folded
 (vectors are keyed by the hash of the text embedded).
 
 Bump FOLD_VERSION when the folding changes: the tables hold folded text, so a
-change needs a migration that refills them (groove/store/schema.py).
+change needs a migration that refills them (groove/store/sqlite/schema.py).
 """
 
 from __future__ import annotations

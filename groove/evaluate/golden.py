@@ -13,6 +13,7 @@ row is left out, as BEIR does, unless its row says `"unanswerable": true`
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,12 @@ class Expected:
     heading: str | None = None
     stem: str | None = None  # BEIR: corpus id = file stem
 
+    def under(self, prefix: str) -> Expected:
+        """The same judgment with its path led by `prefix` (a folder's name), unless it already is."""
+        if self.path is None or self.path.startswith(prefix):
+            return self
+        return dataclasses.replace(self, path=prefix + self.path)
+
     def matches(self, hit: dict[str, Any]) -> bool:
         if self.stem is not None:
             return Path(hit["path"]).stem == self.stem
@@ -46,6 +53,9 @@ class JudgedQuery:
     id: str
     query: str
     expected: tuple[Expected, ...]
+
+    def under(self, prefix: str) -> JudgedQuery:
+        return dataclasses.replace(self, expected=tuple(e.under(prefix) for e in self.expected))
 
     @property
     def unanswerable(self) -> bool:

@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import aiosqlite
-
 from groove.corpus.normalize import fold
 from groove.evaluate.golden import JudgedQuery
+from groove.store.protocols import IndexReads
 
 MIN_CHARS = 24
 
@@ -26,7 +25,7 @@ def _norm(text: str) -> str:
 
 
 async def quoted_queries(
-    conn: aiosqlite.Connection, queries: Sequence[JudgedQuery], min_chars: int = MIN_CHARS
+    reads: IndexReads, queries: Sequence[JudgedQuery], min_chars: int = MIN_CHARS
 ) -> list[dict[str, Any]]:
     """[{id, query, paths}] for each query of at least `min_chars` that some note contains verbatim."""
     out = []
@@ -39,14 +38,8 @@ async def quoted_queries(
         words = [f for f in (fold(w) for w in q.query.split()) if len(f) >= 3]
         if not words:
             continue
-        phrase = " AND ".join('"' + w.replace('"', '""') + '"' for w in words)
-        cur = await conn.execute(
-            "SELECT DISTINCT d.path, c.heading, c.context, c.content FROM fts_chunks f"
-            " JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.doc_id"
-            " WHERE fts_chunks MATCH ? LIMIT 200",
-            (phrase,),
-        )
-        paths = sorted({p for p, *texts in await cur.fetchall() if any(wanted in _norm(t) for t in texts)})
+        found = await reads.texts_containing(words, 200)
+        paths = sorted({p for p, texts in found if any(wanted in _norm(t) for t in texts)})
         if paths:
             out.append({"id": q.id, "query": q.query, "paths": paths})
     return out

@@ -12,7 +12,6 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-import aiosqlite
 import numpy as np
 
 from groove.config import Settings
@@ -24,10 +23,12 @@ from groove.evaluate.golden import load as load_golden
 from groove.evaluate.leaks import quoted_queries
 from groove.evaluate.metrics import KS, abstention, aggregate, first_ranks, score_query
 from groove.evaluate.report import Confidence, EvalReport, EvalRun, HistoryComparison, Leak
+from groove.folders import Folders
 from groove.logs import get_logger
 from groove.search.compiler import QueryError, compile_query
-from groove.search.pipeline import Searcher
+from groove.search.pipeline import Reading, Searcher
 from groove.search.request import SearchRequest
+from groove.store.protocols import Reads
 
 log = get_logger(__name__)
 
@@ -36,11 +37,15 @@ class JudgedIndex(Protocol):
     """What evaluating needs of an open index (`groove.index.Index` is one)."""
 
     settings: Settings
+
+    @property
+    def folders(self) -> Folders: ...
+
     embedder: Embedder
     path: Path
     reranker_model: str | None
 
-    def reading(self) -> AbstractAsyncContextManager[aiosqlite.Connection]: ...
+    def reading(self) -> AbstractAsyncContextManager[Reads]: ...
 
     def quality_floor(self) -> float | None: ...
 
@@ -56,9 +61,15 @@ class JudgedIndex(Protocol):
     ) -> EvalRun: ...
 
 
-def judged_queries(source: Path, split: str | None, max_queries: int | None, *, at_least: int = 1) -> list[JudgedQuery]:
-    """The golden set's queries (the first `max_queries`); GoldenError when fewer than `at_least`."""
+def judged_queries(
+    source: Path, split: str | None, max_queries: int | None, *, at_least: int = 1, folders: Folders | None = None
+) -> list[JudgedQuery]:
+    """The golden set's queries (the first `max_queries`); GoldenError when fewer than `at_least`. In an index whose
+    one notes folder leads its notes' paths with its name (a shared store), a judged path written inside the
+    folder is read as the index holds it."""
     queries = load_golden(source, split)
+    if folders is not None and folders.named and len(folders) == 1:
+        queries = [q.under(folders.prefix(folders.first)) for q in queries]
     if max_queries is not None:
         queries = queries[:max_queries]
     if len(queries) < at_least:
@@ -87,7 +98,7 @@ def query_vector_texts(queries: Sequence[JudgedQuery]) -> list[str]:
 
 async def run_eval(
     searcher: Searcher,
-    conn: aiosqlite.Connection,
+    reading: Reading,
     queries: Sequence[JudgedQuery],
     *,
     retriever: str = "hybrid",
@@ -101,7 +112,7 @@ async def run_eval(
     per_query = []
     for q in queries:
         req = SearchRequest(query=q.query, limit=limit, retriever=retriever, **(request_options or {}))
-        resp = await searcher.search(conn, req)
+        resp = await searcher.search(reading, req)
         hits = resp["results"]
         row: dict[str, Any] = {"id": q.id, "query": q.query, "unanswerable": q.unanswerable}
         if not q.unanswerable:
@@ -179,13 +190,13 @@ async def evaluate_golden(
     ks = tuple(ks)
     if max(ks) > limit:
         raise UsageError(f"--k {max(ks)} needs at least {max(ks)} results per query; pass --limit {max(ks)} or more")
-    queries = judged_queries(source, split, max_queries)
+    queries = judged_queries(source, split, max_queries, folders=index.folders)
     options = dict(request_options or {})
     if index.reranker_model and options.get("rerank") is None:
         options["rerank"] = True  # a model named on the command line applies unconditionally
     run = await index.evaluate(queries, retriever=retriever, limit=limit, request_options=options, ks=ks)
-    async with index.reading() as conn:
-        leaks = [Leak(**leak) for leak in await quoted_queries(conn, queries)]
+    async with index.reading() as reads:
+        leaks = [Leak(**leak) for leak in await quoted_queries(reads, queries)]
     rerank_on = settings.search.rerank_by_default if options.get("rerank") is None else options["rerank"]
     reranker = (index.reranker_model or settings.search.reranker or None) if rerank_on else None
     fp = history.fingerprint(

@@ -25,29 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 import anyio
 import numpy as np
 
 from groove.config import FusionSettings
-from groove.corpus.cjk import cjk_query
 from groove.errors import UsageError
 from groove.evaluate import offtopic_offset
 from groove.evaluate.golden import Expected, JudgedQuery
 from groove.evaluate.metrics import KS, first_ranks, score_query
 from groove.evaluate.report import OffTopicTuning, TuneReport
 from groove.evaluate.runner import JudgedIndex, judged_queries, query_vector_texts
-from groove.search import offtopic, retrievers
+from groove.search import fulltext, offtopic
 from groove.search.compiler import QueryError, compile_query
 from groove.search.fusion import weighted_rrf, z_fusion
-from groove.search.pipeline import (
-    complete_legs,
-    excludes_by_id,
-    full_text_plan,
-    fusion_weights,
-    leg_evidence,
-    pool_size,
-)
+from groove.search.pipeline import complete_legs, fusion_weights, leg_evidence, pool_size
+from groove.store.protocols import Reads
 
 Weights = tuple[float, float, float]  # heading, context, content
 
@@ -80,7 +72,7 @@ class QueryLegs:
 
 
 async def collect_legs(
-    conn: aiosqlite.Connection,
+    reads: Reads,
     queries: Sequence[JudgedQuery],
     vectors: dict[str, np.ndarray],
     weights: Weights,
@@ -95,7 +87,7 @@ async def collect_legs(
     (`expected: []`) are left out: there is no ranking of theirs to judge (the off_topic offset is
     tuned on them, groove/evaluate/offtopic_offset.py)."""
     n = pool_size(limit)
-    reads_ = retrievers.SqliteSearchReads(conn, min_quality=min_quality)
+    reads_ = reads.searching(min_quality=min_quality)
     out, skipped = [], []
     for q in queries:
         if q.unanswerable:  # tune weighs rankings; an unanswerable query has none to judge
@@ -106,16 +98,19 @@ async def collect_legs(
             skipped.append(q.id)
             continue
         qvec = vectors.get(cq.vector_text) if cq.vector_text.strip() else None
-        cjk_expr = cjk_query(cq.vector_text)
+        bigrams = fulltext.bigram_query(cq.vector_text)
         exclude: set[int] = set()
-        if cq.negative_expr and (qvec is not None or cjk_expr or cq.word_expr):
-            exclude = await retrievers.matching_ids(conn, cq.negative_expr)
+        if cq.negatives and (qvec is not None or bigrams or cq.word_expr):
+            exclude = await reads_.matching_ids(cq.negatives)
         legs: dict[str, list[tuple[int, float]]] = {}
         evidence: dict[str, float] = {}
-        for name, table, expr, terms in full_text_plan(cq, cjk_expr, cq.match_expr is not None):
-            scored = await reads_.fts_scored(expr, n, weights, None, table, exclude if excludes_by_id(table) else None)
+        for name, query, terms in fulltext.plan(cq, bigrams, cq.match_expr is not None):
+            kept = await fulltext.without_common_terms(reads_, query)
+            scored = await reads_.text_scored(
+                kept, n, weights, None, exclude if fulltext.excludes_by_id(name) else None
+            )
             legs[name] = [(cid, -bm25) for cid, bm25 in scored]
-            ev = await leg_evidence(reads_, table, terms, scored)
+            ev = await leg_evidence(reads_, query.kind, terms, scored)
             if ev is not None:
                 evidence[name] = ev
         if qvec is not None:
@@ -280,7 +275,7 @@ async def tune_golden(
     """`groove tune`: legs retrieved once per bm25 weighting, every fusion setting re-fused offline,
     leave-one-query-out cross-validation. Writes nothing."""
     settings = index.settings
-    queries = judged_queries(source, split, max_queries, at_least=2)
+    queries = judged_queries(source, split, max_queries, at_least=2, folders=index.folders)
     grid = candidates(settings.search.fusion)
     texts = query_vector_texts(queries)
     if progress:
@@ -290,16 +285,15 @@ async def tune_golden(
         progress("embedding queries", len(texts), len(texts))
     legs: dict[Weights, list[QueryLegs]] = {}
     skipped: list[str] = []
-    async with index.reading() as conn:
+    async with index.reading() as reads:
         weightings = list(dict.fromkeys(bm25_of(s) for s in grid))
         if progress:
             progress("retrieving legs", 0, len(weightings))
         for i, w in enumerate(weightings):
-            legs[w], skipped = await collect_legs(conn, queries, vectors, w, limit, index.quality_floor())
+            legs[w], skipped = await collect_legs(reads, queries, vectors, w, limit, index.quality_floor())
             if progress:
                 progress("retrieving legs", i + 1, len(weightings))
-        cur = await conn.execute("SELECT c.id, d.path, c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id")
-        hits = {cid: {"path": path, "heading": heading} for cid, path, heading in await cur.fetchall()}
+        hits = await reads.chunk_locations()
     off_topic = None
     if any(q.unanswerable for q in queries):
         if progress:

@@ -4,11 +4,11 @@ Pure matching (`Filters.matches`) plus one read that turns a filter into the
 set of allowed document ids; the retrievers then search only inside that set,
 so a rare filter still fills `limit` (no over-fetch-and-hope).
 
-The read does in SQL what SQL can: tags through `doc_tags` (stored folded by
-`fold_tag`, so the same rule as `list_documents`), dates through the index on
-`documents.date`. Python sees only the rows SQL let through, and only for what
-SQL cannot do: gitignore-style path globs (paths only) and frontmatter fields
-(the JSON is decoded only when a field filter is given).
+The store selects what an index does well (`documents_matching`): tags (stored
+folded by `fold_tag`, so the same rule as `list_documents`) and dates (an index
+on the documents' date). Python sees only the rows the store let through, and
+only for what a store cannot do: gitignore-style path globs (paths only) and
+frontmatter fields (decoded only when a field filter is given).
 
 Path globs are a client's input, so they are bounded (MAX_PATH_GLOBS globs, each
 at most MAX_GLOB_CHARS characters and MAX_GLOB_STARS `*`) and matched by
@@ -21,13 +21,11 @@ never hold the event loop.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import aiosqlite
 import anyio
 
 from groove.corpus import globs as globs_mod
@@ -35,6 +33,7 @@ from groove.corpus.frontmatter import DateError, read_date
 from groove.corpus.globs import GlobError, GlobSet
 from groove.corpus.tags import fold_tag
 from groove.search.compiler import QueryError
+from groove.store.protocols import DocumentFilter, SearchReads
 
 #: Most path globs in one search (each glob is bounded in groove/corpus/globs.py).
 MAX_PATH_GLOBS = 32
@@ -187,46 +186,20 @@ def _field_equal(have: Any, want: Any) -> bool:
     return str(have) == str(want)
 
 
-def _day_after(day: str) -> str | None:
-    try:
-        return (dt.date.fromisoformat(day) + dt.timedelta(days=1)).isoformat()
-    except OverflowError:  # 9999-12-31: every date is on or before it
-        return None
-
-
-def filter_sql(filters: Filters) -> tuple[str, list[Any]]:
-    """The WHERE clause (over `documents`) for the tag and date parts of a filter, and its arguments.
-
-    Dates are stored as 'YYYY-MM-DD' or a full ISO datetime, so "the day is on or
-    after F" is `date >= F` and "on or before T" is `date < T + 1 day`: plain range
-    comparisons that use the index, and NULL (undated) never matches.
-    """
-    where: list[str] = []
-    args: list[Any] = []
-    if filters.tags_any:
-        where.append("id IN (SELECT doc_id FROM doc_tags WHERE tag IN (SELECT value FROM json_each(?)))")
-        args.append(json.dumps(list(filters.tags_any), ensure_ascii=False))
-    for tag in dict.fromkeys(filters.tags_all):
-        where.append("id IN (SELECT doc_id FROM doc_tags WHERE tag = ?)")
-        args.append(tag)
-    if filters.date_from:
-        where.append("date >= ?")
-        args.append(filters.date_from)
-    if filters.date_to:
-        after = _day_after(filters.date_to)
-        where.append("date < ?" if after else "date IS NOT NULL")
-        args += [after] if after else []
-    return (" AND ".join(where) or "1"), args
-
-
-async def allowed_documents(conn: aiosqlite.Connection, filters: Filters) -> list[int] | None:
-    """Ids of the documents a filter allows; None when there is no filter."""
+async def allowed_documents(reads: SearchReads, filters: Filters) -> list[int] | None:
+    """Ids of the documents a filter allows; None when there is no filter. The store selects by tags and
+    dates; the path globs and frontmatter fields are matched here."""
     if filters.empty:
         return None
-    where, args = filter_sql(filters)
-    columns = "id, path" + (", frontmatter" if filters.fields else "")
-    cur = await conn.execute(f"SELECT {columns} FROM documents WHERE {where} ORDER BY id", args)
-    rows = await cur.fetchall()
+    rows = await reads.documents_matching(
+        DocumentFilter(
+            tags_any=filters.tags_any,
+            tags_all=filters.tags_all,
+            date_from=filters.date_from,
+            date_to=filters.date_to,
+            with_frontmatter=bool(filters.fields),
+        )
+    )
     if not (filters.path_globs or filters.fields):
         return [r[0] for r in rows]
     # Linear per row (groove/corpus/globs.py), but rows x globs can still add up: off the event loop.
@@ -240,7 +213,7 @@ def _select_rows(filters: Filters, rows: Iterable[Any]) -> list[int]:
         if filters.path_globs and not filters.path_matches(row[1]):
             continue
         if filters.fields:
-            front = json.loads(row[2])
+            front = row[2]
             if not all(k in front and _field_equal(front[k], want) for k, want in filters.fields.items()):
                 continue
         out.append(row[0])

@@ -16,24 +16,25 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import aiosqlite
 import anyio
 import numpy as np
 
 from groove.config import FusionSettings, QualityFilterSettings, SearchSettings
-from groove.corpus.cjk import cjk_query, query_terms
+from groove.corpus.cjk import cjk_query
 from groove.logs import get_logger
-from groove.search import language, offtopic, retrievers
+from groove.search import fulltext, language, offtopic
 from groove.search.compiler import CompiledQuery, compile_query
 from groove.search.evidence import coverage, term_weights
+from groove.search.filters import allowed_documents
+from groove.search.fulltext import FULL_TEXT_LEGS
 from groove.search.fusion import evidence_weight, low_confidence, weighted_rrf, z_fusion
 from groove.search.hits import Hit
 from groove.search.mmr import apply_mmr
 from groove.search.parent import ChunkInfo, apply_parent
 from groove.search.request import MAX_LIMIT, MAX_QUERY_BYTES, Retriever, SearchRequest
 from groove.search.spans import apply_match_spans
-from groove.store.interface import SearchReads
-from groove.store.vectors import VectorMatrix
+from groove.store.memory import VectorMatrix
+from groove.store.protocols import Reads, SearchReads, TextKind, TextQuery
 
 log = get_logger(__name__)
 
@@ -73,15 +74,6 @@ def fusion_weights(settings: FusionSettings, legs: dict[str, Any], evidence: dic
     return out
 
 
-def left_out(full: str, sent: str) -> list[str]:
-    """The OR-ed terms of `full` that `sent` no longer has, as written."""
-    a, b = retrievers.split_or_terms(full), retrievers.split_or_terms(sent)
-    if a is None or b is None:
-        return []
-    kept = set(b[0])
-    return [t for t in a[0] if t not in kept]
-
-
 def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
     """Whether the top result is a guess.
 
@@ -102,74 +94,35 @@ def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
     return (hits[0].score - other) / hits[0].score < settings.confidence_margin
 
 
-# Something to read with, taken for a part of a search and given back: a reader pool's
-# `connection` (yielding SQLite connections), or any factory of `SearchReads`.
-Reading = Callable[[], AbstractAsyncContextManager[Any]]
+# Something to read with, taken for a part of a search and given back: a store's `reading` (each view a
+# `groove.store.protocols.Reads` on one connection).
+Reading = Callable[[], AbstractAsyncContextManager[Reads]]
+Spare = Callable[[], AbstractAsyncContextManager[Reads | None]]
 
 
 def _as_reading(
-    source: aiosqlite.Connection | SearchReads | Reading,
-    matrix: VectorMatrix | None = None,
-    min_quality: float | None = None,
+    source: Reading, matrix: VectorMatrix | None = None, min_quality: float | None = None
 ) -> Callable[[], AbstractAsyncContextManager[SearchReads]]:
-    """Every source as a factory of `SearchReads` (SQLite connections wrapped in the SQLite reads,
-    with the process's in-memory vectors when it keeps them, and without the chunks under
-    `min_quality`: the quality filter, decision 0020)."""
-    if isinstance(source, aiosqlite.Connection) or not callable(source):
-        reads_ = _wrap(source, matrix, min_quality)
-
-        @asynccontextmanager
-        async def the_one() -> AsyncIterator[SearchReads]:
-            yield reads_
-
-        return the_one
+    """A store's views as one search reads them: with the process's in-memory vectors when it keeps them, and
+    without the chunks under `min_quality` (the quality filter, decision 0020)."""
 
     @asynccontextmanager
     async def taken() -> AsyncIterator[SearchReads]:
         async with source() as got:
-            yield _wrap(got, matrix, min_quality)
+            yield got.searching(matrix, min_quality)
 
     return taken
 
 
-def _wrap(got: Any, matrix: VectorMatrix | None = None, min_quality: float | None = None) -> SearchReads:
-    return retrievers.SqliteSearchReads(got, matrix, min_quality) if isinstance(got, aiosqlite.Connection) else got
-
-
-FULL_TEXT_LEGS = ("trigram", "words", "bigram")  # the full-text legs, in the order they are fused and shown
-
-
-Leg = tuple[str, str, str, list[str]]  # (leg, table, expression, evidence terms)
-
-
-def full_text_plan(cq: CompiledQuery, cjk_expr: str | None, use_fts: bool = True) -> list[Leg]:
-    """Each full-text leg a compiled query runs: the word table for a query made only of words of
-    spaced alphabets (decision 0014), else the trigram table for the seeds' phrases; the bigram
-    table for its CJK runs."""
-    plan: list[Leg] = []
-    if use_fts and cq.trigram_expr is not None:
-        plan.append(("trigram", "fts_chunks", cq.trigram_expr, list(cq.positives)))
-    if use_fts and cq.word_expr is not None:
-        plan.append(("words", retrievers.WORD_TABLE, cq.word_expr, list(cq.words)))
-    if cjk_expr:
-        plan.append(("bigram", "fts_cjk", cjk_expr, query_terms(cq.vector_text)))
-    return plan
-
-
-def excludes_by_id(table: str) -> bool:
-    """Whether a leg drops the excluded chunks by id (the trigram leg excludes with NOT)."""
-    return table != "fts_chunks"
-
-
 async def leg_evidence(
-    reads_: SearchReads, table: str, terms: list[str], scored: Sequence[tuple[int, float]]
+    reads_: SearchReads, kind: TextKind, terms: list[str], scored: Sequence[tuple[int, float]]
 ) -> float | None:
     """How much of the query a leg's best hits contain (decision 0007); None without hits.
     A term is found as a case-folded substring, in every leg: the word leg too, whose stems
     match more than the text holds literally (decision 0014 measured both)."""
     if not scored:
         return None
-    df, n_chunks = await reads_.term_doc_freq(table, terms)
+    df, n_chunks = await reads_.doc_freq(kind, terms)
     top = await reads_.fetch_texts([cid for cid, _ in scored[:EVIDENCE_DEPTH]])
     return round(coverage(terms, term_weights(terms, df, n_chunks), list(top.values())), 4)
 
@@ -218,14 +171,15 @@ class Run:
     cq: CompiledQuery
     n: int  # candidates per leg (pool_size)
     weights: tuple[float, float, float]  # bm25 column weights: heading, context, content
-    cjk_expr: str | None  # the bigram leg's expression (None: no CJK text, or vector only)
+    bigrams: TextQuery | None  # the bigram leg's query (None: no CJK text, or vector only)
     started: float  # perf_counter at the start, for explain's total
     allowed_docs: Sequence[int] | None = None  # a filter's documents (None: no filter)
     exclude: set[int] = field(default_factory=set)  # chunks an exclusion (-word) removes
     legs: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # leg -> (chunk id, higher is better)
     evidence: dict[str, float] = field(default_factory=dict)  # full-text leg -> coverage of the query
     timings: dict[str, float] = field(default_factory=dict)
-    sent: dict[str, str] | None = None  # leg -> what FTS5 ran (with explain)
+    sent: dict[str, str] | None = None  # leg -> what the store ran (with explain)
+    kept: dict[str, TextQuery] = field(default_factory=dict)  # leg -> its query without the common terms
     degraded: bool = False  # the query could not be embedded
     calibration: offtopic.Calibration | None = None  # the index's similarity scale (off_topic)
     centres: language.Centres | None = None  # the index's language means (a mixed-language index), else None
@@ -256,7 +210,7 @@ class Searcher:
         self._measuring_centres = anyio.Lock()
 
     async def calibration_for(
-        self, source: aiosqlite.Connection | Reading, state: tuple[str, int, str | None] | None = None
+        self, source: Reading, state: tuple[str, int, str | None] | None = None
     ) -> offtopic.Calibration | None:
         """The index's off_topic calibration (search/offtopic.py): this process's, while it serves
         the index's vectors; else the one stored with the index (`groove index` writes it); else
@@ -300,7 +254,7 @@ class Searcher:
             return cal
 
     async def centres_for(
-        self, source: aiosqlite.Connection | Reading, state: tuple[str, int, str | None] | None = None
+        self, source: Reading, state: tuple[str, int, str | None] | None = None
     ) -> language.Centres | None:
         """The index's language centres (search/language.py): measured on a sample of its passages once
         per process and again when the collection moves; None for a one-language index."""
@@ -398,14 +352,13 @@ class Searcher:
 
     async def search(
         self,
-        source: aiosqlite.Connection | Reading,
+        source: Reading,
         req: SearchRequest,
-        spare: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
+        spare: Spare | None = None,
     ) -> dict[str, Any]:
-        """One search. `source` is a connection, or a `Reading` (a pool's `connection`): with a
-        pool, the full-text legs and the query embedding run at the same time, and no reader
-        connection is held while the embedding is awaited (decision 0009). `spare` (a pool's
-        `spare`: a second connection if one is free now, else None) lets the trigram and the
+        """One search. `source` is a store's `reading`: with a pool of readers, the full-text legs and the
+        query embedding run at the same time, and no reader is held while the embedding is awaited
+        (decision 0009). `spare` (a second reader if one is free now, else None) lets the trigram and the
         bigram leg run at once, each on its own connection."""
         floor = self.quality_floor(req)
         reading = _as_reading(source, self.vectors, floor)  # both halves without the chunks under the floor
@@ -416,7 +369,7 @@ class Searcher:
             cq=cq,
             n=pool_size(req.limit),
             weights=(s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight),
-            cjk_expr=cjk_query(cq.vector_text) if req.retriever in ("hybrid", "fts") else None,
+            bigrams=fulltext.bigram_query(cq.vector_text) if req.retriever in ("hybrid", "fts") else None,
             started=time.perf_counter(),
             sent={} if req.explain else None,
             min_quality=floor,
@@ -441,10 +394,10 @@ class Searcher:
             if use_vector:
                 tg.start_soon(embed)
             async with reading() as store:
-                run.allowed_docs = await store.allowed_documents(req.compiled_filters)
-                if cq.negative_expr and (use_vector or run.cjk_expr or (use_fts and cq.word_expr)):
-                    # The trigram leg excludes with NOT; the other legs drop these ids.
-                    run.exclude = await store.matching_ids(cq.negative_expr)
+                run.allowed_docs = await allowed_documents(store, req.compiled_filters)
+                if cq.negatives and (use_vector or run.bigrams or (use_fts and cq.word_expr)):
+                    # The trigram leg leaves out the excluded phrases itself; the other legs drop these ids.
+                    run.exclude = await store.matching_ids(cq.negatives)
                 await self._full_text_legs(store, run, use_fts, spare)
         qvec = embedded.get("vector")
         run.degraded = bool(embedded.get("degraded"))
@@ -456,9 +409,9 @@ class Searcher:
 
         async with reading() as store:
             if run.degraded and req.retriever == "vector":
-                run.cjk_expr = cjk_query(cq.vector_text)
-                if cq.negative_expr and (run.cjk_expr or cq.word_expr) and not run.exclude:
-                    run.exclude = await store.matching_ids(cq.negative_expr)
+                run.bigrams = fulltext.bigram_query(cq.vector_text)
+                if cq.negatives and (run.bigrams or cq.word_expr) and not run.exclude:
+                    run.exclude = await store.matching_ids(cq.negatives)
                 await self._full_text_legs(store, run, cq.match_expr is not None, spare)
             if qvec is not None:
                 t = time.perf_counter()
@@ -487,10 +440,10 @@ class Searcher:
 
     async def _explain_quality(
         self,
-        source: aiosqlite.Connection | Reading,
+        source: Reading,
         run: Run,
         response: dict[str, Any],
-        spare: Callable[[], AbstractAsyncContextManager[Any]] | None,
+        spare: Spare | None,
     ) -> dict[str, Any]:
         """What the quality filter did to this answer, for explain: the floor and who set it, how many chunks of
         the index it hides, each shown result's score, and the results it hid here (the same search without
@@ -556,24 +509,26 @@ class Searcher:
         store: SearchReads,
         run: Run,
         use_fts: bool,
-        spare: Callable[[], AbstractAsyncContextManager[Any]] | None = None,
+        spare: Spare | None = None,
     ) -> None:
         """Every full-text leg of the plan, into `run.legs` and `run.evidence`."""
-        full_text = full_text_plan(run.cq, run.cjk_expr, use_fts)
+        full_text = fulltext.plan(run.cq, run.bigrams, use_fts)
         done: dict[str, tuple[list[tuple[int, float]], float | None]] = {}
 
-        async def leg(reads_: SearchReads, name: str, table: str, expr: str, terms: list[str]) -> None:
+        async def leg(reads_: SearchReads, name: str, query: TextQuery, terms: list[str]) -> None:
             t = time.perf_counter()
-            scored = await reads_.fts_scored(
-                expr, run.n, run.weights, run.allowed_docs, table, run.exclude if excludes_by_id(table) else None
+            kept = await fulltext.without_common_terms(reads_, query)
+            scored = await reads_.text_scored(
+                kept, run.n, run.weights, run.allowed_docs, run.exclude if fulltext.excludes_by_id(name) else None
             )
-            done[name] = (scored, await leg_evidence(reads_, table, terms, scored))
+            done[name] = (scored, await leg_evidence(reads_, query.kind, terms, scored))
             run.timings[f"{name}_ms"] = _ms(t)
+            run.kept[name] = kept
             if run.sent is not None:
-                run.sent[name] = await reads_.sent_expression(table, expr)
+                run.sent[name] = await reads_.sent_expression(kept)
 
-        async def in_turn(reads_: SearchReads, plan: list[Leg]) -> None:
-            for args in plan:
+        async def in_turn(reads_: SearchReads, legs: list[fulltext.Leg]) -> None:
+            for args in legs:
                 await leg(reads_, *args)
 
         together = False
@@ -584,7 +539,7 @@ class Searcher:
                     together = True
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(in_turn, store, full_text[:1])
-                        tg.start_soon(in_turn, _wrap(other, self.vectors, run.min_quality), full_text[1:])
+                        tg.start_soon(in_turn, other.searching(self.vectors, run.min_quality), full_text[1:])
         if not together:
             await in_turn(store, full_text)
         for name, *_ in full_text:  # in a fixed order, whichever leg finished first
@@ -623,7 +578,7 @@ class Searcher:
         head = fused[: max(pool, CONFIDENCE_DEPTH)]
         rows = await store.fetch_hits([cid for cid, _ in head])
         hits = [
-            dataclasses.replace(rows[cid], score=score, fts_rank=fts_rank.get(cid), vec_rank=vec_rank.get(cid))
+            Hit(**rows[cid], score=score, fts_rank=fts_rank.get(cid), vec_rank=vec_rank.get(cid))
             for cid, score in head
             if cid in rows
         ]
@@ -709,13 +664,13 @@ class Searcher:
                 trigram_expr=cq.trigram_expr,
                 word_expr=cq.word_expr,
                 words=list(cq.words),
-                bigram_expr=run.cjk_expr,
+                bigram_expr=cjk_query(cq.vector_text) if run.bigrams is not None else None,
                 # What each full-text leg ran, and the common terms it left out (decision 0010).
                 sent_to_fts5=dict(sent or {}),
                 common_terms_left_out={
-                    name: left_out(expr, (sent or {}).get(name, expr))
-                    for name, expr in (("trigram", cq.trigram_expr), ("words", cq.word_expr), ("bigram", run.cjk_expr))
-                    if expr and name in (sent or {})
+                    name: fulltext.left_out(query, run.kept[name])
+                    for name, query, _ in fulltext.plan(cq, run.bigrams)
+                    if name in run.kept and name in (sent or {})
                 },
                 fusion={
                     "method": s.fusion.method,

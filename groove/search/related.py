@@ -25,20 +25,17 @@ together) nor lead to a note; a source note with no other chunks keeps its own.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiosqlite
 import numpy as np
 
 from groove.errors import GrooveError, NotFoundError
-from groove.search import retrievers
 from groove.search.filters import Filters, allowed_documents
-from groove.store import reads
-from groove.store.vectors import VectorMatrix
+from groove.store.memory import VectorMatrix
+from groove.store.protocols import Reads
 
 MAX_DEPTH = 3
 MAX_FAN_OUT = 20
@@ -134,28 +131,22 @@ async def walk(
 
 
 async def note_vector(
-    conn: aiosqlite.Connection, path: str, min_quality: float | None = None, *, fallback: bool = False
+    reads: Reads, path: str, min_quality: float | None = None, *, fallback: bool = False
 ) -> np.ndarray | None:
     """The normalised mean of the note's chunk vectors, of those scoring `min_quality` or more (of all of
     them with `fallback` when none does); None without vectors."""
-    kept, floor = (" AND c.quality >= ?", (min_quality,)) if min_quality else ("", ())
-    cur = await conn.execute(
-        "SELECT v.embedding FROM chunks c JOIN documents d ON d.id = c.doc_id"
-        f" JOIN vec_embeddings v ON v.rowid = c.embedding_id WHERE d.path = ?{kept} ORDER BY c.ordinal LIMIT ?",
-        (path, *floor, MAX_CHUNKS_PER_NOTE),
-    )
-    rows = await cur.fetchall()
+    rows = await reads.note_vectors(path, min_quality, MAX_CHUNKS_PER_NOTE)
     if not rows and min_quality and fallback:
-        return await note_vector(conn, path)
+        return await note_vector(reads, path)
     if not rows:
         return None
-    mean = np.mean([np.frombuffer(r[0], dtype=np.float32) for r in rows], axis=0)
+    mean = np.mean(rows, axis=0)
     norm = float(np.linalg.norm(mean))
     return (mean / norm).astype(np.float32) if norm > 0 else None
 
 
 async def nearest_notes(
-    conn: aiosqlite.Connection,
+    reads: Reads,
     vector: np.ndarray,
     exclude: set[str],
     fan_out: int,
@@ -169,21 +160,15 @@ async def nearest_notes(
     daemon's in-memory vectors when it has them, else sqlite-vec's scan), none below `min_similarity`; with
     `min_quality`, by their chunks that score that or more (the KNN asks for as many more vectors as the others
     hold)."""
-    k = fan_out * 8 + 32 + (await retrievers.hidden_vector_count(conn, min_quality) if min_quality else 0)
-    kept, floor = (" AND c.quality >= ?", (min_quality,)) if min_quality else ("", ())
-    nearest = await matrix.nearest(conn, vector, k) if matrix is not None else None
+    k = fan_out * 8 + 32 + (await reads.hidden_vector_count(min_quality) if min_quality else 0)
+    nearest = await matrix.nearest(reads, vector, k) if matrix is not None else None
     if nearest is None:
-        nearest = await retrievers.nearest_embeddings(conn, vector, k)
+        nearest = await reads.nearest_vectors(vector, k)
     if not nearest:
         return []
     dist = {emb: d for emb, d in nearest}
-    cur = await conn.execute(
-        "SELECT c.id, c.embedding_id, d.path, c.heading, c.start_line, c.end_line FROM chunks c"
-        f" JOIN documents d ON d.id = c.doc_id WHERE c.embedding_id IN (SELECT value FROM json_each(?)){kept}",
-        (json.dumps(list(dist)), *floor),
-    )
     best: dict[str, Neighbour] = {}
-    for cid, emb, path, heading, start, end in await cur.fetchall():
+    for cid, emb, path, heading, start, end in await reads.passages_of_vectors(list(dist), min_quality):
         if path in exclude or (admit is not None and not admit(path)):
             continue
         sim = 1.0 - float(dist[emb]) ** 2 / 2.0  # unit vectors: cosine from L2 distance
@@ -205,7 +190,7 @@ async def nearest_notes(
 
 
 async def link_neighbours(
-    conn: aiosqlite.Connection,
+    reads: Reads,
     path: str,
     exclude: set[str],
     fan_out: int,
@@ -215,7 +200,7 @@ async def link_neighbours(
     """The `fan_out` notes (not in `exclude`, and `admit`ted) that `path` links to or is linked from, most links
     first, each an edge of similarity 1.0."""
     out = []
-    for note in await reads.linked_notes(conn, path):
+    for note in await reads.linked_notes(path):
         if note["path"] in exclude or (admit is not None and not admit(note["path"])):
             continue
         link = {k: note[k] for k in ("direction", "links", "line", "heading", "alias")}
@@ -237,25 +222,20 @@ def _both(linked: list[Neighbour], near: list[Neighbour]) -> list[Neighbour]:
     return out + [n for n in near if n.path not in seen]
 
 
-async def _graph(
-    conn: aiosqlite.Connection, exclude_paths: Sequence[str], filters: Filters | None
-) -> Callable[[str], bool] | None:
+async def _graph(reads: Reads, exclude_paths: Sequence[str], filters: Filters | None) -> Callable[[str], bool] | None:
     """Which notes the graph may hold (None: every note): `exclude_paths` globs out, `filters` in."""
     excluded = Filters.build(path_globs=[f"!{g}" for g in exclude_paths]) if exclude_paths else None
     allowed: set[str] | None = None
     if filters is not None and not filters.empty:
-        ids = await allowed_documents(conn, filters) or []
-        cur = await conn.execute(
-            "SELECT path FROM documents WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
-        )
-        allowed = {r[0] for r in await cur.fetchall()}
+        ids = await allowed_documents(reads, filters) or []
+        allowed = set((await reads.paths_of(ids)).values())
     if excluded is None and allowed is None:
         return None
     return lambda p: (allowed is None or p in allowed) and (excluded is None or excluded.path_matches(p))
 
 
 async def related_notes(
-    conn: aiosqlite.Connection,
+    reads: Reads,
     path: str,
     *,
     limit: int = 10,
@@ -277,35 +257,34 @@ async def related_notes(
         raise RelatedError(f"min_similarity must be between -1 and 1, got {min_similarity}")
     if any(g.startswith("!") for g in exclude_paths):
         raise RelatedError("exclude_paths takes the globs of the notes to leave out, without '!'")
-    cur = await conn.execute("SELECT title FROM documents WHERE path = ?", (path,))
-    row = await cur.fetchone()
-    if row is None:
+    title = await reads.note_title(path)
+    if title is None:
         raise UnknownNote(
             f"no indexed note at {path!r}; give the note's path relative to the notes folder, as search results show it"
         )
-    if by == "meaning" and await note_vector(conn, path, min_quality, fallback=True) is None:
+    if by == "meaning" and await note_vector(reads, path, min_quality, fallback=True) is None:
         raise RelatedError(
             f"{path!r} has no vectors yet (still being embedded); try again shortly, or walk its links (by: links)"
         )
-    admit = await _graph(conn, exclude_paths, filters)
+    admit = await _graph(reads, exclude_paths, filters)
     vectors: dict[str, np.ndarray | None] = {}
 
     async def nearest(p: str, seen: set[str]) -> list[Neighbour]:
         if p not in vectors:
-            vectors[p] = await note_vector(conn, p, min_quality, fallback=p == path)
+            vectors[p] = await note_vector(reads, p, min_quality, fallback=p == path)
         vec = vectors[p]
         return (
             []
             if vec is None
             else await nearest_notes(
-                conn, vec, seen, fan_out, matrix, admit=admit, min_similarity=min_similarity, min_quality=min_quality
+                reads, vec, seen, fan_out, matrix, admit=admit, min_similarity=min_similarity, min_quality=min_quality
             )
         )
 
     async def neighbours(p: str, seen: set[str]) -> list[Neighbour]:
         if by == "meaning":
             return await nearest(p, seen)
-        linked = await link_neighbours(conn, p, seen, fan_out, admit=admit)
+        linked = await link_neighbours(reads, p, seen, fan_out, admit=admit)
         return linked if by == "links" else _both(linked, await nearest(p, seen))
 
     started = time.monotonic()
@@ -318,13 +297,7 @@ async def related_notes(
         deadline=started + time_budget_s,
     )
     nodes = nodes[:limit]
-    titles: dict[str, str] = {}
-    if nodes:
-        cur = await conn.execute(
-            "SELECT path, title FROM documents WHERE path IN (SELECT value FROM json_each(?))",
-            (json.dumps([n.path for n in nodes]),),
-        )
-        titles = {path: title for path, title in await cur.fetchall()}
+    titles = await reads.note_titles([n.path for n in nodes]) if nodes else {}
     params: dict[str, Any] = {"limit": limit, "depth": depth, "fan_out": fan_out, "max_nodes": max_nodes, "by": by}
     if min_similarity is not None:
         params["min_similarity"] = min_similarity
@@ -333,7 +306,7 @@ async def related_notes(
     if filters is not None and not filters.empty:
         params["filters"] = filters.to_dict()
     return {
-        "source": {"path": path, "title": row[0]},
+        "source": {"path": path, "title": title},
         "related": [
             {
                 "path": n.path,

@@ -1,6 +1,6 @@
 """The embedding queue's consumer: one `embed_batch()` for `groove index` and the daemon.
 
-The queue is the database (chunks whose `embedding_id` is NULL). A batch is
+The queue is the store (texts whose chunks have no vector). A batch is
 fetched, embedded and stored; texts in flight in another worker are not
 fetched twice. A batch that fails is split in halves and each half retried at
 once, so one text the model cannot take never holds back the others; a single
@@ -9,9 +9,10 @@ retried after a delay that doubles with each failure (capped), so a text that
 fails every time can never starve the queue. `failures()` reports the set-aside
 texts for `index_status`.
 
-A queue works on one `EmbeddingStore` (groove/store/interface.py): the active
+A queue works on one `EmbeddingStore` (groove/store/protocols.py): the active
 vector set (chunks without a vector), or, during a model switch, the shadow set
-the new model fills (`SqliteShadowStore`, groove/store/shadow.py).
+the new model fills (decision 0008). A store shared by several machines hands
+each worker its own texts (decision 0022), so two never embed one text twice.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-import aiosqlite
 import anyio
 import numpy as np
 
@@ -28,7 +28,7 @@ from groove.backoff import doubling
 from groove.embed.embedder import Embedder
 from groove.errors import EmbedderError
 from groove.logs import get_logger
-from groove.store.interface import EmbeddingStore, SqliteEmbeddingStore
+from groove.store.protocols import EmbeddingStore
 
 log = get_logger(__name__)
 
@@ -57,15 +57,14 @@ class EmbedQueue:
 
     def __init__(
         self,
-        conn: aiosqlite.Connection | EmbeddingStore,
+        store: EmbeddingStore,
         embedder: Embedder,
         batch_size: int,
         *,
         run: RunEmbed = _on_thread,
         clock: Callable[[], float] = time.monotonic,
     ):
-        # The queue through the store's narrow interface (a SQLite connection is wrapped).
-        self.store: EmbeddingStore = SqliteEmbeddingStore(conn) if isinstance(conn, aiosqlite.Connection) else conn
+        self.store = store
         self.embedder = embedder
         self.batch_size = batch_size
         self.run = run

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import aiosqlite
 import anyio
 
 from groove.config import IndexSettings, ParserSettings
@@ -46,7 +45,7 @@ from groove.corpus.scan import (
 from groove.embed.embedder import Embedder
 from groove.folders import Folders, NotesFolder
 from groove.logs import get_logger
-from groove.store import writer
+from groove.store.protocols import IndexWrites
 
 log = get_logger(__name__)
 
@@ -92,17 +91,17 @@ class ReconcileStats:
 
 
 class Indexer:
-    """The single writer's logic. Owns the write connection."""
+    """The single writer's logic, over the store's writes (`groove.store.protocols.IndexWrites`)."""
 
     def __init__(
         self,
-        conn: aiosqlite.Connection,
+        writes: IndexWrites,
         folders: Folders | Path,
         settings: IndexSettings,
         embedder: Embedder,
         parsers: ParserSettings | None = None,
     ):
-        self.conn = conn
+        self.writes = writes
         # resolved once, by the settings; a bare Path is one folder
         self.folders = folders if isinstance(folders, Folders) else Folders.one(folders)
         self.settings = settings  # the [index] section (and [parsers]): all the indexer reads
@@ -145,8 +144,11 @@ class Indexer:
         return self.parsers.parse(rel, source, stem=stem, options=options)
 
     async def _known(self) -> dict[str, tuple[int, int, int, str]]:
-        cur = await self.conn.execute("SELECT path, id, size, mtime_ns, hash FROM documents")
-        return {r[0]: (r[1], r[2], r[3], r[4]) for r in await cur.fetchall()}
+        """The indexed notes of this indexer's folders (a store several machines share holds others' too)."""
+        known = await self.writes.known_documents()
+        if not self.folders.named:
+            return known
+        return {p: v for p, v in known.items() if self.folders.locate(p) is not None}
 
     # -- reconcile ------------------------------------------------------------
     async def reconcile_all(self, progress: Progress | None = None) -> ReconcileStats:
@@ -162,7 +164,7 @@ class Indexer:
         kept = self._keep_unreadable(result.unreadable_dirs, gone)
         previous = await self._skipped_before()
         # A symlinked folder is kept beside the skipped files (status and doctor show it), as an info line.
-        await writer.record_skipped(self.conn, {**result.skipped, **kept, **result.linked_dirs}, replace_all=True)
+        await self.writes.record_skipped({**result.skipped, **kept, **result.linked_dirs}, replace_all=True)
         gone -= set(result.skipped)  # record_skipped already removed their rows
         stats = await self._reconcile(result.files, gone, known, progress, previous)
         stats.skipped += len(result.skipped)
@@ -191,8 +193,10 @@ class Indexer:
         return out
 
     async def _skipped_before(self) -> dict[str, str]:
-        cur = await self.conn.execute("SELECT path, reason FROM skipped")
-        return {r[0]: r[1] for r in await cur.fetchall()}
+        skipped = await self.writes.skipped()
+        if not self.folders.named:
+            return skipped
+        return {p: r for p, r in skipped.items() if self.folders.locate(p) is not None}
 
     @staticmethod
     def _log_skipped(skipped: dict[str, str], previous: dict[str, str]) -> None:
@@ -268,7 +272,7 @@ class Indexer:
                 gone.add(rel)
         stats = await self._reconcile(present, gone, known, None, previous)
         if skipped or kept or linked:
-            await writer.record_skipped(self.conn, {**skipped, **kept, **linked}, replace_all=False)
+            await self.writes.record_skipped({**skipped, **kept, **linked}, replace_all=False)
             stats.skipped += len(skipped)
             stats.skipped_files.update(skipped)
             stats.kept_unreadable.update(kept)
@@ -308,7 +312,7 @@ class Indexer:
                 continue
             stats.files_read += 1
             if entry is not None and entry[3] == digest:
-                await writer.touch_document(self.conn, entry[0], info.size, info.mtime_ns)
+                await self.writes.touch_document(entry[0], info.size, info.mtime_ns)
                 stats.unchanged += 1
                 continue
             stem = Path(rel).stem
@@ -327,8 +331,7 @@ class Indexer:
                 log.warning("note_warning", path=rel, warning=warning)
             if parsed.warnings:
                 stats.note_warnings[rel] = list(parsed.warnings)
-            write = await writer.write_note(
-                self.conn,
+            _, inserted = await self.writes.write_note(
                 rel=rel,
                 parsed=parsed,
                 size=info.size,
@@ -336,7 +339,7 @@ class Indexer:
                 file_hash=digest,
                 doc_id=doc_id,
             )
-            stats.chunks_written += write.inserted
+            stats.chunks_written += inserted
             stats.changed_paths.append(rel)
             if renamed_from is not None:
                 stats.renamed += 1
@@ -347,12 +350,12 @@ class Indexer:
             else:
                 stats.added += 1
         if gone:
-            stats.deleted += await writer.delete_documents(self.conn, sorted(gone))
+            stats.deleted += await self.writes.delete_documents(sorted(gone))
             stats.deleted_paths += sorted(gone)
         if skipped:
-            await writer.record_skipped(self.conn, skipped, replace_all=False)
+            await self.writes.record_skipped(skipped, replace_all=False)
             stats.skipped += len(skipped)
             stats.skipped_files.update(skipped)
             self._log_skipped(skipped, previous or {})
-        await writer.set_meta(self.conn, "last_indexed_at", str(time.time()))
+        await self.writes.set_meta("last_indexed_at", str(time.time()))
         return stats

@@ -39,7 +39,7 @@ def iso_times(obj: Any) -> Any:
 
 
 class FinishedSwitch(BaseModel):
-    """A model switch a reconcile finished: the new model's vectors swapped in (groove/store/shadow.py `swap`)."""
+    """A model switch a reconcile finished: the new model's vectors swapped in (store/sqlite/shadow.py `swap`)."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
 

@@ -118,6 +118,7 @@ async def serve_local(
         return
     path = socket_path(daemon.index.path)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # a database's local name lives under the user data folder
         if not _claim(path):
             log.warning(
                 "local_endpoint_taken",

@@ -2,12 +2,14 @@
 
 sqlite-vec's KNN is a brute-force scan in scalar C (this build has no SIMD flags: `vec_debug()`),
 about 100 ms over 100,000 vectors of 384 dimensions; the same scan as one float32 matrix-vector
-product through numpy's BLAS takes about 14 ms (decision 0012). The vectors stay stored in
-sqlite-vec, which remains the record and the one-shot commands' path; a long-running process
-(the daemon, `groove eval`) keeps this copy and brings it up to date before each search:
+product through numpy's BLAS takes about 14 ms (decision 0012), and pgvector's HNSW index is
+approximate. The vectors stay stored in the store, which remains the record and the one-shot
+commands' path; a long-running process (the daemon, `groove eval`) keeps this copy and brings it
+up to date before each search, whichever store holds them (a `VectorSource`):
 
-- One statement per search reads the index's stamp: the model, the highest vector id, and meta
-  `vectors_removed` (moved by a trigger on every deleted vector, whoever deletes it).
+- One statement per search reads the index's stamp: the model, the dimension, the highest vector
+  id, and the count of vectors ever removed (moved by a trigger on every deleted vector, whoever
+  deletes it).
 - Vector ids are never reused (AUTOINCREMENT, schema 4), so new vectors are exactly the ids past
   the highest one held: only those are read. A removal drops the ids no longer stored. A model
   switch (another model, maybe another dimension) or a large change loads everything again.
@@ -17,33 +19,39 @@ sqlite-vec, which remains the record and the one-shot commands' path; a long-run
 - A vector the snapshot holds but no chunk uses any more (removed after the snapshot) maps to no
   chunk and is dropped when ids become chunks, so a stale snapshot never answers wrongly.
 
-Above `max_bytes` (`[search] vector_memory_mb`) the copy is not kept and sqlite-vec answers.
+Above `max_bytes` (`[search] vector_memory_mb`) the copy is not kept and the store's own KNN answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import numpy as np
 
 from groove.logs import get_logger
-from groove.store import connection
-from groove.store.connection import one
 
 log = get_logger(__name__)
 
 # New vectors past which the whole set is read again instead of by id (a bulk load).
 RELOAD_OVER = 5_000
 
-# (model, dimension, highest vector id, removals): what the copy must match.
-_STAMP_SQL = (
-    "SELECT (SELECT value FROM meta WHERE key = 'model'), (SELECT value FROM meta WHERE key = 'dimension'),"
-    " (SELECT max(id) FROM embeddings), (SELECT value FROM meta WHERE key = 'vectors_removed')"
-)
+
+class VectorSource(Protocol):
+    """What the copy reads from a store, on one of its readers."""
+
+    async def vector_stamp(self) -> tuple[Any, ...]:
+        """(model, dimension, highest vector id, vectors ever removed): what the copy must match."""
+
+    async def vector_ids_upto(self, max_id: int) -> np.ndarray:
+        """The ids of the stored vectors up to `max_id`, ascending (int64)."""
+
+    async def count_vectors_after(self, max_id: int) -> int: ...
+
+    async def vectors_after(self, max_id: int) -> list[tuple[int, bytes]]:
+        """(id, float32 bytes) of the vectors past `max_id`."""
 
 
 @dataclass(frozen=True)
@@ -147,41 +155,33 @@ def _dimension_of(stamp: tuple[Any, ...]) -> int:
     return int(stamp[1] or 0)
 
 
-def _read_all(path: Path, table: str, max_bytes: int) -> tuple[tuple[Any, ...], _Buffers | int]:
-    """Every vector, on a connection of its own in one read transaction (the stamp read with
-    them), streamed into the buffers' own arrays (no second copy): (stamp, buffers), or
-    (stamp, vectors) when over budget."""
-    con = connection.connect_sync(path, readonly=True)
-    try:
-        con.execute("BEGIN")
-        stamp = tuple(con.execute(_STAMP_SQL).fetchone())
-        dim = _dimension_of(stamp)
-        count = int(con.execute("SELECT count(*) FROM embeddings").fetchone()[0])
-        if count * dim * 4 > max_bytes:
-            return stamp, count
-        ids = np.empty(capacity(count), dtype=np.int64)
-        matrix = np.empty((len(ids), dim), dtype=np.float32)
-        n = 0
-        cur = con.execute(f"SELECT rowid, embedding FROM {table}")
-        while rows := cur.fetchmany(4096):
-            if n + len(rows) >= len(ids):  # vectors without an `embeddings` row (doctor names them)
-                ids = np.resize(ids, capacity(n + len(rows)))
-                matrix = np.resize(matrix, (len(ids), dim))
-            ids[n : n + len(rows)], matrix[n : n + len(rows)] = _decode(rows, dim)
-            n += len(rows)
-        con.execute("COMMIT")
-    finally:
-        con.close()
+def read_all(
+    stamp: tuple[Any, ...], count: int, batches: Any, max_bytes: int
+) -> tuple[tuple[Any, ...], _Buffers | int]:
+    """Every vector a loader streams (`batches` of (id, bytes) rows), into the buffers' own arrays (no second
+    copy): (stamp, buffers), or (stamp, count) when over budget."""
+    dim = _dimension_of(stamp)
+    if count * dim * 4 > max_bytes:
+        return stamp, count
+    ids = np.empty(capacity(count), dtype=np.int64)
+    matrix = np.empty((len(ids), dim), dtype=np.float32)
+    n = 0
+    for rows in batches:
+        if n + len(rows) >= len(ids):  # vectors without an `embeddings` row (doctor names them)
+            ids = np.resize(ids, capacity(n + len(rows)))
+            matrix = np.resize(matrix, (len(ids), dim))
+        ids[n : n + len(rows)], matrix[n : n + len(rows)] = _decode(rows, dim)
+        n += len(rows)
     ids[:n], matrix[:n] = _sorted(ids[:n], matrix[:n])
     return stamp, _Buffers(ids, matrix, n)
 
 
 class VectorMatrix:
-    """The in-memory copy for one index file, shared by every reader connection of a process."""
+    """The in-memory copy for one index, shared by every reader of a process. `load_all(max_bytes)` reads every
+    vector at once (in a worker thread): the store's `read_all` over its own connection."""
 
-    def __init__(self, path: Path, table: str, max_bytes: int):
-        self.path = path
-        self.table = table
+    def __init__(self, load_all: Callable[[int], tuple[tuple[Any, ...], _Buffers | int]], max_bytes: int):
+        self.load_all = load_all
         self.max_bytes = max_bytes
         self._snapshot: Snapshot | None = None
         self._buffers: _Buffers | None = None
@@ -193,12 +193,12 @@ class VectorMatrix:
     def snapshot(self) -> Snapshot | None:
         return self._snapshot
 
-    async def current(self, conn: Any) -> Snapshot | None:
-        """The snapshot for the index as `conn` sees it now, refreshed first if the index moved;
-        None when sqlite-vec should answer (over budget, disabled, or the first load running)."""
+    async def current(self, source: VectorSource) -> Snapshot | None:
+        """The snapshot for the index as `source` sees it now, refreshed first if the index moved;
+        None when the store's own KNN should answer (over budget, disabled, or the first load running)."""
         if self.max_bytes <= 0:
             return None
-        stamp = tuple(await (await conn.execute(_STAMP_SQL)).fetchone())
+        stamp = tuple(await source.vector_stamp())
         snap = self._snapshot
         if snap is not None and snap.stamp == stamp:
             return snap
@@ -209,28 +209,22 @@ class VectorMatrix:
         async with self._lock:
             snap = self._snapshot
             if snap is None or snap.stamp != stamp:
-                snap = self._snapshot = await self._refresh(conn, snap, stamp)
+                snap = self._snapshot = await self._refresh(source, snap, stamp)
         return snap
 
-    async def _refresh(self, conn: Any, snap: Snapshot | None, stamp: tuple[Any, ...]) -> Snapshot | None:
+    async def _refresh(self, source: VectorSource, snap: Snapshot | None, stamp: tuple[Any, ...]) -> Snapshot | None:
         _model, _dimension, max_id, removed = stamp
         if snap is None or self._buffers is None or snap.stamp[:2] != stamp[:2]:
             return await self._load_all()
         if snap.stamp[3] != removed:
-            cur = await conn.execute("SELECT id FROM embeddings WHERE id <= ? ORDER BY id", (snap.max_id,))
-            kept = np.fromiter((r[0] for r in await cur.fetchall()), dtype=np.int64)
+            kept = await source.vector_ids_upto(snap.max_id)
             mask = np.isin(snap.ids, kept, assume_unique=True)
             self._buffers = await anyio.to_thread.run_sync(_Buffers, snap.ids[mask], snap.matrix[mask])
         if (max_id or 0) > snap.max_id:
-            cur = await conn.execute("SELECT count(*) FROM embeddings WHERE id > ?", (snap.max_id,))
-            added = int(one(await cur.fetchone())[0])
+            added = await source.count_vectors_after(snap.max_id)
             if added > RELOAD_OVER or not self._fits(self._buffers.n + added, stamp):
                 return await self._load_all()
-            cur = await conn.execute(
-                f"SELECT rowid, embedding FROM {self.table} WHERE rowid IN (SELECT id FROM embeddings WHERE id > ?)",
-                (snap.max_id,),
-            )
-            new_ids, new_rows = _sorted(*_decode(await cur.fetchall(), snap.matrix.shape[1]))
+            new_ids, new_rows = _sorted(*_decode(await source.vectors_after(snap.max_id), snap.matrix.shape[1]))
             if not self._buffers.append(new_ids, new_rows):
                 old = self._buffers.snapshot(stamp)
                 self._buffers = await anyio.to_thread.run_sync(
@@ -239,7 +233,7 @@ class VectorMatrix:
         return self._buffers.snapshot(stamp)
 
     async def _load_all(self) -> Snapshot | None:
-        stamp, got = await anyio.to_thread.run_sync(_read_all, self.path, self.table, self.max_bytes)
+        stamp, got = await anyio.to_thread.run_sync(self.load_all, self.max_bytes)
         if isinstance(got, int):
             self._fits(got, stamp)
             self._buffers = None
@@ -258,35 +252,35 @@ class VectorMatrix:
                 vectors=count,
                 need_mb=round(need / 2**20, 1),
                 vector_memory_mb=round(self.max_bytes / 2**20, 1),
-                message="sqlite-vec's scan answers; raise [search] vector_memory_mb to keep them in memory",
+                message="the store's own KNN answers; raise [search] vector_memory_mb to keep them in memory",
             )
         self._over_budget = stamp
         return False
 
-    async def usable(self, conn: Any) -> Snapshot | None:
-        """`current`, or None (sqlite-vec answers) when bringing the copy up to date failed: a
+    async def usable(self, source: VectorSource) -> Snapshot | None:
+        """`current`, or None (the store's KNN answers) when bringing the copy up to date failed: a
         search never fails because of its in-memory copy. Each distinct failure is logged once."""
         try:
-            return await self.current(conn)
-        except Exception as exc:  # noqa: BLE001 - the scan in SQLite is the fallback
+            return await self.current(source)
+        except Exception as exc:  # noqa: BLE001 - the store's own scan is the fallback
             if repr(exc) != self._last_error:
                 self._last_error = repr(exc)
-                log.warning("vectors_in_memory_failed", error=repr(exc), message="sqlite-vec's scan answers")
+                log.warning("vectors_in_memory_failed", error=repr(exc), message="the store's own KNN answers")
             return None
 
-    async def nearest(self, conn: Any, query: np.ndarray, k: int) -> list[tuple[int, float]] | None:
-        """(vector id, L2 distance) of the `k` nearest vectors; None when sqlite-vec should answer."""
-        snap = await self.usable(conn)
+    async def nearest(self, source: VectorSource, query: np.ndarray, k: int) -> list[tuple[int, float]] | None:
+        """(vector id, L2 distance) of the `k` nearest vectors; None when the store's KNN should answer."""
+        snap = await self.usable(source)
         if snap is None:
             return None
         return await anyio.to_thread.run_sync(snap.nearest, query, k)
 
     async def nearest_among(
-        self, conn: Any, query: np.ndarray, emb_ids: Sequence[int], k: int
+        self, source: VectorSource, query: np.ndarray, emb_ids: Sequence[int], k: int
     ) -> list[tuple[int, float]] | None:
         """The same over the given vector ids only (a filtered search); None when one of them is
-        not in memory yet, or sqlite-vec should answer."""
-        snap = await self.usable(conn)
+        not in memory yet, or the store's KNN should answer."""
+        snap = await self.usable(source)
         if snap is None:
             return None
         rows = snap.rows_of(sorted(set(emb_ids)))

@@ -1,24 +1,18 @@
-"""The two retrievers over the index, and the row fetch that turns ids into hits.
+"""The SQLite store's search reads: the full-text legs over FTS5, the vector leg, and rows by id.
 
-FTS: one statement over the union of the compiled phrases, ranked by bm25 with
-column weights heading / context / content. Vector: sqlite-vec KNN (L2) over
-the stored embeddings, mapped back to every chunk that carries the vector.
-With a filter, both run only over the allowed documents: FTS through a rowid
-restriction, vectors through an exact distance scan of the allowed chunks
-(sqlite-vec's KNN is itself a brute-force scan, so this is never slower than
-an unfiltered query and always returns `limit` hits when that many exist).
+Full text: one statement per leg over one of three FTS5 tables (trigram over the folded text: the
+seeds' phrases; CJK bigrams; stemmed words: decisions 0006, 0014, 0018), the leg's terms OR-ed
+into a MATCH expression, ranked by bm25 with column weights heading / context / content.
+Vector: sqlite-vec KNN (L2) over the stored embeddings, or the process's in-memory copy
+(groove/store/memory.py, decision 0012), mapped back to every chunk that carries the vector.
+With a filter, both run only over the allowed documents: FTS through a rowid restriction,
+vectors through an exact distance scan of the allowed chunks (sqlite-vec's KNN is itself a
+brute-force scan, so this is never slower than an unfiltered query and always returns `limit`
+hits when that many exist).
 
-Three full-text tables, one leg each: trigram (the seed compiler's phrases), CJK
-bigrams, and words (stemmed; a query made only of words of alphabets written
-with spaces searches it instead of the trigram table: decision 0014).
-
-Common terms (decision 0010): from 5,000 chunks on, before a full-text leg runs,
-each OR-ed term of its expression is looked up in the table's vocabulary and
-the terms are kept rarest first, while a term's idf is at least a tenth of the
-rarest's and the kept terms' matches add up to at most the number of chunks.
-A term left out weighs little in bm25 (FTS5 clamps its idf to almost 0 past
-half the table) but would make FTS5 walk and score most of the table.
-The compiler's phrases are unchanged; only what this leg hands to FTS5 is.
+Which terms a leg keeps (the common ones left out, decision 0010) is decided above the store
+(groove/search/fulltext.py) from the counts `doc_freq` gives; the vocabulary counts are cached
+per connection while the index is unchanged.
 
 Low-quality chunks (decision 0020): with `min_quality`, both retrievers leave out the chunks whose
 stored score (`chunks.quality`, groove/corpus/quality.py) is under it, and a leg still returns
@@ -31,8 +25,6 @@ k limit the vector leg scans the chunks kept.
 from __future__ import annotations
 
 import json
-import math
-import re
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -42,14 +34,11 @@ import numpy as np
 
 from groove.corpus import normalize
 from groove.corpus.parsers.document import POSITIONS_KEY, position_of
-from groove.search import filters as filters_mod
-from groove.search.compiler import quote_phrase
-from groove.search.hits import Hit
-from groove.store import reads
-from groove.store.connection import one
-from groove.store.interface import VECTOR_TABLE
-from groove.store.schema import FTS_TABLES
-from groove.store.vectors import VectorMatrix
+from groove.store.memory import VectorMatrix
+from groove.store.protocols import DocumentFilter, TextKind, TextQuery, Weights, day_after
+from groove.store.sqlite import reads
+from groove.store.sqlite.connection import one
+from groove.store.sqlite.schema import VECTOR_TABLE
 
 MAX_KNN_K = 4096  # sqlite-vec's limit on k
 
@@ -60,30 +49,39 @@ def _allowed_clause(column: str, allowed_docs: Sequence[int] | None) -> tuple[st
     return f" AND {column} IN (SELECT value FROM json_each(?))", (json.dumps(list(allowed_docs)),)
 
 
-WORD_TABLE = "fts_words"
+# The FTS5 table of each full-text index (store/sqlite/schema.py).
+TABLES: dict[TextKind, str] = {"phrases": "fts_chunks", "bigrams": "fts_cjk", "words": "fts_words"}
 
 
-async def fts_search(conn: aiosqlite.Connection, match_expr: str, limit: int, **kw: Any) -> list[int]:
-    """Chunk ids ranked by bm25 (best first): `fts_scored` without the scores."""
-    return [cid for cid, _ in await fts_scored(conn, match_expr, limit, **kw)]
+def quote(term: str) -> str:
+    """One FTS5 phrase: the term in double quotes, a double quote inside doubled."""
+    return '"' + term.replace('"', '""') + '"'
 
 
-async def fts_scored(
+def match_expression(query: TextQuery) -> str:
+    """The FTS5 MATCH expression of a leg: its terms OR-ed (a prefix term with `*`), `NOT` its excluded phrases."""
+    body = " OR ".join(quote(t) + ("*" if t in query.prefix else "") for t in query.terms)
+    if query.excluded:
+        return f"({body}) NOT ({' OR '.join(quote(p) for p in query.excluded)})"
+    return body
+
+
+async def text_scored(
     conn: aiosqlite.Connection,
-    match_expr: str,
+    query: TextQuery,
     limit: int,
-    weights: tuple[float, float, float] = (2.0, 1.0, 1.0),
+    weights: Weights = (2.0, 1.0, 1.0),
     allowed_docs: Sequence[int] | None = None,
-    table: str = "fts_chunks",
     exclude: set[int] | None = None,
     min_quality: float | None = None,
 ) -> list[tuple[int, float]]:
     """(chunk id, bm25) best first; bm25 is negative, lower is better (FTS5's convention). With
     `min_quality`, without the chunks that score under it."""
-    if table not in FTS_TABLES:
-        raise ValueError(f"unknown full-text table {table!r}")
+    if not query.terms:
+        return []
+    table = TABLES[query.kind]
     exclude = exclude or set()
-    match_expr = await prune_common_terms(conn, table, match_expr)
+    match_expr = match_expression(query)
     if allowed_docs is None:
         sql = (
             f"SELECT rowid, bm25({table}, ?, ?, ?) AS score FROM {table} WHERE {table} MATCH ?"
@@ -128,97 +126,6 @@ async def _fts_kept(
     return rows[:limit]
 
 
-# Common terms (decision 0010). A term is left out of a leg's MATCH when its bm25 idf is under
-# MIN_WEIGHT_SHARE of the idf of the query's rarest matching term (FTS5's idf,
-# ln((N - n + 0.5) / (n + 0.5)), clamped to 1e-6: a term in half the chunks or more weighs ~0), or
-# when keeping it would make the kept terms' chunk counts add up to more than POSTINGS_SHARE of
-# the chunks (a bound on the postings one leg walks and scores). Only from PRUNE_MIN_CHUNKS on:
-# below it the worst leg costs tens of ms (the seeds: 47 ms for 32 phrases over 5,000 rows).
-MIN_WEIGHT_SHARE = 0.1
-POSTINGS_SHARE = 1.0
-PRUNE_MIN_CHUNKS = 5_000
-# An OR of quoted terms (`"a" OR "b"*`, FTS5's doubled-quote escaping inside), as the compiler
-# and `cjk_query` write it; a trigram expression with exclusions is `(positives) NOT (negatives)`.
-_TERM = r'"(?:[^"]|"")*"\*?'
-_OR_TERMS = re.compile(rf"{_TERM}(?: OR {_TERM})*")
-_QUOTED = re.compile(_TERM)
-
-
-def split_or_terms(expr: str) -> tuple[list[str], str] | None:
-    """The OR-ed terms of a full-text expression, each as written, and its `NOT (...)` tail
-    (empty when none); None for any other shape, which is then run as it is."""
-    tail = ""
-    body = expr
-    if expr.startswith("(") and ") NOT (" in expr:
-        head, _, rest = expr[1:].partition(") NOT (")
-        if not rest.endswith(")") or not _OR_TERMS.fullmatch(rest[:-1]):
-            return None
-        body, tail = head, f" NOT ({rest}"
-    if not _OR_TERMS.fullmatch(body):
-        return None
-    return _QUOTED.findall(body), tail
-
-
-def _unquote(term: str) -> str:
-    return term.rstrip("*")[1:-1].replace('""', '"')
-
-
-def fts5_idf(n: int, total: int) -> float:
-    """FTS5's bm25 idf of a term in `n` of `total` rows (negative values clamped to 1e-6, as FTS5 does)."""
-    return max(math.log((total - n + 0.5) / (n + 0.5)), 1e-6)
-
-
-async def prune_common_terms(
-    conn: aiosqlite.Connection,
-    table: str,
-    expr: str,
-    *,
-    weight_share: float | None = None,
-    postings_share: float | None = None,
-    min_chunks: int | None = None,
-) -> str:
-    """`expr` without its common terms (decision 0010; the defaults are the module's constants).
-
-    Terms are taken rarest first: the rarest is always kept, and each next one while its idf is
-    at least `weight_share` of the rarest matching term's idf and the kept terms' chunk counts
-    add up to at most `postings_share` of the chunks. The kept terms stay in their order and the
-    `NOT (...)` tail stays as it is. Returned unchanged: an expression of one term or of another
-    shape, and any expression over fewer than `min_chunks` chunks.
-    """
-    weight_share = MIN_WEIGHT_SHARE if weight_share is None else weight_share
-    postings_share = POSTINGS_SHARE if postings_share is None else postings_share
-    min_chunks = PRUNE_MIN_CHUNKS if min_chunks is None else min_chunks
-    parts = split_or_terms(expr)
-    if parts is None or len(parts[0]) < 2:
-        return expr
-    if (await _vocab_cache(conn)).n_chunks < min_chunks:
-        return expr
-    terms, tail = parts
-    texts = [_unquote(t) for t in terms]
-    df, n = await term_doc_freq(conn, table, texts)
-    counts = [df.get(text, 0) for text in texts]
-    matching = [c for c in counts if c > 0]
-    if not matching:
-        return expr
-    floor = weight_share * fts5_idf(min(matching), n)
-    # The postings bound counts the rows the table holds terms for: the bigram table has a row
-    # for every chunk, but only the chunks with CJK text hold any (47% of the scale bench's
-    # 100k mixed chunks), and a leg can walk no more postings than those.
-    budget = postings_share * await _indexed_rows(conn, table)
-    by_rarity = sorted(range(len(terms)), key=lambda i: (counts[i], i))
-    keep = {by_rarity[0]}
-    spent = counts[by_rarity[0]]
-    for i in by_rarity[1:]:
-        if fts5_idf(counts[i], n) < floor or spent + counts[i] > budget:
-            break
-        keep.add(i)
-        spent += counts[i]
-    if len(keep) == len(terms):
-        return expr
-    body = " OR ".join(t for i, t in enumerate(terms) if i in keep)
-    return f"({body}){tail}" if tail else body
-
-
 class _VocabCache:
     """Chunk counts of vocabulary terms, for one connection while the index is unchanged:
     `PRAGMA data_version` moves whenever another connection commits, `total_changes` when this
@@ -255,10 +162,11 @@ async def _vocab_cache(conn: aiosqlite.Connection) -> _VocabCache:
     return cache
 
 
-async def _indexed_rows(conn: aiosqlite.Connection, table: str) -> int:
+async def indexed_rows(conn: aiosqlite.Connection, kind: TextKind) -> int:
     """Rows of a full-text table that hold at least one term (its docsize is not all zeros:
     FTS5 writes one varint per column, x'000000' for three empty columns). One scan of the
     docsize table, about 6 ms at 100k chunks, cached until the index changes."""
+    table = TABLES[kind]
     cache = await _vocab_cache(conn)
     if table not in cache.rows:
         cur = await conn.execute(f"SELECT count(*) FROM {table}_docsize WHERE sz != x'000000'")
@@ -274,9 +182,9 @@ async def _vocab_doc(
     The word table's vocabulary holds stems, which only FTS5's tokenizer computes, so a word
     is counted by matching it (one doclist walk, as fts5vocab's count is)."""
     missing = sorted({t for t in terms if (table, t) not in cache.doc})
-    if missing and table == WORD_TABLE:
+    if missing and table == TABLES["words"]:
         union = " UNION ALL ".join(f"SELECT ?, count(*) FROM {table} WHERE {table} MATCH ?" for _ in missing)
-        cur = await conn.execute(union, [x for t in missing for x in (t, quote_phrase(t))])
+        cur = await conn.execute(union, [x for t in missing for x in (t, quote(t))])
         for t, count in await cur.fetchall():
             cache.doc[(table, t)] = int(count)
     elif missing:
@@ -290,7 +198,7 @@ async def _vocab_doc(
     return {t: cache.doc[(table, t)] for t in terms}
 
 
-async def term_doc_freq(conn: aiosqlite.Connection, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+async def doc_freq(conn: aiosqlite.Connection, kind: TextKind, terms: Sequence[str]) -> tuple[dict[str, int], int]:
     """Per term, how many chunks contain it, and the number of chunks: the idf of the evidence weights.
 
     Trigram table: a phrase's count is bounded by its rarest trigram (fts5vocab counts
@@ -298,8 +206,7 @@ async def term_doc_freq(conn: aiosqlite.Connection, table: str, terms: Sequence[
     term of one character counts the chunks of its most frequent bigram (it matches as a prefix).
     Word table: exact (the chunks the word's stem is in).
     """
-    if table not in FTS_TABLES:
-        raise ValueError(f"unknown full-text table {table!r}")
+    table = TABLES[kind]
     cache = await _vocab_cache(conn)
     n = cache.n_chunks
     if not terms:
@@ -340,8 +247,11 @@ async def fetch_texts(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[in
     return {cid: normalize.fold(text) for cid, text in await cur.fetchall()}
 
 
-async def matching_ids(conn: aiosqlite.Connection, expr: str) -> set[int]:
-    """Every chunk id an expression matches: no ranking, no limit (the exclusion set)."""
+async def matching_ids(conn: aiosqlite.Connection, phrases: Sequence[str]) -> set[int]:
+    """Every chunk containing any of the phrases: no ranking, no limit (the exclusion set)."""
+    if not phrases:
+        return set()
+    expr = " OR ".join(quote(p) for p in phrases)
     cur = await conn.execute("SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ?", (expr,))
     return {r[0] for r in await cur.fetchall()}
 
@@ -354,17 +264,6 @@ async def nearest_embeddings(conn: aiosqlite.Connection, query: np.ndarray, k: i
         (np.asarray(query, dtype=np.float32).tobytes(), min(MAX_KNN_K, k)),
     )
     return [(r[0], r[1]) for r in await cur.fetchall()]
-
-
-async def vector_search(
-    conn: aiosqlite.Connection,
-    query: np.ndarray,
-    limit: int,
-    exclude: set[int] | None = None,
-    allowed_docs: Sequence[int] | None = None,
-) -> list[int]:
-    """Chunk ids by L2 distance to the query (nearest first)."""
-    return [cid for cid, _ in await vector_scored(conn, query, limit, exclude, allowed_docs)]
 
 
 async def vector_scored(
@@ -395,7 +294,7 @@ async def vector_scored(
                 f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", params
             )
             pairs = [(cid, e) for cid, e in await cur.fetchall() if cid not in exclude]
-            near = await matrix.nearest_among(conn, query, [e for _, e in pairs], limit)
+            near = await matrix.nearest_among(VectorRows(conn), query, [e for _, e in pairs], limit)
             if near is not None:
                 dist = dict(near)
                 ranked = sorted(((dist[e], cid) for cid, e in pairs if e in dist))
@@ -408,7 +307,7 @@ async def vector_scored(
     # asks for as many more as the hidden chunks hold.
     out: list[tuple[int, int, float]] = []
     for extra in dict.fromkeys((min(hidden, max(limit, 16)), hidden)):
-        nearest = await matrix.nearest(conn, query, k + extra) if matrix is not None else None
+        nearest = await matrix.nearest(VectorRows(conn), query, k + extra) if matrix is not None else None
         if nearest is None:
             if min_quality and k + extra > MAX_KNN_K:  # more than sqlite-vec's KNN gives: a scan of the chunks kept
                 return await _scan(conn, blob, kept, floor, limit, exclude)
@@ -488,13 +387,14 @@ _HIT_SQL = (
 )
 
 
-async def fetch_hits(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int, Hit]:
+async def fetch_hits(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Each chunk's row as a search hit carries it (`groove.search.hits.Hit`'s fields but the score)."""
     if not ids:
         return {}
     cur = await conn.execute(_HIT_SQL, (POSITIONS_KEY, json.dumps(list(ids))))
-    out: dict[int, Hit] = {}
+    out: dict[int, dict[str, Any]] = {}
     for r in await cur.fetchall():
-        out[r[0]] = Hit(
+        out[r[0]] = dict(
             chunk_id=r[0],
             doc_id=r[1],
             path=r[2],
@@ -509,7 +409,6 @@ async def fetch_hits(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int
             end_line=r[11],
             ordinal=r[12],
             token_count=r[13],
-            score=0.0,
             position=position_of(_json(r[14]), r[10]),
         )
     return out
@@ -591,9 +490,70 @@ async def chunk_docs(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[int
     return {int(a): int(b) for a, b in await cur.fetchall()}
 
 
+# (model, dimension, highest vector id, removals): what the in-memory copy must match (store/memory.py).
+STAMP_SQL = (
+    "SELECT (SELECT value FROM meta WHERE key = 'model'), (SELECT value FROM meta WHERE key = 'dimension'),"
+    " (SELECT max(id) FROM embeddings), (SELECT value FROM meta WHERE key = 'vectors_removed')"
+)
+
+
+class VectorRows:
+    """`groove.store.memory.VectorSource` on one SQLite connection."""
+
+    def __init__(self, conn: aiosqlite.Connection):
+        self.conn = conn
+
+    async def vector_stamp(self) -> tuple[Any, ...]:
+        return tuple(one(await (await self.conn.execute(STAMP_SQL)).fetchone()))
+
+    async def vector_ids_upto(self, max_id: int) -> np.ndarray:
+        cur = await self.conn.execute("SELECT id FROM embeddings WHERE id <= ? ORDER BY id", (max_id,))
+        return np.fromiter((r[0] for r in await cur.fetchall()), dtype=np.int64)
+
+    async def count_vectors_after(self, max_id: int) -> int:
+        cur = await self.conn.execute("SELECT count(*) FROM embeddings WHERE id > ?", (max_id,))
+        return int(one(await cur.fetchone())[0])
+
+    async def vectors_after(self, max_id: int) -> list[tuple[int, bytes]]:
+        cur = await self.conn.execute(
+            f"SELECT rowid, embedding FROM {VECTOR_TABLE} WHERE rowid IN (SELECT id FROM embeddings WHERE id > ?)",
+            (max_id,),
+        )
+        return [(int(r[0]), bytes(r[1])) for r in await cur.fetchall()]
+
+
+async def documents_matching(conn: aiosqlite.Connection, where: DocumentFilter) -> list[tuple[Any, ...]]:
+    """(id, path[, frontmatter dict]) of the documents with these tags and dates, by id.
+
+    Dates are stored as 'YYYY-MM-DD' or a full ISO datetime, so "the day is on or after F" is
+    `date >= F` and "on or before T" is `date < T + 1 day`: range comparisons that use the index,
+    and NULL (undated) never matches."""
+    clauses: list[str] = []
+    args: list[Any] = []
+    if where.tags_any:
+        clauses.append("id IN (SELECT doc_id FROM doc_tags WHERE tag IN (SELECT value FROM json_each(?)))")
+        args.append(json.dumps(list(where.tags_any), ensure_ascii=False))
+    for tag in dict.fromkeys(where.tags_all):
+        clauses.append("id IN (SELECT doc_id FROM doc_tags WHERE tag = ?)")
+        args.append(tag)
+    if where.date_from:
+        clauses.append("date >= ?")
+        args.append(where.date_from)
+    if where.date_to:
+        after = day_after(where.date_to)
+        clauses.append("date < ?" if after else "date IS NOT NULL")
+        args += [after] if after else []
+    columns = "id, path" + (", frontmatter" if where.with_frontmatter else "")
+    cur = await conn.execute(f"SELECT {columns} FROM documents WHERE {' AND '.join(clauses) or '1'} ORDER BY id", args)
+    rows = await cur.fetchall()
+    if where.with_frontmatter:
+        return [(r[0], r[1], json.loads(r[2])) for r in rows]
+    return [(r[0], r[1]) for r in rows]
+
+
 class SqliteSearchReads:
-    """`groove.store.interface.SearchReads` on one SQLite connection: the functions above; with
-    `matrix`, KNN on the process's in-memory copy of the vectors (store/vectors.py); with `min_quality`,
+    """`groove.store.protocols.SearchReads` on one SQLite connection: the functions above; with
+    `matrix`, KNN on the process's in-memory copy of the vectors (store/memory.py); with `min_quality`,
     both retrievers see the index without the chunks that score under it (decision 0020)."""
 
     def __init__(
@@ -603,38 +563,40 @@ class SqliteSearchReads:
         self.matrix = matrix
         self.min_quality = min_quality or None  # 0 hides nothing
 
-    async def allowed_documents(self, filters: Any) -> list[int] | None:
-        return await filters_mod.allowed_documents(self.conn, filters)
+    async def documents_matching(self, where: DocumentFilter) -> list[tuple[Any, ...]]:
+        return await documents_matching(self.conn, where)
 
-    async def fts_scored(
+    async def text_scored(
         self,
-        match_expr: str,
+        query: TextQuery,
         limit: int,
-        weights: tuple[float, float, float] = (2.0, 1.0, 1.0),
+        weights: Weights = (2.0, 1.0, 1.0),
         allowed_docs: Sequence[int] | None = None,
-        table: str = "fts_chunks",
         exclude: set[int] | None = None,
     ) -> list[tuple[int, float]]:
-        return await fts_scored(self.conn, match_expr, limit, weights, allowed_docs, table, exclude, self.min_quality)
+        return await text_scored(self.conn, query, limit, weights, allowed_docs, exclude, self.min_quality)
 
-    async def term_doc_freq(self, table: str, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        return await term_doc_freq(self.conn, table, terms)
+    async def doc_freq(self, kind: TextKind, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        return await doc_freq(self.conn, kind, terms)
 
-    async def sent_expression(self, table: str, match_expr: str) -> str:
-        return await prune_common_terms(self.conn, table, match_expr)
+    async def indexed_rows(self, kind: TextKind) -> int:
+        return await indexed_rows(self.conn, kind)
+
+    async def sent_expression(self, query: TextQuery) -> str:
+        return match_expression(query)
 
     async def fetch_texts(self, ids: Sequence[int]) -> dict[int, str]:
         return await fetch_texts(self.conn, ids)
 
-    async def matching_ids(self, expr: str) -> set[int]:
-        return await matching_ids(self.conn, expr)
+    async def matching_ids(self, phrases: Sequence[str]) -> set[int]:
+        return await matching_ids(self.conn, phrases)
 
     async def vector_scored(
         self, query: np.ndarray, limit: int, exclude: set[int] | None = None, allowed_docs: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
         return await vector_scored(self.conn, query, limit, exclude, allowed_docs, self.matrix, self.min_quality)
 
-    async def fetch_hits(self, ids: Sequence[int]) -> dict[int, Hit]:
+    async def fetch_hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         return await fetch_hits(self.conn, ids)
 
     async def fetch_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:

@@ -18,7 +18,7 @@ import aiosqlite
 import anyio
 from aiosqlite.context import contextmanager
 
-from groove.store import connection
+from groove.store.sqlite import connection
 
 
 class FetchedCursor:

@@ -128,22 +128,7 @@ async def connect(path: Path | str, *, readonly: bool = False) -> aiosqlite.Conn
 # --- write errors a person can act on ---------------------------------------------------------
 
 
-def describe_write_error(exc: BaseException, *, resumes: bool = True) -> str:
-    """One sentence for a failed write: what happened and what to do (disk full, read-only index),
-    else the exception itself. The daemon (`resumes`) shows it in index_status and /healthz and retries;
-    `groove index` says to run it again."""
-    then = (
-        "writing resumes by itself and searches keep working meanwhile"
-        if resumes
-        else "then run groove index again (what was written so far is kept)"
-    )
-    known = _write_failure(exc)
-    if known:
-        return f"{known[0]}: {known[1]}; {then}"
-    return repr(exc)
-
-
-def _write_failure(exc: BaseException) -> tuple[str, str] | None:
+def write_failure(exc: BaseException) -> tuple[str, str] | None:
     """(what happened, what to do) for a write that failed for a reason a person can fix (a full disk, a
     read-only index), else None."""
     text = str(exc)

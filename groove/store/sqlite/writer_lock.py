@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from groove.store.connection import IndexError_
+from groove.store.sqlite.connection import IndexError_
 
 # --- one writer per index: an advisory lock beside it ------------------------------------------
 

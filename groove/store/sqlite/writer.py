@@ -22,8 +22,8 @@ from groove.corpus.links import note_names, resolve
 from groove.corpus.markdown import ParsedNote
 from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.tags import fold_tag
-from groove.store.connection import DBError, one
-from groove.store.schema import FTS_TABLES
+from groove.store.sqlite.connection import DBError, one
+from groove.store.sqlite.schema import FTS_TABLES
 
 
 @dataclass

@@ -11,8 +11,8 @@ import aiosqlite
 from groove.corpus.links import is_note_target
 from groove.corpus.tags import fold_tag
 from groove.logs import get_logger
-from groove.store import connection, schema, shadow
-from groove.store.connection import one
+from groove.store.sqlite import connection, schema, shadow
+from groove.store.sqlite.connection import one
 
 log = get_logger(__name__)
 
@@ -239,7 +239,7 @@ async def topics(conn: aiosqlite.Connection, *, depth: int = 2, limit: int = 100
     }
 
 
-# --- links (corpus/links.py; the tables: store/schema.py) -------------------------------------------------
+# --- links (corpus/links.py; the tables: store/sqlite/schema.py) -------------------------------------------------
 
 _LINK_COLUMNS = "l.line, l.kind, l.target, l.heading, l.block, l.alias"
 
@@ -355,3 +355,95 @@ def unresolved_links_sync(con: Any, limit: int) -> tuple[int, list[str]]:
         for p, line, t, kind in found[:limit]
     ]
     return len(found), shown
+
+
+# --- rows for the graph, evaluation, the indexer and doctor ------------------------------------------------
+
+
+async def note_title(conn: aiosqlite.Connection, path: str) -> str | None:
+    """The note's title, None when it is not indexed."""
+    cur = await conn.execute("SELECT title FROM documents WHERE path = ?", (path,))
+    row = await cur.fetchone()
+    return None if row is None else str(row[0])
+
+
+async def note_titles(conn: aiosqlite.Connection, paths: list[str]) -> dict[str, str]:
+    if not paths:
+        return {}
+    cur = await conn.execute(
+        "SELECT path, title FROM documents WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(paths),)
+    )
+    return {path: title for path, title in await cur.fetchall()}
+
+
+async def paths_of(conn: aiosqlite.Connection, doc_ids: list[int]) -> dict[int, str]:
+    if not doc_ids:
+        return {}
+    cur = await conn.execute(
+        "SELECT id, path FROM documents WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(doc_ids),)
+    )
+    return {int(i): p for i, p in await cur.fetchall()}
+
+
+async def note_vectors(conn: aiosqlite.Connection, path: str, min_quality: float | None, limit: int) -> list[bytes]:
+    """The vectors (float32 bytes) of the note's first `limit` embedded chunks scoring `min_quality` or more."""
+    kept, floor = (" AND c.quality >= ?", (min_quality,)) if min_quality else ("", ())
+    cur = await conn.execute(
+        "SELECT v.embedding FROM chunks c JOIN documents d ON d.id = c.doc_id"
+        f" JOIN vec_embeddings v ON v.rowid = c.embedding_id WHERE d.path = ?{kept} ORDER BY c.ordinal LIMIT ?",
+        (path, *floor, limit),
+    )
+    return [bytes(r[0]) for r in await cur.fetchall()]
+
+
+async def passages_of_vectors(
+    conn: aiosqlite.Connection, emb_ids: list[int], min_quality: float | None
+) -> list[tuple[int, int, str, str, int, int]]:
+    """(chunk id, vector id, path, heading, start_line, end_line) of the chunks holding these vectors."""
+    if not emb_ids:
+        return []
+    kept, floor = (" AND c.quality >= ?", (min_quality,)) if min_quality else ("", ())
+    cur = await conn.execute(
+        "SELECT c.id, c.embedding_id, d.path, c.heading, c.start_line, c.end_line FROM chunks c"
+        f" JOIN documents d ON d.id = c.doc_id WHERE c.embedding_id IN (SELECT value FROM json_each(?)){kept}",
+        (json.dumps(emb_ids), *floor),
+    )
+    return [(int(a), int(b), c, d, int(e), int(f)) for a, b, c, d, e, f in await cur.fetchall()]
+
+
+async def chunk_locations(conn: aiosqlite.Connection) -> dict[int, dict[str, Any]]:
+    """{chunk id: {path, heading}} of every chunk."""
+    cur = await conn.execute("SELECT c.id, d.path, c.heading FROM chunks c JOIN documents d ON d.id = c.doc_id")
+    return {int(cid): {"path": path, "heading": heading} for cid, path, heading in await cur.fetchall()}
+
+
+async def texts_containing(conn: aiosqlite.Connection, phrases: list[str], limit: int) -> list[tuple[str, list[str]]]:
+    """(path, [heading, context, content]) of up to `limit` chunks whose folded text holds every phrase (each of
+    three characters or more: a trigram phrase)."""
+    if not phrases:
+        return []
+    expr = " AND ".join('"' + p.replace('"', '""') + '"' for p in phrases)
+    cur = await conn.execute(
+        "SELECT DISTINCT d.path, c.heading, c.context, c.content FROM fts_chunks f"
+        " JOIN chunks c ON c.id = f.rowid JOIN documents d ON d.id = c.doc_id"
+        " WHERE fts_chunks MATCH ? LIMIT ?",
+        (expr, limit),
+    )
+    return [(p, [h, x, c]) for p, h, x, c in await cur.fetchall()]
+
+
+async def sample_contents(conn: aiosqlite.Connection, n: int) -> list[str]:
+    """A fixed sample of `n` chunk texts (by hash)."""
+    cur = await conn.execute("SELECT content FROM chunks ORDER BY hash LIMIT ?", (n,))
+    return [r[0] for r in await cur.fetchall()]
+
+
+async def known_documents(conn: aiosqlite.Connection) -> dict[str, tuple[int, int, int, str]]:
+    """{path: (doc id, size, mtime_ns, file hash)} of every indexed note."""
+    cur = await conn.execute("SELECT path, id, size, mtime_ns, hash FROM documents")
+    return {r[0]: (int(r[1]), int(r[2]), int(r[3]), str(r[4])) for r in await cur.fetchall()}
+
+
+async def skipped_files(conn: aiosqlite.Connection) -> dict[str, str]:
+    cur = await conn.execute("SELECT path, reason FROM skipped")
+    return {p: r for p, r in await cur.fetchall()}

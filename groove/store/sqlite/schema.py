@@ -18,12 +18,14 @@ from typing import Any
 
 from groove.corpus.quality import REPEAT_FREE
 from groove.corpus.words import WORD_TOKENIZER
-from groove.store.connection import DBError, IndexError_, ModelMismatchError, _write_failure
+from groove.store.sqlite.connection import DBError, IndexError_, ModelMismatchError, write_failure
 
 SCHEMA_VERSION = 8
 # The FTS5 tables over (heading, context, content): trigram (the seed compiler's phrases), CJK
 # bigrams (decision 0006), stemmed words of spaced alphabets (decision 0014).
 FTS_TABLES = ("fts_chunks", "fts_cjk", "fts_words")
+# The sqlite-vec table of the active vectors (vec0, one row per `embeddings` row, same id).
+VECTOR_TABLE = "vec_embeddings"
 
 
 # --- schema ------------------------------------------------------------------
@@ -111,7 +113,7 @@ END;
 # Links between notes (groove/corpus/links.py; docs/indexing.md "Links"). `note_names` holds the names each note
 # answers to (its file name without .md, and its frontmatter aliases and title, folded), `links` every link of
 # every Markdown note, with the note it names (`target_id`, NULL: unresolved). Both are written in the note's own
-# transaction (store/writer.py); a note added, renamed or deleted resolves again the links that name it
+# transaction (store/sqlite/writer.py); a note added, renamed or deleted resolves again the links that name it
 # (RESOLVE_LINKS), so its backlinks follow.
 _LINK_TABLES = """
 CREATE TABLE IF NOT EXISTS note_names (
@@ -341,7 +343,7 @@ def init_sync(
     """Create or check the schema for this model.
 
     An index built by another model is refused, unless `allow_switch` (a writer: the switch
-    is then built beside, groove/store/shadow.py); the model it answers with is returned
+    is then built beside, groove/store/sqlite/shadow.py); the model it answers with is returned
     then, else None. `settings_json` is the `[embedding]` section that made `model`, kept in
     meta `embedding_settings` so a later switch can still load the old model for queries.
     """
@@ -450,7 +452,7 @@ def _migrate_step(con: Any, version: int) -> None:
                 pass  # closing the connection rolls back whatever is left
         if not isinstance(exc, Exception):
             raise
-        known = _write_failure(exc)
+        known = write_failure(exc)
         why = known[0] if known else f"{type(exc).__name__}: {exc}"
         todo = (
             (f"{known[1]}, then run" if known else "run") + " `groove index` (or start `groove serve`) to upgrade "

@@ -21,9 +21,9 @@ from typing import Any
 import aiosqlite
 import numpy as np
 
-from groove.store.connection import one
-from groove.store.schema import get_meta_sync, set_meta_sync
-from groove.store.writer import Tx
+from groove.store.sqlite.connection import one
+from groove.store.sqlite.schema import get_meta_sync, set_meta_sync
+from groove.store.sqlite.writer import Tx
 
 EMBEDDINGS = "embeddings_shadow"
 VECTORS = "vec_shadow"
