@@ -300,7 +300,8 @@ def test_install_on_macos_writes_the_plist_makes_the_log_folder_and_bootstraps_i
 
 
 def test_without_launchctl_the_plist_is_written_and_the_load_command_is_said(spawn, config: Path, env, tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))  # the real runner finds no launchctl
+    # The real runner tries to start launchctl (a child process, hence `spawn`) and finds none on PATH.
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     report = installer.install("macos", config=config, command=GROOVE, env=env)
     assert platforms.unit_path("macos", env).is_file()
     assert report.exit_code == 1
@@ -387,8 +388,9 @@ def test_status_on_macos_reads_state_and_pid_from_launchctl_print(env):
 # --- the command line, end to end ---------------------------------------------------------------
 
 @pytest.fixture
-def fake_systemctl(tmp_path: Path, monkeypatch) -> Path:
-    """A `systemctl` first on PATH that logs its arguments and cannot reach a bus."""
+def fake_systemctl(spawn, tmp_path: Path, monkeypatch) -> Path:
+    """A `systemctl` first on PATH that logs its arguments and cannot reach a bus (a script the installer runs as
+    a child process: `spawn` marks the tests that use it)."""
     bin_dir = tmp_path / "bin"
     log = tmp_path / "systemctl.log"
     script = write(bin_dir / "systemctl", f'#!/bin/sh\necho "$@" >> "{log}"\necho "{NO_BUS}" >&2\nexit 1\n')
@@ -397,7 +399,7 @@ def fake_systemctl(tmp_path: Path, monkeypatch) -> Path:
     return log
 
 
-def test_cli_install_in_a_container_writes_the_unit_and_explains(spawn, config, home, monkeypatch, capsys, fake_systemctl):
+def test_cli_install_in_a_container_writes_the_unit_and_explains(config, home, monkeypatch, capsys, fake_systemctl):
     monkeypatch.setenv("HOME", str(home))
     code = main(["service", "install", "--platform", "linux", "--config", str(config)])
     out, err = capsys.readouterr()
@@ -435,7 +437,7 @@ def test_cli_install_with_a_kb_flag_puts_it_in_the_unit_beside_the_config(config
     assert not fake_systemctl.exists()
 
 
-def test_cli_status_as_json(spawn, config, home, monkeypatch, capsys, fake_systemctl):
+def test_cli_status_as_json(config, home, monkeypatch, capsys, fake_systemctl):
     monkeypatch.setenv("HOME", str(home))
     assert main(["service", "status", "--platform", "linux", "--format", "json"]) == 4
     import json
@@ -782,7 +784,7 @@ def test_status_of_a_named_instance_names_its_folder_and_port(folders, env):
     assert f"notes:     {folders['work']}" in report.out and "listens:   127.0.0.1:3101" in report.out
 
 
-def test_cli_install_list_and_uninstall_of_a_named_instance(spawn, folders, home, monkeypatch, capsys, fake_systemctl):
+def test_cli_install_list_and_uninstall_of_a_named_instance(folders, home, monkeypatch, capsys, fake_systemctl):
     monkeypatch.setenv("HOME", str(home))
     code = main(["service", "install", "--name", "work", "--kb", str(folders["work"]), "--platform", "linux"])
     out, err = capsys.readouterr()

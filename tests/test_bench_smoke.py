@@ -75,6 +75,7 @@ def test_bench_help_prints_for_the_whole_command_and_each_bench(spawn) -> None:
 def test_each_benchmark_runs_at_its_smallest_size_and_prints_its_ratios(real_model, spawn, name, tmp_path: Path, capsys) -> None:
     from bench.__main__ import main
 
+    # The benches run the real model (`real_model`) and some serve it from a `groove serve` of their own (`spawn`).
     if name in ("http", "throughput"):
         from bench.http import serve_available
 

@@ -11,7 +11,8 @@ from bench import killnine
 
 
 def test_the_comparison_sees_a_lost_vector_and_a_missing_note(spawn, tmp_path: Path):
-    """The oracle itself: a fingerprint differs from a fresh one when a vector or a note is gone."""
+    """The oracle itself: a fingerprint differs from a fresh one when a vector or a note is gone (bench.killnine
+    runs `groove index` as a child process: `spawn` marks the test)."""
     work = tmp_path / "w"
     work.mkdir()
     (work / "groove.toml").write_text(killnine.CONFIG, encoding="utf-8")
@@ -36,6 +37,7 @@ def test_the_comparison_sees_a_lost_vector_and_a_missing_note(spawn, tmp_path: P
 
 
 def test_kill_9_of_index_and_of_the_daemon_mid_burst_converge_to_a_fresh_index(spawn, tmp_path: Path):
+    # bench.killnine starts `groove index` and `groove serve` itself and kills them: `spawn` marks the test.
     out = killnine.run_rounds(tmp_path / "work", rounds=2, notes=12, edits=15, seed=7)
     assert out["total"] == 2
     failed = [r for r in out["rounds"] if not r["converged"]]

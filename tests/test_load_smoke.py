@@ -12,6 +12,7 @@ from bench import load
 
 
 def test_clients_searching_during_an_edit_burst_see_no_failure_and_no_edit_is_lost(spawn, tmp_path: Path):
+    # bench.load starts the `groove serve` it loads: `spawn` marks the test.
     out = anyio.run(lambda: load.run_load(tmp_path / "work", clients=4, edits=20, seconds=4.0, notes=10, settle=90.0))
     assert out["requests"] > 0 and out["edits"] == 20
     assert out["failed"] == 0, out["failures"]
