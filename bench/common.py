@@ -271,6 +271,38 @@ def alternate(sides: Sequence[str], i: int) -> list[str]:
     return list(sides) if i % 2 == 0 else list(reversed(sides))
 
 
+def reading_of(conn: Any) -> Any:
+    """A bare SQLite connection as a store's reading factory (`Searcher.search`, `calibration_for`,
+    `centres_for` and `run_eval` read through one): every view is `SqliteReads(conn)`."""
+    from contextlib import asynccontextmanager
+
+    from groove.store.sqlite.store import SqliteReads
+
+    @asynccontextmanager
+    async def reading() -> Any:
+        yield SqliteReads(conn)
+
+    return reading
+
+
+async def full_text_leg(
+    conn: Any,
+    query: Any,
+    limit: int,
+    weights: tuple[float, float, float] = (2.0, 1.0, 1.0),
+    allowed_docs: Sequence[int] | None = None,
+    exclude: set[int] | None = None,
+    min_quality: float | None = None,
+) -> list[tuple[int, float]]:
+    """One full-text leg on an SQLite connection as a search runs it: the `TextQuery`'s common terms left out
+    (groove.search.fulltext, decision 0010), then the rest scored by FTS5 (groove.store.sqlite.search)."""
+    from groove.search import fulltext
+    from groove.store.sqlite import search
+
+    kept = await fulltext.without_common_terms(search.SqliteSearchReads(conn), query)
+    return await search.text_scored(conn, kept, limit, weights, allowed_docs, exclude, min_quality)
+
+
 def write_json(path: Path, payload: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
@@ -326,7 +358,7 @@ def _ram_gib() -> float | None:
 def machine_details() -> dict[str, Any]:
     """What the report's header names: CPU, cores, RAM, OS, Python, SQLite, sqlite-vec, torch and the models'
     packages. Reads versions without importing torch (which takes seconds)."""
-    from groove.store import connection
+    from groove.store.sqlite import connection
 
     sqlite_version = vec_version = None
     try:

@@ -75,7 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 async def _distinct_texts(index_path: Path) -> list[str]:
     """The distinct chunk texts of an index, in first-seen order: what the indexer embeds."""
-    from groove.store import connection
+    from groove.store.sqlite import connection
 
     conn = await connection.connect(index_path, readonly=True)
     try:
@@ -87,7 +87,8 @@ async def _distinct_texts(index_path: Path) -> list[str]:
 
 async def _text_pass(settings, embedder, kb: Path, index_path: Path) -> dict:
     """Reconcile without embedding: the parse + FTS half of indexing."""
-    from groove.store import connection, reads
+    from groove.store.sqlite import connection, reads
+    from groove.store.sqlite.store import SqliteWrites
     from groove.sync.indexer import Indexer
 
     def prepare() -> None:  # SQLite and the file system: off the event loop
@@ -98,7 +99,7 @@ async def _text_pass(settings, embedder, kb: Path, index_path: Path) -> dict:
     await anyio.to_thread.run_sync(prepare)
     conn = await connection.connect(index_path)
     try:
-        stats = await Indexer(conn, kb, settings.index, embedder).reconcile_all()
+        stats = await Indexer(SqliteWrites(conn), kb, settings.index, embedder).reconcile_all()
         return stats.to_dict()
     finally:
         await conn.close()
@@ -211,7 +212,7 @@ async def edit_cost(data: Path, docs: int, *, embedder=None) -> dict:
     the edit run embedded (1 when only the edited chunk changed), its time and the first full index's time.
     `embedder`: the model to use (default: the configured one, loaded and warmed up first, outside the timings)."""
     from groove.embed.embedder import make_embedder
-    from groove.store import connection
+    from groove.store.sqlite import connection
     from tests.support.oneshot import index_once
 
     with tempfile.TemporaryDirectory(prefix="groove-bench-edit-") as tmp_s:

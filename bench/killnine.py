@@ -176,7 +176,7 @@ def _wait_healthy(proc: subprocess.Popen, port: int, timeout: float = 180) -> No
 
 def fingerprint(index: Path) -> dict[str, Any]:
     """What must be equal to a fresh index of the same folder."""
-    from groove.store import connection, schema
+    from groove.store.sqlite import connection, schema
 
     con = connection.connect_sync(index, readonly=True)
     try:

@@ -36,7 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def main_async(args: argparse.Namespace) -> Report:
     from groove.search.compiler import compile_query
-    from groove.store import connection
+    from groove.store.sqlite import connection
 
     t_start = time.perf_counter()
     words = [f"w{i:02d}{'abcdefghij'[i % 10]}x" for i in range(32)]

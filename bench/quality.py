@@ -26,13 +26,13 @@ from typing import Any
 import anyio
 import numpy as np
 
-from bench.common import BenchError
+from bench.common import BenchError, full_text_leg
 
 
 def share(kb: Path, index: Path) -> dict:
     from groove.config import load_settings
     from groove.index import Index
-    from groove.store import connection
+    from groove.store.sqlite import connection
 
     settings = load_settings(None, kb_path=kb, index_path=index)
 
@@ -63,20 +63,23 @@ def share(kb: Path, index: Path) -> dict:
         con.close()
 
 
+# The trigram leg's phrases of each query (OR-ed: `"パイプライン" OR "パラメーター"`).
 QUERIES = [
-    '"パイプライン" OR "パラメーター"',
-    '"リモート" OR "セッション"',
-    '"共通パラメーター"',
-    '"関連リンク"',
-    '"ファイル" OR "パス"',
-    '"確認を求める"',
+    ("パイプライン", "パラメーター"),
+    ("リモート", "セッション"),
+    ("共通パラメーター",),
+    ("関連リンク",),
+    ("ファイル", "パス"),
+    ("確認を求める",),
 ]
 
 
-def cost(source: Path, path: Path, *, queries: list[str] = QUERIES, floor: float = 0.3) -> dict:
-    from groove.search import retrievers
-    from groove.store import connection, schema
-    from groove.store.vectors import VectorMatrix
+def cost(source: Path, path: Path, *, queries: list[tuple[str, ...]] = QUERIES, floor: float = 0.3) -> dict:
+    from groove.store.memory import VectorMatrix
+    from groove.store.protocols import TextQuery
+    from groove.store.sqlite import connection, schema
+    from groove.store.sqlite.search import vector_scored
+    from groove.store.sqlite.store import load_all
 
     shutil.copy(source, path)
     con = connection.connect_sync(path)
@@ -98,15 +101,14 @@ def cost(source: Path, path: Path, *, queries: list[str] = QUERIES, floor: float
 
     async def run() -> dict:
         conn = await connection.connect(path, readonly=True)
-        matrix = VectorMatrix(path, "vec_embeddings", 1 << 30)
+        matrix = VectorMatrix(load_all(path), 1 << 30)
+        phrases = [TextQuery("phrases", q) for q in queries]
         qs = [v / np.linalg.norm(v) for v in np.random.default_rng(7).standard_normal((20, dim)).astype(np.float32)]
-        await retrievers.vector_scored(conn, qs[0], 50, matrix=matrix)  # load the in-memory copy
+        await vector_scored(conn, qs[0], 50, matrix=matrix)  # load the in-memory copy
         legs = {
-            "fts": lambda i, f: retrievers.fts_scored(conn, queries[i % len(queries)], 50, min_quality=f),
-            "vector in memory": lambda i, f: retrievers.vector_scored(
-                conn, qs[i % 20], 50, matrix=matrix, min_quality=f
-            ),
-            "vector sqlite-vec": lambda i, f: retrievers.vector_scored(conn, qs[i % 20], 50, min_quality=f),
+            "fts": lambda i, f: full_text_leg(conn, phrases[i % len(phrases)], 50, min_quality=f),
+            "vector in memory": lambda i, f: vector_scored(conn, qs[i % 20], 50, matrix=matrix, min_quality=f),
+            "vector sqlite-vec": lambda i, f: vector_scored(conn, qs[i % 20], 50, min_quality=f),
         }
         times: dict[str, list[float]] = {}
         for name, leg in legs.items():

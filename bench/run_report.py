@@ -182,7 +182,7 @@ def _ns(module: Any, argv: list[str], data: Path) -> argparse.Namespace:
 
 async def quality(opts: argparse.Namespace, data: Path, embedder, cached: list[str]) -> list[dict[str, Any]]:
     from bench import subcorpus
-    from groove.store import connection, schema
+    from groove.store.sqlite import connection, schema
     from tests.support.oneshot import eval_once, index_once
 
     rows: list[dict[str, Any]] = []

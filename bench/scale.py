@@ -258,7 +258,7 @@ def replicate(work: Path, base: dict[str, Any], chunks: int, rebuild: bool) -> d
     import hashlib as _hashlib
     import shutil
 
-    from groove.store import connection
+    from groove.store.sqlite import connection
 
     root = work / str(chunks)
     done = root / "build.json"

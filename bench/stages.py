@@ -36,6 +36,7 @@ from bench.common import (
     machine,
     make_settings,
     ratio,
+    reading_of,
     scifact_queries,
     settings_summary,
     summary,
@@ -77,7 +78,7 @@ async def run(args: argparse.Namespace) -> Report:
     from groove.embed.embedder import make_embedder
     from groove.embed.reranker import CrossEncoderReranker
     from groove.search.pipeline import Searcher, SearchRequest
-    from groove.store import connection
+    from groove.store.sqlite import connection
     from tests.support.oneshot import index_once
 
     t_start = time.perf_counter()
@@ -102,17 +103,18 @@ async def run(args: argparse.Namespace) -> Report:
         samples: dict[str, list[float]] = {n: [] for n in names}
         results_seen: dict[str, int] = {n: 0 for n in names}
         conn = await connection.connect(settings.resolved_index_path(), readonly=True)
+        reading = reading_of(conn)
         try:
             with Timer() as t_warm:  # loads the embedder and the cross-encoder; every variant once
                 for name in names:
                     for q in queries[:1]:
-                        await searcher.search(conn, SearchRequest(query=q, limit=args.limit, **VARIANTS[name]))
+                        await searcher.search(reading, SearchRequest(query=q, limit=args.limit, **VARIANTS[name]))
             for i, q in enumerate(queries):
                 order = names[i % len(names) :] + names[: i % len(names)]  # rotate who goes first
                 for name in order:
                     req = SearchRequest(query=q, limit=args.limit, **VARIANTS[name])
                     t = time.perf_counter()
-                    resp = await searcher.search(conn, req)
+                    resp = await searcher.search(reading, req)
                     samples[name].append((time.perf_counter() - t) * 1000)
                     results_seen[name] += len(resp["results"])
         finally:

@@ -29,7 +29,7 @@ from bench.common import BenchError, Report
 from groove.config import load_settings
 from groove.embed.embedder import make_embedder
 from groove.index import Index
-from groove.store import connection
+from groove.store.sqlite import connection
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -50,7 +50,17 @@ from typing import Any
 
 import anyio
 
-from bench.common import BenchError, Report, convert_scifact, data_dir, machine, make_settings, ratio, settings_summary
+from bench.common import (
+    BenchError,
+    Report,
+    convert_scifact,
+    data_dir,
+    machine,
+    make_settings,
+    ratio,
+    reading_of,
+    settings_summary,
+)
 
 DEFAULT_CLIENTS = "1,4,8,16"
 DEFAULT_SECONDS = 10.0
@@ -128,12 +138,12 @@ def proc_cpu_s(pid: int) -> float:
 
 async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     """CPU seconds per query of each part alone, and of the whole search in process."""
-    from groove.corpus.cjk import cjk_query
     from groove.embed.embedder import make_embedder
+    from groove.search import fulltext
     from groove.search.compiler import CompiledQuery, QueryError, compile_query
-    from groove.search.pipeline import Searcher, SearchRequest, full_text_plan, leg_evidence, pool_size
-    from groove.search.retrievers import SqliteSearchReads
-    from groove.store import connection
+    from groove.search.pipeline import Searcher, SearchRequest, leg_evidence, pool_size
+    from groove.store.sqlite import connection
+    from groove.store.sqlite.search import SqliteSearchReads
 
     embedder = make_embedder(settings.embedding)
     s = settings.search
@@ -152,15 +162,16 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
     try:
         vectors = []
         for cq in compiled:  # one pass to warm the page cache (untimed)
-            for _name, table, expr, _terms in full_text_plan(cq, cjk_query(cq.vector_text)) if cq else []:
-                await reads.fts_scored(expr, n, weights, None, table, None)
+            for _name, query, _terms in fulltext.plan(cq, fulltext.bigram_query(cq.vector_text)) if cq else []:
+                await reads.text_scored(await fulltext.without_common_terms(reads, query), n, weights, None, None)
         for q, cq in zip(queries, compiled, strict=True):
             text = cq.vector_text if cq else q
             t = time.process_time()
-            plan = full_text_plan(cq, cjk_query(text)) if cq else []
-            for _name, table, expr, terms in plan:
-                scored = await reads.fts_scored(expr, n, weights, None, table, None)
-                await leg_evidence(reads, table, terms, scored)
+            plan = fulltext.plan(cq, fulltext.bigram_query(text)) if cq else []
+            for _name, query, terms in plan:
+                kept = await fulltext.without_common_terms(reads, query)  # as a search's leg does
+                scored = await reads.text_scored(kept, n, weights, None, None)
+                await leg_evidence(reads, query.kind, terms, scored)
             cpu["fts"] += time.process_time() - t
             t = time.process_time()
             vec = embedder.embed_queries([text])[0]
@@ -182,7 +193,7 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
         searcher = Searcher(s, embed_query=embed_query)
         t = time.process_time()
         for q in queries:
-            await searcher.search(conn, SearchRequest(query=q, limit=10))
+            await searcher.search(reading_of(conn), SearchRequest(query=q, limit=10))
         inproc = time.process_time() - t
     finally:
         await conn.close()

@@ -754,7 +754,7 @@ def test_uninstall_purge_deletes_the_instances_index_and_nothing_else(platform, 
 
 
 def test_purge_keeps_an_index_a_process_still_writes_and_a_file_that_is_not_an_index(folders, env, tmp_path: Path):
-    from groove.store import writer_lock
+    from groove.store.sqlite import writer_lock
 
     index = tmp_path / "work.sqlite"
     _real_index(folders["work"], index)

@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import DATA, ROOT
-
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench import abstention_docs as docs  # noqa: E402
-from bench.__main__ import main as bench  # noqa: E402
+from bench import abstention_docs as docs
+from bench.__main__ import main as bench
+from tests.support.common import DATA, ROOT
 
 pytestmark = pytest.mark.skipif(not (DATA / "tldr-pages" / "pages.ja").is_dir(),
                                 reason="needs ../shared/data/tldr-pages (not in a user's checkout)")

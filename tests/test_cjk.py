@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from groove.corpus.cjk import cjk_query, cjk_terms, has_cjk, query_terms
-from groove.store import connection, schema
+from groove.store.sqlite import connection, schema
 
 
 def test_a_run_of_kanji_and_kana_becomes_overlapping_bigrams_and_its_last_character():

@@ -16,7 +16,7 @@ import anyio
 
 from groove.api.service import ListRequest
 from groove.daemon import BusyError, Daemon
-from groove.store import connection
+from groove.store.sqlite import connection
 from groove.sync.report import IndexReport
 from tests.support.common import ROOT, eventually, section_text, write
 from tests.support.daemon import fast, idle, paths_for, running

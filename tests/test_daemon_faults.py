@@ -185,7 +185,7 @@ async def test_a_crashed_watcher_is_visible_while_dead_and_restarted_with_backof
 
 async def _fill_until_full(daemon: Daemon) -> None:
     """Let the database grow no further: SQLite answers SQLITE_FULL as a full disk would."""
-    conn = daemon.index.wconn
+    conn = daemon.index.store.wconn
     assert conn is not None
     pages = (await (await conn.execute("PRAGMA page_count")).fetchone())[0]
     await conn.execute(f"PRAGMA max_page_count = {pages}")
@@ -214,7 +214,7 @@ async def test_a_full_disk_is_reported_searches_go_on_and_writing_resumes_when_s
         assert "big.md" not in await paths_for(daemon, "saxifrage", retriever="fts")
 
         # Space returns: the failed write is retried by itself.
-        await daemon.index.wconn.execute("PRAGMA max_page_count = 1073741823")
+        await daemon.index.store.wconn.execute("PRAGMA max_page_count = 1073741823")
 
         async def resumed() -> bool:
             return set(await paths_for(daemon, "saxifrage", retriever="fts")) == {"big.md"}
@@ -229,7 +229,7 @@ async def test_an_index_that_cannot_be_written_is_reported_searches_go_on_and_wr
     notes(kb)
     async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         await idle(daemon)
-        conn = daemon.index.wconn
+        conn = daemon.index.store.wconn
         assert conn is not None
         await conn.execute("PRAGMA query_only = ON")  # the writer's connection now refuses every write
         write(kb / "n0.md", "# Note 0\n\nRewritten while the index is read-only: hollyhock.\n")
@@ -262,7 +262,7 @@ async def test_embedding_workers_back_off_while_the_database_refuses_their_vecto
 
         await eventually(indexed, "the note to be written")
         await idle(daemon)
-        conn = daemon.index.wconn
+        conn = daemon.index.store.wconn
         assert conn is not None
         # Block the vector store only: the chunk can be written, its vector cannot.
         await conn.execute("CREATE TEMP TRIGGER refuse_vectors BEFORE INSERT ON embeddings "

@@ -12,7 +12,8 @@ import pytest
 
 from groove.config import replace_settings
 from groove.ops import doctor
-from groove.store import connection
+from groove.store.sqlite import connection
+from groove.store.sqlite import doctor as sqlite_doctor
 from tests.support.common import ROOT, write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once
@@ -128,7 +129,7 @@ def test_another_model_a_stale_schema_and_a_vector_table_of_another_dimension_ar
     found = checks(doctor.diagnose(indexed))
     assert found["schema_stale"]["fix"].startswith("groove index")
     assert "768" in found["vector_dimension"]["message"] and found["vector_dimension"]["level"] == "error"
-    assert doctor.vector_tables(connection.connect_sync(indexed.resolved_index_path(), readonly=True)) == [("vec_embeddings", 384)]
+    assert sqlite_doctor.vector_tables(connection.connect_sync(indexed.resolved_index_path(), readonly=True)) == [("vec_embeddings", 384)]
 
 
 def test_an_ignore_file_that_does_not_parse_is_an_error_naming_the_line(indexed, kb):

@@ -12,7 +12,8 @@ import anyio
 import pytest
 
 from groove.ops import doctor
-from groove.store import connection, writer_lock
+from groove.store.sqlite import connection, writer_lock
+from groove.store.sqlite import doctor as sqlite_doctor
 from tests.support.common import ROOT, write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once
@@ -98,7 +99,7 @@ def test_doctor_fix_holds_the_writer_lock_while_it_repairs_and_gives_it_back(kb,
     anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
     index = settings.resolved_index_path()
     add_ghost_row(index)
-    real_repair = doctor.repair
+    real_repair = sqlite_doctor.repair
     refusals: list[str] = []
 
     def repair_while_another_writer_tries(*args, **kwargs):
@@ -107,7 +108,7 @@ def test_doctor_fix_holds_the_writer_lock_while_it_repairs_and_gives_it_back(kb,
         refusals.append(str(refused.value))
         return real_repair(*args, **kwargs)
 
-    monkeypatch.setattr(doctor, "repair", repair_while_another_writer_tries)
+    monkeypatch.setattr(sqlite_doctor, "repair", repair_while_another_writer_tries)
     report = doctor.diagnose(settings, fix=True)
     assert report["fixed"] == ["rebuilt the three full-text tables from the chunks"] and ghost_rows(index) == 0
     assert refusals and REFUSED in refusals[0]

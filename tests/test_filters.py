@@ -17,7 +17,7 @@ from groove.api.service import ListRequest
 from groove.daemon import Daemon
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest
-from groove.store import connection, schema
+from groove.store.sqlite import connection, schema
 from tests.support.common import write
 from tests.support.oneshot import index_once, search_once
 

@@ -12,11 +12,14 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from groove.corpus.cjk import cjk_query
 from groove.index import Index
-from groove.search import retrievers
+from groove.search import fulltext
 from groove.search.compiler import compile_query
 from groove.search.pipeline import SearchRequest
-from groove.store import connection
+from groove.store.protocols import TextQuery
+from groove.store.sqlite import connection, search
+from groove.store.sqlite.search import SqliteSearchReads, match_expression
 from tests.support.common import write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once, search_once
@@ -28,7 +31,7 @@ NOTES = 120
 def prune_at_any_size(monkeypatch):
     """The rule is a share of the table; groove applies it from 5,000 chunks on (below that a leg
     is cheap whatever it matches), so these small indexes lower the floor."""
-    monkeypatch.setattr(retrievers, "PRUNE_MIN_CHUNKS", 0)
+    monkeypatch.setattr(fulltext, "PRUNE_MIN_CHUNKS", 0)
 
 
 def _body(i: int) -> str:
@@ -82,14 +85,28 @@ async def _statements(conn, run) -> list[str]:
     return [s for s in seen if " MATCH " in s and "bm25(" in s]
 
 
+def _leg_query(query: str, table: str = "fts_chunks") -> TextQuery:
+    """The leg of `query` over one table (the trigram table: the seeds' whole expression, exclusions
+    included; the word table: its words)."""
+    cq = compile_query(query)
+    if table == "fts_chunks":
+        return TextQuery("phrases", cq.positives, excluded=cq.negatives)
+    return TextQuery("words", cq.words)
+
+
+async def _leg(conn, query: TextQuery, limit: int, **kw) -> list[tuple[int, float]]:
+    """One full-text leg as a search runs it: its common terms left out, then the rest scored."""
+    kept = await fulltext.without_common_terms(SqliteSearchReads(conn), query)
+    return await search.text_scored(conn, kept, limit, **kw)
+
+
 async def _leg_statements(settings, query: str, table: str = "fts_chunks") -> tuple[str, list[str]]:
     """The expression of `query` for one table (the trigram table: the seeds' whole expression;
     the word table: its words), and the full-text statements one leg ran for it."""
     conn = await connection.connect(settings.resolved_index_path(), readonly=True)
     try:
-        cq = compile_query(query)
-        expr = cq.match_expr if table == "fts_chunks" else cq.word_expr
-        return expr, await _statements(conn, lambda: retrievers.fts_scored(conn, expr, 10, table=table))
+        leg = _leg_query(query, table)
+        return match_expression(leg), await _statements(conn, lambda: _leg(conn, leg, 10))
     finally:
         await conn.close()
 
@@ -135,7 +152,7 @@ async def test_leaving_out_a_term_in_more_than_half_the_chunks_keeps_fts5s_own_o
         whole = await _ranked_by_fts5(conn, full)
         rare = {r[0] for r in await _sql(conn, "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ?",
                                          '"zymurgy" OR "quasar"')}
-        got = [cid for cid, _ in await retrievers.fts_scored(conn, full, 50)]
+        got = [cid for cid, _ in await _leg(conn, _leg_query("the zymurgy with quasar notes"), 50)]
     finally:
         await conn.close()
     assert len(whole) == NOTES and len(rare) == 16
@@ -154,9 +171,9 @@ async def test_a_filtered_leg_with_common_terms_returns_the_unfiltered_ids_restr
     try:
         allowed = [r[0] for r in await _sql(conn, "SELECT id FROM documents WHERE path < 'n050.md'")]
         chunks = {r[0] for r in await _sql(conn, "SELECT id FROM chunks WHERE doc_id IN (%s)" % ",".join(map(str, allowed)))}
-        expr = compile_query("the zymurgy with quasar").match_expr
-        everything = await retrievers.fts_scored(conn, expr, 10_000)
-        filtered = await retrievers.fts_scored(conn, expr, 8, allowed_docs=allowed)
+        leg = _leg_query("the zymurgy with quasar")
+        everything = await _leg(conn, leg, 10_000)
+        filtered = await _leg(conn, leg, 8, allowed_docs=allowed)
     finally:
         await conn.close()
     assert len(filtered) == 8
@@ -181,10 +198,13 @@ async def test_terms_are_kept_rarest_first_while_they_weigh_enough_and_their_pos
     await index_once(settings, embedder=BagOfWordsEmbedder())
     conn = await connection.connect(settings.resolved_index_path(), readonly=True)
     try:
-        expr = compile_query(" ".join(reversed(words))).match_expr
-        by_weight = await retrievers.prune_common_terms(conn, "fts_chunks", expr)
-        by_budget = await retrievers.prune_common_terms(conn, "fts_chunks", expr, weight_share=0.0, postings_share=0.5)
-        small = await retrievers.prune_common_terms(conn, "fts_chunks", expr, min_chunks=81)
+        leg = _leg_query(" ".join(reversed(words)))
+        expr = match_expression(leg)
+        reads = SqliteSearchReads(conn)
+        by_weight = match_expression(await fulltext.without_common_terms(reads, leg))
+        by_budget = match_expression(
+            await fulltext.without_common_terms(reads, leg, weight_share=0.0, postings_share=0.5))
+        small = match_expression(await fulltext.without_common_terms(reads, leg, min_chunks=81))
         counts = {w: (await _sql(conn, "SELECT count(*) FROM fts_chunks WHERE fts_chunks MATCH ?", f'"{w}"'))[0][0]
                   for w in words}
     finally:
@@ -208,10 +228,10 @@ async def test_the_chunk_counts_follow_a_note_written_by_another_connection(tmp_
     await index_once(settings, embedder=BagOfWordsEmbedder())
     conn = await connection.connect(settings.resolved_index_path(), readonly=True)
     try:
-        before = await retrievers.term_doc_freq(conn, "fts_chunks", ["zymurgy"])
+        before = await search.doc_freq(conn, "phrases", ["zymurgy"])
         write(kb / "c.md", "# C\n\nzymurgy twice zymurgy\n")
         await index_once(settings, embedder=BagOfWordsEmbedder())
-        after = await retrievers.term_doc_freq(conn, "fts_chunks", ["zymurgy"])
+        after = await search.doc_freq(conn, "phrases", ["zymurgy"])
     finally:
         await conn.close()
     assert before == ({"zymurgy": 1}, 2)
@@ -227,25 +247,33 @@ async def test_the_chunk_counts_follow_a_note_written_through_the_same_connectio
     settings = load_settings(None, kb_path=kb, index_path=tmp_path / "own.sqlite")
     async with Index.open(settings, embedder=BagOfWordsEmbedder()) as index:
         await index.reconcile()
-        before = await retrievers.term_doc_freq(index.wconn, "fts_chunks", ["zymurgy"])
+        before = await search.doc_freq(index.store.wconn, "phrases", ["zymurgy"])
         write(kb / "b.md", "# B\n\nzymurgy again\n")
         await index.reconcile()
-        after = await retrievers.term_doc_freq(index.wconn, "fts_chunks", ["zymurgy"])
+        after = await search.doc_freq(index.store.wconn, "phrases", ["zymurgy"])
     assert before == ({"zymurgy": 1}, 1)
     assert after == ({"zymurgy": 2}, 2)
 
 
-@pytest.mark.parametrize("expr", [
-    '"a b" OR "c"',
-    '("abc" OR "de""f") NOT ("xyz")',
-    '"鶏" OR "首都"*',
+@pytest.mark.parametrize(("expr", "query"), [
+    ('"a b" OR "c"', TextQuery("phrases", ("a b", "c"))),
+    ('("abc" OR "de""f") NOT ("xyz")', TextQuery("phrases", ("abc", 'de"f'), excluded=("xyz",))),
+    ('"鶏" OR "首都"*', TextQuery("bigrams", ("鶏", "首都"), prefix=frozenset({"首都"}))),
 ])
-def test_split_or_terms_reads_back_every_expression_the_compilers_write(expr):
-    terms, tail = retrievers.split_or_terms(expr)
-    rebuilt = " OR ".join(terms)
-    assert (f"({rebuilt}){tail}" if tail else rebuilt) == expr
+def test_a_legs_terms_are_handed_to_fts5_as_every_expression_the_compilers_write(expr, query):
+    """A leg keeps its terms, not an expression: FTS5 is handed them OR-ed as the compilers write them,
+    with the exclusions as the `NOT (...)` tail and a prefix term starred."""
+    assert match_expression(query) == expr
 
 
-@pytest.mark.parametrize("expr", ['abc OR "d"', '"a" AND "b"', '("a") NOT ("b") OR "c"', 'NEAR("a" "b")'])
-def test_an_expression_of_another_shape_is_run_as_it_is(expr):
-    assert retrievers.split_or_terms(expr) is None
+@pytest.mark.parametrize("text", ["notes \"a b\" c", 'abc "de""f" -xyz', "鶏 首都の人口", "データベース -索引 tuning"])
+def test_the_legs_of_a_compiled_query_render_the_compilers_own_expressions(text):
+    cq = compile_query(text)
+    legs = {name: match_expression(q) for name, q, _ in fulltext.plan(cq, fulltext.bigram_query(cq.vector_text))}
+    assert legs["trigram"] == cq.match_expr
+    assert legs.get("bigram") == cjk_query(cq.vector_text)
+
+
+@pytest.mark.parametrize("term", ['abc OR "d"', '"a" AND "b"', '("a") NOT ("b") OR "c"', 'NEAR("a" "b")'])
+def test_a_term_that_reads_as_an_fts5_operator_is_handed_over_as_one_phrase(term):
+    assert match_expression(TextQuery("phrases", (term,))) == '"' + term.replace('"', '""') + '"'

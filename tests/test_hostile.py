@@ -24,7 +24,7 @@ import anyio
 import pytest
 
 from groove.corpus import scan as scan_mod
-from groove.store import connection
+from groove.store.sqlite import connection
 from tests.support import hostile
 from tests.support.common import ROOT, write
 from tests.support.fakes import BagOfWordsEmbedder

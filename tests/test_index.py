@@ -11,7 +11,7 @@ import os
 import anyio
 import pytest
 
-from groove.store import connection, schema
+from groove.store.sqlite import connection, schema
 from tests.support.common import section_text, write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once, read_status
@@ -394,7 +394,7 @@ def fts_blocks(settings) -> dict[str, list]:
 
 
 def test_a_large_write_leaves_both_full_text_tables_merged_and_a_small_one_leaves_them_be(kb, make_settings, monkeypatch):
-    from groove.store import writer
+    from groove.store.sqlite import writer
 
     monkeypatch.setattr(writer, "MERGE_MIN_CHUNKS", 40)  # the default is 2,000 chunks
     for i in range(50):
@@ -417,7 +417,7 @@ def test_a_large_write_leaves_both_full_text_tables_merged_and_a_small_one_leave
 
 async def test_the_daemons_first_full_reconcile_of_a_large_folder_merges_the_full_text_tables(kb, make_settings, monkeypatch):
     from groove.daemon import Daemon
-    from groove.store import writer
+    from groove.store.sqlite import writer
     from tests.support.common import eventually
 
     monkeypatch.setattr(writer, "MERGE_MIN_CHUNKS", 40)

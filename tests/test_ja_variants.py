@@ -23,7 +23,7 @@ from groove.index import Index
 from groove.search.compiler import compile_query
 from groove.search.request import SearchRequest
 from groove.search.spans import match_spans
-from groove.store import connection, schema
+from groove.store.sqlite import connection, schema
 from tests.support.common import ROOT, write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once

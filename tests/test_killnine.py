@@ -24,7 +24,7 @@ def test_the_comparison_sees_a_lost_vector_and_a_missing_note(spawn, tmp_path: P
     assert fresh["pending"] == 0 and fresh["vectors"] == len({h for _, _, h in fresh["chunks"]})
     assert killnine.differences(fresh, fresh) == []
 
-    from groove.store import connection
+    from groove.store.sqlite import connection
 
     con = connection.connect_sync(index)
     # A lost vector in one note, and another note gone (write order is not path order: pick apart).

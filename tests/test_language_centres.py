@@ -60,7 +60,7 @@ def test_explain_names_the_centres_of_a_mixed_index(examples):
 
 def test_a_mixed_index_stores_its_off_topic_calibration_on_the_centred_scale_too(examples):
     from groove.search.offtopic import Calibration
-    from groove.store import connection
+    from groove.store.sqlite import connection
 
     con = connection.connect_sync(examples.resolved_index_path(), readonly=True)
     try:
@@ -110,8 +110,8 @@ def test_a_one_language_index_has_no_centres_and_ranks_by_raw_cosine(tmp_path):
     async def raw_order() -> list[int]:  # the oracle: the stored vectors against the query, by hand
         async with Index.open(settings, readonly=True) as index:
             q = np.asarray(await index.embed_query("ocean tides"), dtype=np.float32)
-            async with index.reading() as conn:
-                cur = await conn.execute("SELECT c.id, v.embedding FROM chunks c JOIN vec_embeddings v"
+            async with index.reading() as view:
+                cur = await view.conn.execute("SELECT c.id, v.embedding FROM chunks c JOIN vec_embeddings v"
                                          " ON v.rowid = c.embedding_id")
                 rows = await cur.fetchall()
         sims = {cid: float(np.frombuffer(blob, dtype=np.float32) @ q) for cid, blob in rows}

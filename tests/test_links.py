@@ -27,7 +27,7 @@ from groove.index import Index
 from groove.ops import doctor
 from groove.search.answers import note_uri
 from groove.serve.mcp.resources import BACKLINKS_META
-from groove.store import connection, schema
+from groove.store.sqlite import connection, schema
 from tests.support.common import ROOT, eventually, write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once

@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from groove.store import connection, schema
+from groove.store.sqlite import connection, schema
 from tests.support.common import write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once

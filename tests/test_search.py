@@ -11,12 +11,14 @@ import anyio
 import pytest
 
 from groove.config import load_settings, replace_settings
-from groove.search import retrievers
+from groove.search import fulltext
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError, compile_query
 from groove.search.filters import Filters
 from groove.search.pipeline import SearchRequest
-from groove.store import connection
+from groove.store.protocols import TextQuery
+from groove.store.sqlite import connection
+from groove.store.sqlite.search import SqliteSearchReads, text_scored
 from tests.support.common import EXAMPLES, ROOT, write
 from tests.support.oneshot import eval_once, index_once, search_once
 from tests.support.server import FAKE_GROOVE
@@ -228,13 +230,21 @@ def test_explain_tells_a_person_everything_that_happened(corpus):
     assert all("fts_rank" in r.model_dump() and "vec_rank" in r.model_dump() for r in resp.results)
 
 
+async def _trigram_leg(conn, cq, limit: int) -> list[int]:
+    """The trigram leg of a compiled query as a search runs it (its common terms left out, then one
+    statement): the chunk ids, best first."""
+    query = TextQuery("phrases", cq.positives, excluded=cq.negatives)
+    kept = await fulltext.without_common_terms(SqliteSearchReads(conn), query)
+    return [cid for cid, _ in await text_scored(conn, kept, limit)]
+
+
 async def test_the_fts_half_runs_as_one_statement_over_the_union_of_its_phrases(corpus):
     conn = await connection.connect(corpus.resolved_index_path(), readonly=True)
     statements: list[str] = []
     await conn.set_trace_callback(statements.append)
     try:
         cq = compile_query("再ランキングの評価について")
-        ids = await retrievers.fts_search(conn, cq.match_expr, 50)
+        ids = await _trigram_leg(conn, cq, 50)
     finally:
         await conn.close()
     fts = [s for s in statements if "MATCH" in s]
@@ -251,7 +261,7 @@ async def test_a_32_phrase_query_is_one_fts_statement_not_one_per_phrase(corpus)
     statements: list[str] = []
     await conn.set_trace_callback(statements.append)
     try:
-        await retrievers.fts_search(conn, cq.match_expr, 50)
+        await _trigram_leg(conn, cq, 50)
     finally:
         await conn.close()
     assert len([s for s in statements if "MATCH" in s]) == 1, statements

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from groove.store import connection, shadow
-from groove.store.interface import SqliteShadowStore
+from groove.store.sqlite import connection, shadow
+from groove.store.sqlite.store import SqliteShadowQueue
 from tests.support.common import write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once
@@ -53,7 +53,7 @@ async def _steps(conn, work) -> tuple[int, object]:
 
 async def test_a_switch_hands_out_every_text_once_and_its_last_batch_costs_what_its_first_did(tmp_path):
     conn = await _switching(tmp_path)
-    store = SqliteShadowStore(conn)
+    store = SqliteShadowQueue(conn)
     seen: list[str] = []
     costs: list[int] = []
     try:
@@ -77,7 +77,7 @@ async def test_a_switch_hands_out_every_text_once_and_its_last_batch_costs_what_
 async def test_texts_behind_the_cursor_are_found_when_the_queue_wraps(tmp_path):
     """A text edited during the switch can hash below the cursor; so can one set aside and due again."""
     conn = await _switching(tmp_path)
-    store = SqliteShadowStore(conn)
+    store = SqliteShadowQueue(conn)
     try:
         first = await store.pending_batch(BATCH)
         set_aside = first[0][0]

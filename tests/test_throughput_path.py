@@ -19,11 +19,12 @@ import pytest
 
 from groove.embed.embedder import quiet_openmp
 from groove.search.pipeline import Searcher, SearchRequest
-from groove.store import connection
-from groove.store.pool import ReadConnection, ReaderPool, connect_reader
+from groove.store.sqlite import connection
+from groove.store.sqlite.pool import ReadConnection, ReaderPool, connect_reader
 from tests.support.common import ROOT, write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once
+from tests.support.reading import reading_from, reading_of
 
 
 @pytest.fixture
@@ -127,8 +128,8 @@ async def test_a_search_through_the_pool_answers_exactly_as_over_a_plain_connect
     try:
         for query in ("ranking fusion", "tokenizers -fusion", "日本語", '"search engines" note'):
             req = SearchRequest(query=query, limit=8, explain=False)
-            via_pool = await searcher.search(pool.connection, req)
-            via_plain = await searcher.search(plain, req)
+            via_pool = await searcher.search(reading_from(pool), req)
+            via_plain = await searcher.search(reading_of(plain), req)
             assert via_pool["results"], query
             assert via_pool == via_plain, query
     finally:

@@ -70,8 +70,8 @@ def test_offline_refusion_ranks_exactly_as_the_search_pipeline(indexed, changes)
             from groove.search.compiler import compile_query
             texts = [compile_query(q.query).vector_text for q in queries]
             vectors = dict(zip(texts, emb.embed_queries(texts)))
-            async with index.reading() as conn:
-                legs, skipped = await tune.collect_legs(conn, queries, vectors, tune.bm25_of(fs), 5)
+            async with index.reading() as reads:
+                legs, skipped = await tune.collect_legs(reads, queries, vectors, tune.bm25_of(fs), 5)
         return online, [tune.fuse(fs, q)[:5] for q in legs], skipped
 
     online, offline, skipped = anyio.run(both)

@@ -1,4 +1,4 @@
-"""The in-memory vectors (groove/store/vectors.py, decision 0012): sqlite-vec is the oracle.
+"""The in-memory vectors (groove/store/memory.py, decision 0012): sqlite-vec is the oracle.
 
 Real SQLite files with sqlite-vec. Every check compares what the matrix answers with what
 sqlite-vec's own KNN (or the exact filtered scan in SQL) answers on the same file, after the
@@ -17,11 +17,12 @@ from structlog.testing import capture_logs
 
 from groove.config import load_settings
 from groove.index import Index
-from groove.search import retrievers
 from groove.search.request import SearchRequest
-from groove.store import connection, schema, writer
-from groove.store.interface import VECTOR_TABLE
-from groove.store.vectors import VectorMatrix
+from groove.store.memory import VectorMatrix
+from groove.store.sqlite import connection, schema, search, writer
+from groove.store.sqlite.schema import VECTOR_TABLE
+from groove.store.sqlite.search import VectorRows
+from groove.store.sqlite.store import load_all
 from tests.support.common import write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once
@@ -51,12 +52,12 @@ async def conn(tmp_path):
 
 
 async def sqlite_vec_knn(conn, q: np.ndarray, k: int) -> list[tuple[int, float]]:
-    return await retrievers.nearest_embeddings(conn, q, k)
+    return await search.nearest_embeddings(conn, q, k)
 
 
 async def assert_same_as_sqlite_vec(conn, matrix: VectorMatrix, queries: np.ndarray, k: int = 10) -> None:
     for q in queries:
-        got = await matrix.nearest(conn, q, k)
+        got = await matrix.nearest(VectorRows(conn), q, k)
         want = await sqlite_vec_knn(conn, q, k)
         assert got is not None and len(got) == len(want)
         assert np.allclose([d for _, d in got], [d for _, d in want], atol=1e-5)
@@ -75,7 +76,7 @@ async def stored_ids(conn) -> list[int]:
 async def test_the_in_memory_knn_returns_what_sqlite_vec_returns(conn):
     rng = np.random.default_rng(1)
     await writer.store_vectors(conn, hashes("a", 400), unit(rng, 400))
-    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 2**20)
+    matrix = VectorMatrix(load_all(conn.path), 2**20)
     await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 25), k=10)
     await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 3), k=400)   # k = every vector
     await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 3), k=1000)  # k past them
@@ -84,14 +85,14 @@ async def test_the_in_memory_knn_returns_what_sqlite_vec_returns(conn):
 async def test_vectors_stored_or_removed_after_the_first_load_are_seen_by_the_next_search(conn):
     rng = np.random.default_rng(2)
     await writer.store_vectors(conn, hashes("a", 200), unit(rng, 200))
-    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 2**20)
-    first = await matrix.current(conn)
+    matrix = VectorMatrix(load_all(conn.path), 2**20)
+    first = await matrix.current(VectorRows(conn))
     assert first is not None and len(first.ids) == 200
 
     added = unit(rng, 30)
     await writer.store_vectors(conn, hashes("b", 30), added)
     # The nearest vector to a new one is itself, at distance 0.
-    got = await matrix.nearest(conn, added[7], 1)
+    got = await matrix.nearest(VectorRows(conn), added[7], 1)
     assert got[0][1] == pytest.approx(0.0, abs=1e-5) and got[0][0] > first.max_id
     assert list(matrix.snapshot.ids) == await stored_ids(conn)
     # A snapshot taken before is unchanged by the rows written after it (a search computing on it).
@@ -101,7 +102,7 @@ async def test_vectors_stored_or_removed_after_the_first_load_are_seen_by_the_ne
     # No chunk uses any of these vectors: garbage collection removes them all.
     removed = await writer.collect_garbage(conn)
     assert removed == 230
-    assert await matrix.nearest(conn, added[7], 5) == []
+    assert await matrix.nearest(VectorRows(conn), added[7], 5) == []
     await writer.store_vectors(conn, hashes("c", 50), unit(rng, 50))
     assert list(matrix.snapshot.ids) != await stored_ids(conn)  # the next search refreshes it
     await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 10))
@@ -112,8 +113,8 @@ async def test_a_vector_id_is_never_reused_so_a_new_vector_is_never_taken_for_a_
     rng = np.random.default_rng(3)
     old = unit(rng, 20)
     await writer.store_vectors(conn, hashes("a", 20), old)
-    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 2**20)
-    assert len((await matrix.current(conn)).ids) == 20
+    matrix = VectorMatrix(load_all(conn.path), 2**20)
+    assert len((await matrix.current(VectorRows(conn))).ids) == 20
     top = max(await stored_ids(conn))
     # Remove the highest id, as doctor --fix or garbage collection can, then store a new text.
     await conn.execute("BEGIN")
@@ -123,7 +124,7 @@ async def test_a_vector_id_is_never_reused_so_a_new_vector_is_never_taken_for_a_
     new = unit(rng, 1)
     await writer.store_vectors(conn, hashes("b", 1), new)
     assert max(await stored_ids(conn)) == top + 1
-    got = await matrix.nearest(conn, new[0], 1)
+    got = await matrix.nearest(VectorRows(conn), new[0], 1)
     assert got[0][0] == top + 1 and got[0][1] == pytest.approx(0.0, abs=1e-5)
     assert top not in set(matrix.snapshot.ids.tolist())
     await assert_same_as_sqlite_vec(conn, matrix, unit(rng, 5))
@@ -132,8 +133,8 @@ async def test_a_vector_id_is_never_reused_so_a_new_vector_is_never_taken_for_a_
 async def test_a_swapped_model_of_another_dimension_is_loaded_again_whole(conn):
     rng = np.random.default_rng(4)
     await writer.store_vectors(conn, hashes("a", 50), unit(rng, 50))
-    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 2**20)
-    assert (await matrix.current(conn)).matrix.shape == (50, DIM)
+    matrix = VectorMatrix(load_all(conn.path), 2**20)
+    assert (await matrix.current(VectorRows(conn))).matrix.shape == (50, DIM)
     # What a switch's swap does (store/sqlite/shadow.py): same ids, new vectors, another dimension.
     ids = await stored_ids(conn)
     new = unit(rng, 50, dim=8)
@@ -152,17 +153,17 @@ async def test_a_swapped_model_of_another_dimension_is_loaded_again_whole(conn):
 async def test_over_its_memory_budget_sqlite_vec_answers_and_it_is_said_once(conn):
     rng = np.random.default_rng(5)
     await writer.store_vectors(conn, hashes("a", 100), unit(rng, 100))
-    matrix = VectorMatrix(conn.path, VECTOR_TABLE, 100 * DIM * 4 - 1)  # one byte short
+    matrix = VectorMatrix(load_all(conn.path), 100 * DIM * 4 - 1)  # one byte short
     q = unit(rng, 1)[0]
     with capture_logs() as logs:
-        assert await matrix.nearest(conn, q, 5) is None
-        assert await matrix.nearest(conn, q, 5) is None
+        assert await matrix.nearest(VectorRows(conn), q, 5) is None
+        assert await matrix.nearest(VectorRows(conn), q, 5) is None
         # The search itself still answers, from sqlite-vec.
-        got = await retrievers.vector_scored(conn, q, 5, matrix=matrix)
+        got = await search.vector_scored(conn, q, 5, matrix=matrix)
     assert [e["event"] for e in logs].count("vectors_not_in_memory") == 1
     assert "vector_memory_mb" in next(e for e in logs if e["event"] == "vectors_not_in_memory")["message"]
-    assert got == await retrievers.vector_scored(conn, q, 5)
-    assert await VectorMatrix(conn.path, VECTOR_TABLE, 0).nearest(conn, q, 5) is None  # 0: never kept
+    assert got == await search.vector_scored(conn, q, 5)
+    assert await VectorMatrix(load_all(conn.path), 0).nearest(VectorRows(conn), q, 5) is None  # 0: never kept
 
 
 def test_an_index_of_schema_3_keeps_its_vectors_and_ids_and_never_reuses_them_after(tmp_path):
@@ -245,12 +246,12 @@ async def test_the_daemon_loads_the_vectors_into_memory_when_it_starts_not_at_th
 async def test_a_copy_that_cannot_be_brought_up_to_date_lets_sqlite_vec_answer_and_is_said_once(conn, tmp_path):
     rng = np.random.default_rng(6)
     await writer.store_vectors(conn, hashes("a", 40), unit(rng, 40))
-    matrix = VectorMatrix(tmp_path / "gone" / "v.sqlite", VECTOR_TABLE, 2**20)  # its first load cannot open the file
+    matrix = VectorMatrix(load_all(tmp_path / "gone" / "v.sqlite"), 2**20)  # its first load cannot open the file
     q = unit(rng, 1)[0]
     with capture_logs() as logs:
         for _ in range(3):
-            got = await retrievers.vector_scored(conn, q, 5, matrix=matrix)
-            assert got == await retrievers.vector_scored(conn, q, 5)
+            got = await search.vector_scored(conn, q, 5, matrix=matrix)
+            assert got == await search.vector_scored(conn, q, 5)
     assert [e["event"] for e in logs].count("vectors_in_memory_failed") == 1
 
 

@@ -11,11 +11,11 @@ import pytest
 
 from groove.config import load_settings
 from groove.corpus.words import word_text
-from groove.search import retrievers
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import compile_query
 from groove.search.pipeline import SearchRequest
-from groove.store import connection, schema
+from groove.store.sqlite import connection, schema
+from groove.store.sqlite.search import doc_freq
 from tests.support.common import write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.oneshot import index_once, search_once
@@ -144,7 +144,7 @@ async def test_a_words_chunk_count_is_what_fts5_matches_for_its_stem(vault):
     conn = await connection.connect(vault.resolved_index_path(), readonly=True)
     try:
         n_chunks = (await (await conn.execute("SELECT count(*) FROM chunks")).fetchone())[0]
-        df, n = await retrievers.term_doc_freq(conn, "fts_words", ["properties", "biomaterial", "zzz"])
+        df, n = await doc_freq(conn, "words", ["properties", "biomaterial", "zzz"])
         assert df == {"properties": 1, "biomaterial": 1, "zzz": 0} and n == n_chunks
     finally:
         await conn.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from groove.index import Index
-from groove.store.writer_lock import IndexLockedError, lock_path
+from groove.store.sqlite.writer_lock import IndexLockedError, lock_path
 from tests.support.common import GROOVE, ROOT, write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.server import free_port, server_env
@@ -76,7 +76,7 @@ def test_a_second_writer_beside_a_running_daemon_is_refused_naming_it_and_reader
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from groove.store.writer_lock import WriterLock
+    from groove.store.sqlite.writer_lock import WriterLock
     lock = WriterLock(Path(sys.argv[1]))
     lock.acquire()
     print("locked", flush=True)
@@ -123,7 +123,7 @@ async def test_two_writers_in_one_process_are_refused_too_and_the_lock_is_releas
 def test_groove_index_on_a_full_disk_says_so_instead_of_a_traceback(kb, tmp_path, monkeypatch, capsys):
     """SQLite's page limit on the writer's connection stands in for a full disk (SQLITE_FULL)."""
     from groove import cli
-    from groove.store import connection
+    from groove.store.sqlite import connection
 
     for i in range(30):
         write(kb / f"n{i}.md", f"# Note {i}\n\n" + f"Paragraph {i} about the estuary and its herons. " * 40 + "\n")

@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from bench.common import alternate, data_dir, show_ab
+from bench.common import alternate, data_dir, reading_of, show_ab
 from bench.scale import scale_queries
 
 POOL = 50
@@ -47,10 +47,10 @@ async def measure(index: Path, data: Path | None = None, rounds: int = 3) -> dic
     from groove.embed.embedder import make_embedder
     from groove.search import language
     from groove.search.pipeline import Searcher
-    from groove.search.retrievers import SqliteSearchReads
-    from groove.store import connection
-    from groove.store.interface import VECTOR_TABLE
-    from groove.store.vectors import VectorMatrix
+    from groove.store.memory import VectorMatrix
+    from groove.store.sqlite import connection
+    from groove.store.sqlite.search import SqliteSearchReads
+    from groove.store.sqlite.store import load_all
 
     queries = scale_queries(data_dir(data), 40)
     settings = load_settings(None, kb_path=index.parent, index_path=index)
@@ -63,10 +63,10 @@ async def measure(index: Path, data: Path | None = None, rounds: int = 3) -> dic
 
     searcher = Searcher(settings.search, embed_query=no_embedding)  # only its centres are used
     try:
-        centres = await searcher.centres_for(conn)
+        centres = await searcher.centres_for(reading_of(conn))
         if centres is None:
             raise SystemExit(f"{index} holds one language: it has no centres to compare against")
-        matrix = VectorMatrix(index, VECTOR_TABLE, settings.search.vector_memory_mb * 2**20)
+        matrix = VectorMatrix(load_all(index), settings.search.vector_memory_mb * 2**20)
         ms: dict[str, list[float]] = {f"{side}_{how}": [] for side in ("raw", "centres") for how in ("scan", "memory")}
         differ = 0
         for r in range(rounds):

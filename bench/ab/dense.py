@@ -75,7 +75,7 @@ async def measure(index: Path, data: Path, keep: Path | None, split: str) -> dic
     from groove.config import load_settings
     from groove.embed.embedder import make_embedder
     from groove.evaluate.metrics import aggregate, score_query
-    from groove.store import connection
+    from groove.store.sqlite import connection
     from tests.support.oneshot import eval_once
 
     settings = load_settings(None, kb_path=index.parent / "notes", index_path=index)

@@ -191,7 +191,7 @@ def folder_bytes(d: Path) -> int:
 
 
 def index_counts(path: Path) -> dict[str, int]:
-    from groove.store import connection
+    from groove.store.sqlite import connection
 
     con = connection.connect_sync(path, readonly=True)
     try:
@@ -271,8 +271,8 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
     from groove.search.compiler import QueryError, compile_query
     from groove.search.pipeline import Searcher
     from groove.search.request import SearchRequest
-    from groove.store.interface import VECTOR_TABLE
-    from groove.store.vectors import VectorMatrix
+    from groove.store.memory import VectorMatrix
+    from groove.store.sqlite.store import load_all
 
     say(f"load {os.getloadavg()}; work folder {work}")
     folders, judged, corpus = make_corpus(args, data, work)
@@ -370,7 +370,7 @@ async def measure(args: argparse.Namespace, data: Path, work: Path, report: Repo
 
         def searcher(ix, mode):
             vectors = (
-                VectorMatrix(ix.path, VECTOR_TABLE, ix.settings.search.vector_memory_mb * 2**20)
+                VectorMatrix(load_all(ix.path), ix.settings.search.vector_memory_mb * 2**20)
                 if mode == "memory"
                 else None
             )

@@ -1,14 +1,17 @@
-"""this checkout's retrievers against another checkout's, one whole search at a time (decision 0010)
+"""this checkout's SQLite search reads against another checkout's, one whole search at a time (decision 0010)
 
 `python -m bench ab fts INDEX --baseline DIR`: an in-process A/B on one index (e.g.
-`/tmp/groove-scale/100000/index.sqlite`, built by `python -m bench scale`): the retrievers module
-of the checkout in DIR (its `groove/search/retrievers.py`, loaded beside this one; it must import
-what this checkout's groove still provides) and this checkout's, alternating query by query (the
+`/tmp/groove-scale/100000/index.sqlite`, built by `python -m bench scale`): the SQLite store's search
+module of the checkout in DIR (its `groove/store/sqlite/search.py`, loaded beside this one; it must import
+what this checkout's groove still provides, so DIR is a checkout with the store seam of issue 35; before
+it, the module was `groove/search/retrievers.py`) and this checkout's, alternating query by query (the
 order flips each query) on one read-only connection, through one `Searcher` with one fixed query
 vector (the query embedding is the model's and the same for both). Each measures the whole hybrid
 search: both full-text legs, the KNN, the row fetch and match spans; over the scale bench's
-queries, the same filtered to `scale-rare`, and its worst query 7 times. Prints p50 / p95 per side
-and baseline-over-this ratios. Decision 0010 was measured with it (as `python -m bench.fts_ab`).
+queries, the same filtered to `scale-rare`, and its worst query 7 times. Which common terms a leg
+leaves out is decided above the store (groove/search/fulltext.py), by this checkout's rule for both
+sides, from the counts each side's module reads. Prints p50 / p95 per side and baseline-over-this
+ratios. Decision 0010 was measured with it (as `python -m bench.fts_ab`).
 """
 
 from __future__ import annotations
@@ -41,9 +44,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def load_baseline(checkout: Path) -> ModuleType:
-    """The other checkout's retrievers module, loaded beside this one."""
-    path = checkout / "groove" / "search" / "retrievers.py"
-    spec = importlib.util.spec_from_file_location("baseline_retrievers", path)
+    """The other checkout's SQLite search module, loaded beside this one."""
+    path = checkout / "groove" / "store" / "sqlite" / "search.py"
+    if not path.is_file():
+        raise BenchError(
+            f"{path} does not exist: {checkout} is a checkout from before the store seam (issue 35), whose"
+            " groove/search/retrievers.py cannot be loaded beside this checkout's groove"
+        )
+    spec = importlib.util.spec_from_file_location("baseline_sqlite_search", path)
     if spec is None or spec.loader is None:
         raise BenchError(f"{path} cannot be loaded as a module")
     mod = importlib.util.module_from_spec(spec)
@@ -64,10 +72,11 @@ def _summary(d: dict[str, list[float]]) -> dict[str, float]:
 
 async def measure(index: Path, baseline: ModuleType, data: Path | None = None) -> dict[str, Any]:
     from groove.config import SearchSettings
-    from groove.search import retrievers as this_retrievers
     from groove.search.pipeline import Searcher
     from groove.search.request import SearchRequest
-    from groove.store import connection
+    from groove.store.sqlite import connection
+    from groove.store.sqlite import search as this_search
+    from groove.store.sqlite.store import SqliteReads
 
     queries = scale_queries(data_dir(data), 40)
     conn = await connection.connect(index, readonly=True)
@@ -78,12 +87,22 @@ async def measure(index: Path, baseline: ModuleType, data: Path | None = None) -
         return vec
 
     searcher = Searcher(SearchSettings(), embed)
-    mods = {"baseline": baseline, "this": this_retrievers}
+    mods = {"baseline": baseline, "this": this_search}
+
+    class Reads(SqliteReads):
+        """The connection's reads, a search's own (`searching`) through one side's module."""
+
+        def __init__(self, mod: ModuleType):
+            super().__init__(conn)
+            self.mod = mod
+
+        def searching(self, matrix: Any = None, min_quality: float | None = None) -> Any:
+            return self.mod.SqliteSearchReads(self.conn, matrix, min_quality)
 
     def reading(mod: ModuleType):
         @asynccontextmanager
         async def one():
-            yield mod.SqliteSearchReads(conn)
+            yield Reads(mod)
 
         return one
 

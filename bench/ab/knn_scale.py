@@ -32,8 +32,8 @@ async def _measure(root: Path, n: int, data: Path) -> dict[str, Any]:
     from bench.scale import scale_queries
     from groove.index import Index
     from groove.search.request import SearchRequest
-    from groove.store.interface import VECTOR_TABLE
-    from groove.store.vectors import VectorMatrix
+    from groove.store.memory import VectorMatrix
+    from groove.store.sqlite.store import load_all
 
     settings = make_settings(root, root / "notes", root / "index.sqlite")
     queries = scale_queries(data, n)
@@ -47,10 +47,10 @@ async def _measure(root: Path, n: int, data: Path) -> dict[str, Any]:
         index.searcher.calibration_for = no_calibration  # type: ignore[method-assign]  # on this Index only
         for side in ("sqlite-vec", "memory"):
             if side == "memory":
-                index.searcher.vectors = VectorMatrix(index.path, VECTOR_TABLE, 1 << 40)
+                index.searcher.vectors = VectorMatrix(load_all(index.path), 1 << 40)
                 t = time.perf_counter()
-                async with index.reading() as conn:
-                    snap = await index.searcher.vectors.usable(conn)
+                async with index.reading() as reads:
+                    snap = await index.searcher.vectors.usable(reads)
                 out["memory_load_s"] = round(time.perf_counter() - t, 1)
                 out["memory_mib"] = round(snap.matrix.nbytes / 2**20) if snap is not None else None
             rows = []

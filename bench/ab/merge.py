@@ -3,7 +3,8 @@
 `python -m bench ab merge INDEX`: copies INDEX (e.g. `/tmp/groove-scale/10000/index.sqlite`,
 built by `python -m bench scale`) to a scratch file, merges the copy's full-text tables into one
 segment each (FTS5 `optimize`, what `groove index` does after a large write: decision 0013;
-timed), then runs the trigram and bigram legs (`retrievers.fts_scored`) of the scale bench's
+timed), then runs the trigram and bigram legs (`bench.common.full_text_leg`: common terms left out, then
+FTS5's bm25, as a search runs them) of the scale bench's
 queries on the original and on the copy, alternating query by query (the order flips each query),
 three rounds, the first one a warm-up. Prints p50 / mean per side and original-over-merged ratios.
 The ranked ids are compared: a merge moves postings, it must not change a result. Decision 0013
@@ -22,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from bench.common import alternate, data_dir, show_ab
+from bench.common import alternate, data_dir, full_text_leg, show_ab
 from bench.scale import scale_queries
 
 
@@ -35,10 +36,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def measure(index: Path, data: Path | None = None) -> dict[str, Any]:
-    from groove.corpus.cjk import cjk_query
-    from groove.search import retrievers
+    from groove.search import fulltext
     from groove.search.compiler import compile_query
-    from groove.store import connection
+    from groove.store.protocols import TextQuery
+    from groove.store.sqlite import connection
+    from groove.store.sqlite.schema import FTS_TABLES
 
     queries = scale_queries(data_dir(data), 40)
     with tempfile.TemporaryDirectory(prefix="groove-merge-ab-") as tmp:
@@ -46,7 +48,7 @@ async def measure(index: Path, data: Path | None = None) -> dict[str, Any]:
         shutil.copyfile(index, copy)
         con = connection.connect_sync(copy)
         merge_s = {}
-        for table in retrievers.FTS_TABLES:
+        for table in FTS_TABLES:
             t = time.perf_counter()
             con.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
             merge_s[table] = round(time.perf_counter() - t, 2)
@@ -61,13 +63,12 @@ async def measure(index: Path, data: Path | None = None) -> dict[str, Any]:
             for rnd in range(3):
                 for i, q in enumerate(queries):
                     cq = compile_query(q)
-                    legs = [
-                        (t, e) for t, e in (("fts_chunks", cq.match_expr), ("fts_cjk", cjk_query(cq.vector_text))) if e
-                    ]
+                    trigram = TextQuery("phrases", cq.positives, excluded=cq.negatives) if cq.match_expr else None
+                    legs = [q for q in (trigram, fulltext.bigram_query(cq.vector_text)) if q is not None]
                     got = {}
                     for name in alternate(["as_written", "merged"], i + rnd):
                         t = time.perf_counter()
-                        got[name] = [await retrievers.fts_scored(sides[name], e, 50, table=table) for table, e in legs]
+                        got[name] = [await full_text_leg(sides[name], leg, 50) for leg in legs]
                         if rnd:
                             res[name].append((time.perf_counter() - t) * 1000)
                     same &= got["as_written"] == got["merged"]

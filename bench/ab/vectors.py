@@ -2,8 +2,8 @@
 
 `python -m bench ab vectors INDEX`: on one index (e.g. `/tmp/groove-scale/100000/index.sqlite`,
 built by `python -m bench scale`), one read-only connection: the vector leg of a search
-(`retrievers.vector_scored`: KNN, then the ids mapped to chunks) with the process's in-memory copy
-(groove/store/vectors.py) and without it, alternating query by query (the order flips each
+(`groove.store.sqlite.search.vector_scored`: KNN, then the ids mapped to chunks) with the process's in-memory
+copy (groove/store/memory.py) and without it, alternating query by query (the order flips each
 query), unfiltered and filtered to the `scale-rare` tag (1% of notes). Queries are seeded random
 unit vectors (the scale index's document vectors are hash-seeded, so what they rank is
 meaningless: this measures speed only; the rankings are compared query by query: the share that
@@ -37,10 +37,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def measure(index: Path, queries: int) -> dict[str, Any]:
-    from groove.search import retrievers
-    from groove.store import connection
-    from groove.store.interface import VECTOR_TABLE
-    from groove.store.vectors import VectorMatrix
+    from groove.store.memory import VectorMatrix
+    from groove.store.sqlite import connection
+    from groove.store.sqlite.search import VectorRows, vector_scored
+    from groove.store.sqlite.store import load_all
 
     conn = await connection.connect(index, readonly=True)
     try:
@@ -51,9 +51,9 @@ async def measure(index: Path, queries: int) -> dict[str, Any]:
         qs /= np.linalg.norm(qs, axis=1, keepdims=True)
         cur = await conn.execute("SELECT doc_id FROM doc_tags WHERE tag = ?", (RARE_TAG,))
         rare = [r[0] for r in await cur.fetchall()]
-        matrix = VectorMatrix(index, VECTOR_TABLE, 2**40)
+        matrix = VectorMatrix(load_all(index), 2**40)
         t = time.perf_counter()
-        snap = await matrix.current(conn)
+        snap = await matrix.current(VectorRows(conn))
         load_s = time.perf_counter() - t
         if snap is None:  # the memory side would quietly be sqlite-vec's scan again
             raise BenchError(f"the in-memory copy of {index}'s vectors did not load")
@@ -65,9 +65,7 @@ async def measure(index: Path, queries: int) -> dict[str, Any]:
                 got = {}
                 for side in alternate(["sqlite-vec", "memory"], i):
                     t = time.perf_counter()
-                    got[side] = await retrievers.vector_scored(
-                        conn, q, 50, None, allowed, matrix if side == "memory" else None
-                    )
+                    got[side] = await vector_scored(conn, q, 50, None, allowed, matrix if side == "memory" else None)
                     res.setdefault(f"{kind}.{side}", []).append((time.perf_counter() - t) * 1000)
                 same += [c for c, _ in got["memory"]] == [c for c, _ in got["sqlite-vec"]]
                 # the ranks both sides have (a side may find fewer than 50)

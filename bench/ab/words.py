@@ -7,7 +7,7 @@ alternating query by query (the order flips each query), three rounds, the first
 
 - "trigram": the seeds' routing, as before decision 0014: the compiler's whole expression on
   the trigram table, and the CJK runs on the bigram table;
-- "words": this groove's (`pipeline.full_text_plan`): a query made only of words of spaced
+- "words": this groove's (`fulltext.plan`): a query made only of words of spaced
   alphabets on the word table, any other query as before.
 
 Each leg is what a search runs: the common terms left out (decision 0010), the ranked
@@ -43,48 +43,52 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def seeds_plan(cq: Any) -> list[Any]:
     """The legs before decision 0014: every phrase on the trigram table, CJK runs on the bigram table."""
-    from groove.corpus.cjk import cjk_query, query_terms
+    from groove.corpus.cjk import query_terms
+    from groove.search import fulltext
+    from groove.store.protocols import TextQuery
 
     plan = []
     if cq.match_expr is not None:
-        plan.append(("trigram", "fts_chunks", cq.match_expr, list(cq.positives)))
-    cjk = cjk_query(cq.vector_text)
-    if cjk:
-        plan.append(("bigram", "fts_cjk", cjk, query_terms(cq.vector_text)))
+        plan.append(("trigram", TextQuery("phrases", cq.positives, excluded=cq.negatives), list(cq.positives)))
+    bigrams = fulltext.bigram_query(cq.vector_text)
+    if bigrams is not None:
+        plan.append(("bigram", bigrams, query_terms(cq.vector_text)))
     return plan
 
 
 async def run_legs(reads_: Any, plan: list[Any]) -> int:
     """Run each leg as a search does; the candidates found, all legs together."""
-    from groove.search.pipeline import excludes_by_id, leg_evidence
+    from groove.search import fulltext
+    from groove.search.pipeline import leg_evidence
 
     found = 0
-    for _name, table, expr, terms in plan:
-        scored = await reads_.fts_scored(
-            expr, 50, (2.0, 1.0, 1.0), None, table, set() if excludes_by_id(table) else None
+    for name, query, terms in plan:
+        kept = await fulltext.without_common_terms(reads_, query)
+        scored = await reads_.text_scored(
+            kept, 50, (2.0, 1.0, 1.0), None, set() if fulltext.excludes_by_id(name) else None
         )
-        await leg_evidence(reads_, table, terms, scored)
+        await leg_evidence(reads_, query.kind, terms, scored)
         found += len(scored)
     return found
 
 
 async def measure(index: Path, data: Path | None = None, rounds: int = 3) -> dict[str, Any]:
-    from groove.corpus.cjk import cjk_query, has_cjk
-    from groove.search import retrievers
+    from groove.corpus.cjk import has_cjk
+    from groove.search import fulltext
     from groove.search.compiler import compile_query
-    from groove.search.pipeline import full_text_plan
-    from groove.store import connection
+    from groove.store.sqlite import connection
+    from groove.store.sqlite.search import SqliteSearchReads
 
     queries = scale_queries(data_dir(data), 40)
     conn = await connection.connect(index, readonly=True)
-    reads_ = retrievers.SqliteSearchReads(conn)
+    reads_ = SqliteSearchReads(conn)
     res: dict[str, dict[str, list[float]]] = {side: {"all": [], "en": [], "ja": []} for side in ("trigram", "words")}
     candidates: dict[str, int] = {"trigram": 0, "words": 0}
     try:
         for rnd in range(rounds):
             for i, q in enumerate(queries):
                 cq = compile_query(q)
-                plans = {"trigram": seeds_plan(cq), "words": full_text_plan(cq, cjk_query(cq.vector_text))}
+                plans = {"trigram": seeds_plan(cq), "words": fulltext.plan(cq, fulltext.bigram_query(cq.vector_text))}
                 for side in alternate(["trigram", "words"], i + rnd):
                     t = time.perf_counter()
                     found = await run_legs(reads_, plans[side])
