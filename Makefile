@@ -46,10 +46,11 @@ node-tools:
 serve: $(STAMP_SERVE)
 	HF_HUB_OFFLINE=1 $(BIN)/groove serve $(if $(KB),--kb "$(KB)",--examples) --transport http --bind "$(BIND)"
 
-# The fast tier: the tests that need no real model, no child process, no browser and no npm tool. tests/conftest.py
-# marks the others from the fixtures they use (real_model, spawn, browser, npm_tools: tests/support/tiers.py).
+# The fast tier: the tests that need no real model, no child process, no browser, no npm tool and no PostgreSQL
+# server. tests/conftest.py marks the others from the fixtures they use (real_model, spawn, browser, npm_tools,
+# postgres: tests/support/tiers.py).
 # `make test` runs it first, so a broken build fails in minutes, then the rest.
-FAST := not model and not process and not browser and not npm
+FAST := not model and not process and not browser and not npm and not postgres
 
 test-fast: $(STAMP_TEST)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "$(FAST)"

@@ -267,13 +267,17 @@ def cmd_status(args: argparse.Namespace) -> int:
             mode="json"
         )
 
+    def _where(folder: dict) -> str:
+        """A folder's path, with its machine's name in a shared store."""
+        return f"{folder['host']}:{folder['path']}" if folder.get("host") else str(folder["path"])
+
     def text(s: dict) -> str:
         when = s["last_indexed_at"] or "never"
         folders = s.get("folders") or []
         lines = (
             [f"notes:        {s['kb_path']}"]
-            if len(folders) < 2
-            else [f"folder:       {f['name']}/ = {f['path']} ({f['notes']} notes)" for f in folders]
+            if len(folders) < 2 and not any(f.get("host") for f in folders)
+            else [f"folder:       {f['name']}/ = {_where(f)} ({f['notes']} notes)" for f in folders]
         )
         lines += [
             f"index:        {s['index_path']}",
@@ -1042,7 +1046,14 @@ def cmd_service_install(args: argparse.Namespace) -> int:
     config = instances.check_config(settings.config_file, user_config_file(), kb=kb)
     host = instances.split_bind(settings.serve.bind)[0]
     plan = instances.plan_install(
-        platform, name=name, config=config, kb=kb, index=args.index_path, port=args.port, host=host
+        platform,
+        name=name,
+        config=config,
+        kb=kb,
+        index=args.index_path,
+        port=args.port,
+        host=host,
+        store=args.store_url,
     )
     if not args.dry_run:
         sys.stderr.write(

@@ -273,7 +273,12 @@ class QualityFilterSettings(_Section):
 class EvalSettings(_Section):
     """`[eval]`: the run history `groove eval` keeps beside the index, and its regression gate."""
 
-    history: int = Field(10, ge=0, le=1000, description="runs kept in <index>.eval.jsonl; 0 keeps none")
+    history: int = Field(
+        10,
+        ge=0,
+        le=1000,
+        description="runs kept in <index>.eval.jsonl (a shared store: its eval_history table); 0 keeps none",
+    )
     regression_threshold: float = Field(
         0.05, ge=0.0, le=1.0, description="--fail-on-regression: a metric that dropped by more than this fails"
     )

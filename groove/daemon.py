@@ -40,7 +40,7 @@ from groove.backoff import doubling
 from groove.config import Settings
 from groove.embed.embedder import Embedder
 from groove.embed.pool import BulkLimiter
-from groove.errors import BusyError, GrooveError, NotFoundError
+from groove.errors import BusyError, GrooveError, NotFoundError, UsageError
 from groove.index import Index
 from groove.logs import get_logger
 from groove.store.failures import describe_write_error
@@ -393,7 +393,12 @@ class Daemon:
         def ready() -> None:
             self.tasks["store"].ok("listening", reset=False)
 
-        await store.listen(self._changed, ready)
+        async def changed(paths: list[str], list_changed: bool) -> None:
+            if list_changed and self.search_only:
+                await self.index.refresh_folders()  # a folder may have joined the store
+            await self._changed(paths, list_changed)
+
+        await store.listen(changed, ready)
 
     def _wake_workers(self) -> None:
         self._work_gen += 1
@@ -535,6 +540,11 @@ class Daemon:
 
     async def full_reconcile(self) -> IndexReport:
         """A full reconcile now, through the writer. One at a time."""
+        if self.search_only:
+            raise UsageError(
+                "this is a search node of a shared store: it indexes no folder; reindex where the folder is "
+                "(`groove index --kb PATH --store URL` on that machine)"
+            )
         if self._reindexing:
             raise BusyError("a reindex is already running; wait for it to finish (index_status shows reindex_running)")
         self._reindexing = True

@@ -184,6 +184,20 @@ class Index:
             raise UsageError("the store's notes folders are known once it is open")
         return self._folders
 
+    def describe(self) -> str:
+        """The notes folders as a log line names them (a search node: the store's, whichever they are)."""
+        if self._folders is None:
+            return f"every notes folder of {self.address.shown}"
+        return self._folders.describe()
+
+    async def refresh_folders(self) -> None:
+        """A search node: the notes folders the store holds now (another machine may have started indexing one)."""
+        if not self.search_only or self.store is None:
+            return
+        held = await self.store.folders()
+        if held:
+            self._folders = Folders([NotesFolder(f["name"], Path(f["path"])) for f in held], named=True)
+
     def _open_options(self) -> dict[str, Any]:
         return {
             "model": self.embedder.identity,
@@ -202,7 +216,12 @@ class Index:
         # Chunks are cut for the configured model: it is the one that stays.
         try:
             self.indexer = Indexer(
-                store.writes, self.folders, self.settings.index, self.embedder, self.settings.parsers
+                store.writes,
+                self.folders,
+                self.settings.index,
+                self.embedder,
+                self.settings.parsers,
+                shared=self.address.kind == "postgresql",
             )
         except BaseException:
             # e.g. a .grooveignore that is a FIFO: say so and exit, instead of an open connection's
@@ -268,7 +287,7 @@ class Index:
             self.address, writer_=False, pool=pool, any_model=any_model, **self._open_options()
         )
         if self._folders is None:
-            held = await store.folders() if hasattr(store, "folders") else []
+            held = await store.folders()
             if not held:
                 await self.close()
                 raise UsageError(
@@ -294,6 +313,20 @@ class Index:
         """A view to read with: a reader of the pool (daemon), the read-only one, else the writer's."""
         assert self.store is not None, "the index is not open"
         return self.store.reading()
+
+    @property
+    def eval_history_location(self) -> str:
+        assert self.store is not None, "the index is not open"
+        return self.store.eval_history_location
+
+    async def eval_history(self) -> list[str]:
+        """The eval history's lines (the store keeps it: a file beside the SQLite index, a table of a shared one)."""
+        assert self.store is not None, "the index is not open"
+        return await self.store.eval_history()
+
+    async def append_eval_history(self, line: str, keep: int) -> None:
+        assert self.store is not None, "the index is not open"
+        await self.store.append_eval_history(line, keep)
 
     def spare_reading(self) -> AbstractAsyncContextManager[Reads | None]:
         """A second reader for a search that holds one, if one is free now; else None."""
@@ -527,16 +560,29 @@ class Index:
 
     async def status(self) -> IndexStatus:
         """What the index file holds (the service adds its own fields when one runs)."""
+        assert self.store is not None, "the index is not open"
+        held = await self.store.folders()  # a shared store: every machine's folders, not only this one's
         async with self.reading() as reads:
             st = await reads.status(self.address.shown)
-            st["folders"] = [
-                {
-                    "name": f.name,
-                    "path": str(f.path),
-                    "notes": await reads.count_documents_under(self.folders.prefix(f)),
-                }
-                for f in self.folders
-            ]
+            if held:
+                st["folders"] = [
+                    {
+                        "name": f["name"],
+                        "path": f["path"],
+                        "host": f["host"] or None,
+                        "notes": await reads.count_documents_under(f"{f['name']}/"),
+                    }
+                    for f in held
+                ]
+            else:
+                st["folders"] = [
+                    {
+                        "name": f.name,
+                        "path": str(f.path),
+                        "notes": await reads.count_documents_under(self.folders.prefix(f)),
+                    }
+                    for f in self.folders
+                ]
         switch = self.switching
         if switch is not None and st.get("model_switch"):
             st["model_switch"].update(

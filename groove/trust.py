@@ -13,8 +13,10 @@ A file needs approval when it sets (docs/configuration.md, "Files found in the c
 - `[serve.http] token` or `token_env`: whoever wrote the file would know (or choose) the token;
 - `[serve.http] allowed_hosts` or `allowed_origins`: web pages from there could reach the server
   through the user's browser;
-- `kb_path` while the user's own settings send note text off this machine (an endpoint or a bind
-  off loopback set elsewhere): the file would choose which files go there.
+- `[store] url`: every note's text would be written into that database (even one on this machine
+  may be someone else's);
+- `kb_path` while the user's own settings send note text off this machine (an endpoint, a bind
+  off loopback or a store set elsewhere): the file would choose which files go there.
 
 An approval is the file's absolute path and the sha256 of its bytes, kept in
 `<user data dir>/groove/trusted.json`; a changed file needs approving again.
@@ -112,6 +114,9 @@ def _destination(settings: Mapping[str, Any]) -> str | None:
     bind = _get(settings, "serve", "bind")
     if isinstance(bind, str) and bind and bind_is_remote(bind):
         return f"clients of {bind}"
+    store = _get(settings, "store", "url")
+    if isinstance(store, str) and store.strip():
+        return "the store your settings name"
     return None
 
 
@@ -147,6 +152,10 @@ def risks(file_data: Mapping[str, Any], effective: Mapping[str, Any] | None = No
                     "web pages from there could reach the server through your browser",
                 )
             )
+    store = _get(file_data, "store", "url")
+    if isinstance(store, str) and store.strip():
+        # The URL is not shown: it may carry a password.
+        found.append(Risk("[store] url", '"..."', "every note's text would be written into that database"))
     templates = _get(file_data, "best_practice", "path_templates")
     outside = (
         [t for t in templates if isinstance(t, str) and (t.startswith(("/", "~")) or ":" in t[:3])]

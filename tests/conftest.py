@@ -4,7 +4,7 @@ Every test runs with its own config and data dirs (no test reads the developer's
 variables or ~/.local/share/groove) and with the bag-of-words fake (tests/support/fakes.py) as the embedder
 of any Index or Daemon it opens without naming one.
 
-Four fixtures stand for what makes a test slow; each marks the tests that use it, directly or through
+Five fixtures stand for what makes a test slow; each marks the tests that use it, directly or through
 another fixture (pytest_collection_modifyitems reads `item.fixturenames`; tests/support/tiers.py: MARKED_BY):
 
     real_model  -> model    the real embedding models: with it, an Index or Daemon opened without an
@@ -12,6 +12,8 @@ another fixture (pytest_collection_modifyitems reads `item.fixturenames`; tests/
     spawn       -> process  a child process: groove, python, `groove serve`, the wheel build, a stdio server
     browser     -> browser  a real headless Chromium (tests/support/browser.py)
     npm_tools   -> npm      the npm-installed MCP clients and Node (tests/support/node.py)
+    postgres    -> postgres a new database on a real PostgreSQL server with pgvector (tests/support/postgres.py);
+                            a store contract test's postgresql side (`backend`) is marked the same
 
 `make test-fast` runs the tests with none of these marks. A test that starts a process without `spawn`,
 `browser` or `npm_tools` fails here, at run time, and tests/test_tiers.py reads the test files for spawning
@@ -37,7 +39,7 @@ from tests.support.common import QUALITY_FILTER_OFF
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.off_topic import write_topics
 from tests.support.oneshot import index_once
-from tests.support.tiers import MARKED_BY, MAY_SPAWN
+from tests.support.tiers import MARKED_BY, MAY_SPAWN, PARAM_MARKS
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -52,12 +54,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture, marker in MARKED_BY.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for (name, value), marker in PARAM_MARKS.items():
+            if params.get(name) == value:
+                item.add_marker(marker)
 
 
 class _Running:
     """The test being set up, run or torn down (module fixtures are set up and torn down within one)."""
 
     item: pytest.Item | None = None
+    server_starting = False  # the session's PostgreSQL server starting or stopping (its initdb, pg_ctl)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -84,7 +91,7 @@ def _suite_embedder(settings: EmbeddingSettings) -> Embedder:
 
 def _guarded_popen_init(self: subprocess.Popen, args: Any, *rest: Any, **kwargs: Any) -> None:
     item = _Running.item
-    if item is not None and not (_marks(item) & MAY_SPAWN):
+    if item is not None and not (_marks(item) & MAY_SPAWN) and not _Running.server_starting:
         raise RuntimeError(
             f"{item.nodeid} starts a process ({args!r}) without the `spawn` fixture: take `spawn` "
             "(tests/support/process.py), which marks the test `process`, outside `make test-fast`")
@@ -141,6 +148,32 @@ def npm_tools() -> Any:
 
 
 # --- every test -----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A real PostgreSQL server with pgvector for the session (tests/support/postgres.py)."""
+    from tests.support.postgres import PostgresServer
+
+    _Running.server_starting = True  # set up for a postgres test, torn down after whichever test ran last
+    try:
+        server = PostgresServer()
+    finally:
+        _Running.server_starting = False
+    try:
+        yield server
+    finally:
+        _Running.server_starting = True
+        try:
+            server.stop()
+        finally:
+            _Running.server_starting = False
+
+
+@pytest.fixture
+def postgres(postgres_server: Any) -> str:
+    """The URL of a new, empty database on a real PostgreSQL server with pgvector (marks the test `postgres`)."""
+    return postgres_server.database()
+
 
 @pytest.fixture(scope="session")
 def _engine_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:

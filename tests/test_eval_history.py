@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
@@ -13,7 +14,6 @@ import pytest
 from groove.config import replace_settings
 from groove.errors import UsageError
 from groove.evaluate.golden import GoldenError
-from groove.evaluate.history import history_path
 from groove.evaluate.report import to_json
 from tests.support.common import ROOT, write
 from tests.support.fakes import BagOfWordsEmbedder
@@ -50,7 +50,7 @@ def run(settings, golden, **kw):
 
 
 def history_lines(settings) -> list[dict]:
-    path = history_path(settings.resolved_index_path())
+    path = Path(str(settings.resolved_index_path()) + ".eval.jsonl")
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
@@ -78,9 +78,9 @@ def test_the_history_keeps_only_the_last_runs_the_setting_allows(vault):
         run(settings, golden)
     assert len(history_lines(settings)) == 3
     none_kept = replace_settings(settings, **{"eval.history": 0})
-    history_path(settings.resolved_index_path()).unlink()
+    Path(str(settings.resolved_index_path()) + ".eval.jsonl").unlink()
     assert run(none_kept, golden)["history"]["recorded"] is False
-    assert not history_path(settings.resolved_index_path()).exists()
+    assert not Path(str(settings.resolved_index_path()) + ".eval.jsonl").exists()
 
 
 def test_a_drop_beyond_the_threshold_is_a_regression_and_a_regressed_run_never_becomes_the_baseline(vault, kb):

@@ -37,6 +37,7 @@ class StandInDaemon:
         self.reconciled.set()
         self.service = self
         self.folders = Folders([NotesFolder("notes", Path("/notes"))])  # one folder, as the service has it
+        self.search_only = False  # a daemon that indexes its folder (not a search node of a shared store)
 
     async def list_documents(self, req: ListRequest) -> DocumentPage:
         cursor, limit = req.cursor, req.limit

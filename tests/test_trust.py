@@ -200,6 +200,15 @@ def test_a_local_kb_path_alone_applies_but_not_with_your_own_settings_sending_no
            "settings name)" in str(err.value)
 
 
+def test_a_local_kb_path_is_refused_while_your_own_settings_name_a_shared_store(tmp_path, monkeypatch):
+    write(Path.cwd() / "groove.toml", f'kb_path = "{tmp_path}"\n')
+    monkeypatch.setenv("GROOVE_STORE__URL", "postgresql://groove:hunter2@db.example/groove")
+    with pytest.raises(ConfigError) as err:
+        load_settings(None)
+    assert "(its files would go to \"the store your settings name\"" in str(err.value)
+    assert "hunter2" not in str(err.value)
+
+
 @pytest.mark.parametrize("text, said", [
     ('[serve]\nbind = "0.0.0.0:3100"\n', '[serve] bind = "0.0.0.0:3100" (the server would answer other machines)'),
     ('[serve.http]\ntoken = "hunter2hunter2hunter2"\n', "[serve.http] token = \"...\" (whoever wrote the file knows"),
@@ -207,6 +216,9 @@ def test_a_local_kb_path_alone_applies_but_not_with_your_own_settings_sending_no
     ('[serve.http]\nallowed_origins = ["https://evil.example"]\n',
      '[serve.http] allowed_origins = ["https://evil.example"] (web pages from there could reach the server'),
     ('[serve.http]\nallowed_hosts = ["evil.example"]\n', '[serve.http] allowed_hosts = ["evil.example"]'),
+    ('[store]\nurl = "postgresql://groove:hunter2@db.example/groove"\n',
+     '[store] url = "..." (every note\'s text would be written into that database)'),
+    ('[store]\nurl = "postgresql://localhost/groove"\n', '[store] url = "..." (every note\'s text would be written'),
     ('[best_practice]\npath_templates = ["~/.ssh/{target}"]\n',
      '[best_practice] path_templates = ["~/.ssh/{target}"] (an MCP client could read files there, outside the notes'),
 ])

@@ -354,8 +354,9 @@ class FolderStatus(Answer):
     """One notes folder the index holds."""
 
     name: str = Field(description="its name: the first part of its notes' paths when there are several folders")
-    path: str = Field(description="where it is on disk")
+    path: str = Field(description="where it is on disk (on its host's disk, in a shared store)")
     notes: int = Field(description="its notes in the index")
+    host: str | None = Field(None, description="a shared store: the machine that indexes it")
 
 
 class IndexStatus(Answer):
@@ -425,8 +426,11 @@ def status_text(st: StatusAnswer) -> str:
         f"last indexed {st.last_indexed_at or 'never'} · last change {st.last_change_at or 'none'}",
         f"notes {st.kb_path} · index {st.index_path}",
     ]
-    if len(st.folders) > 1:
-        out.append("folders " + " · ".join(f"{f.name} ({f.notes} notes, {f.path})" for f in st.folders))
+    if len(st.folders) > 1 or any(f.host for f in st.folders):
+        out.append(
+            "folders "
+            + " · ".join(f"{f.name} ({f.notes} notes, {f.host + ':' if f.host else ''}{f.path})" for f in st.folders)
+        )
     for name, task in st.tasks.items():
         if task.last_error and task.state not in ("running", "ok", "watching"):
             out.append(f"task {name} {task.state}: {task.last_error} (retry {task.retry_at or 'not scheduled'})")

@@ -175,6 +175,11 @@ class Service:
         """The notes folders (several, or a shared store: every note's path starts with its folder's name)."""
         return self.index.folders
 
+    @property
+    def indexes_notes(self) -> bool:
+        """This process indexes notes folders (not a search node of a shared store, which only answers)."""
+        return not self.index.search_only
+
     async def _ready(self) -> None:
         if self.supervisor is not None:
             await self.supervisor.wait_ready()
@@ -239,7 +244,10 @@ class Service:
         """The best-practice documents (`[best_practice] path_templates`), or None when none are configured:
         then no front end offers them (the MCP tool is not listed)."""
         if not hasattr(self, "_best_practices"):
-            self._best_practices = BestPractices.from_settings(self.index.settings, self.index.folders)
+            # Read from the notes folders' files: a search node has none here (its notes are in the store).
+            self._best_practices = (
+                None if self.index.search_only else BestPractices.from_settings(self.index.settings, self.index.folders)
+            )
         return self._best_practices
 
     async def best_practice(self, target: str, section: str | None = None) -> BestPracticeAnswer:

@@ -202,7 +202,9 @@ def uninstall(
             raise _not_installed(platform, env, name)
         report.out.append(f"not installed: {path} does not exist")
         return report
-    index = read_instance(platform, path, name or DEFAULT_INSTANCE).index if purge else None
+    instance = read_instance(platform, path, name or DEFAULT_INSTANCE) if purge else None
+    index = instance.index if instance is not None else None
+    store = instance.store if instance is not None else None
     label, short, unit = launchd_label(name), short_name(name), unit_name(name)
     if platform == "macos":
         r = runner(["launchctl", "bootout", f"{_launchd_domain()}/{label}"])
@@ -213,7 +215,7 @@ def uninstall(
                 f"launchd not available ({_first_line(r)}); if groove is still running, "
                 f"stop it with `launchctl bootout {_launchd_domain()}/{label}`"
             )
-        return _purge(index, report) if purge else report
+        return _purge(index, report, store) if purge else report
     r = runner(_systemctl("daemon-reload"))  # also tells whether the user manager answers
     if r.returncode != 0:
         path.unlink()
@@ -223,7 +225,7 @@ def uninstall(
             "if groove is still running in your login session, stop it there with "
             f"`systemctl --user disable --now {short} && systemctl --user daemon-reload`"
         )
-        return _purge(index, report) if purge else report
+        return _purge(index, report, store) if purge else report
     r = runner(_systemctl("disable", "--now", unit))
     path.unlink()
     report.out.append(f"removed {path}")
@@ -236,16 +238,29 @@ def uninstall(
         )
     else:
         report.out.append("stopped and disabled")
-    return _purge(index, report) if purge else report
+    return _purge(index, report, store) if purge else report
 
 
 INDEX_COMPANIONS = ("-wal", "-shm", ".eval.jsonl", ".lock")  # SQLite's WAL files, eval history, the writer lock
 
 
-def _purge(index: str | None, report: Report) -> Report:
+def _purge(index: str | None, report: Report, store: str | None = None) -> Report:
     """Delete the index of an uninstalled instance and its companion files (never the notes). Refused when
-    the file is not a groove index, or when a process still writes it (its writer lock is held)."""
+    the file is not a groove index, or when a process still writes it (its writer lock is held). A shared
+    store (PostgreSQL) is never dropped, nor anything in it: other machines may index into it and search it."""
     from groove.store.sqlite import connection, schema, writer_lock  # lazy: SQLite and the store only for --purge
+
+    if store is not None:
+        from groove.store.address import redact
+
+        shown = redact(store)
+        report.data["store"] = shown
+        report.out.append(
+            f"kept the shared store {shown}: --purge never drops a database other machines may index into and "
+            "search; when none uses it, drop it yourself (dropdb), or clear it with "
+            "`groove index --rebuild --store URL`"
+        )
+        return report
 
     if index is None:
         return report.fail(

@@ -27,6 +27,7 @@ from groove.autostart.platforms import (
 from groove.config import ServeSettings, default_index_path, read_config_file
 from groove.errors import ConfigError, GrooveError
 from groove.folders import Folders, NotesFolder, parse_folders
+from groove.store.address import address, redact
 
 DEFAULT_BIND: str = ServeSettings.model_fields["bind"].default  # [serve] bind when a config file does not set it
 FIRST_PORT, PORTS_TRIED = 3101, 100  # a named instance without --port gets the first free port from here
@@ -168,6 +169,7 @@ class Instance:
     folder: str | None = None  # its notes folder (several: `name = path; ...`)
     folders: list[str] = field(default_factory=list)  # each notes folder's path
     index: str | None = None
+    store: str | None = None  # a shared store's URL (`--store`, `[store] url`); its password is never shown
     bind: str | None = None
     port: int | None = None
     state: str = "unknown"
@@ -186,6 +188,7 @@ class Instance:
             "folder": self.folder,
             "folders": self.folders,
             "index": self.index,
+            "store": redact(self.store) if self.store else None,
             "bind": self.bind,
             "port": self.port,
             "config": self.config,
@@ -229,7 +232,11 @@ def read_instance(platform: Platform, path: Path, name: str) -> Instance:
         inst.folder = folders.describe()
         inst.folders = [str(f.path) for f in folders]
     index = flags.get("--index") or file.get("index_path")
-    if index:
+    section = file.get("store")
+    inst.store = flags.get("--store") or (section.get("url") if isinstance(section, dict) else None) or None
+    if inst.store:
+        inst.index = str(address(inst.store, Path()).anchor)  # the local name of a shared store (its eval history)
+    elif index:
         inst.index = str(Path(index).expanduser())
     elif folders is not None:
         inst.index = str(default_index_path(folders))
@@ -306,6 +313,7 @@ def plan_install(
     index: Path | None,
     port: int | None,
     host: str,
+    store: str | None = None,
     env: Mapping[str, str] | None = None,
     probe: Callable[[str, int], bool] = port_is_free,
 ) -> Plan:
@@ -315,7 +323,8 @@ def plan_install(
     The default instance (`name` None) keeps the flags it always had (`--kb`, `--index` as given; `--bind`
     only with `port`). A named one gets all three, absolute: its folder (`kb`, else the config's kb_path),
     its index (`index`, else the config's index_path, else the folder's default index), its port (`port`,
-    else the one it had, else a free one from FIRST_PORT) on `host`."""
+    else the one it had, else a free one from FIRST_PORT) on `host`. `store` (`--store URL`) goes into the
+    flags as given; a shared store, given or in the config file, stands for the index."""
     check_name(name)
     check_port(port)
     file = read_config_file(config) if config is not None else {}
@@ -334,8 +343,12 @@ def plan_install(
     index_path = (
         index if index is not None else (Path(file["index_path"]).expanduser() if file.get("index_path") else None)
     )
+    section = file.get("store")
+    shared = store or (section.get("url") if isinstance(section, dict) else None) or None
     index_abs = (
-        Path(os.path.abspath(index_path.expanduser()))
+        address(shared, Path()).anchor  # a shared store's local name: one service of it per machine
+        if shared
+        else Path(os.path.abspath(index_path.expanduser()))
         if index_path is not None
         else default_index_path(notes)
         if notes is not None
@@ -382,7 +395,9 @@ def plan_install(
     if (name is not None or kb is not None) and notes is not None:
         for flag in notes.kb_flags():
             flags += ["--kb", flag]
-    if name is not None or index is not None:
+    if store is not None:
+        flags += ["--store", store]  # a shared store: no SQLite file (better in the config file, with ~/.pgpass)
+    elif name is not None or index is not None:
         flags += ["--index", str(index_abs)]
     bind = join_bind(host, port) if port is not None else file_bind
     if port is not None:

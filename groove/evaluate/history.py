@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,12 +27,6 @@ from groove.config import QualityFilterSettings, SearchSettings
 from groove.evaluate.golden import JudgedQuery
 from groove.evaluate.metrics import LOWER_IS_BETTER, METRIC_VERSION
 from groove.search.compiler import COMPILER_VERSION
-
-SUFFIX = ".eval.jsonl"
-
-
-def history_path(index_path: Path) -> Path:
-    return Path(str(index_path) + SUFFIX)
 
 
 def golden_hash(queries: Sequence[JudgedQuery]) -> str:
@@ -107,13 +100,18 @@ def differing_fields(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> 
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    """The recorded runs, oldest first; unreadable lines are skipped (a hand-edited file must not stop eval)."""
+    """The runs recorded in a history file, oldest first (`parse`)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return []
+    return parse(text.splitlines())
+
+
+def parse(lines: Sequence[str]) -> list[dict[str, Any]]:
+    """The recorded runs, oldest first; unreadable lines are skipped (a hand-edited file must not stop eval)."""
     runs = []
-    for line in text.splitlines():
+    for line in lines:
         try:
             run = json.loads(line)
         except json.JSONDecodeError:
@@ -123,12 +121,9 @@ def load(path: Path) -> list[dict[str, Any]]:
     return runs
 
 
-def append(path: Path, run: dict[str, Any], keep: int) -> None:
-    """Add a run and keep the last `keep` (written to a temporary file, then renamed over the old one)."""
-    runs = (load(path) + [run])[-keep:] if keep > 0 else []
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in runs), encoding="utf-8")
-    os.replace(tmp, path)
+def line(run: dict[str, Any]) -> str:
+    """One run as the history keeps it."""
+    return json.dumps(run, ensure_ascii=False)
 
 
 def deltas(current: dict[str, float], base: dict[str, float]) -> dict[str, float]:

@@ -28,7 +28,7 @@ from groove.logs import get_logger
 from groove.search.compiler import QueryError, compile_query
 from groove.search.pipeline import Reading, Searcher
 from groove.search.request import SearchRequest
-from groove.store.protocols import Reads
+from groove.store.protocols import Reads, StoreError
 
 log = get_logger(__name__)
 
@@ -46,6 +46,13 @@ class JudgedIndex(Protocol):
     reranker_model: str | None
 
     def reading(self) -> AbstractAsyncContextManager[Reads]: ...
+
+    @property
+    def eval_history_location(self) -> str: ...
+
+    async def eval_history(self) -> list[str]: ...
+
+    async def append_eval_history(self, line: str, keep: int) -> None: ...
 
     def quality_floor(self) -> float | None: ...
 
@@ -210,19 +217,26 @@ async def evaluate_golden(
         request_options=options,
         quality=settings.quality_filter,
     )
-    path = history.history_path(index.path)
+    where = index.eval_history_location
+    try:
+        recorded = history.parse(await index.eval_history())
+    except StoreError as exc:
+        log.warning("eval_history_not_read", path=where, error=str(exc))
+        recorded = []
     cmp = HistoryComparison(
-        **history.compare(history.load(path), fp, run.metrics, settings.eval.regression_threshold), path=str(path)
+        **history.compare(recorded, fp, run.metrics, settings.eval.regression_threshold), path=where
     )
     if record and settings.eval.history > 0:
         entry = history.record(
             fp, run.metrics, count=run.count, source=str(source), regressed=cmp.status == "regression"
         )
         try:
-            history.append(path, entry, settings.eval.history)
+            await index.append_eval_history(history.line(entry), settings.eval.history)
             cmp.recorded = True
         except OSError as exc:
-            log.warning("eval_history_not_written", path=str(path), error=exc.strerror or str(exc))
+            log.warning("eval_history_not_written", path=where, error=exc.strerror or str(exc))
+        except StoreError as exc:
+            log.warning("eval_history_not_written", path=where, error=str(exc))
     for leak in leaks:
         log.warning(
             "golden_query_quoted_in_note",

@@ -160,15 +160,21 @@ def check_model_fit(identity: str | None, sample: list[str]) -> list[Finding]:
 
 
 def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
-    folders = settings.folders()
-    where = address(settings.store.url, settings.resolved_index_path())
+    """The checks of the index against the notes folders and itself. A shared store (PostgreSQL): this machine's
+    folders against their notes in it (each path led by its folder's name), the others' left to their machines;
+    with no folder here, the store's own checks alone."""
+    shared = bool(settings.store.url)
+    where = address(settings.store.url, Path() if shared else settings.resolved_index_path())
+    folders: Folders | None = (
+        (settings.folders().shared() if settings.kb_path else None) if shared else settings.folders()
+    )
     report: dict[str, Any] = {
-        "kb_path": folders.describe(),
+        "kb_path": folders.describe() if folders is not None else "none here (the store's own checks)",
         "index_path": where.shown,
         "fixed": [],
-        "folders": [{"name": f.name, "path": str(f.path)} for f in folders],
+        "folders": [{"name": f.name, "path": str(f.path)} for f in folders or ()],
     }
-    findings = [f for folder in folders for f in check_ignore_file(folder.path)]
+    findings = [f for folder in folders or () for f in check_ignore_file(folder.path)]
     if where.kind == "sqlite" and where.path is not None and not where.path.exists():
         findings.append(Finding("error", "no_index", f"there is no index at {where.shown}", "groove index"))
         return _finish(report, findings)
@@ -180,8 +186,8 @@ def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
                 Finding("error", "not_an_index", f"{where.shown} is not a groove index", "groove index --rebuild")
             )
             return _finish(report, findings)
-        for shown, folder in zip(report["folders"], folders, strict=True):  # each folder's notes in the index
-            shown["notes"] = doctor.notes_under(folders.prefix(folder))
+        for shown, folder in zip(report["folders"], folders or (), strict=True):  # each folder's notes in the index
+            shown["notes"] = doctor.notes_under(folders.prefix(folder)) if folders is not None else 0
         ignore_ok = not any(f.check == "ignore_file" for f in findings)
         identity, config = check_model_config(settings)
 
@@ -192,8 +198,11 @@ def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
             else:
                 out += doctor.model_checks(identity) + check_model_fit(identity, doctor.sample_contents(SAMPLE))
             gone: list[str] = []
-            if ignore_ok:
-                folder_findings, gone = check_folder(doctor.indexed(), doctor.skipped(), settings, folders)
+            if ignore_ok and folders is not None:
+                mine = _mine(folders) if shared else None  # a shared store: this machine's folders' notes
+                indexed = {p: v for p, v in doctor.indexed().items() if mine is None or p.startswith(mine)}
+                skipped = {p for p in doctor.skipped() if mine is None or p.startswith(mine)}
+                folder_findings, gone = check_folder(indexed, skipped, settings, folders)
                 out += folder_findings
             out += doctor.integrity_checks()
             return out, gone
@@ -205,6 +214,11 @@ def diagnose(settings: Settings, *, fix: bool = False) -> dict[str, Any]:
             report["fixed"] += doctor.repair(found, gone)
             found, gone = run_all()
         return _finish(report, found)
+
+
+def _mine(folders: Folders) -> tuple[str, ...]:
+    """The path prefixes of the notes of these folders in a shared store."""
+    return tuple(folders.prefix(f) for f in folders)
 
 
 def _finish(report: dict[str, Any], findings: list[Finding]) -> dict[str, Any]:

@@ -53,8 +53,8 @@ def redact(url: str) -> str:
     netloc = parts.netloc
     if "@" in netloc:
         cred, _, host = netloc.rpartition("@")
-        user = cred.split(":", 1)[0]
-        netloc = f"{user}:***@{host}" if ":" in cred else f"{user}@{host}"
+        user, _, password = cred.partition(":")
+        netloc = f"{user}:***@{host}" if password else f"{user}@{host}"
     query = "&".join(
         "password=***" if kv.split("=", 1)[0].lower() == "password" else kv for kv in parts.query.split("&") if kv
     )

@@ -316,4 +316,22 @@ class Store(Protocol):
 
     async def swap_shadow(self) -> dict[str, Any]: ...
 
+    @property
+    def eval_history_location(self) -> str:
+        """Where the eval history lives, as a message names it (a file beside the index, or the store's table)."""
+        ...
+
+    async def eval_history(self) -> list[str]:
+        """The eval history's lines (one JSON run each), oldest first; [] when there is none."""
+        ...
+
+    async def append_eval_history(self, line: str, keep: int) -> None:
+        """Add one run's line and keep the last `keep` (every reader sees the old history whole, or the new)."""
+        ...
+
+    async def folders(self) -> list[dict[str, Any]]:
+        """The notes folders a shared store holds notes of (name, path, host, pid, claimed_at); [] for a store
+        one process writes (SQLite: its folders are the configuration's)."""
+        ...
+
     async def close(self) -> None: ...

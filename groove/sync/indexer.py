@@ -100,8 +100,12 @@ class Indexer:
         settings: IndexSettings,
         embedder: Embedder,
         parsers: ParserSettings | None = None,
+        *,
+        shared: bool = False,
     ):
         self.writes = writes
+        # A store several machines share holds other machines' folders too: this indexer reconciles only its own.
+        self.shared = shared
         # resolved once, by the settings; a bare Path is one folder
         self.folders = folders if isinstance(folders, Folders) else Folders.one(folders)
         self.settings = settings  # the [index] section (and [parsers]): all the indexer reads
@@ -144,9 +148,10 @@ class Indexer:
         return self.parsers.parse(rel, source, stem=stem, options=options)
 
     async def _known(self) -> dict[str, tuple[int, int, int, str]]:
-        """The indexed notes of this indexer's folders (a store several machines share holds others' too)."""
+        """The indexed notes of this indexer's folders (a store several machines share holds others' too; in a file
+        of its own, every note is this indexer's: one no folder holds any more is gone, or moved into one)."""
         known = await self.writes.known_documents()
-        if not self.folders.named:
+        if not self.shared:
             return known
         return {p: v for p, v in known.items() if self.folders.locate(p) is not None}
 
@@ -194,7 +199,7 @@ class Indexer:
 
     async def _skipped_before(self) -> dict[str, str]:
         skipped = await self.writes.skipped()
-        if not self.folders.named:
+        if not self.shared:
             return skipped
         return {p: r for p, r in skipped.items() if self.folders.locate(p) is not None}
 

@@ -70,6 +70,7 @@ class RecordingDaemon:
         self.requests: list[SearchRequest] = []
         self.service = self  # build_server calls `daemon.service` (groove.api.service.Service): the stand-in answers itself
         self.folders = Folders([NotesFolder("notes", Path("/notes"))])  # one folder, as the service has it
+        self.search_only = False  # a daemon that indexes its folder (not a search node of a shared store)
 
     async def search(self, req: SearchRequest) -> SearchAnswer:
         self.requests.append(req)

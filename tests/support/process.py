@@ -33,7 +33,7 @@ class Spawn:
         kwargs.setdefault("text", True)
         return subprocess.run([*(command or GROOVE), *args], env={**server_env(home), **(env or {})}, **kwargs)
 
-    def server(self, kb: Path, index: Path, workdir: Path, *args: Any, **kwargs: Any) -> ServerProcess:
+    def server(self, kb: Path | None, index: Path | None, workdir: Path, *args: Any, **kwargs: Any) -> ServerProcess:
         """A `groove serve --transport http` (tests/support/server.py)."""
         return ServerProcess(kb, index, workdir, *args, **kwargs)
 

@@ -43,9 +43,11 @@ def server_env(home: Path) -> dict[str, str]:
     return env
 
 
-def serve_argv(kb: Path, index: Path, *extra: str, command: list[str] | None = None) -> list[str]:
-    """`groove serve` on a folder; `command` replaces `groove` (e.g. FAKE_GROOVE: the bag-of-words embedder)."""
-    return [*(command or GROOVE), "serve", "--kb", str(kb), "--index", str(index), *extra]
+def serve_argv(kb: Path | None, index: Path | None, *extra: str, command: list[str] | None = None) -> list[str]:
+    """`groove serve` on a folder (none: a search node of a shared store, which `extra` names with --store);
+    `command` replaces `groove` (e.g. FAKE_GROOVE: the bag-of-words embedder)."""
+    where = [*(["--kb", str(kb)] if kb is not None else []), *(["--index", str(index)] if index is not None else [])]
+    return [*(command or GROOVE), "serve", *where, *extra]
 
 
 # `groove` with the bag-of-words fake embedder (tests/support/fake_groove.py): for tests about the protocol, not the model.
@@ -57,7 +59,7 @@ class ServerProcess:
 
     headers: dict[str, str] = {}  # the bearer token header, when the server has one
 
-    def __init__(self, kb: Path, index: Path, workdir: Path, port: int | None = None, extra: tuple[str, ...] = (),
+    def __init__(self, kb: Path | None, index: Path | None, workdir: Path, port: int | None = None, extra: tuple[str, ...] = (),
                  *, bind_host: str = "127.0.0.1", env: dict[str, str] | None = None, token: str | None = None,
                  command: list[str] | None = None):
         self.port = port or free_port()

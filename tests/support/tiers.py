@@ -12,5 +12,10 @@ MARKED_BY = {
     "spawn": "process",      # a child process: groove, python, `groove serve`, the wheel build, a stdio server
     "browser": "browser",    # a real headless Chromium
     "npm_tools": "npm",      # the npm-installed MCP clients and Node
+    "postgres": "postgres",  # a real PostgreSQL server with pgvector (tests/support/postgres.py): a new database
+    "postgres_server": "postgres",  # the same server itself (its roles, databases of another owner)
 }
-MAY_SPAWN = {"process", "browser", "npm"}  # the markers of tests allowed to start a process
+MAY_SPAWN = {"process", "browser", "npm", "postgres"}  # the markers of tests allowed to start a process
+# A store contract test runs once per store (the `backend` fixture's params); its postgresql side is marked
+# `postgres` as if it took the fixture.
+PARAM_MARKS = {("backend", "postgresql"): "postgres"}

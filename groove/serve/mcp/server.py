@@ -89,8 +89,15 @@ groove searches the user's Markdown notes (a local folder, often mixed Japanese 
 """
 
 
-def instructions_for(folders: Folders) -> str:
-    """The server instructions; with several notes folders, their names (every note's path starts with one)."""
+def instructions_for(folders: Folders | None) -> str:
+    """The server instructions; with several notes folders, their names (every note's path starts with one);
+    None: a search node of a shared store, whose folders are whichever the store holds."""
+    if folders is None:
+        return (
+            INSTRUCTIONS + "- The notes come from a store several machines index their folders into. Every path "
+            "starts with its folder's name (index_status lists them); to search one folder, pass path_globs like "
+            '["NAME/**"].\n'
+        )
     if not folders.named:
         return INSTRUCTIONS
     names = ", ".join(f"{f.name}/" for f in folders)
@@ -108,7 +115,7 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
     server: MCPServer = MCPServer(
         "groove",
         title="groove: search your notes",
-        instructions=instructions_for(daemon.service.folders),
+        instructions=instructions_for(None if daemon.search_only else daemon.service.folders),
         version=__version__,
         subscriptions=bus,
         log_level="WARNING",

@@ -241,17 +241,20 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         to `search` to stay inside one topic. Also a resource: groove://topics/all (or /folders, /tags)."""
         return tool_result(await service.topics(TopicsRequest(depth=depth, limit=limit)), answers.topics_text)
 
-    @tool(
-        title="Rescan the notes folder",
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-        ),
-    )
-    async def reindex() -> Annotated[CallToolResult, IndexReport]:
-        """Reconcile the whole notes folder with the index now and return what changed (the shape `groove index
-        --format json` prints). Rarely needed (the folder is watched); one at a time. Embeddings of new text
-        follow in the background (pending_chunks)."""
-        return tool_result(await service.reindex(), answers.reindex_text)
+    # A search node of a shared store has no notes folder to rescan (each folder's own groove does): not listed.
+    if getattr(service, "indexes_notes", True):
+
+        @tool(
+            title="Rescan the notes folder",
+            annotations=ToolAnnotations(
+                read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+            ),
+        )
+        async def reindex() -> Annotated[CallToolResult, IndexReport]:
+            """Reconcile the whole notes folder with the index now and return what changed (the shape `groove index
+            --format json` prints). Rarely needed (the folder is watched); one at a time. Embeddings of new text
+            follow in the background (pending_chunks)."""
+            return tool_result(await service.reindex(), answers.reindex_text)
 
     @tool(title="Notes related to a note", annotations=READ_ONLY)
     async def related(

@@ -311,7 +311,7 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
             )
         daemon = Daemon(settings)
         server = build_server(daemon, settings.serve.http)
-        log.info("serve_start", transport=transport, kb=daemon.index.folders.describe(), index=str(daemon.index.path))
+        log.info("serve_start", transport=transport, kb=daemon.index.describe(), index=str(daemon.index.path))
         try:
             await _run(settings, daemon, server, transport, sock, host, wire)
         except BaseExceptionGroup as group:

@@ -42,8 +42,8 @@ def describe_connect_error(exc: BaseException, url: str) -> str:
     low = text.lower()
     if "password authentication failed" in low or "no password supplied" in low:
         return (
-            f"PostgreSQL refused the password for {shown}: put it in PGPASSWORD or ~/.pgpass "
-            f"(host:port:database:user:password), never in the URL ({text})"
+            f"PostgreSQL refused the password for {shown}: put the right one in PGPASSWORD or ~/.pgpass "
+            f"(host:port:database:user:password) ({text})"
         )
     if "role" in low and "does not exist" in low:
         return f"PostgreSQL has no such user for {shown}: create it, or name another in the URL ({text})"
@@ -77,6 +77,14 @@ def write_failure(exc: BaseException) -> tuple[str, str] | None:
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     await register_vector_async(conn)
+
+
+async def connect_plain(url: str) -> psycopg.AsyncConnection[Any]:
+    """A connection without pgvector's types (a database that may not have them yet)."""
+    try:
+        return await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.Error as exc:
+        raise ConnectError(describe_connect_error(exc, url)) from None
 
 
 async def connect(url: str, *, autocommit: bool = True) -> psycopg.AsyncConnection[Any]:
@@ -120,10 +128,7 @@ def sync_connect(url: str) -> psycopg.Connection[Any]:
 async def ensure_extensions(url: str) -> None:
     """CREATE EXTENSION for pgvector and pg_trgm when they are missing (a user allowed to); a clear line when the
     server does not have them installed, or this user may not create them."""
-    try:
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
-    except psycopg.Error as exc:
-        raise ConnectError(describe_connect_error(exc, url)) from None
+    conn = await connect_plain(url)
     try:
         cur = await conn.execute("SELECT extname FROM pg_extension WHERE extname = ANY(%s)", (list(EXTENSIONS),))
         have = {r[0] for r in await cur.fetchall()}

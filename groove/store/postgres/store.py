@@ -30,7 +30,15 @@ from groove.logs import get_logger
 from groove.store.address import redact
 from groove.store.memory import VectorMatrix, read_all
 from groove.store.postgres import writer
-from groove.store.postgres.connection import ConnectError, Pool, connect, ensure_extensions, host_name, sync_connect
+from groove.store.postgres.connection import (
+    ConnectError,
+    Pool,
+    connect,
+    connect_plain,
+    ensure_extensions,
+    host_name,
+    sync_connect,
+)
 from groove.store.postgres.reads import Counts, PostgresReads, scalar
 from groove.store.postgres.schema import LOCK_FOLDER, LOCK_SCHEMA, MIGRATIONS, SCHEMA, SCHEMA_VERSION, statements
 from groove.store.postgres.search import as_array
@@ -232,6 +240,8 @@ class PostgresStore:
         try:
             if writer_:
                 await ensure_extensions(url)
+            else:  # before the pool, whose connections need pgvector's type: an empty database says so first
+                await store._check_is_store()
             await store.pool.open()
             if writer_ or pool:
                 store._session = await connect(url)
@@ -327,12 +337,19 @@ class PostgresStore:
                 "to embed every note again with the new model (the side-by-side model switch is the SQLite store's)"
             )
 
-    async def _check_existing(self, model: str, dimension: int, any_model: bool) -> None:
-        async with self.pool.connection() as conn:
+    async def _check_is_store(self) -> None:
+        conn = await connect_plain(self.url)
+        try:
             if not await self._is_store(conn):
                 raise StoreError(
-                    f"no groove store in the database {self.location}; run `groove index --store URL` first"
+                    f"no groove store in the database {self.location}; run `groove index --store URL` first "
+                    "(with --kb PATH: the folder to index into it)"
                 )
+        finally:
+            await conn.close()
+
+    async def _check_existing(self, model: str, dimension: int, any_model: bool) -> None:
+        async with self.pool.connection() as conn:
             version = int(await scalar(conn, "SELECT value FROM meta WHERE key = 'schema_version'") or 0)
             if version > SCHEMA_VERSION:
                 raise StoreError(
@@ -422,6 +439,23 @@ class PostgresStore:
 
     async def swap_shadow(self) -> dict[str, Any]:
         raise StoreError("no model switch runs in a PostgreSQL store")
+
+    @property
+    def eval_history_location(self) -> str:
+        return f"the eval_history table of {self.location}"
+
+    async def eval_history(self) -> list[str]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute("SELECT line FROM eval_history ORDER BY id")
+            return [r[0] for r in await cur.fetchall()]
+
+    async def append_eval_history(self, line: str, keep: int) -> None:
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("INSERT INTO eval_history (line) VALUES (%s)", (line,))
+            await conn.execute(
+                "DELETE FROM eval_history WHERE id NOT IN (SELECT id FROM eval_history ORDER BY id DESC LIMIT %s)",
+                (max(keep, 0),),
+            )
 
     async def folders(self) -> list[dict[str, Any]]:
         """Every notes folder the store holds notes of: name, path and the host that indexes it."""

@@ -9,6 +9,7 @@ that only reads. `reading()` yields a `SqliteReads` bound to one connection: eve
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,6 +26,8 @@ from groove.store.sqlite import connection, reads, schema, shadow, writer
 from groove.store.sqlite.pool import ReaderPool
 from groove.store.sqlite.search import STAMP_SQL, SqliteSearchReads, VectorRows, nearest_embeddings
 from groove.store.sqlite.writer_lock import WriterLock
+
+EVAL_HISTORY_SUFFIX = ".eval.jsonl"  # the eval history: a file beside the index
 
 log = get_logger(__name__)
 
@@ -401,6 +404,40 @@ class SqliteStore:
     async def swap_shadow(self) -> dict[str, Any]:
         assert self.wconn is not None
         return await shadow.swap(self.wconn)
+
+    @property
+    def _history_file(self) -> Path:
+        return Path(str(self.path) + EVAL_HISTORY_SUFFIX)
+
+    @property
+    def eval_history_location(self) -> str:
+        return str(self._history_file)
+
+    async def eval_history(self) -> list[str]:
+        def read() -> list[str]:
+            try:
+                return self._history_file.read_text(encoding="utf-8").splitlines()
+            except FileNotFoundError:
+                return []
+
+        return await anyio.to_thread.run_sync(read)
+
+    async def append_eval_history(self, line: str, keep: int) -> None:
+        def write() -> None:  # a temporary file renamed over the old one
+            path = self._history_file
+            try:
+                old = path.read_text(encoding="utf-8").splitlines()
+            except FileNotFoundError:
+                old = []
+            lines = [*old, line][-keep:] if keep > 0 else []
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+            os.replace(tmp, path)
+
+        await anyio.to_thread.run_sync(write)
+
+    async def folders(self) -> list[dict[str, Any]]:
+        return []  # one process writes the file: its folders are the configuration's
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):

@@ -1,0 +1,190 @@
+"""One contract for every store (groove/store/protocols.py): the same tests on the SQLite file and on a real
+PostgreSQL server with pgvector (`backend`: its postgresql side is marked `postgres`, outside `make test-fast`).
+
+The notes go in through the indexer and come back through the service API, as every front end reads them:
+counts, notes, parts, links and backlinks, tags and folders, each full-text leg (phrases, Japanese bigrams,
+stemmed words) and the vector leg, filters, exclusions, edits, renames that embed nothing, deletions, the
+embedding queue. What only the shared store does (claims, its queue across processes, changes heard by other
+processes, a copy between the stores, refusals) is tests/test_postgres.py's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from groove.api.service import LinksRequest, ListRequest, Service, TopicsRequest
+from groove.config import load_settings
+from groove.index import Index
+from groove.search.request import DocumentRequest, SearchRequest
+from tests.support.common import note, write
+from tests.support.fakes import BagOfWordsEmbedder
+
+NOTES = {
+    "reference/sqlite-wal.md": note(
+        "SQLite WAL mode",
+        "Write-ahead logging lets readers run beside one writer.\n\n## Checkpoints\n\n"
+        "A checkpoint copies the WAL pages back into the database file. See [[日本語の全文検索]].",
+        tags=["sqlite", "databases"],
+        date="2024-03-14",
+    ),
+    "reference/日本語の全文検索.md": note(
+        "日本語の全文検索",
+        "トライグラムとバイグラムで日本語を検索する。首都は東京です。\n\n## 関連\n\n[[sqlite-wal]] と同じファイル。",
+        tags=["search", "日本語"],
+        date="2024-05-01",
+    ),
+    "projects/reranking.md": note(
+        "Reranking evaluation",
+        "We evaluated cross-encoder rerankers on sixty questions. The rerankers helped the properties queries.",
+        tags=["search"],
+        date="2024-06-10",
+    ),
+    "journal/draft.md": note("Draft", "A draft about checkpoints and latency, not finished.", tags=["draft"]),
+}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store_settings(backend: str, request: pytest.FixtureRequest, tmp_path: Path):
+    """Settings for an index of `kb` in this test's store (a new SQLite file, or a new database)."""
+    url = request.getfixturevalue("postgres") if backend == "postgresql" else None
+
+    def make(kb: Path, **overrides: Any):
+        if url:
+            overrides.setdefault("store.url", url)
+        overrides.setdefault("index_path", tmp_path / "index.sqlite")
+        return load_settings(None, kb_path=kb, **overrides)
+
+    return make
+
+
+def vault(kb: Path, notes: dict[str, str] = NOTES) -> Path:
+    for rel, text in notes.items():
+        write(kb / rel, text)
+    return kb
+
+
+async def index(settings: Any, embedder: BagOfWordsEmbedder) -> Any:
+    async with Index.open(settings, embedder=embedder) as ix:
+        return await Service(ix).reindex()
+
+
+def run(settings: Any, call: Any, embedder: BagOfWordsEmbedder | None = None) -> Any:
+    async def go() -> Any:
+        async with Index.open(settings, readonly=True, embedder=embedder or BagOfWordsEmbedder()) as ix:
+            return await call(Service(ix))
+
+    return anyio.run(go)
+
+
+def paths(answer: Any, prefix: str) -> list[str]:
+    """Result paths without the folder name a shared store leads them with."""
+    return [h.path.removeprefix(prefix) for h in answer.results]
+
+
+def prefix_of(backend: str, kb: Path) -> str:
+    return f"{kb.name}/" if backend == "postgresql" else ""
+
+
+def test_a_store_holds_what_the_indexer_wrote_and_answers_every_read(backend, store_settings, kb):
+    settings = store_settings(vault(kb))
+    embedder = BagOfWordsEmbedder()
+    report = anyio.run(index, settings, embedder)
+    assert (report.added, report.pending_chunks) == (4, 0)
+    pre = prefix_of(backend, kb)
+
+    status = run(settings, lambda s: s.status())
+    assert (status.documents, status.pending_chunks, status.vectors) == (4, 0, status.chunks)
+    assert status.chunks >= 4
+    doc = run(settings, lambda s: s.get_document(f"{pre}reference/sqlite-wal.md"))
+    assert doc.title == "SQLite WAL mode" and "checkpoint copies the WAL pages" in doc.content
+    assert doc.tags == ["sqlite", "databases"] and doc.backlinks == 1
+    part = run(settings, lambda s: s.get_document(DocumentRequest(path=f"{pre}reference/sqlite-wal.md", heading="Checkpoints")))
+    assert part.content.startswith("## Checkpoints") and part.part is not None
+    links = run(settings, lambda s: s.links(LinksRequest(path=f"{pre}reference/sqlite-wal.md")))
+    assert [x.path for x in links.outgoing] == [f"{pre}reference/日本語の全文検索.md"]
+    assert [x.path for x in links.backlinks] == [f"{pre}reference/日本語の全文検索.md"]
+    page = run(settings, lambda s: s.list_documents(ListRequest(tags=["search"])))
+    assert sorted(d.path for d in page.documents) == [f"{pre}projects/reranking.md", f"{pre}reference/日本語の全文検索.md"]
+    topics = run(settings, lambda s: s.topics(TopicsRequest(depth=2)))
+    assert {t.tag: t.notes for t in topics.tags}["search"] == 2
+    assert run(settings, lambda s: s.complete("tag", "data"))[0] == ["databases"]
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("checkpoint WAL pages", "reference/sqlite-wal.md"),  # words (stemmed)
+        ("首都", "reference/日本語の全文検索.md"),  # bigrams: a two-kanji word inside a sentence
+        ("トライグラムとバイグラム", "reference/日本語の全文検索.md"),  # phrases and bigrams
+        ("property", "projects/reranking.md"),  # the stem of "properties"
+    ],
+)
+def test_each_full_text_leg_finds_the_note_that_holds_the_words(backend, store_settings, kb, query, first):
+    settings = store_settings(vault(kb))
+    anyio.run(index, settings, BagOfWordsEmbedder())
+    found = run(settings, lambda s: s.search(SearchRequest(query=query, retriever="fts")))
+    assert paths(found, prefix_of(backend, kb))[0] == first
+
+
+def test_filters_exclusions_and_the_vector_leg_answer_alike_on_every_store(backend, store_settings, kb):
+    settings = store_settings(vault(kb))
+    anyio.run(index, settings, BagOfWordsEmbedder())
+    pre = prefix_of(backend, kb)
+    tagged = run(settings, lambda s: s.search(SearchRequest(query="checkpoint", tags_any=["draft"])))
+    assert paths(tagged, pre) == ["journal/draft.md"]
+    dated = run(settings, lambda s: s.search(SearchRequest(query="checkpoint", date_from="2024-03-01", date_to="2024-03-31")))
+    assert set(paths(dated, pre)) == {"reference/sqlite-wal.md"}
+    excluded = run(settings, lambda s: s.search(SearchRequest(query="checkpoint -draft", retriever="fts")))
+    assert "journal/draft.md" not in paths(excluded, pre) and paths(excluded, pre)
+    by_meaning = run(settings, lambda s: s.search(SearchRequest(query="cross-encoder rerankers", retriever="vector")))
+    assert paths(by_meaning, pre)[0] == "projects/reranking.md"
+
+
+def test_an_edit_a_rename_and_a_deletion_reach_the_store_and_a_rename_embeds_nothing(backend, store_settings, kb):
+    settings = store_settings(vault(kb))
+    embedder = BagOfWordsEmbedder()
+    anyio.run(index, settings, embedder)
+    pre = prefix_of(backend, kb)
+    computed = run(settings, lambda s: s.status()).embeddings_computed
+
+    write(kb / "journal/draft.md", note("Draft", "Now about zeppelins instead.", tags=["draft"]))
+    (kb / "projects/reranking.md").rename(kb / "projects/rerankers.md")
+    (kb / "reference/日本語の全文検索.md").unlink()
+    report = anyio.run(index, settings, embedder)
+    assert (report.changed, report.renamed, report.deleted) == (1, 1, 1)
+
+    status = run(settings, lambda s: s.status())
+    assert status.documents == 3
+    # the renamed note's texts kept their vectors: only the edited note's new text was embedded
+    assert status.embeddings_computed == computed + report.chunks_embedded
+    assert report.chunks_embedded == 1
+    old = run(settings, lambda s: s.search(SearchRequest(query="checkpoints latency", retriever="fts")))
+    assert "journal/draft.md" not in paths(old, pre)
+    new = run(settings, lambda s: s.search(SearchRequest(query="zeppelins", retriever="fts")))
+    assert paths(new, pre) == ["journal/draft.md"]
+    moved = run(settings, lambda s: s.search(SearchRequest(query="rerankers", retriever="fts")))
+    assert paths(moved, pre) == ["projects/rerankers.md"]
+    gone = run(settings, lambda s: s.search(SearchRequest(query="首都", retriever="fts")))
+    assert paths(gone, pre) == []
+    links = run(settings, lambda s: s.links(LinksRequest(path=f"{pre}reference/sqlite-wal.md")))
+    assert links.backlinks == [] and [u.target for u in links.unresolved] == ["日本語の全文検索"]
+
+
+def test_the_embedding_queue_is_the_store_and_a_batch_that_fails_is_kept_for_later(backend, store_settings, kb):
+    settings = store_settings(vault(kb))
+    failing = BagOfWordsEmbedder()
+    failing.fail_on = {"zeppelin"}
+    write(kb / "journal/zeppelin.md", note("Zeppelin", "A zeppelin note the model fails on."))
+    report = anyio.run(index, settings, failing)
+    assert report.pending_chunks == 1  # the failing text waits in the store's queue; the others are embedded
+    report = anyio.run(index, settings, BagOfWordsEmbedder())
+    assert report.pending_chunks == 0 and report.chunks_embedded == 1
