@@ -359,6 +359,9 @@ def test_two_indexers_and_a_search_node_serve_one_store_and_an_edit_reaches_the_
 
         write(home / "peppers.md", note("Peppers", "chili peppers beside the tomatoes"))
         until(lambda: found(node, "chili peppers") == ["home/peppers.md"], "the new note found on the search node")
+        until(lambda: call(node, "search", {"query": "chili peppers", "retriever": "vector"})
+              .structured_content["results"][0]["path"] == "home/peppers.md",
+              "the new note's vector in the search node's in-memory copy")
         (work / "quantum.md").unlink()
         until(lambda: found(node, "量子コンピューター") == [], "the deleted note gone from the search node")
     finally:
@@ -417,3 +420,50 @@ def test_the_example_notes_rank_alike_in_postgresql_and_sqlite_with_the_real_mod
             figures.append((report["count"], report["metrics"]))
         assert figures[0] == figures[1], retriever
         assert figures[0][0] == 16 and figures[0][1]["recall@10"] > 0.5
+
+
+def test_a_search_node_on_a_read_replica_answers_and_hears_of_changes_though_it_cannot_listen(
+        spawn, postgres_server, postgres, tmp_path):
+    folder = notes(tmp_path / "notes", alpha="alpha text about gardens")
+    anyio.run(index_into, settings_for(folder, postgres))
+    database = postgres.split("?")[0].rsplit("/", 1)[-1]
+    heard: list[tuple[list[str], bool]] = []
+
+    async def listen_on(replica: str) -> None:
+        async with Index.open(settings_for(None, replica), readonly=True, embedder=BagOfWordsEmbedder()) as node:
+            listening = anyio.Event()
+
+            async def listener(paths: list[str], list_changed: bool) -> None:
+                heard.append((paths, list_changed))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(node.store.listen, listener, listening.set)
+                await listening.wait()
+                write(folder / "beta.md", note("Beta", "beta text about kettles"))
+                await index_into(settings_for(folder, postgres))  # written on the primary
+                with anyio.fail_after(30):
+                    while not heard:
+                        await anyio.sleep(0.1)
+                tg.cancel_scope.cancel()
+
+    with postgres_server.replica() as admin:
+        replica = with_database(admin, database)
+        anyio.run(listen_on, replica)
+        assert heard[0] == (["notes/beta.md"], True)
+        node = spawn.server(None, None, machine(tmp_path, "node"), extra=("--store", replica), command=FAKE_GROOVE)
+        try:
+            node.wait_healthy()
+            assert found(node, "kettles") == ["notes/beta.md"]
+            write(folder / "gamma.md", note("Gamma", "gamma text about lanterns"))
+            anyio.run(index_into, settings_for(folder, postgres))
+            until(lambda: found(node, "lanterns") == ["notes/gamma.md"], "the primary's new note on the replica")
+            evaluated = spawn.groove("eval", str(write(tmp_path / "golden.yaml", "queries:\n  - id: q\n    query: "
+                                                       "kettles\n    expected: [beta.md]\n")),
+                                     "--store", replica, home=machine(tmp_path, "cli"), command=FAKE_GROOVE)
+            assert evaluated.returncode == 0, evaluated.stderr
+            assert "is a read replica: the run is not recorded" in evaluated.stderr
+        finally:
+            log = node.log()
+            node.terminate()
+        assert "a replica cannot LISTEN" in log
+

@@ -12,6 +12,8 @@ import itertools
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -93,6 +95,43 @@ class PostgresServer:
             conn.execute(f'CREATE DATABASE "{name}" OWNER "{owner}"')
         self.created.append(name)
         return with_database(owner_url, name)
+
+    @contextmanager
+    def replica(self) -> Iterator[str]:
+        """A streaming read replica of the server this session started (pg_basebackup -R, hot standby), its admin
+        URL (the same databases); stopped and deleted at the end. Skipped on a server named by the variable."""
+        import subprocess
+
+        import pytest
+
+        if self.server is None or self.root is None:
+            pytest.skip(f"{ENV} names a server these tests cannot make a replica of")
+        from pgserver._commands import POSTGRES_BIN_PATH
+
+        user = self.server.system_user  # pgserver runs the server as its own user when the tests run as root
+        data = self.root / f"replica{next(_names)}"
+        data.mkdir(mode=0o700)
+        if user is not None:
+            shutil.chown(data, user, user)
+        primary = dict(p.split("=", 1) for p in urlsplit(self.admin).query.split("&") if "=" in p)["host"]
+        run = {"check": True, "capture_output": True, "user": user}
+        subprocess.run([str(POSTGRES_BIN_PATH / "pg_basebackup"), "-D", str(data), "-R", "-X", "stream", "-c", "fast",
+                        "-h", primary, "-U", "postgres"], **run)  # type: ignore[call-overload]
+        for copied in ("log", ".s.PGSQL.5432.lock", "postmaster.opts"):  # the primary's, when its folder is its socket's
+            (data / copied).unlink(missing_ok=True)
+        started = subprocess.run([str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(data), "-w", "-l", str(data / "log"),
+                                  "-o", '-h ""', "-o", f"-k {data}", "start"],
+                                 **{**run, "check": False})  # type: ignore[call-overload]
+        if started.returncode != 0:
+            log = (data / "log").read_text(errors="replace") if (data / "log").exists() else started.stderr
+            raise RuntimeError(f"the replica did not start:\n{log}")
+        parts = urlsplit(self.admin)
+        try:
+            yield urlunsplit((parts.scheme, parts.netloc, parts.path, f"host={data}", parts.fragment))
+        finally:
+            subprocess.run([str(POSTGRES_BIN_PATH / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                           **{**run, "check": False})  # type: ignore[call-overload]
+            shutil.rmtree(data, ignore_errors=True)
 
     def stop(self) -> None:
         """Drop the databases made on a server named by GROOVE_TEST_POSTGRES_URL; stop and delete our own."""

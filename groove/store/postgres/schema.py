@@ -14,7 +14,9 @@ groove computes in Python (groove/corpus/tokens.py) rather than FTS5's tables:
   summed length, and (kind 3) every chunk: bm25's N and average length;
 - `embeddings.embedding`: pgvector's `vector(dimension)` under an HNSW index (L2);
 - `queue`: the texts waiting for a vector, handed out with `FOR UPDATE SKIP LOCKED`;
-- `folders`: which process indexes which notes folder (a claim held by that process's session).
+- `folders`: which process indexes which notes folder (a claim held by that process's session);
+- `changes`: the last hour of what every NOTIFY said, for a search node on a read replica, where LISTEN
+  is not allowed (it reads them every few seconds instead).
 
 A schema version in meta, and MIGRATIONS one step per version, as the SQLite store has them; a database
 a newer groove wrote is refused with one line.
@@ -151,6 +153,11 @@ CREATE TABLE IF NOT EXISTS folders (
 CREATE TABLE IF NOT EXISTS eval_history (
     id   BIGSERIAL PRIMARY KEY,
     line TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS changes (
+    id      BIGSERIAL PRIMARY KEY,
+    at      DOUBLE PRECISION NOT NULL,
+    payload TEXT NOT NULL
 );
 CREATE OR REPLACE FUNCTION groove_vectors_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -46,9 +46,10 @@ from groove.store.protocols import StoreError
 
 log = get_logger(__name__)
 
+POLL_S = 2.0  # a search node on a read replica reads the changes table this often
 GROOVE_TABLES = (
     "meta", "documents", "doc_tags", "embeddings", "chunks", "postings", "vocab", "text_stats", "skipped",
-    "note_names", "links", "queue", "folders", "eval_history",
+    "note_names", "links", "queue", "folders", "eval_history", "changes",
 )  # fmt: skip
 
 ChangeListener = Callable[[list[str], bool], Awaitable[None]]
@@ -450,12 +451,18 @@ class PostgresStore:
             return [r[0] for r in await cur.fetchall()]
 
     async def append_eval_history(self, line: str, keep: int) -> None:
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("INSERT INTO eval_history (line) VALUES (%s)", (line,))
-            await conn.execute(
-                "DELETE FROM eval_history WHERE id NOT IN (SELECT id FROM eval_history ORDER BY id DESC LIMIT %s)",
-                (max(keep, 0),),
-            )
+        try:
+            async with self.pool.connection() as conn, conn.transaction():
+                await conn.execute("INSERT INTO eval_history (line) VALUES (%s)", (line,))
+                await conn.execute(
+                    "DELETE FROM eval_history WHERE id NOT IN (SELECT id FROM eval_history ORDER BY id DESC LIMIT %s)",
+                    (max(keep, 0),),
+                )
+        except psycopg.errors.ReadOnlySqlTransaction:
+            raise StoreError(
+                f"{self.location} is a read replica: the run is not recorded (run groove eval against the primary "
+                "to record it)"
+            ) from None
 
     async def folders(self) -> list[dict[str, Any]]:
         """Every notes folder the store holds notes of: name, path and the host that indexes it."""
@@ -472,18 +479,32 @@ class PostgresStore:
         cancelled; on a dedicated connection (LISTEN keeps it). `on_ready` once it listens."""
         conn = await connect(self.url)
         try:
+            if await scalar(conn, "SELECT pg_is_in_recovery()"):
+                await self._poll(conn, listener, on_ready)
+                return
             await conn.execute(f"LISTEN {writer.NOTIFY_CHANNEL}")
             if on_ready is not None:
                 on_ready()
             async for note in conn.notifies():
-                try:
-                    body = json.loads(note.payload)
-                except ValueError:
-                    continue
-                await listener(list(body.get("paths") or []), bool(body.get("list_changed")))
+                await _hand_on(note.payload, listener)
         finally:
             with anyio.CancelScope(shield=True):
                 await conn.close()
+
+    async def _poll(
+        self, conn: psycopg.AsyncConnection[Any], listener: ChangeListener, on_ready: Callable[[], None] | None
+    ) -> None:
+        """A read replica (LISTEN is not allowed there): the changes table's new rows, every POLL_S seconds."""
+        last = int(await scalar(conn, "SELECT coalesce(max(id), 0) FROM changes") or 0)
+        log.info("store_changes_polled", store=self.location, every_s=POLL_S, reason="a replica cannot LISTEN")
+        if on_ready is not None:
+            on_ready()
+        while True:
+            await anyio.sleep(POLL_S)
+            cur = await conn.execute("SELECT id, payload FROM changes WHERE id > %s ORDER BY id", (last,))
+            for change_id, payload in await cur.fetchall():
+                last = int(change_id)
+                await _hand_on(payload, listener)
 
     async def close(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -497,6 +518,14 @@ class PostgresStore:
                 await self.pool.close()
             except Exception:  # noqa: BLE001 - closing on the way out
                 pass
+
+
+async def _hand_on(payload: str, listener: ChangeListener) -> None:
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        return
+    await listener(list(body.get("paths") or []), bool(body.get("list_changed")))
 
 
 __all__ = ["ClaimError", "ConnectError", "PostgresStore"]

@@ -36,6 +36,7 @@ from groove.store.postgres.schema import KIND, LOCK_TEXT, LOCK_WRITE
 
 Conn = psycopg.AsyncConnection[Any]
 NOTIFY_CHANNEL = "groove_changes"
+CHANGES_KEPT_S = 3600.0  # what a search node on a replica, which cannot LISTEN, reads the changes from
 MAX_TF = 999
 
 
@@ -53,6 +54,11 @@ async def notify(conn: Conn, paths: Iterable[str], list_changed: bool = False) -
     list of notes did: one was added, renamed or deleted). Sent at commit, dropped at rollback."""
     payload = json.dumps({"paths": sorted(paths)[:200], "list_changed": list_changed}, ensure_ascii=False)
     await conn.execute("SELECT pg_notify(%s, %s)", (NOTIFY_CHANNEL, payload))
+    # The same, kept for an hour: a replica cannot LISTEN, and replays these rows instead. The writes hold the
+    # store's write lock, so the ids are in commit order.
+    now = time.time()
+    await conn.execute("INSERT INTO changes (at, payload) VALUES (%s, %s)", (now, payload))
+    await conn.execute("DELETE FROM changes WHERE at < %s", (now - CHANGES_KEPT_S,))
 
 
 async def _postings(conn: Conn, chunk_id: int, toks: ChunkTokens, sign: int) -> None:
