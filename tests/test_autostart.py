@@ -753,6 +753,34 @@ def test_uninstall_purge_deletes_the_instances_index_and_nothing_else(platform, 
     assert other.is_file() and not any("deleted" in line for line in report.out)
 
 
+def test_an_instance_of_a_shared_store_runs_with_it_and_purge_never_drops_it(folders, env, tmp_path: Path):
+    url = "postgresql://groove:hunter2-in-unit@db.example/groove"
+    plan = instances.plan_install("linux", name="team", config=None, kb=folders["work"], index=None, port=None,
+                                  host="127.0.0.1", env=env, probe=never_busy, store=url)
+    installer.install("linux", config=None, command=GROOVE, env=env, runner=FakeManager(), flags=plan.flags,
+                      name="team")
+    argv = _exec_start(platforms.unit_path("linux", env, "team").read_text())
+    assert argv[argv.index("--store") + 1] == url and "--index" not in argv
+    [inst] = instances.installed_instances("linux", env)
+    assert inst.as_dict()["store"] == "postgresql://groove:***@db.example/groove"
+
+    cfg = write(tmp_path / "conf" / "shared.toml",
+                f'kb_path = "{folders["home notes"]}"\n[store]\nurl = "postgresql://groove@db.example/groove"\n')
+    plan = instances.plan_install("linux", name="home", config=cfg, kb=None, index=None, port=None,
+                                  host="127.0.0.1", env=env, probe=never_busy)
+    assert "--store" not in plan.flags and "--index" not in plan.flags  # the config file names the store
+    installer.install("linux", config=cfg, command=GROOVE, env=env, runner=FakeManager(), flags=plan.flags,
+                      name="home")
+    home = next(i for i in instances.installed_instances("linux", env) if i.name == "home")
+    assert home.store == "postgresql://groove@db.example/groove"
+
+    report = installer.uninstall("linux", env=env, runner=FakeManager(), name="team", purge=True)
+    assert report.exit_code == 0, report.err
+    assert any(line.startswith("kept the shared store postgresql://groove:***@db.example/groove: --purge never drops")
+               for line in report.out)
+    assert "hunter2" not in " ".join(report.out + report.err) and (folders["work"]).is_dir()
+
+
 def test_purge_keeps_an_index_a_process_still_writes_and_a_file_that_is_not_an_index(folders, env, tmp_path: Path):
     from groove.store.sqlite import writer_lock
 

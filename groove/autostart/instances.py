@@ -136,10 +136,10 @@ def flag_list(argv: Sequence[str], flag: str) -> list[str]:
 
 
 def flag_values(argv: Sequence[str]) -> dict[str, str]:
-    """`--config`, `--kb`, `--index` and `--bind` of a `groove serve` command (the last of each)."""
+    """`--config`, `--kb`, `--index`, `--store` and `--bind` of a `groove serve` command (the last of each)."""
     found: dict[str, str] = {}
     for i, arg in enumerate(argv):
-        for flag in ("--config", "--kb", "--index", "--bind"):
+        for flag in ("--config", "--kb", "--index", "--store", "--bind"):
             if arg == flag and i + 1 < len(argv):
                 found[flag] = argv[i + 1]
             elif arg.startswith(flag + "="):
@@ -397,7 +397,7 @@ def plan_install(
             flags += ["--kb", flag]
     if store is not None:
         flags += ["--store", store]  # a shared store: no SQLite file (better in the config file, with ~/.pgpass)
-    elif name is not None or index is not None:
+    elif (name is not None or index is not None) and not shared:
         flags += ["--index", str(index_abs)]
     bind = join_bind(host, port) if port is not None else file_bind
     if port is not None:

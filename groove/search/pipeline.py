@@ -1,6 +1,11 @@
 """The query-time pipeline, in the seeds' fixed order:
 
-    compile -> vec KNN + FTS bm25 (filtered) -> RRF -> [rerank] -> [MMR] -> [parent] -> match_spans
+    compile -> vec KNN + full-text bm25 legs (filtered) -> fusion -> [rerank] -> [MMR] -> [parent] -> match_spans
+
+Fusion is `[search.fusion] method`: "evidence" by default (standardised scores, each full-text leg weighed by
+the share of the query its top hits contain: decision 0007), or the seeds' plain "rrf". The store answers the
+legs (groove.store.protocols: a full-text leg is a TextQuery, the common terms left out by search/fulltext.py
+first); everything from fusion on is the same code for every store.
 
 Each refine stage is pure and returns its input unchanged when off, so a
 configuration with every stage off returns exactly the fused list.
