@@ -344,10 +344,10 @@ def plan_install(
         index if index is not None else (Path(file["index_path"]).expanduser() if file.get("index_path") else None)
     )
     section = file.get("store")
-    shared = store or (section.get("url") if isinstance(section, dict) else None) or None
+    shared_store = store or (section.get("url") if isinstance(section, dict) else None) or None
     index_abs = (
-        address(shared, Path()).anchor  # a shared store's local name: one service of it per machine
-        if shared
+        address(shared_store, Path()).anchor  # a shared store's local name: one service of it per machine
+        if shared_store
         else Path(os.path.abspath(index_path.expanduser()))
         if index_path is not None
         else default_index_path(notes)
@@ -397,7 +397,7 @@ def plan_install(
             flags += ["--kb", flag]
     if store is not None:
         flags += ["--store", store]  # a shared store: no SQLite file (better in the config file, with ~/.pgpass)
-    elif (name is not None or index is not None) and not shared:
+    elif (name is not None or index is not None) and not shared_store:
         flags += ["--index", str(index_abs)]
     bind = join_bind(host, port) if port is not None else file_bind
     if port is not None:
