@@ -315,6 +315,22 @@ def folder_findings(report: dict[str, Any]) -> list[tuple[str, list[str]]]:
     were embedded by the fake, not the configured model)."""
     return [(f["check"], f["examples"]) for f in report["findings"] if f["check"].startswith("notes_")]
 
+def test_an_index_of_several_folders_copied_into_the_store_is_served_with_every_folder(postgres, tmp_path):
+    work = notes(tmp_path / "work", plan="the quarterly plan for the team")
+    home = notes(tmp_path / "home", soup="a recipe for miso soup")
+    index = tmp_path / "both.sqlite"
+    anyio.run(index_into, load_settings(None, kb_path=[str(work), str(home)], index_path=index))
+    copy_store(address(None, index), address(postgres, Path()))
+
+    async def status() -> Any:
+        async with Index.open(settings_for(None, postgres), readonly=True, embedder=BagOfWordsEmbedder()) as ix:
+            return await Service(ix).status()
+
+    held = anyio.run(status)
+    assert [(f.name, f.path, f.notes) for f in held.folders] == [("home", str(home), 1), ("work", str(work), 1)]
+    assert anyio.run(search, settings_for(None, postgres), "miso", "fts") == ["home/soup.md"]
+
+
 # --- separate processes over real HTTP --------------------------------------------------------------------------
 
 

@@ -170,6 +170,14 @@ def _path_rule(src: _Source, source: StoreAddress, destination: StoreAddress, fo
     return "", ""
 
 
+def _folders_of(kb: str, prefix: str) -> list[tuple[str, str]]:
+    """The (name, path) of each notes folder the copied index held: the one its paths now start with, or, for an
+    index of several folders (`name = path; ...`), each of them (a search node of the copy lists them)."""
+    if prefix:
+        return [(prefix.rstrip("/"), kb.split(" = ")[-1])]
+    return [(n.strip(), p.strip()) for n, _, p in (part.partition(" = ") for part in kb.split("; ")) if p]
+
+
 def _path(p: str, prefix: str, strip: str) -> str:
     if strip and p.startswith(strip):
         p = p[len(strip) :]
@@ -427,10 +435,10 @@ def _into_postgres(
             )
             for line in history:
                 con.execute("INSERT INTO eval_history(line) VALUES (%s)", (line,))
-            if prefix:
+            for name, path in _folders_of(meta.get("kb_path", ""), prefix):
                 con.execute(
                     "INSERT INTO folders(name, path, host, pid, command, claimed_at) VALUES (%s, %s, '', 0, %s, %s)",
-                    (prefix.rstrip("/"), meta.get("kb_path", "").split(" = ")[-1], "groove store copy", time.time()),
+                    (name, path, "groove store copy", time.time()),
                 )
             for table in ("documents", "chunks", "embeddings", "links"):
                 con.execute(
