@@ -19,6 +19,7 @@ import pytest
 from groove.api.service import LinksRequest, ListRequest, Service, TopicsRequest
 from groove.config import load_settings
 from groove.index import Index
+from groove.search.answers import search_text
 from groove.search.request import DocumentRequest, SearchRequest
 from tests.support.common import note, write
 from tests.support.fakes import BagOfWordsEmbedder
@@ -188,3 +189,35 @@ def test_the_embedding_queue_is_the_store_and_a_batch_that_fails_is_kept_for_lat
     assert report.pending_chunks == 1  # the failing text waits in the store's queue; the others are embedded
     report = anyio.run(index, settings, BagOfWordsEmbedder())
     assert report.pending_chunks == 0 and report.chunks_embedded == 1
+
+
+def test_a_filter_that_leaves_no_note_says_which_part_and_what_exists_near_it_and_is_not_off_topic(
+        backend, store_settings, kb):
+    settings = store_settings(vault(kb))
+    anyio.run(index, settings, BagOfWordsEmbedder())
+    pre = prefix_of(backend, kb)
+
+    def search(**filters: Any) -> Any:
+        return run(settings, lambda s: s.search(SearchRequest(query="checkpoint WAL pages", **filters)))
+
+    typo = search(tags_any=["sqlit"])
+    assert typo.results == [] and typo.off_topic is False
+    [part] = typo.filter_matched_nothing.parts
+    assert (part.filter, part.value, part.did_you_mean) == ("tags_any", "sqlit", ["sqlite"])
+    assert typo.filter_matched_nothing.message == (
+        'the filter leaves no note to search: tags_any "sqlit" matches no note (did you mean sqlite?)')
+    shown = search_text(typo)  # what the CLI prints and an MCP client reads
+    assert 'filter_matched_nothing: the filter leaves no note to search: tags_any "sqlit"' in shown
+    assert "off_topic" not in shown
+
+    folder = search(path_globs=[f"{pre}refernce/**"])
+    [part] = folder.filter_matched_nothing.parts
+    assert part.filter == "path_globs" and part.did_you_mean == [f"{pre}reference/**"]
+
+    both = search(tags_all=["sqlite", "draft"])  # each tag is on a note, no note has both
+    assert both.filter_matched_nothing.parts == [] and both.off_topic is False
+    assert both.filter_matched_nothing.message.endswith("each part of the filter matches notes, but no note matches "
+                                                        "them all")
+    found = search(tags_any=["sqlite"])  # a filter that leaves notes: no such field
+    assert found.filter_matched_nothing is None and paths(found, pre)[0] == "reference/sqlite-wal.md"
+    assert "filter_matched_nothing" not in found.model_dump(exclude_none=True)

@@ -894,3 +894,22 @@ def test_off_topic_and_low_confidence_are_said_in_words_above_the_results(browse
                 keep(driver, f"webview-flags{'-ja' if lang == 'ja' else ''}.png")
     finally:
         driver.quit()
+
+
+@pytest.mark.parametrize(("lang", "lead"), [("en-US", "Nothing searched:"), ("ja", "検索していません:")], ids=["en", "ja"])
+def test_a_filter_that_leaves_no_note_is_said_as_such_not_as_off_topic(browser, served, lang, lead):
+    from selenium.webdriver.common.by import By
+
+    driver = browser.driver(lang=lang)
+    try:
+        load(driver, f"{served.server.base}/ui")
+        driver.find_element(By.ID, "tag").send_keys("gardn")  # the notes' tag is "garden"
+        hits = run_search(driver, "knead the bread dough", explain=False)
+        assert hits == []
+        shown = driver.find_elements(By.CSS_SELECTOR, "#flags p.flag")
+        assert [p.get_attribute("data-flag") for p in shown] == ["filter_matched_nothing"]
+        assert shown[0].text == (f'{lead} the filter leaves no note to search: tags_any "gardn" matches no note '
+                                 "(did you mean garden?)")
+        assert csp_violations(driver) == []
+    finally:
+        driver.quit()

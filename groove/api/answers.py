@@ -388,7 +388,7 @@ class IndexStatus(Answer):
 
 
 class VectorsInMemory(Answer):
-    """The running service's in-memory copy of the vectors (exact KNN, store/vectors.py)."""
+    """The running service's in-memory copy of the vectors (exact KNN, store/memory.py)."""
 
     vectors: int = Field(description="vectors held")
     mib: float = Field(description="their size in MiB")

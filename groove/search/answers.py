@@ -95,6 +95,22 @@ class SearchBudget(Answer):
     )
 
 
+class FilterPart(Answer):
+    """One part of a search's filter that matches no note on its own."""
+
+    filter: str = Field(description="which filter: path_globs, tags_any, tags_all, date, or fields.KEY")
+    value: Any = Field(description="its value as applied")
+    notes: int = Field(description="the notes it matches on its own (0)")
+    did_you_mean: list[str] = Field(default_factory=list, description="existing values spelled close to it")
+
+
+class FilterMiss(Answer):
+    """A filter that left no note to search."""
+
+    message: str = Field(description="one line: which part matched nothing, and what exists near it")
+    parts: list[FilterPart] = Field(description="the parts that match no note alone (empty: only their combination)")
+
+
 class SearchAnswer(Answer):
     results: list[SearchHit]
     low_confidence: bool = Field(
@@ -110,6 +126,11 @@ class SearchAnswer(Answer):
         "it does not hide); do not present them as the answer",
     )
     filter_applied: dict[str, Any] | None = Field(description="the filters as applied (normalised), null without")
+    filter_matched_nothing: FilterMiss | None = Field(
+        None,
+        description="present when the filters left no note to search: nothing was searched, so this says nothing "
+        "about whether the notes cover the query (off_topic is false); fix or drop the filter part it names",
+    )
     pending_chunks: int = Field(description="passages still waiting for their embedding (findable by words only)")
     vectors_degraded: bool = Field(description="true when the query could not be embedded: full text alone")
     startup_reconcile_done: bool = Field(
@@ -310,6 +331,8 @@ def quality_filter_text(q: dict[str, Any]) -> str:
 def search_flags(answer: SearchAnswer) -> list[str]:
     """The state a reader must weigh, only when it matters."""
     flags = []
+    if answer.filter_matched_nothing is not None:
+        flags.append(f"filter_matched_nothing: {answer.filter_matched_nothing.message}")
     if answer.off_topic:
         flags.append(
             "off_topic: true (the notes most likely do not answer this; the results are only the nearest passages)"

@@ -21,6 +21,8 @@ never hold the event loop.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -218,3 +220,95 @@ def _select_rows(filters: Filters, rows: Iterable[Any]) -> list[int]:
                 continue
         out.append(row[0])
     return out
+
+
+# --- a filter that leaves no note -------------------------------------------------------------------------------
+
+SUGGESTIONS = 3  # existing values named for a value that matches nothing
+
+
+def _close(value: str, candidates: Iterable[str]) -> list[str]:
+    """Existing values spelled close to `value` (case-folded), best first."""
+    pool = {c.casefold(): c for c in candidates}
+    found = difflib.get_close_matches(value.casefold(), list(pool), n=SUGGESTIONS, cutoff=0.6)
+    return [pool[f] for f in found]
+
+
+def _folders_of(paths: Iterable[str]) -> list[str]:
+    """Every folder some note is in (`a`, `a/b`, ...), as path globs name them."""
+    out: set[str] = set()
+    for path in paths:
+        parts = path.split("/")[:-1]
+        out.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return sorted(out)
+
+
+def _near_folders(wanted: str, folders: Sequence[str]) -> list[str]:
+    """Folders spelled close to `wanted`: beside it (the same parent, the last name close), else anywhere."""
+    parent, _, name = wanted.rpartition("/")
+    siblings = {f.rpartition("/")[2]: f for f in folders if f.rpartition("/")[0] == parent}
+    found = [siblings[n] for n in _close(name, siblings)] if siblings else []
+    return found or _close(wanted, folders)
+
+
+def _glob_folder(glob: str) -> str:
+    """The literal folder a glob starts with (`work/plans/**` -> `work/plans`), or ''."""
+    head: list[str] = []
+    for part in glob.lstrip("/").split("/")[:-1]:
+        if any(c in part for c in "*?["):
+            break
+        head.append(part)
+    return "/".join(head)
+
+
+async def why_nothing(reads: SearchReads, filters: Filters) -> dict[str, Any]:
+    """Why a filter leaves no note (a search's `filter_matched_nothing`): each part of it that matches no note
+    alone, with existing values spelled close to it; or, when every part matches notes, that no note matches them
+    all. The notes were not searched: this is not the notes' silence on the query (off_topic stays false)."""
+    parts: list[dict[str, Any]] = []
+
+    async def count(**part: Any) -> int:
+        return len(await allowed_documents(reads, Filters(**part)) or [])
+
+    tags: list[str] | None = None
+    paths: list[str] | None = None
+    for key in ("tags_any", "tags_all"):
+        for tag in getattr(filters, key):
+            if await count(tags_any=(tag,)):
+                continue
+            if tags is None:
+                tags = await reads.tag_names()
+            parts.append({"filter": key, "value": tag, "notes": 0, "did_you_mean": _close(tag, tags)})
+    positive = [g for g in filters.path_globs if not g.startswith("!")]
+    if filters.path_globs and not await count(path_globs=filters.path_globs):
+        if paths is None:
+            paths = [r[1] for r in await reads.documents_matching(DocumentFilter())]
+        folders = _folders_of(paths)
+        near: list[str] = []
+        for glob in positive:
+            near += [f"{f}/**" for f in _near_folders(_glob_folder(glob) or glob.split("/")[0], folders)]
+        parts.append(
+            {
+                "filter": "path_globs",
+                "value": list(filters.path_globs),
+                "notes": 0,
+                "did_you_mean": list(dict.fromkeys(near))[:SUGGESTIONS],
+            }
+        )
+    if (filters.date_from or filters.date_to) and not await count(date_from=filters.date_from, date_to=filters.date_to):
+        parts.append(
+            {"filter": "date", "value": {"date_from": filters.date_from, "date_to": filters.date_to}, "notes": 0,
+             "did_you_mean": []}
+        )  # fmt: skip
+    for key, want in filters.fields.items():
+        if not await count(fields={key: want}):
+            parts.append({"filter": f"fields.{key}", "value": want, "notes": 0, "did_you_mean": []})
+    if parts:
+        shown = "; ".join(
+            f"{p['filter']} {json.dumps(p['value'], ensure_ascii=False)} matches no note"
+            + (f" (did you mean {', '.join(p['did_you_mean'])}?)" if p["did_you_mean"] else "")
+            for p in parts
+        )
+    else:
+        shown = "each part of the filter matches notes, but no note matches them all"
+    return {"message": f"the filter leaves no note to search: {shown}", "parts": parts}

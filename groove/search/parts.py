@@ -1,7 +1,7 @@
 """Reading just the part that matters: a note's sections and lines, and text fitted to a budget.
 
 Pure functions over a note's indexed text (its chunks joined: the body, frontmatter left out) and the
-search hits; `app.Index.get_document` and `app.Index.search` call them.
+search hits; `groove.index.Index.get_document` and `Index.search` call them.
 
 - **Lines** are numbered as search hits number them (`start_line`, `end_line`): lines of the file,
   frontmatter included, so `lines: {from: hit.start_line}` reads on from a hit. The text's first line

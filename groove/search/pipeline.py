@@ -30,7 +30,7 @@ from groove.logs import get_logger
 from groove.search import fulltext, language, offtopic
 from groove.search.compiler import CompiledQuery, compile_query
 from groove.search.evidence import coverage, term_weights
-from groove.search.filters import allowed_documents
+from groove.search.filters import allowed_documents, why_nothing
 from groove.search.fulltext import FULL_TEXT_LEGS
 from groove.search.fusion import evidence_weight, low_confidence, weighted_rrf, z_fusion
 from groove.search.hits import Hit
@@ -179,6 +179,7 @@ class Run:
     bigrams: TextQuery | None  # the bigram leg's query (None: no CJK text, or vector only)
     started: float  # perf_counter at the start, for explain's total
     allowed_docs: Sequence[int] | None = None  # a filter's documents (None: no filter)
+    filter_miss: dict[str, Any] | None = None  # a filter that left no document: why (filters.why_nothing)
     exclude: set[int] = field(default_factory=set)  # chunks an exclusion (-word) removes
     legs: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # leg -> (chunk id, higher is better)
     evidence: dict[str, float] = field(default_factory=dict)  # full-text leg -> coverage of the query
@@ -206,7 +207,7 @@ class Searcher:
         self.quality = quality or QualityFilterSettings()  # `[quality_filter]`: on, 0.3, unless told
         self.embed_query = embed_query
         self.reranker = reranker
-        self.vectors = vectors  # a long-running process's in-memory vectors (store/vectors.py), or None
+        self.vectors = vectors  # a long-running process's in-memory vectors (store/memory.py), or None
         self.calibration: offtopic.Calibration | None = None  # off_topic's scale, for the index as last seen
         self._calibrating = anyio.Lock()
         self._uncalibrated: tuple[str, int] | None = None
@@ -400,6 +401,8 @@ class Searcher:
                 tg.start_soon(embed)
             async with reading() as store:
                 run.allowed_docs = await allowed_documents(store, req.compiled_filters)
+                if run.allowed_docs == []:  # nothing to search: say why, not that the notes are silent
+                    run.filter_miss = await why_nothing(store, req.compiled_filters)
                 if cq.negatives and (use_vector or run.bigrams or (use_fts and cq.word_expr)):
                     # The trigram leg leaves out the excluded phrases itself; the other legs drop these ids.
                     run.exclude = await store.matching_ids(cq.negatives)
@@ -638,7 +641,10 @@ class Searcher:
         response: dict[str, Any] = {
             "results": [h.to_dict() for h in hits],
             "low_confidence": conf,
-            "off_topic": offtopic.is_off_topic(signal, has_results=bool(hits), offset=s.off_topic.threshold_offset),
+            # A filter that leaves no note searched nothing: that says nothing of whether the notes cover the query.
+            "off_topic": run.filter_miss is None
+            and offtopic.is_off_topic(signal, has_results=bool(hits), offset=s.off_topic.threshold_offset),
+            "filter_matched_nothing": run.filter_miss,
             "off_topic_evidence": signal,  # for groove eval and explain; not a field of the answer
             "filter_applied": req.compiled_filters.to_dict() if not req.compiled_filters.empty else None,
             "pending_chunks": pending,

@@ -104,6 +104,10 @@ class SearchReads(Protocol):
     """The reads of one search, on one consistent view of the index. The view may leave out the chunks
     under a quality floor (decision 0020): `text_scored` and `vector_scored` then never return them."""
 
+    async def tag_names(self) -> list[str]:
+        """Every tag some note carries (folded), sorted: what a filter's tags could have been."""
+        ...
+
     async def documents_matching(self, where: DocumentFilter) -> list[tuple[Any, ...]]:
         """(doc id, path[, frontmatter dict]) of the documents with these tags and dates, by id."""
 

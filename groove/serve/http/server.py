@@ -7,7 +7,7 @@ requests (routed by their `MCP-Protocol-Version` header).
 This module composes the front end; each gate or limit is its own module,
 one middleware a module (docs/mcp.md, "Limits", lists each with its setting):
 
-- `gate.GuardMiddleware`: Host, then Origin, then the bearer token (with a
+- `access.GuardMiddleware`: Host, then Origin, then the bearer token (with a
   per-peer backoff after failed tokens), on every route; refusals counted.
 - `bodies.BodyDeadline` (the outermost ASGI layer, added by `HTTPService`):
   the whole body within `body_timeout_s`, at most `max_bodies_per_client`

@@ -75,6 +75,8 @@ groove searches the user's Markdown notes (a local folder, often mixed Japanese 
   close to a note (its subject, a detail it never wrote down) is often not flagged, so use
   a passage only when it states the answer. `low_confidence: true` means something else:
   several notes score alike, so compare the top few before choosing one.
+  `filter_matched_nothing` means the filters left no note, so nothing was searched: fix or
+  drop the filter part it names (it suggests existing values); it says nothing of the notes.
 - `pending_chunks` in a search response counts passages not yet embedded: when it is
   above 0, a note may be findable by its words but not yet by meaning, so an empty or
   weak answer may mean "not indexed yet" rather than "not in the notes".

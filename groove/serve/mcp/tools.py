@@ -147,6 +147,8 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
         the answer; false is no promise: a question close to a note, about a detail it never wrote down, is often not
         flagged, so use a passage only when it states the answer), low_confidence (true when no note stands out from
         the next: several notes may be meant; read or compare the top few before choosing), filter_applied,
+        filter_matched_nothing (present when the filters left no note: nothing was searched, so fix the filter part it
+        names, not a sign the notes are silent),
         pending_chunks (passages still waiting for their embedding: a note saved moments ago may be found by its words
         but not yet by meaning), vectors_degraded (true when the query could not be embedded, so the results come from
         full text alone) and startup_reconcile_done (false while the folder is still being scanned after a start). The

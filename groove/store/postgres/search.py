@@ -107,6 +107,10 @@ class PostgresSearchReads:
         self.min_quality = min_quality or None
 
     # -- filters -----------------------------------------------------------------------------------------
+    async def tag_names(self) -> list[str]:
+        cur = await self.conn.execute('SELECT DISTINCT tag COLLATE "C" FROM doc_tags ORDER BY 1')
+        return [r[0] for r in await cur.fetchall()]
+
     async def documents_matching(self, where: DocumentFilter) -> list[tuple[Any, ...]]:
         clauses: list[str] = []
         args: list[Any] = []

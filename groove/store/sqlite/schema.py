@@ -31,7 +31,7 @@ VECTOR_TABLE = "vec_embeddings"
 # --- schema ------------------------------------------------------------------
 
 # AUTOINCREMENT: an id is never used twice, so a vector id names one vector for the life of the
-# file; the in-memory vector matrix (store/vectors.py) reads only the ids past the last it holds.
+# file; the in-memory vector matrix (store/memory.py) reads only the ids past the last it holds.
 # Every deleted vector moves meta `vectors_removed` (the trigger below), whoever deletes it.
 _EMBEDDINGS_TABLE = """CREATE TABLE IF NOT EXISTS embeddings (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,  -- = vec_embeddings.rowid

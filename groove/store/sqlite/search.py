@@ -277,7 +277,7 @@ async def vector_scored(
 ) -> list[tuple[int, float]]:
     """(chunk id, L2 distance) nearest first; for unit vectors cosine = 1 - d^2 / 2.
 
-    With `matrix` (a long-running process's in-memory copy, store/vectors.py) the distances come
+    With `matrix` (a long-running process's in-memory copy, store/memory.py) the distances come
     from one matrix product; without it, or when it cannot answer, from sqlite-vec. With
     `min_quality`, over the chunks that score at least that: the KNN asks for a few more vectors, and when
     fewer than `limit` kept chunks are among them, for as many more as the hidden chunks hold (past
@@ -565,6 +565,10 @@ class SqliteSearchReads:
 
     async def documents_matching(self, where: DocumentFilter) -> list[tuple[Any, ...]]:
         return await documents_matching(self.conn, where)
+
+    async def tag_names(self) -> list[str]:
+        cur = await self.conn.execute("SELECT DISTINCT tag FROM doc_tags ORDER BY tag")
+        return [r[0] for r in await cur.fetchall()]
 
     async def text_scored(
         self,

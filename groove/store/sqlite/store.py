@@ -47,6 +47,9 @@ class SqliteReads:
     async def documents_matching(self, where: DocumentFilter) -> list[tuple[Any, ...]]:
         return await self._search.documents_matching(where)
 
+    async def tag_names(self) -> list[str]:
+        return await self._search.tag_names()
+
     async def text_scored(
         self,
         query: TextQuery,
