@@ -160,9 +160,9 @@ def _note_path(settings: Settings, given: str) -> str:
 
 def _anchor(settings: Settings) -> Path:
     """The local path that stands for the index: the SQLite file, or a name for the database (its service's socket)."""
-    from groove.store.address import address
+    from groove.store.address import anchor_of
 
-    return address(settings.store.url, Path() if settings.store.url else settings.resolved_index_path()).anchor
+    return anchor_of(settings.store.url, settings.resolved_index_path)
 
 
 def index_location(settings: Settings) -> str:

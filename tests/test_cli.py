@@ -451,6 +451,22 @@ def test_a_socket_path_too_long_for_the_platform_moves_to_a_private_temp_folder(
     assert socket_path(deep) == path and socket_path(deep.with_name("other.sqlite")) != path
 
 
+def test_the_temp_folder_of_long_socket_paths_is_made_private_and_a_shared_one_is_refused(tmp_path, monkeypatch):
+    import tempfile
+
+    from groove.serve.process.local import _claim
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    path = socket_path(tmp_path / ("x" * 60) / ("y" * 60) / "index.sqlite")
+    assert _claim(path) and path.parent.stat().st_mode & 0o777 == 0o700
+    path.parent.chmod(0o755)  # made by someone else's mkdir, or a umask: others could reach the socket
+    with pytest.raises(OSError, match="is not a private folder of this user"):
+        _claim(path)
+    beside = tmp_path / "data" / "stores" / "postgresql-0123"  # a shared store's local name: its folder is made
+    assert _claim(socket_path(beside)) and beside.parent.is_dir()
+
+
 # --- a new user's first hour (issue 23, item 6) ---------------------------------------------------
 
 def test_examples_means_the_shipped_example_notes_for_every_read_command(spawn, tmp_path):

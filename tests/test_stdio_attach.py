@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 
@@ -151,3 +152,33 @@ def test_a_service_that_serves_no_http_endpoint_is_a_clear_error_for_a_second_st
     assert f"a groove serve (pid {first.pid}) writes the index" in err and "serves no HTTP endpoint" in err, err
     assert "Traceback" not in err
     assert os.path.exists(index)
+
+
+@pytest.mark.parametrize(("service_by", "client_by"), [("kb", "kb"), ("config", "kb"), ("kb", "config")])
+def test_a_stdio_client_attaches_however_either_names_the_notes_with_the_default_index(spawn, tmp_path, service_by,
+                                                                                       client_by):
+    """As docs/clients.md shows them: `groove serve --kb DIR` (or --config FILE) as the service, and the stdio entry
+    `groove client-config` prints (`--kb DIR`), neither naming the index: both find the default one."""
+    kb = _notes(tmp_path)
+    config = write(tmp_path / "conf" / "groove.toml", f'kb_path = "{kb}"\n')
+    named = {"kb": ("--kb", str(kb)), "config": ("--config", str(config))}
+    service = spawn.server(None, None, tmp_path, extra=named[service_by], command=FAKE_GROOVE)
+    errlog = tmp_path / "stdio.err"
+    argv = [*FAKE_GROOVE, "serve", *named[client_by], "--transport", "stdio"]
+    env = {**server_env(tmp_path), "ERRLOG_PATH": str(errlog)}
+    params = spawn.stdio(command="/bin/sh", args=["-c", 'exec "$@" 2>>"$ERRLOG_PATH"', "sh", *argv], env=env,
+                         cwd=str(tmp_path))
+
+    async def session() -> Any:
+        async with Client(params, mode="legacy") as client:
+            return await client.call_tool("search", {"query": "tomatoes side shoots", "retriever": "fts"})
+
+    try:
+        service.wait_healthy()
+        service.wait_indexed(2)
+        found = anyio.run(session)
+    finally:
+        service.terminate()
+    assert found.structured_content["results"][0]["path"] == "garden/tomatoes.md"
+    log = errlog.read_text()
+    assert "stdio_attached" in log and "being written by another" not in log and "serve_start" not in log

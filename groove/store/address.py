@@ -8,6 +8,7 @@ places (`PGPASSWORD`, `~/.pgpass`, a service file), and `shown` prints the URL w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -59,6 +60,12 @@ def redact(url: str) -> str:
         "password=***" if kv.split("=", 1)[0].lower() == "password" else kv for kv in parts.query.split("&") if kv
     )
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def anchor_of(url: str | None, index_path: Callable[[], Path]) -> Path:
+    """The local path that stands for the index `[store] url` or the SQLite file names (its running service's
+    socket is keyed by it); `index_path` is asked only without a url (it needs a notes folder)."""
+    return address(url, Path() if url else index_path()).anchor
 
 
 def address(url: str | None, index_path: Path) -> StoreAddress:

@@ -94,6 +94,8 @@ def _claim(path: Path) -> bool:
         st = path.parent.stat()
         if st.st_uid != os.getuid() or st.st_mode & 0o077:
             raise OSError(f"{path.parent} is not a private folder of this user")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)  # a database's local name lives under the user data folder
     if not path.exists() and not path.is_symlink():
         return True
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -118,7 +120,6 @@ async def serve_local(
         return
     path = socket_path(daemon.index.path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)  # a database's local name lives under the user data folder
         if not _claim(path):
             log.warning(
                 "local_endpoint_taken",

@@ -60,6 +60,7 @@ from groove.serve.mcp.server import build_server
 from groove.serve.process.attach import run_bridge
 from groove.serve.process.local import DaemonError, ask, serve_local
 from groove.serve.process.sdnotify import notify
+from groove.store.address import anchor_of
 
 log = get_logger(__name__)
 
@@ -242,10 +243,9 @@ def running_service(settings: Settings) -> tuple[str, str | None, int] | None:
     """(url, token, pid) of the groove serve that writes this index and serves HTTP, when one answers on the
     local endpoint; None when none runs (then this process serves the index itself). A service that serves no
     HTTP endpoint is an error: this process could neither attach to it nor open the index beside it."""
-    if settings.index_path is None:
-        return None
+    index = anchor_of(settings.store.url, settings.resolved_index_path)  # as the service keys its socket
     try:
-        answer = ask(settings.index_path, "endpoint")
+        answer = ask(index, "endpoint")
     except DaemonError as exc:  # an older groove serve that has no endpoint to give: open the index as before
         log.info("stdio_cannot_attach", error=str(exc))
         return None
@@ -254,7 +254,7 @@ def running_service(settings: Settings) -> tuple[str, str | None, int] | None:
     result = answer.result or {}
     if not result.get("url"):
         raise ConfigError(
-            f"a groove serve (pid {answer.pid}) writes the index {settings.index_path} and serves no HTTP endpoint "
+            f"a groove serve (pid {answer.pid}) writes the index {index} and serves no HTTP endpoint "
             "a stdio client could attach to; run the service with --transport http (the service unit does), "
             "or stop it and let this client serve the index"
         )
@@ -306,7 +306,7 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
                 return
             log.info(
                 "stdio_serves_the_index",
-                index=str(settings.index_path),
+                index=str(anchor_of(settings.store.url, settings.resolved_index_path)),
                 reason="no groove serve answers for this index",
             )
         daemon = Daemon(settings)
