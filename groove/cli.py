@@ -1121,7 +1121,7 @@ def cmd_trust(args: argparse.Namespace) -> int:
         raise ConfigError(f"there is no {path} to trust; name the file: groove trust PATH") from None
     read_config_file(path, text)  # a file groove could not load is not worth approving
     data = tomllib.loads(text)
-    found = trust.risks(data)
+    found = trust.risks(data, folder=path.parent)
     approval = store.approve(path, trust.digest(text.encode("utf-8")))
     lines = [f"trusted {path} (sha256 {approval.sha256[:16]}); run `groove trust` again if the file changes"]
     lines += [f"  it sets {r}" for r in found]

@@ -742,7 +742,7 @@ def _read_found_here(path: Path) -> str:
 
 def _check_trust(path: Path, text: str, settings: Settings) -> None:
     """Refuse a ./groove.toml that sets where note text goes, unless `groove trust` approved these bytes."""
-    found = trust.risks(tomllib.loads(text), settings.model_dump(by_alias=True))
+    found = trust.risks(tomllib.loads(text), settings.model_dump(by_alias=True), path.parent)
     if not found:
         return
     try:

@@ -13,6 +13,7 @@ A file needs approval when it sets (docs/configuration.md, "Files found in the c
 - `[serve.http] token` or `token_env`: whoever wrote the file would know (or choose) the token;
 - `[serve.http] allowed_hosts` or `allowed_origins`: web pages from there could reach the server
   through the user's browser;
+- `index_path` outside the file's own folder: a full copy of every note would be written there;
 - `[store] url`: every note's text would be written into that database (even one on this machine
   may be someone else's);
 - `kb_path` while the user's own settings send note text off this machine (an endpoint, a bind
@@ -120,9 +121,12 @@ def _destination(settings: Mapping[str, Any]) -> str | None:
     return None
 
 
-def risks(file_data: Mapping[str, Any], effective: Mapping[str, Any] | None = None) -> list[Risk]:
+def risks(
+    file_data: Mapping[str, Any], effective: Mapping[str, Any] | None = None, folder: Path | None = None
+) -> list[Risk]:
     """What a config file (its TOML as read) sets that needs approval; `effective` is the settings in
-    force (file, environment and flags together), for `kb_path` with a destination set elsewhere."""
+    force (file, environment and flags together), for `kb_path` with a destination set elsewhere; `folder`
+    the file's own folder, inside which an `index_path` needs none."""
     found: list[Risk] = []
     endpoint = _get(file_data, "embedding", "openai", "endpoint")
     if isinstance(endpoint, str) and endpoint.strip() and endpoint_is_remote(endpoint):
@@ -152,6 +156,11 @@ def risks(file_data: Mapping[str, Any], effective: Mapping[str, Any] | None = No
                     "web pages from there could reach the server through your browser",
                 )
             )
+    index = file_data.get("index_path")
+    if isinstance(index, str) and index.strip() and not _inside(index, folder):
+        found.append(
+            Risk("index_path", _shown(index), "a full copy of every note would be written there, outside this folder")
+        )
     store = _get(file_data, "store", "url")
     if isinstance(store, str) and store.strip():
         # The URL is not shown: it may carry a password.
@@ -178,6 +187,18 @@ def risks(file_data: Mapping[str, Any], effective: Mapping[str, Any] | None = No
                 Risk("kb_path", _shown(str(kb)), f"its files would go to {_shown(where)}, which your own settings name")
             )
     return found
+
+
+def _inside(index: str, folder: Path | None) -> bool:
+    """`index_path` as a file in `folder` reads it (relative to the file's folder, `~` expanded) lies inside it."""
+    if folder is None:
+        return False
+    where = Path(index).expanduser()
+    where = where if where.is_absolute() else folder / where
+    try:
+        return Path(os.path.normpath(where)).is_relative_to(os.path.normpath(folder))
+    except ValueError:
+        return False
 
 
 def digest(data: bytes) -> str:

@@ -436,3 +436,28 @@ async def test_the_daemons_first_full_reconcile_of_a_large_folder_merges_the_ful
         report = await daemon.service.reindex()  # nothing changed since: nothing to merge
         daemon.stop()
     assert report.full_text_merged is False and report.chunks_written == 0
+
+
+def test_another_programs_sqlite_file_or_any_other_file_is_never_made_an_index(kb, make_settings, tmp_path):
+    import sqlite3
+
+    from groove.store.sqlite.connection import IndexError_
+
+    write(kb / "a.md", "# A\n\nSome text.\n")
+    app = tmp_path / "app.db"
+    con = sqlite3.connect(app)
+    con.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    con.execute("INSERT INTO users VALUES (1, 'ada')")
+    con.commit()
+    con.close()
+    text = write(tmp_path / "notes.txt", "not a database\n")
+    for path, what in ((app, "an SQLite database of another program (tables users)"), (text, "not an SQLite file")):
+        before = path.read_bytes()
+        with pytest.raises(IndexError_) as refused:
+            run_index(make_settings(kb, index_path=path))
+        assert str(refused.value) == (f"{path} is {what}, not a groove index: groove never writes into it; point "
+                                      "index_path (--index) at a new file, or leave it out for the default one")
+        assert path.read_bytes() == before  # not a byte written
+    empty = tmp_path / "empty.sqlite"
+    sqlite3.connect(empty).close()  # an SQLite file with no table yet is fine, as a missing one is
+    assert run_index(make_settings(kb, index_path=empty)).added == 1

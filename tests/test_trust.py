@@ -93,7 +93,7 @@ def repository(root: Path, endpoint: str) -> Path:
     """A cloned repository: notes, and a groove.toml that sends them to `endpoint`."""
     repo = root / "repo"
     write(repo / "notes" / "secret.md", "# Plans\n\nThe quokka migration starts on Tuesday.\n")
-    write(repo / "groove.toml", f'kb_path = "notes"\nindex_path = "{root / "index.sqlite"}"\n\n'
+    write(repo / "groove.toml", 'kb_path = "notes"\nindex_path = ".groove/index.sqlite"\n\n'
           f'[embedding]\nbackend = "openai"\n\n[embedding.openai]\nendpoint = "{endpoint}"\n'
           f'model = "fake"\ndimension = {DIM}\n')
     return repo
@@ -112,7 +112,7 @@ def test_a_local_groove_toml_that_sends_note_text_away_is_refused_until_trusted_
     assert refused.stderr.strip().splitlines() == [
         f'groove: error: groove.toml in {config.parent} sets [embedding.openai] endpoint = "{endpoint}" '
         f"(note text would be sent there); run `groove trust {config}` to allow it"]
-    assert embeddings.texts == [] and not (tmp_path / "index.sqlite").exists()
+    assert embeddings.texts == [] and not (repo / ".groove" / "index.sqlite").exists()
 
     allowed = groove(spawn, "trust", cwd=repo, home=tmp_path)
     assert allowed.returncode == 0, allowed.stderr
@@ -207,6 +207,19 @@ def test_a_local_kb_path_is_refused_while_your_own_settings_name_a_shared_store(
         load_settings(None)
     assert "(its files would go to \"the store your settings name\"" in str(err.value)
     assert "hunter2" not in str(err.value)
+
+
+def test_an_index_path_outside_the_files_own_folder_needs_trust_and_one_inside_it_does_not(tmp_path):
+    project = Path.cwd()
+    for inside in ("index.sqlite", ".groove/index.sqlite", str(project / "sub" / "i.sqlite")):
+        write(project / "groove.toml", f'index_path = "{inside}"\n')
+        assert load_settings(None).index_path == (project / inside).resolve(), inside
+    for outside in ("../elsewhere.sqlite", str(tmp_path / "synced" / "i.sqlite"), "~/Dropbox/notes.sqlite"):
+        write(project / "groove.toml", f'index_path = "{outside}"\n')
+        with pytest.raises(ConfigError) as err:
+            load_settings(None)
+        assert (f'sets index_path = "{outside}" (a full copy of every note would be written there, outside this '
+                "folder)") in str(err.value), outside
 
 
 @pytest.mark.parametrize("text, said", [

@@ -543,6 +543,35 @@ def _is_groove_index(path: Path) -> bool:
         return "no such table" not in str(exc)  # damaged: groove's own, as far as anyone can tell
 
 
+def check_writable_file(path: Path) -> None:
+    """Refuse to make a groove index of a file that is something else: another program's SQLite database (it has
+    tables and no groove `meta`) or a file that is not SQLite at all. A missing or empty file, an SQLite file with
+    no table yet, and a groove index are fine."""
+    if not path.exists() or _is_groove_index(path):
+        return
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        tables = ["?"]
+    if not tables:
+        return
+    what = (
+        f"an SQLite database of another program (tables {', '.join(tables[:5])})"
+        if tables != ["?"]
+        else "not an SQLite file"
+    )
+    raise IndexError_(
+        f"{path} is {what}, not a groove index: groove never writes into it; point index_path (--index) at a new "
+        "file, or leave it out for the default one"
+    )
+
+
 def remove_index_files(path: Path) -> None:
     """Delete an index and its WAL files (`--rebuild`). Refused when the file is not a groove index, so an
     `index_path` pointed at another file (a config can set it) never deletes that file."""

@@ -350,6 +350,7 @@ class SqliteStore:
             if rebuild:
                 schema.remove_index_files(path)
                 log.info("index_rebuild", index=str(path))
+            schema.check_writable_file(path)  # another program's database is never written into
             store.switch = reads.prepare_index(
                 path, model=model, dimension=dimension, kb_path=describe, settings_json=settings_json, switch=True
             )
