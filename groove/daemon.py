@@ -186,6 +186,14 @@ class Daemon:
             reasons.append(f"store {store.state}" + (f": {store.last_error}" if store.last_error else ""))
         if self.search_only:
             return not reasons, reasons
+        if not self._full_ok:
+            reasons.append(
+                "starting: the first scan of the notes folder is not done"
+                + (f" (it failed: {self._full_error})" if self._full_error else "")
+            )
+        embedding = self.tasks["embedding"]
+        if embedding.state == "failing":  # the store refuses the vectors (a full disk, a read-only index)
+            reasons.append("embedding failing" + (f": {embedding.last_error}" if embedding.last_error else ""))
         watcher = self.tasks["watcher"]
         if watcher.state != "watching" and self.settings.watch.enabled:
             reasons.append(

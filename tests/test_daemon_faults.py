@@ -312,3 +312,62 @@ async def test_a_watcher_that_dies_soon_after_every_start_keeps_backing_off(kb, 
     assert [f for f, _ in seen[:4]] == [0, 1, 2, 3]
     assert [st for _, st in seen[1:4]] == ["failed, restarting in 0.2 s", "failed, restarting in 0.4 s",
                                            "failed, restarting in 0.8 s"]
+
+
+async def test_healthz_fails_while_the_vectors_cannot_be_stored_and_before_the_first_scan(kb, make_settings):
+    notes(kb)
+    gate = anyio.Event()
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon, healthz(daemon) as http:
+        await idle(daemon)
+        queue = daemon.index.embedding.store
+        real = queue.store_vectors
+
+        async def full_disk(hashes, vectors):
+            if not gate.is_set():
+                raise OSError(28, "database or disk is full")
+            return await real(hashes, vectors)
+
+        queue.store_vectors = full_disk
+        write(kb / "new.md", "# New\n\nA fresh note about kingfishers.\n")
+
+        async def failing() -> bool:
+            return daemon.tasks["embedding"].state == "failing"
+
+        await eventually(failing, "the vectors of the new note to be refused")
+        r = await http.get("/healthz")
+        assert r.status_code == 503 and r.json()["error"].startswith("embedding failing: ")
+        assert "disk is full" in r.json()["error"] and r.json()["pending"] >= 1
+        gate.set()  # space returns: the retried batch is stored
+
+        async def healthy() -> bool:
+            return (await http.get("/healthz")).status_code == 200
+
+        await eventually(healthy, "/healthz to be 200 once the vectors are stored", timeout=20)
+        assert (await http.get("/healthz")).json()["pending"] == 0
+
+
+async def test_healthz_says_starting_until_the_first_scan_of_the_folder_is_done(kb, make_settings, monkeypatch):
+    notes(kb)
+    release = anyio.Event()
+    daemon = Daemon(fast(make_settings, kb), embedder=BagOfWordsEmbedder())
+    real = daemon.index.reconcile
+
+    async def slow_first_scan(paths=None, progress=None):
+        if paths is None:
+            await release.wait()
+        return await real(paths, progress=progress)
+
+    daemon.index.reconcile = slow_first_scan  # type: ignore[method-assign]
+    async with anyio.create_task_group() as tg:
+        await tg.start(daemon.run_background)
+        async with healthz(daemon) as http:
+            r = await http.get("/healthz")
+            assert r.status_code == 503
+            assert r.json()["error"] == "starting: the first scan of the notes folder is not done"
+            release.set()
+
+            async def healthy() -> bool:
+                return (await http.get("/healthz")).status_code == 200
+
+            await eventually(healthy, "/healthz to be 200 after the first scan", timeout=20)
+        daemon.stop()
