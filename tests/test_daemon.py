@@ -92,6 +92,41 @@ async def test_a_renamed_directory_s_notes_follow_it_without_reembedding(kb, mak
         assert await counter(daemon) == before
 
 
+async def test_a_rename_the_watcher_sees_as_a_deletion_then_an_addition_embeds_nothing_even_across_a_restart(
+        kb, make_settings):
+    text = "# Long\n\n" + "".join(section_text(i) for i in range(30))
+    write(kb / "long.md", text)
+    write(kb / "other.md", "# Other\n\nA note about tidal energy.\n")
+
+    async def documents(daemon: Daemon) -> list[str]:
+        return sorted(d.path for d in (await daemon.service.list_documents(ListRequest())).documents)
+
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
+        await idle(daemon)
+        before = await counter(daemon)
+        (kb / "long.md").unlink()  # the first half of `mv long.md long1.md`, in a batch of its own
+
+        async def deleted() -> bool:
+            return await documents(daemon) == ["other.md"]
+
+        await eventually(deleted, "the deletion to be written")
+        write(kb / "long1.md", text)  # the second half, a batch later
+
+        async def back() -> bool:
+            return await documents(daemon) == ["long1.md", "other.md"]
+
+        await eventually(back, "the note to be back under its new name")
+        await idle(daemon)
+        assert await counter(daemon) == before  # its 31 sections took their vectors back: none embedded
+        (kb / "long1.md").unlink()
+        await eventually(deleted, "the second deletion to be written")
+    write(kb / "long2.md", text)  # while no groove runs: the next start finds it
+    async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
+        await idle(daemon)
+        assert await documents(daemon) == ["long2.md", "other.md"]
+        assert await counter(daemon) == before
+
+
 async def test_notes_created_inside_a_new_directory_are_caught(kb, make_settings):
     async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon:
         (kb / "deep" / "er").mkdir(parents=True)

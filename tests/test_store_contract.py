@@ -221,3 +221,38 @@ def test_a_filter_that_leaves_no_note_says_which_part_and_what_exists_near_it_an
     found = search(tags_any=["sqlite"])  # a filter that leaves notes: no such field
     assert found.filter_matched_nothing is None and paths(found, pre)[0] == "reference/sqlite-wal.md"
     assert "filter_matched_nothing" not in found.model_dump(exclude_none=True)
+
+
+def test_a_note_that_comes_back_under_another_name_later_takes_its_vectors_back_instead_of_being_embedded(
+        backend, store_settings, kb):
+    settings = store_settings(vault(kb))
+    embedder = BagOfWordsEmbedder()
+    anyio.run(index, settings, embedder)
+    pre = prefix_of(backend, kb)
+    before = run(settings, lambda s: s.status())
+    text = (kb / "projects/reranking.md").read_text(encoding="utf-8")
+
+    (kb / "projects/reranking.md").unlink()  # one run sees it gone (a rename the watcher split in two) ...
+    gone = anyio.run(index, settings, embedder)
+    assert gone.deleted == 1
+    assert run(settings, lambda s: s.status()).vectors < before.vectors  # its vectors left the index and search
+    found = run(settings, lambda s: s.search(SearchRequest(query="cross-encoder rerankers", retriever="vector")))
+    assert "projects/reranking.md" not in paths(found, pre)
+
+    write(kb / "archive/reranking.md", text)  # ... a later one sees it back under another name
+    back = anyio.run(index, settings, embedder)
+    assert (back.added, back.chunks_embedded) == (1, 0)
+    after = run(settings, lambda s: s.status())
+    assert (after.vectors, after.embeddings_computed) == (before.vectors, before.embeddings_computed)
+    found = run(settings, lambda s: s.search(SearchRequest(query="cross-encoder rerankers", retriever="vector")))
+    assert paths(found, pre)[0] == "archive/reranking.md"
+
+    async def expire(settings: Any) -> None:  # past the grace period a parked vector is gone for good
+        async with Index.open(settings, embedder=embedder) as ix:
+            await ix.store.writes.collect_garbage(grace_s=0)
+
+    (kb / "archive/reranking.md").unlink()
+    anyio.run(index, settings, embedder)
+    anyio.run(expire, settings)
+    write(kb / "old/reranking.md", text)
+    assert anyio.run(index, settings, embedder).chunks_embedded == 1

@@ -76,6 +76,13 @@ class DocumentFilter:
     with_frontmatter: bool = False
 
 
+# How long the vector of a text no chunk holds any more is kept aside (parked): a note that comes back under
+# another name within it (a rename the watcher saw as a deletion and, a batch later, an addition; or across a
+# restart) takes its vectors back by their text's hash, and nothing is embedded again. Parked vectors are out
+# of every search.
+PARKED_VECTOR_GRACE_S = 900.0
+
+
 def day_after(day: str) -> str | None:
     """The ISO day after `day` (a date filter's `date_to`, inclusive, as `date < day after`); None past
     9999-12-31 (every date is on or before it)."""
@@ -266,11 +273,12 @@ class IndexWrites(Protocol):
 
     async def set_meta(self, key: str, value: str) -> None: ...
 
-    async def collect_garbage(self) -> int:
-        """Remove the vectors no chunk uses; how many."""
+    async def collect_garbage(self, grace_s: float = PARKED_VECTOR_GRACE_S) -> int:
+        """Park the vectors no chunk uses (out of every search, kept `grace_s` for a text that comes back) and drop
+        those parked longer; how many were taken out of the index."""
 
-    async def collect_freed(self) -> int:
-        """The vectors the last note writes freed, when no chunk holds them now; how many."""
+    async def collect_freed(self, grace_s: float = PARKED_VECTOR_GRACE_S) -> int:
+        """The same for the vectors the last note writes freed, when no chunk holds them now."""
 
     async def merge_full_text(self, written: int) -> bool:
         """After a large write: the full-text indexes compacted; whether it ran."""

@@ -15,6 +15,8 @@ groove computes in Python (groove/corpus/tokens.py) rather than FTS5's tables:
 - `embeddings.embedding`: pgvector's `vector(dimension)` under an HNSW index (L2);
 - `queue`: the texts waiting for a vector, handed out with `FOR UPDATE SKIP LOCKED`;
 - `folders`: which process indexes which notes folder (a claim held by that process's session);
+- `parked_vectors`: the vectors of texts no chunk holds any more, out of every search, for a grace period
+  (a note back under another name, or after a restart, takes them again instead of being embedded again);
 - `changes`: the last hour of what every NOTIFY said, for a search node on a read replica, where LISTEN
   is not allowed (it reads them every few seconds instead).
 
@@ -153,6 +155,11 @@ CREATE TABLE IF NOT EXISTS folders (
 CREATE TABLE IF NOT EXISTS eval_history (
     id   BIGSERIAL PRIMARY KEY,
     line TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS parked_vectors (
+    hash      TEXT PRIMARY KEY,
+    embedding vector({dim}) NOT NULL,
+    at        DOUBLE PRECISION NOT NULL
 );
 CREATE TABLE IF NOT EXISTS changes (
     id      BIGSERIAL PRIMARY KEY,

@@ -42,14 +42,14 @@ from groove.store.postgres.connection import (
 from groove.store.postgres.reads import Counts, PostgresReads, scalar
 from groove.store.postgres.schema import LOCK_FOLDER, LOCK_SCHEMA, MIGRATIONS, SCHEMA, SCHEMA_VERSION, statements
 from groove.store.postgres.search import as_array
-from groove.store.protocols import StoreError
+from groove.store.protocols import PARKED_VECTOR_GRACE_S, StoreError
 
 log = get_logger(__name__)
 
 POLL_S = 2.0  # a search node on a read replica reads the changes table this often
 GROOVE_TABLES = (
     "meta", "documents", "doc_tags", "embeddings", "chunks", "postings", "vocab", "text_stats", "skipped",
-    "note_names", "links", "queue", "folders", "eval_history", "changes",
+    "note_names", "links", "queue", "folders", "eval_history", "changes", "parked_vectors",
 )  # fmt: skip
 
 ChangeListener = Callable[[list[str], bool], Awaitable[None]]
@@ -99,16 +99,16 @@ class PostgresWrites:
         async with self.store.pool.connection() as conn:
             await writer.set_meta(conn, key, value)
 
-    async def collect_garbage(self) -> int:
+    async def collect_garbage(self, grace_s: float = PARKED_VECTOR_GRACE_S) -> int:
         async with self.store.pool.connection() as conn:
-            n = await writer.collect(conn, None)
+            n = await writer.collect(conn, None, grace_s)
         self.freed.clear()
         return n
 
-    async def collect_freed(self) -> int:
+    async def collect_freed(self, grace_s: float = PARKED_VECTOR_GRACE_S) -> int:
         freed, self.freed = self.freed, set()
         async with self.store.pool.connection() as conn:
-            return await writer.collect(conn, freed)
+            return await writer.collect(conn, freed, grace_s)
 
     async def merge_full_text(self, written: int) -> bool:
         """After a large write: the planner's statistics of the full-text tables brought up to date."""

@@ -33,6 +33,7 @@ from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.tags import fold_tag
 from groove.corpus.tokens import ChunkTokens, chunk_tokens
 from groove.store.postgres.schema import KIND, LOCK_TEXT, LOCK_WRITE
+from groove.store.protocols import PARKED_VECTOR_GRACE_S
 
 Conn = psycopg.AsyncConnection[Any]
 NOTIFY_CHANNEL = "groove_changes"
@@ -178,6 +179,8 @@ async def write_note(
         changed: set[str] = set()
         for row in await cur.fetchall():
             old_by_hash.setdefault(row[1], []).append(row)
+        # Texts new to this note whose vectors were parked (a note back under another name): theirs again.
+        await unpark(conn, [c.hash for c in parsed.chunks if c.hash not in old_by_hash])
         for chunk in parsed.chunks:
             meta = (
                 chunk.ordinal,
@@ -473,23 +476,45 @@ async def store_vectors(conn: Conn, hashes: Sequence[str], vectors: np.ndarray) 
     return attached
 
 
-async def collect(conn: Conn, candidates: Collection[int] | None) -> int:
-    """Drop the vectors no chunk uses: all of them (`candidates` None), or those among `candidates`."""
+async def collect(conn: Conn, candidates: Collection[int] | None, grace_s: float = PARKED_VECTOR_GRACE_S) -> int:
+    """Park the vectors no chunk uses, all of them (`candidates` None) or those among `candidates`: out of the
+    index and every search, kept by their text's hash for `grace_s` (a text that comes back takes its vector
+    again: `unpark`); drop those parked longer. How many left the index."""
+    now = time.time()
     async with conn.transaction():
         await lock_writes(conn)
+        unused = "NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embedding_id = e.id)"
         if candidates is None:
+            cur = await conn.execute(f"DELETE FROM embeddings e WHERE {unused} RETURNING hash, embedding")
+        elif candidates:
             cur = await conn.execute(
-                "DELETE FROM embeddings e WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embedding_id = e.id)"
-            )
-        else:
-            if not candidates:
-                return 0
-            cur = await conn.execute(
-                "DELETE FROM embeddings e WHERE e.id = ANY(%s)"
-                " AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.embedding_id = e.id)",
+                f"DELETE FROM embeddings e WHERE e.id = ANY(%s) AND {unused} RETURNING hash, embedding",
                 (sorted(candidates),),
             )
-        return max(0, cur.rowcount)
+        gone = await cur.fetchall() if candidates is None or candidates else []
+        if gone:
+            async with conn.cursor() as out:
+                await out.executemany(
+                    "INSERT INTO parked_vectors (hash, embedding, at) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (hash) DO UPDATE SET embedding = excluded.embedding, at = excluded.at",
+                    [(h, v, now) for h, v in gone],
+                )
+        await conn.execute("DELETE FROM parked_vectors WHERE at < %s", (now - grace_s,))
+        return len(gone)
+
+
+async def unpark(conn: Conn, hashes: Sequence[str]) -> int:
+    """Give back the parked vectors of these texts (in the note's transaction): the chunks written next take them
+    by their hash instead of waiting in the queue. How many came back."""
+    if not hashes:
+        return 0
+    cur = await conn.execute(
+        "WITH back AS (DELETE FROM parked_vectors p WHERE p.hash = ANY(%s)"
+        " AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.hash = p.hash) RETURNING hash, embedding)"
+        " INSERT INTO embeddings (hash, created_at, embedding) SELECT hash, %s, embedding FROM back",
+        (sorted(set(hashes)), time.time()),
+    )
+    return max(0, cur.rowcount)
 
 
 def stats_of(rows: Iterable[tuple[int, int]]) -> Counter[int]:

@@ -20,7 +20,7 @@ from groove.corpus.quality import REPEAT_FREE
 from groove.corpus.words import WORD_TOKENIZER
 from groove.store.sqlite.connection import DBError, IndexError_, ModelMismatchError, write_failure
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # The FTS5 tables over (heading, context, content): trigram (the seed compiler's phrases), CJK
 # bigrams (decision 0006), stemmed words of spaced alphabets (decision 0014).
 FTS_TABLES = ("fts_chunks", "fts_cjk", "fts_words")
@@ -37,6 +37,16 @@ _EMBEDDINGS_TABLE = """CREATE TABLE IF NOT EXISTS embeddings (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,  -- = vec_embeddings.rowid
     hash       TEXT NOT NULL UNIQUE,
     created_at REAL NOT NULL
+);
+"""
+
+# The vectors of texts no chunk holds any more, set aside for a grace period (protocols.PARKED_VECTOR_GRACE_S)
+# outside every search: a note that comes back under another name (a rename the watcher saw as a deletion,
+# then an addition; or across a restart) takes them back instead of being embedded again.
+_PARKED_TABLE = """CREATE TABLE IF NOT EXISTS parked_vectors (
+    hash   TEXT PRIMARY KEY,
+    vector BLOB NOT NULL,  -- float32, as vec_embeddings holds it
+    at     REAL NOT NULL   -- when it was set aside (unix seconds)
 );
 """
 
@@ -194,6 +204,7 @@ CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(queued_at) WHERE embedding_i
     + _CJK_TABLES
     + _WORD_TABLES
     + _EMBEDDINGS_TABLE
+    + _PARKED_TABLE
     + """CREATE TRIGGER IF NOT EXISTS embeddings_ad AFTER DELETE ON embeddings BEGIN
     INSERT INTO meta(key, value) VALUES ('vectors_removed', '1')
     ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT);
@@ -314,6 +325,9 @@ ALTER TABLE chunks ADD COLUMN quality REAL NOT NULL DEFAULT 1.0;
 CREATE INDEX IF NOT EXISTS chunks_quality ON chunks(quality);
 """
     + QUALITY_SCORES,
+    # 8 -> 9: the vectors of deleted texts are parked for a grace period before they are dropped (a rename
+    # across two watcher batches, or across a restart, embeds nothing). Nothing is re-embedded.
+    8: _PARKED_TABLE,
 }
 
 

@@ -202,6 +202,7 @@ async def swap(conn: aiosqlite.Connection) -> dict[str, Any]:
         old_model = one(await cur.fetchone())[0]
         dimension = int(meta["shadow_dimension"])
         await conn.execute("DELETE FROM embeddings")
+        await conn.execute("DELETE FROM parked_vectors")  # the old model's: never given back to the new one
         await conn.execute("DROP TABLE vec_embeddings")
         await conn.execute(f"CREATE VIRTUAL TABLE vec_embeddings USING vec0(embedding float[{dimension}])")
         await conn.execute(

@@ -21,7 +21,7 @@ import numpy as np
 
 from groove.logs import get_logger
 from groove.store.memory import VectorMatrix, read_all
-from groove.store.protocols import DocumentFilter, SearchReads, TextKind, TextQuery, Weights
+from groove.store.protocols import PARKED_VECTOR_GRACE_S, DocumentFilter, SearchReads, TextKind, TextQuery, Weights
 from groove.store.sqlite import connection, reads, schema, shadow, writer
 from groove.store.sqlite.pool import ReaderPool
 from groove.store.sqlite.search import STAMP_SQL, SqliteSearchReads, VectorRows, nearest_embeddings
@@ -221,11 +221,11 @@ class SqliteWrites:
     async def set_meta(self, key: str, value: str) -> None:
         await writer.set_meta(self.conn, key, value)
 
-    async def collect_garbage(self) -> int:
-        return await writer.collect_garbage(self.conn)
+    async def collect_garbage(self, grace_s: float = PARKED_VECTOR_GRACE_S) -> int:
+        return await writer.collect_garbage(self.conn, grace_s)
 
-    async def collect_freed(self) -> int:
-        return await writer.collect_freed(self.conn)
+    async def collect_freed(self, grace_s: float = PARKED_VECTOR_GRACE_S) -> int:
+        return await writer.collect_freed(self.conn, grace_s)
 
     async def merge_full_text(self, written: int) -> bool:
         return await writer.merge_full_text(self.conn, written)

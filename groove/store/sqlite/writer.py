@@ -22,6 +22,7 @@ from groove.corpus.links import note_names, resolve
 from groove.corpus.markdown import ParsedNote
 from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.tags import fold_tag
+from groove.store.protocols import PARKED_VECTOR_GRACE_S
 from groove.store.sqlite.connection import DBError, one
 from groove.store.sqlite.schema import FTS_TABLES
 
@@ -138,6 +139,8 @@ async def write_note(
         changed: set[str] = set()  # texts this note gained or lost: their template factor may move
         for row in await cur.fetchall():
             old_by_hash.setdefault(row[1], []).append(row)
+        # Texts new to this note whose vectors were parked (a note back under another name): theirs again.
+        await unpark(conn, (c.hash for c in parsed.chunks if c.hash not in old_by_hash))
         for chunk in parsed.chunks:
             meta = (
                 chunk.ordinal,
@@ -393,22 +396,58 @@ async def store_vectors(conn: aiosqlite.Connection, hashes: Sequence[str], vecto
     return attached
 
 
-async def collect_garbage(conn: aiosqlite.Connection) -> int:
-    """Drop vectors no chunk uses any more (one pass over the embeddings, each an index probe into
-    chunks: 0.4 s at 100k, 5 s at 1M here). After a full reconcile; a path write collects only its
-    own (`collect_freed`)."""
+async def collect_garbage(conn: aiosqlite.Connection, grace_s: float = PARKED_VECTOR_GRACE_S) -> int:
+    """Set aside the vectors no chunk uses any more (one pass over the embeddings, each an index probe into
+    chunks: 0.4 s at 100k, 5 s at 1M here), and drop those set aside longer than `grace_s` ago. After a full
+    reconcile; a path write collects only its own (`collect_freed`)."""
     async with Tx(conn):
         cur = await conn.execute(
             "SELECT id FROM embeddings WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.embedding_id = "
             "embeddings.id)"
         )
         ids = [r[0] for r in await cur.fetchall()]
-        await conn.executemany("DELETE FROM vec_embeddings WHERE rowid = ?", [(i,) for i in ids])
-        await conn.executemany("DELETE FROM embeddings WHERE id = ?", [(i,) for i in ids])
+        await _park(conn, ids, grace_s)
         cur = await conn.execute("SELECT 1 FROM sqlite_temp_master WHERE name = 'groove_freed_vectors'")
         if await cur.fetchone() is not None:  # every freed vector is checked now: the list starts over
             await conn.execute(f"DELETE FROM {FREED_TABLE}")
     return len(ids)
+
+
+async def _park(conn: aiosqlite.Connection, ids: list[int], grace_s: float) -> None:
+    """Move these vectors out of the index into `parked_vectors` (keyed by their text's hash), and drop what was
+    parked more than `grace_s` ago. Inside the caller's transaction."""
+    now = time.time()
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        marks = ",".join("?" * len(part))
+        await conn.execute(
+            "INSERT OR REPLACE INTO parked_vectors(hash, vector, at) SELECT e.hash, v.embedding, ? FROM embeddings e"
+            f" JOIN vec_embeddings v ON v.rowid = e.id WHERE e.id IN ({marks})",
+            (now, *part),
+        )
+    await conn.executemany("DELETE FROM vec_embeddings WHERE rowid = ?", [(i,) for i in ids])
+    await conn.executemany("DELETE FROM embeddings WHERE id = ?", [(i,) for i in ids])
+    await conn.execute("DELETE FROM parked_vectors WHERE at < ?", (now - grace_s,))
+
+
+async def unpark(conn: aiosqlite.Connection, hashes: Iterable[str]) -> int:
+    """Give back the parked vectors of these texts (a note back under another name, within the grace period):
+    the chunks written next take them by their hash instead of waiting to be embedded. How many came back."""
+    wanted = sorted(set(hashes))
+    if not wanted:
+        return 0
+    cur = await conn.execute(
+        "SELECT p.hash, p.vector FROM parked_vectors p WHERE p.hash IN (SELECT value FROM json_each(?))"
+        " AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.hash = p.hash)",
+        (json.dumps(wanted),),
+    )
+    back = list(await cur.fetchall())
+    now = time.time()
+    for h, vector in back:
+        cur = await conn.execute("INSERT INTO embeddings(hash, created_at) VALUES (?, ?)", (h, now))
+        await conn.execute("INSERT INTO vec_embeddings(rowid, embedding) VALUES (?, ?)", (cur.lastrowid, vector))
+        await conn.execute("DELETE FROM parked_vectors WHERE hash = ?", (h,))
+    return len(back)
 
 
 FREED_TABLE = "temp.groove_freed_vectors"
@@ -425,17 +464,17 @@ async def track_freed_vectors(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def collect_freed(conn: aiosqlite.Connection) -> int:
-    """Drop the vectors that chunks deleted since the last call held and no chunk holds now (the daemon, after
-    a path write: a deleted or rewritten note's old sections). A section moved between two files written in
-    separate batches is embedded again (one text). Needs `track_freed_vectors` on this connection."""
+async def collect_freed(conn: aiosqlite.Connection, grace_s: float = PARKED_VECTOR_GRACE_S) -> int:
+    """Set aside the vectors that chunks deleted since the last call held and no chunk holds now (the daemon,
+    after a path write: a deleted or rewritten note's old sections), for `grace_s`: a section that comes back
+    within it, in another file or batch, or after a restart, takes its vector back (`unpark`). Needs
+    `track_freed_vectors` on this connection."""
     async with Tx(conn):
         cur = await conn.execute(
             f"SELECT id FROM {FREED_TABLE} f WHERE NOT EXISTS (SELECT 1 FROM chunks WHERE chunks.embedding_id = f.id)"
         )
         ids = [r[0] for r in await cur.fetchall()]
-        await conn.executemany("DELETE FROM vec_embeddings WHERE rowid = ?", [(i,) for i in ids])
-        await conn.executemany("DELETE FROM embeddings WHERE id = ?", [(i,) for i in ids])
+        await _park(conn, ids, grace_s)
         await conn.execute(f"DELETE FROM {FREED_TABLE}")
     return len(ids)
 
