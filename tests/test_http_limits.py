@@ -11,6 +11,9 @@ outcomes (statuses, open or ended streams, log lengths), never how long anything
 
 from __future__ import annotations
 
+from collections import Counter
+
+import json
 import re
 import select
 import socket
@@ -290,6 +293,30 @@ def test_260_trickling_bodies_from_one_address_hold_a_bounded_share_and_healthz_
         for s in socks:
             s.close()
     assert "Traceback" not in limited.log()
+
+
+def test_a_burst_of_whole_bodies_from_one_address_is_never_cut_however_many_arrive_at_once(limited):
+    """Every local agent on a laptop shares 127.0.0.1: 48 requests sent whole at the same moment (six times
+    max_bodies_per_client) are all answered; only bodies still missing bytes count against the bound."""
+    body = json.dumps(INIT).encode()
+    request = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{limited.port}\r\nContent-Type: application/json\r\n"
+               f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n"
+               "Connection: close\r\n").encode() + b"Authorization: " + AUTH["Authorization"] + b"\r\n\r\n" + body
+    socks = [_connect(limited.port, "127.0.0.9") for _ in range(48)]
+    try:
+        for s in socks:  # every request whole before any answer is read
+            s.sendall(request)
+        statuses = []
+        for s in socks:
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+            statuses.append(answer.split(b"\r\n", 1)[0])
+    finally:
+        for s in socks:
+            s.close()
+    assert statuses == [b"HTTP/1.1 200 OK"] * 48, Counter(statuses)
+    assert _healthz(limited) == 200
 
 
 def _trickle(port: int, source: str) -> socket.socket:

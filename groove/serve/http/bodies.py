@@ -4,9 +4,12 @@ the bodies one peer may be sending at once, and a quiet end for a client that ha
 - The whole body must arrive within `body_timeout_s` of the request's headers, or the request gets 408
   and its connection is closed (a body trickled in a byte at a time would otherwise hold a connection
   slot and a task forever).
-- At most `max_bodies_per_client` requests from one peer address may be receiving their body at once;
-  one more cuts that peer's oldest unfinished body (408, connection closed). Trickling connections from
-  one address therefore hold at most that many slots, and `/healthz` and other clients keep the rest.
+- At most `max_bodies_per_client` requests from one peer address may be waiting for bytes of their body at
+  once; one more cuts the one of that peer's that has waited longest (408, connection closed). A body that
+  has arrived whole, still in the server's buffer until the app reads it, waits for nothing and is never
+  counted, so a burst of whole requests from one address (every local agent on a laptop) passes, while
+  trickling connections from one address hold at most that many slots, and `/healthz` and other clients
+  keep the rest.
 - A client that disconnects before its body arrived is counted (`client_gone`) and nothing is run for
   it: no traceback, no half-read request handed to the app.
 
@@ -64,7 +67,7 @@ class BodyDeadline:
         self.timeout_s = timeout_s
         self.storm = storm
         self.per_client = max(1, per_client)
-        self.arriving: dict[str, deque[_Arriving]] = {}  # peer -> its unfinished bodies, oldest first
+        self.arriving: dict[str, deque[_Arriving]] = {}  # peer -> its bodies waiting for bytes, longest first
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or not _declares_body(scope):
@@ -73,22 +76,27 @@ class BodyDeadline:
         deadline = anyio.current_time() + self.timeout_s
         peer = peer_of(scope)
         mine = _Arriving()
-        queue = self.arriving.setdefault(peer, deque())
-        queue.append(mine)
-        while len(queue) > self.per_client:  # the slowest of this peer's bodies makes room for the newest
-            queue.popleft().cut("body_cut_per_client")
         body_done = False
         started = False
+
+        def waiting(yes: bool) -> None:
+            """Count this body among its peer's waiting for bytes (the longest waiting first), or no longer."""
+            queue = self.arriving.get(peer)
+            if yes:
+                queue = self.arriving.setdefault(peer, deque())
+                queue.append(mine)
+                while len(queue) > self.per_client:  # the longest waiting of this peer's bodies makes room
+                    queue.popleft().cut("body_cut_per_client")
+            elif queue is not None:
+                if mine in queue:
+                    queue.remove(mine)
+                if not queue:
+                    self.arriving.pop(peer, None)
 
         def finished() -> None:
             nonlocal body_done
             body_done = True
-            with_peer = self.arriving.get(peer)
-            if with_peer is not None:
-                if mine in with_peer:
-                    with_peer.remove(mine)
-                if not with_peer:
-                    self.arriving.pop(peer, None)
+            waiting(False)
 
         async def timed_receive() -> Any:
             if body_done:
@@ -97,7 +105,11 @@ class BodyDeadline:
                 raise _BodyCut
             with anyio.CancelScope(deadline=deadline) as cancel:
                 mine.scope = cancel
-                message = await receive()
+                waiting(True)  # a body already whole in the buffer returns below without letting anyone in
+                try:
+                    message = await receive()
+                finally:
+                    waiting(False)
             mine.scope = None
             if cancel.cancelled_caught or message is None:
                 mine.cut_reason = mine.cut_reason or "body_timeout"
