@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import httpx
@@ -266,6 +267,26 @@ def test_at_the_session_cap_a_new_handshake_ends_the_longest_idle_session_instea
             assert ping(ids[-1]) == 200  # the newest is alive
             alive = sum(ping(sid) == 200 for sid in ids)
             assert alive <= cap  # never more than the cap open at once (the busy one included)
+
+
+def test_handshakes_arriving_together_at_the_session_cap_each_end_a_distinct_idle_session(hostile):
+    cap = LIMITS["max_sessions"]
+    with httpx.Client(headers={**MCP_HEADERS, **AUTH}, timeout=30) as http:
+        idle = [http.post(hostile.url, json=INIT).headers["mcp-session-id"] for _ in range(cap)]  # the cap, idle
+
+        def handshake(_: int) -> int:
+            with httpx.Client(headers={**MCP_HEADERS, **AUTH}, timeout=30) as own:
+                return own.post(hostile.url, json=INIT).status_code
+
+        with ThreadPoolExecutor(max_workers=2 * cap) as pool:
+            statuses = list(pool.map(handshake, range(2 * cap)))  # twice the cap, at the same moment
+        assert statuses == [200] * (2 * cap)  # none refused with 503
+
+        def ping(sid: str) -> int:
+            return http.post(hostile.url, json={"jsonrpc": "2.0", "id": 9, "method": "ping"},
+                             headers={"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}).status_code
+
+        assert [ping(sid) for sid in idle] == [404] * cap  # the idle ones made the room
 
 
 # --- the tool-call rate per client --------------------------------------------------------------------

@@ -35,6 +35,10 @@ class SessionGuard:
         self.last_used: dict[str, float] = {}
         self.in_flight: dict[str, int] = {}
         self.ended = 0
+        # Handshakes let in whose session the SDK has not opened yet: each holds a place, so handshakes that
+        # arrive together at the cap each end a distinct idle session (one at a time, under the lock).
+        self.opening = 0
+        self._room = anyio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") != MCP_PATH:
@@ -43,9 +47,14 @@ class SessionGuard:
         headers = Headers(scope=scope)
         sid = headers.get("mcp-session-id")
         if sid is None:
-            if scope.get("method") == "POST" and headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS:
-                await self._make_room()
-            await self.app(scope, receive, self._watch(send))
+            if scope.get("method") != "POST" or headers.get("mcp-protocol-version") in MODERN_PROTOCOL_VERSIONS:
+                await self.app(scope, receive, self._watch(send))
+                return
+            await self._make_room()  # holds a place in `opening` until the SDK has opened (or refused) it
+            try:
+                await self.app(scope, receive, self._watch(send))
+            finally:
+                self.opening -= 1
             return
         if sid not in sdk.open_sessions(self.server):  # unknown or ended: the SDK answers 404; nothing to track
             await self.app(scope, receive, send)
@@ -76,11 +85,18 @@ class SessionGuard:
         return watching
 
     async def _make_room(self) -> None:
+        """A place for one more handshake: when the open sessions and the handshakes being opened fill the cap,
+        the session idle the longest is ended first. One handshake at a time makes its room."""
+        async with self._room:
+            await self._end_one_if_full()
+            self.opening += 1
+
+    async def _end_one_if_full(self) -> None:
         sessions = sdk.open_sessions(self.server)
         if len(self.last_used) > 2 * self.max_sessions:  # forget sessions that ended on their own
             for sid in [s for s in self.last_used if s not in sessions]:
                 self.last_used.pop(sid, None)
-        if len(sessions) < self.max_sessions:
+        if len(sessions) + self.opening < self.max_sessions:
             return
         idle = [sid for sid in sessions if not self.in_flight.get(sid)]
         if not idle:
