@@ -100,3 +100,33 @@ def test_past_the_cap_of_live_connections_the_flooders_oldest_idle_one_makes_roo
     held = [connect("127.0.0.8") for _ in range(4)]
     other = connect("127.0.0.9")
     assert not other.closing and [t.closing for t in held] == [True, False, False, False]
+
+
+def test_one_connection_each_from_many_addresses_never_refuses_a_newcomer_the_oldest_idle_goes():
+    live = [Slot(f"127.0.1.{i}", idle=True, since=float(i)) for i in range(1, 255)]
+    assert make_room(Slot("127.0.0.1", idle=True, since=999.0), live) == 0  # before: the newcomer was refused
+
+
+def test_a_stalled_connection_goes_first_whoever_holds_it():
+    live = [Slot("a", idle=True, since=1.0), Slot("a", idle=True, since=2.0),
+            Slot("b", idle=False, since=3.0, stalled=True),  # a body missing bytes past the grace
+            Slot("c", idle=True, since=0.5, stalled=True)]   # connected and sent nothing, past the grace
+    assert make_room(Slot("d", idle=True, since=9.0), live) == 3
+    busy_trickles = [Slot(f"10.0.0.{i}", idle=False, since=float(i), stalled=True) for i in range(1, 100)]
+    assert make_room(Slot("10.0.1.1", idle=True, since=999.0), busy_trickles) == 0
+
+
+def test_a_clients_new_connection_beside_its_busy_ones_closes_a_flooders_arriving_one_never_its_own():
+    # The client holds the most connections (an event stream and a request in flight) while 48 addresses keep one
+    # empty connection each, all within the grace: the client's third connection still gets in, and the one
+    # closed is the oldest empty connection (before: the client's own address held the most, so it was refused).
+    client = [Slot("127.0.0.2", idle=False, since=1.0), Slot("127.0.0.2", idle=False, since=2.0)]
+    flood = [Slot(f"127.0.3.{i}", idle=True, since=10.0 - i / 100, arriving=True) for i in range(1, 49)]
+    assert make_room(Slot("127.0.0.2", idle=True, since=20.0, arriving=True), client + flood) == len(client) + 47
+
+
+def test_one_address_with_more_connections_arriving_sheds_its_own_before_a_lone_clients():
+    lone = Slot("127.0.0.2", idle=True, since=1.0, arriving=True)  # the oldest arriving, but its address's only one
+    flood = [Slot("127.0.0.8", idle=True, since=2.0 + i, arriving=True) for i in range(5)]
+    assert make_room(Slot("127.0.0.8", idle=True, since=9.0, arriving=True), [lone, *flood]) == 1
+    assert make_room(Slot("127.0.0.3", idle=True, since=9.0, arriving=True), [lone, *flood]) == 1

@@ -644,12 +644,13 @@ class Searcher:
             # A filter that leaves no note searched nothing: that says nothing of whether the notes cover the query.
             "off_topic": run.filter_miss is None
             and offtopic.is_off_topic(signal, has_results=bool(hits), offset=s.off_topic.threshold_offset),
-            "filter_matched_nothing": run.filter_miss,
             "off_topic_evidence": signal,  # for groove eval and explain; not a field of the answer
             "filter_applied": req.compiled_filters.to_dict() if not req.compiled_filters.empty else None,
             "pending_chunks": pending,
             "vectors_degraded": run.degraded,
         }
+        if run.filter_miss is not None:  # present only when it happened, like warnings
+            response["filter_matched_nothing"] = run.filter_miss
         if warnings:
             response["warnings"] = warnings
         if req.explain:

@@ -51,10 +51,13 @@ class SessionGuard:
                 await self.app(scope, receive, self._watch(send))
                 return
             await self._make_room()  # holds a place in `opening` until the SDK has opened (or refused) it
+            opened: list[str] = []
             try:
-                await self.app(scope, receive, self._watch(send))
+                await self.app(scope, receive, self._watch(send, opened))
             finally:
                 self.opening -= 1
+                for new in opened:  # its handshake has answered: the session is idle now, like any other
+                    self._done(new)
             return
         if sid not in sdk.open_sessions(self.server):  # unknown or ended: the SDK answers 404; nothing to track
             await self.app(scope, receive, send)
@@ -64,22 +67,33 @@ class SessionGuard:
         try:
             await self.app(scope, receive, send)
         finally:
-            left = self.in_flight.get(sid, 1) - 1
-            if left > 0:
-                self.in_flight[sid] = left
-            else:
-                self.in_flight.pop(sid, None)
-            if sid in sdk.open_sessions(self.server):
-                self.last_used[sid] = time.monotonic()
-            else:
-                self.last_used.pop(sid, None)
+            self._done(sid)
 
-    def _watch(self, send: Send) -> Send:
+    def _done(self, sid: str) -> None:
+        """One request of session `sid` has finished."""
+        left = self.in_flight.get(sid, 1) - 1
+        if left > 0:
+            self.in_flight[sid] = left
+        else:
+            self.in_flight.pop(sid, None)
+        if sid in sdk.open_sessions(self.server):
+            self.last_used[sid] = time.monotonic()
+        else:
+            self.last_used.pop(sid, None)
+
+    def _watch(self, send: Send, opened: list[str] | None = None) -> Send:
+        """`send`, noting the session a handshake's answer opens: busy (never the one ended to make room for
+        another handshake) until that answer is complete."""
+
         async def watching(message: Any) -> None:
             if message["type"] == "http.response.start":
                 for name, value in message.get("headers", []):
                     if name.lower() == b"mcp-session-id":
-                        self.last_used[value.decode("latin-1")] = time.monotonic()
+                        sid = value.decode("latin-1")
+                        self.last_used[sid] = time.monotonic()
+                        if opened is not None and sid not in opened:
+                            opened.append(sid)
+                            self.in_flight[sid] = self.in_flight.get(sid, 0) + 1
             await send(message)
 
         return watching
@@ -98,7 +112,9 @@ class SessionGuard:
                 self.last_used.pop(sid, None)
         if len(sessions) + self.opening < self.max_sessions:
             return
-        idle = [sid for sid in sessions if not self.in_flight.get(sid)]
+        # Idle: no request in flight, and its handshake has answered (a session the SDK has just opened for a
+        # handshake still being answered is not in last_used yet: ending it would fail that handshake).
+        idle = [sid for sid in sessions if not self.in_flight.get(sid) and sid in self.last_used]
         if not idle:
             return  # every session is busy: the SDK answers 503
         oldest = min(idle, key=lambda sid: self.last_used.get(sid, 0.0))
