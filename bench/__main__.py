@@ -1,13 +1,15 @@
 """python -m bench [NAME] [options] [--json PATH]; NAME: index, stages, freshness, http, throughput, phrases, switch,
-killnine, load, cli, scale, answers, report, ab, hostile, abstention, quality (the BENCHES table below).
+killnine, load, cli, scale, answers, report, ab, hostile, abstention, quality, stores (the BENCHES table below).
 
-With no name, runs every benchmark but `scale`, `report`, `ab`, `hostile`, `abstention` and `quality` (ON_DEMAND)
-with its default sizes, one after the other.
+With no name, runs every benchmark but `scale`, `report`, `ab`, `hostile`, `abstention`, `quality` and `stores`
+(ON_DEMAND) with its default sizes, one after the other.
 `hostile` runs bad files through `groove index`, or with `--http` hostile clients against `groove serve`.
 `report` (what `make bench` runs) measures a pass and writes docs/benchmarks.md and its charts from it.
 `ab VARIANT` runs one of the A/Bs behind the decision records (bench/ab/; `python -m bench ab --help` lists them).
 `abstention STEP` builds the off_topic flag's query sets and scores the flag on them (decision 0017);
-`quality STEP` measures the quality filter (decision 0020).
+`quality STEP` measures the quality filter (decision 0020);
+`stores STEP` puts the SQLite file and the PostgreSQL store side by side (a first index, eval per retriever);
+`scale --stores sqlite,postgresql` serves each size from both.
 
 Every module under bench/ is a bench of this table (or a variant of `ab`'s) or a helper one of them
 imports (tests/test_architecture.py checks it), and none uses a private name of groove.
@@ -41,11 +43,12 @@ BENCHES = {
     "hostile": "bench.hostile",
     "abstention": "bench.abstention",
     "quality": "bench.quality",
+    "stores": "bench.stores",
 }
 # scale builds 100k-chunk indexes, report runs the others itself and rewrites docs/benchmarks.md, an A/B needs
 # its index or another checkout, hostile builds a corpus of bad files or floods a server, abstention and quality
-# are steps over folders and indexes named on their command line: by name only.
-ON_DEMAND = {"scale", "report", "ab", "hostile", "abstention", "quality"}
+# are steps over folders and indexes named on their command line, stores needs a PostgreSQL server: by name only.
+ON_DEMAND = {"scale", "report", "ab", "hostile", "abstention", "quality", "stores"}
 
 
 def _module(name: str):

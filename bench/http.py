@@ -122,13 +122,16 @@ class Server:
     def __init__(
         self,
         config: Path,
-        kb: Path,
-        index: Path,
+        kb: Path | None,
+        index: Path | None,
         log: Path,
         threads: int | None = None,
         python: str = sys.executable,
         cwd: Path | None = None,
+        store: str | None = None,
     ):
+        """`kb` and `index`: the notes folder and its SQLite index; `store`: a PostgreSQL URL instead (`--store`),
+        with no `kb` a search node of that store."""
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.health = f"http://127.0.0.1:{self.port}/healthz"
@@ -144,10 +147,9 @@ class Server:
             f"127.0.0.1:{self.port}",
             "--config",
             str(config),
-            "--kb",
-            str(kb),
-            "--index",
-            str(index),
+            *(["--kb", str(kb)] if kb is not None else []),
+            *(["--index", str(index)] if index is not None else []),
+            *(["--store", store] if store else []),
             "--log-level",
             "warning",
         ]

