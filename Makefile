@@ -1,5 +1,7 @@
 # The two commands of the README:
 #   make serve   index a notes folder (KB=path; without KB, the shipped example notes: --examples) and serve it over MCP
+#                at http://$(BIND)/mcp (BIND=HOST:PORT, default 127.0.0.1:3100; GROOVE_STARTED_BY tells groove a busy
+#                port's error is to name BIND=, not --bind)
 #   make test    run the whole test suite (it installs the pinned MCP test clients through scripts/install-node-tools):
 #                the fast tier first (make test-fast: no real model, child process, browser or npm tool), then the rest
 #   make lint    ruff (lint and format check) and mypy over groove/ and bench/, as configured in pyproject.toml
@@ -44,7 +46,7 @@ node-tools:
 	scripts/install-node-tools
 
 serve: $(STAMP_SERVE)
-	HF_HUB_OFFLINE=1 $(BIN)/groove serve $(if $(KB),--kb "$(KB)",--examples) --transport http --bind "$(BIND)"
+	HF_HUB_OFFLINE=1 GROOVE_STARTED_BY="make serve" $(BIN)/groove serve $(if $(KB),--kb "$(KB)",--examples) --transport http --bind "$(BIND)"
 
 # The fast tier: the tests that need no real model, no child process, no browser, no npm tool and no PostgreSQL
 # server. tests/conftest.py marks the others from the fixtures they use (real_model, spawn, browser, npm_tools,

@@ -827,12 +827,50 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "no notes folder configured: pass --kb PATH, set kb_path in groove.toml or GROOVE_KB_PATH; "
             "to try groove on the shipped example notes, run `groove serve --examples` (or `make serve`)"
         )
-    anyio.run(serve, settings, transport, bind)  # BindError is a GrooveError: exit 1, see main()
+    # BindError is a GrooveError: exit 1, see main(); a busy port's message names the knob that set the address.
+    anyio.run(serve, settings, transport, bind, _bind_knob(args, settings))
     # The index is closed and every log line written: leave now instead of waiting
     # 1-2 s for the interpreter to tear torch down, so a stop stays well within 5 s.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+STARTED_BY_ENV = "GROOVE_STARTED_BY"  # `make serve` sets it to "make serve": its address comes from BIND=, not --bind
+MAKE_SERVE = "make serve"
+
+
+def _bind_origin(settings: Settings) -> tuple[str, str]:
+    """Where `[serve] bind` came from: ("env", the GROOVE_* variable), ("file", the config file) or ("default", "")."""
+    env = {name.upper() for name in os.environ}
+    for name in ("GROOVE_SERVE__BIND", "GROOVE_SERVE"):
+        if name in env:
+            return "env", name
+    if "bind" in settings.serve.model_fields_set and settings.config_file is not None:
+        return "file", str(settings.config_file)
+    return "default", ""
+
+
+def _bind_said(settings: Settings) -> str:
+    """`[serve] bind` and where it came from, for a message: `127.0.0.1:3100, the default`."""
+    kind, where = _bind_origin(settings)
+    origin = {"env": f"from {where}", "file": f"set in {where}"}.get(kind, "the default")
+    return f"{settings.serve.bind}, {origin}"
+
+
+def _bind_knob(args: argparse.Namespace, settings: Settings) -> str:
+    """How to listen elsewhere, as groove was started: `make serve BIND=`, `--bind`, or the setting that gave the
+    address (its file or variable)."""
+    if args.bind:
+        if os.environ.get(STARTED_BY_ENV) == MAKE_SERVE:
+            return "make serve BIND=HOST:PORT (make serve passes it to groove serve --bind)"
+        return "--bind HOST:PORT"
+    kind, where = _bind_origin(settings)
+    if kind == "env":
+        return f"{where}=HOST:PORT, or --bind HOST:PORT"
+    if kind == "file":
+        return f"[serve] bind in {where}, or --bind HOST:PORT"
+    return "--bind HOST:PORT, or [serve] bind in groove.toml (make serve BIND=HOST:PORT with make serve)"
 
 
 # --- client-config --------------------------------------------------------------------
@@ -856,6 +894,44 @@ def _groove_executable() -> str | None:
 
 def _this_platform() -> str:
     return {"darwin": "macos", "win32": "windows"}.get(sys.platform, "linux")
+
+
+def _running_http(settings: Settings) -> tuple[str, bool] | None:
+    """(URL, whether it wants a token) of the `groove serve` that serves these notes over HTTP, found as a stdio
+    client finds it to attach (its local endpoint: serve/process/local.py); None when none does, after saying on
+    stderr that the URL comes from `[serve] bind` and why. Without a notes folder it looks for the service of the
+    shipped example notes, what `make serve` serves without KB=."""
+    from groove.serve.process.local import DaemonError, http_endpoint  # stdlib sockets only: no MCP SDK
+
+    fallback = f"the URL is from [serve] bind ({_bind_said(settings)})"
+    which, hint = "these notes", ""
+    if not settings.kb_path and not settings.store.url:
+        hint = "; pass --kb PATH (the notes the service serves) or --url"
+        if not EXAMPLE_NOTES.is_dir():
+            say(f"no notes folder given, so no running groove serve to ask: {fallback}{hint}")
+            return None
+        from groove.config import replace_settings
+
+        settings = replace_settings(settings, kb_path=EXAMPLE_NOTES)
+        which = "the shipped example notes (no notes folder given; make serve without KB=)"
+    try:
+        index = _anchor(settings)
+    except ConfigError as exc:  # a notes folder that is not there: no service can serve it
+        say(f"no running groove serve to ask ({exc}): {fallback}")
+        return None
+    try:
+        found = http_endpoint(index)
+    except DaemonError as exc:
+        say(f"the groove serve of {which} did not say where it serves HTTP ({exc}): {fallback}")
+        return None
+    if found is None:
+        say(f"no groove serve runs for {which}: {fallback}{hint or '; start the service, then run this again'}")
+        return None
+    if not found.url:
+        say(f"the groove serve (pid {found.pid}) of {which} serves stdio only, no HTTP: {fallback}")
+        return None
+    say(f"using the URL of the groove serve (pid {found.pid}) that serves {which}: {found.url}")
+    return found.url, bool(found.token)
 
 
 def cmd_client_config(args: argparse.Namespace) -> int:
@@ -893,8 +969,15 @@ def cmd_client_config(args: argparse.Namespace) -> int:
             or (http.token_env and os.environ.get(http.token_env, "").strip())
             or not clients.bind_is_loopback(settings.serve.bind)
         )
+        url = args.url
+        if not url:
+            running = _running_http(settings)
+            if running is not None:
+                url, has_token = running
+            else:
+                url = clients.url_for_bind(settings.serve.bind)
         token_env = args.token_env or ((http.token_env or clients.DEFAULT_TOKEN_ENV) if has_token else None)
-        target = clients.Target("http", url=args.url or clients.url_for_bind(settings.serve.bind), token_env=token_env)
+        target = clients.Target("http", url=url, token_env=token_env)
     sys.stdout.write(clients.render(client.name, target))
     sys.stdout.flush()
     say(f"{client.title}: {clients.where(client.name, _this_platform())} (docs/clients.md)")
@@ -1379,7 +1462,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="stdio: the client starts groove itself (default); http: it connects to a running groove",
     )
-    p.add_argument("--url", metavar="URL", help="the MCP endpoint for --transport http (default: from [serve] bind)")
+    p.add_argument(
+        "--url",
+        metavar="URL",
+        help="the MCP endpoint for --transport http (default: the URL of the groove serve running for these "
+        "notes, else from [serve] bind)",
+    )
     p.add_argument(
         "--token-env",
         metavar="NAME",

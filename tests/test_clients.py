@@ -224,6 +224,70 @@ def test_the_url_for_a_bind_uses_loopback_for_every_interface_and_brackets_ipv6(
     assert clients.url_for_bind("mybox.local:3100") == "http://mybox.local:3100/mcp"
 
 
+# --- HTTP: the URL of the service that runs (issue 37, point 4) ---------------------------------------
+
+def _client_config(spawn, home: Path, *argv: str) -> tuple[int, str, str]:
+    """`groove client-config ARGV` as a process, with the config and data folders of the services under `home`."""
+    done = spawn.groove("client-config", *argv, home=home, cwd=home, timeout=120)
+    return done.returncode, done.stdout, done.stderr
+
+
+def test_the_http_entry_points_at_the_service_running_for_these_notes_on_whatever_port_it_took(spawn, tmp_path):
+    # As `make serve KB=~/notes BIND=127.0.0.1:PORT` runs it: --kb, the default index, a port that is not 3100,
+    # a token from GROOVE_TOKEN (which the shell running client-config does not have).
+    kb = tmp_path / "notes"
+    write(kb / "wal.md", note("Write-ahead log", "The WAL keeps the index safe across crashes."))
+    service = spawn.server(None, None, tmp_path, extra=("--kb", str(kb)), command=FAKE_GROOVE,
+                           env={"GROOVE_TOKEN": TOKEN}, token=TOKEN)
+    try:
+        service.wait_healthy()
+        # A [serve] bind of the user's says another port: the running service's own URL wins.
+        write(tmp_path / "config" / "groove" / "groove.toml", '[serve]\nbind = "127.0.0.1:3200"\n')
+        for name in ALL:
+            code, out, err = _client_config(spawn, tmp_path, name, "--transport", "http", "--kb", str(kb))
+            assert code == 0, err
+            assert http_entry(name, out)["url"] == service.url, (name, out)
+            assert f"groove serve (pid {service.proc.pid}) that serves these notes: {service.url}" in err
+            assert "GROOVE_TOKEN" in out and TOKEN not in out and TOKEN not in err  # it wants a token: the header
+        code, out, err = _client_config(spawn, tmp_path, "cursor", "--transport", "http", "--kb", str(kb),
+                                        "--url", "http://notes.lan:3100/mcp")
+        assert http_entry("cursor", out)["url"] == "http://notes.lan:3100/mcp" and "pid" not in err  # --url wins
+    finally:
+        service.terminate()
+    # None runs: the configured bind, said on stderr with where it came from.
+    code, out, err = _client_config(spawn, tmp_path, "cursor", "--transport", "http", "--kb", str(kb))
+    assert code == 0, err
+    assert http_entry("cursor", out)["url"] == "http://127.0.0.1:3200/mcp"
+    assert "no groove serve runs for these notes" in err
+    assert f"[serve] bind (127.0.0.1:3200, set in {tmp_path / 'config' / 'groove' / 'groove.toml'})" in err
+    assert "Authorization" not in out
+
+
+def test_with_no_notes_folder_the_http_entry_points_at_the_example_notes_service_make_serve_runs(spawn, tmp_path):
+    # `make serve BIND=127.0.0.1:PORT` without KB= serves the shipped example notes (--examples, default index);
+    # `groove client-config cursor --transport http`, with no folder named, finds it.
+    service = spawn.server(None, None, tmp_path, extra=("--examples",), command=FAKE_GROOVE)
+    try:
+        service.wait_healthy()
+        code, out, err = _client_config(spawn, tmp_path, "cursor", "--transport", "http")
+    finally:
+        service.terminate()
+    assert code == 0, err
+    assert http_entry("cursor", out)["url"] == service.url
+    assert f"(pid {service.proc.pid}) that serves the shipped example notes" in err
+    code, out, err = _client_config(spawn, tmp_path, "cursor", "--transport", "http")
+    assert http_entry("cursor", out)["url"] == "http://127.0.0.1:3100/mcp"
+    assert "no groove serve runs for the shipped example notes" in err and "127.0.0.1:3100, the default" in err
+    assert "pass --kb PATH" in err
+
+
+def test_a_notes_folder_that_is_not_there_falls_back_to_the_bind_and_says_why(capsys, tmp_path):
+    code, out, err = client_config(capsys, "gemini", "--transport", "http", "--kb", str(tmp_path / "gone"))
+    assert code == 0, err
+    assert http_entry("gemini", out)["url"] == "http://127.0.0.1:3100/mcp"
+    assert f"the notes folder {tmp_path / 'gone'} does not exist" in err and "127.0.0.1:3100, the default" in err
+
+
 # --- mistakes --------------------------------------------------------------------------------------
 
 def test_an_unknown_client_is_a_usage_error_that_lists_the_known_ones(capsys):

@@ -19,7 +19,7 @@ from starlette.responses import PlainTextResponse
 from groove.serve.http.server import Allowed, GuardMiddleware, parse_bind
 from groove.serve.mcp.server import note_path, note_uri
 from tests.support.common import EXAMPLES, GROOVE, note, write
-from tests.support.server import ServerProcess, free_port, serve_argv, server_env
+from tests.support.server import FAKE_GROOVE, ServerProcess, free_port, serve_argv, server_env
 
 # --- the process ----------------------------------------------------------------------------
 
@@ -158,6 +158,53 @@ def test_a_port_already_in_use_is_a_clear_error_with_exit_1(spawn, kb, tmp_path)
     assert f"groove: error: cannot listen on 127.0.0.1:{port}" in proc.stderr
     assert "pick another with --bind" in proc.stderr
     assert not (tmp_path / "i.sqlite").exists()  # it failed before touching anything
+
+
+def test_a_busy_port_under_make_serve_names_its_bind_variable_not_a_flag_it_does_not_take(spawn, kb, tmp_path):
+    # The real `make serve KB=... BIND=...` (its install stamp made fresh, so make runs the recipe alone).
+    from tests.support.common import ROOT
+
+    stamp = tmp_path / "installed-serve"
+    stamp.touch()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        proc = spawn.run(["make", "--no-print-directory", "serve", f"KB={kb}", f"BIND=127.0.0.1:{port}",
+                          f"STAMP_SERVE={stamp}"], cwd=ROOT, env=server_env(tmp_path), capture_output=True,
+                         text=True, timeout=120)
+    assert proc.returncode != 0
+    assert f"groove: error: cannot listen on 127.0.0.1:{port}" in proc.stderr, proc.stderr
+    assert "pick another with make serve BIND=HOST:PORT" in proc.stderr
+    assert "pick another with --bind" not in proc.stderr
+
+
+def test_a_busy_port_from_the_config_file_names_the_file(spawn, kb, tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        config = write(tmp_path / "conf" / "groove.toml", f'[serve]\nbind = "127.0.0.1:{port}"\n')
+        proc = spawn.run([*GROOVE, "serve", "--transport", "http", "--kb", str(kb), "--config", str(config)],
+                         cwd=tmp_path, env=server_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert f"pick another with [serve] bind in {config}, or --bind HOST:PORT" in proc.stderr, proc.stderr
+
+
+def test_a_port_held_by_the_service_of_the_same_notes_says_it_already_runs_there(spawn, kb, tmp_path):
+    write(kb / "a.md", note("A", "Some text."))
+    index = tmp_path / "index.sqlite"
+    service = spawn.server(kb, index, tmp_path, command=FAKE_GROOVE)
+    try:
+        service.wait_healthy()
+        proc = spawn.run([*FAKE_GROOVE, "serve", "--transport", "http", "--kb", str(kb), "--index", str(index),
+                          "--bind", f"127.0.0.1:{service.port}"],
+                         cwd=tmp_path, env=server_env(tmp_path), capture_output=True, text=True, timeout=60)
+    finally:
+        service.terminate()
+    assert proc.returncode == 1
+    assert "pick another with --bind HOST:PORT" in proc.stderr, proc.stderr
+    assert f"a groove serve (pid {service.proc.pid}) already serves these notes at {service.url}" in proc.stderr
 
 
 # --- the pure helpers ------------------------------------------------------------------------------

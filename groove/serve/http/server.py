@@ -74,7 +74,9 @@ NOISY_LOGGERS = ("asyncio", "uvicorn.error", "mcp.server.streamable_http")
 
 
 class BindError(GrooveError):
-    """The HTTP server cannot listen where asked."""
+    """The HTTP server cannot listen where asked (`busy`: another process holds the port)."""
+
+    busy = False
 
 
 # --- --bind -----------------------------------------------------------------------------
@@ -102,8 +104,12 @@ def parse_bind(value: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
-def open_listener(host: str, port: int) -> socket.socket:
-    """A listening TCP socket, or BindError saying why not."""
+BIND_KNOB = "--bind HOST:PORT"
+
+
+def open_listener(host: str, port: int, knob: str = BIND_KNOB) -> socket.socket:
+    """A listening TCP socket, or BindError saying why not; a busy port's message says to pick another with `knob`
+    (how this groove was given its address: `--bind`, `make serve BIND=`, `[serve] bind` in a file)."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as exc:
@@ -120,12 +126,11 @@ def open_listener(host: str, port: int) -> socket.socket:
         sock.setblocking(False)
     except OSError as exc:
         sock.close()
-        hint = (
-            "; another process uses that port: pick another with --bind HOST:PORT"
-            if exc.errno == errno.EADDRINUSE
-            else ""
-        )
-        raise BindError(f"cannot listen on {format_host(host)}:{port}: {exc.strerror}{hint}") from exc
+        busy = exc.errno == errno.EADDRINUSE
+        hint = f"; another process uses that port: pick another with {knob}" if busy else ""
+        error = BindError(f"cannot listen on {format_host(host)}:{port}: {exc.strerror}{hint}")
+        error.busy = busy
+        raise error from exc
     return sock
 
 

@@ -276,4 +276,29 @@ def ask(
     return Answer(answer.get("result"), int(answer.get("pid") or 0), path)
 
 
-__all__ = ["Answer", "DaemonError", "ask", "serve_local", "socket_path", "supported"]
+ENDPOINT_TIMEOUT_S = 10.0  # the endpoint op loads nothing: a service that takes longer is stuck
+
+
+class Endpoint:
+    """Where the groove serve of an index answers over HTTP: `url` (None when it serves stdio only), the bearer
+    token it requires (None: none), and its process id."""
+
+    def __init__(self, url: str | None, token: str | None, pid: int):
+        self.url, self.token, self.pid = url, token, pid
+
+
+def http_endpoint(index_path: Path, *, timeout: float = ENDPOINT_TIMEOUT_S) -> Endpoint | None:
+    """The HTTP endpoint of the `groove serve` that writes `index_path`, asked over its local endpoint (stdlib
+    sockets only: no MCP SDK); None when none runs. The one way a running service is found: a stdio client attaches
+    to it (serve/process/main.py) and `groove client-config --transport http` prints its URL (cli.py).
+
+    Raises DaemonError when a service answers without one (an older groove serve that has no `endpoint` op)."""
+    answer = ask(index_path, "endpoint", timeout=timeout)
+    if answer is None:
+        return None
+    result = answer.result if isinstance(answer.result, dict) else {}
+    url = result.get("url")
+    return Endpoint(str(url) if url else None, result.get("token") or None, answer.pid)
+
+
+__all__ = ["Answer", "DaemonError", "Endpoint", "ask", "http_endpoint", "serve_local", "socket_path", "supported"]

@@ -44,8 +44,10 @@ from groove.daemon import Daemon
 from groove.folders import Folders
 from groove.logs import get_logger
 from groove.serve.http.server import (
+    BIND_KNOB,
     MCP_PATH,
     Allowed,
+    BindError,
     HTTPService,
     build_app,
     client_snippets,
@@ -58,7 +60,7 @@ from groove.serve.http.server import (
 from groove.serve.mcp import sdk
 from groove.serve.mcp.server import build_server
 from groove.serve.process.attach import run_bridge
-from groove.serve.process.local import DaemonError, ask, serve_local
+from groove.serve.process.local import ANSWER_TIMEOUT_S, DaemonError, http_endpoint, serve_local
 from groove.serve.process.sdnotify import notify
 from groove.store.address import anchor_of
 
@@ -245,20 +247,19 @@ def running_service(settings: Settings) -> tuple[str, str | None, int] | None:
     HTTP endpoint is an error: this process could neither attach to it nor open the index beside it."""
     index = anchor_of(settings.store.url, settings.resolved_index_path)  # as the service keys its socket
     try:
-        answer = ask(index, "endpoint")
+        found = http_endpoint(index, timeout=ANSWER_TIMEOUT_S)
     except DaemonError as exc:  # an older groove serve that has no endpoint to give: open the index as before
         log.info("stdio_cannot_attach", error=str(exc))
         return None
-    if answer is None:
+    if found is None:
         return None
-    result = answer.result or {}
-    if not result.get("url"):
+    if not found.url:
         raise ConfigError(
-            f"a groove serve (pid {answer.pid}) writes the index {index} and serves no HTTP endpoint "
+            f"a groove serve (pid {found.pid}) writes the index {index} and serves no HTTP endpoint "
             "a stdio client could attach to; run the service with --transport http (the service unit does), "
             "or stop it and let this client serve the index"
         )
-    return str(result["url"]), result.get("token"), answer.pid
+    return found.url, found.token, found.pid
 
 
 async def _attach(wire: StdioWire, url: str, token: str | None, pid: int) -> None:
@@ -286,8 +287,26 @@ async def _attach(wire: StdioWire, url: str, token: str | None, pid: int) -> Non
 # --- serve --------------------------------------------------------------------------------
 
 
-async def serve(settings: Settings, transport: str, bind: str) -> None:
-    """Run groove until stdin closes (stdio) or a signal arrives. Raises BindError, ConfigError, ..."""
+def _busy_port(settings: Settings, error: BindError) -> BindError:
+    """A busy port's error, saying so when the process holding it is the groove serve of these very notes (a second
+    `make serve`): then there is nothing to start, its URL is the one to use."""
+    try:
+        found = http_endpoint(anchor_of(settings.store.url, settings.resolved_index_path), timeout=2.0)
+    except (ConfigError, DaemonError, OSError):
+        return error
+    if found is None or not found.url:
+        return error
+    return BindError(
+        f"{error}; a groove serve (pid {found.pid}) already serves these notes at {found.url}: "
+        "use it (groove client-config CLIENT --transport http prints each client's entry for it), or stop it first"
+    )
+
+
+async def serve(settings: Settings, transport: str, bind: str, bind_knob: str = BIND_KNOB) -> None:
+    """Run groove until stdin closes (stdio) or a signal arrives. Raises BindError, ConfigError, ...
+
+    `bind_knob`: how the address was given (`--bind HOST:PORT`, `make serve BIND=...`, a config file's
+    `[serve] bind`), named by the error of a port already in use."""
     if transport not in ("stdio", "http"):
         raise ValueError(f"transport must be stdio or http, got {transport!r}")
     sock = None
@@ -296,7 +315,13 @@ async def serve(settings: Settings, transport: str, bind: str) -> None:
         host, port = parse_bind(bind)
         http = settings.serve.http
         require_token_off_loopback(host, port, resolve_token(http), http.token_env)  # before listening at all
-        sock = open_listener(host, port)  # before loading anything: a busy port fails fast
+        try:
+            sock = open_listener(host, port, bind_knob)  # before loading anything: a busy port fails fast
+        except BindError as exc:
+            said = await anyio.to_thread.run_sync(_busy_port, settings, exc) if exc.busy else exc
+            if said is exc:
+                raise
+            raise said from exc
     wire = StdioWire() if transport == "stdio" else None
     try:
         if wire is not None:
