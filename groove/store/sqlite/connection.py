@@ -12,9 +12,11 @@ is wrapped in aiosqlite for the async callers.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import aiosqlite
 import sqlite_vec
@@ -25,6 +27,9 @@ from groove.corpus.normalize import fold
 from groove.corpus.quality import repeat_factor, text_quality
 from groove.corpus.words import word_text
 from groove.errors import GrooveError
+from groove.logs import get_logger
+
+log = get_logger(__name__)
 
 _Row = TypeVar("_Row")
 
@@ -53,12 +58,88 @@ DRIVER = pick_driver()
 DBError = DRIVER.Error
 
 
-def connect_sync(path: Path | str, *, readonly: bool = False) -> Any:
-    """A driver connection with sqlite-vec loaded and our pragmas set."""
-    if readonly:
-        con = DRIVER.connect(
-            f"file:{Path(path).as_posix()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+SQLITE_READONLY = 8  # a write to a database opened (or only openable) read-only
+SQLITE_CANTOPEN = 14  # SQLite cannot open a file it needs (the index, its -wal or -shm)
+
+
+def _uri(path: Path, query: str) -> str:
+    """`path` as an SQLite file URI (`?`, `#` and `%` in a name escaped) with `query`."""
+    return f"file:{quote(path.absolute().as_posix())}?{query}"
+
+
+def cannot_write(exc: BaseException) -> bool:
+    """Whether a write (or opening for writing: journal_mode = WAL creates the -wal and -shm files) failed
+    because the index or its folder cannot be written."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in (SQLITE_CANTOPEN, SQLITE_READONLY)
+    text = str(exc).lower()
+    return "unable to open database file" in text or "readonly database" in text
+
+
+def _folder_why(folder: Path) -> str:
+    """Why `folder` cannot be written, in a few words (a read-only file system, the permissions)."""
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except (OSError, AttributeError):  # no statvfs (Windows): the permissions are all there is to say
+        pass
+    return "it cannot be written" if os.access(folder, os.W_OK) else "permission denied"
+
+
+def _wal_holds_writes(path: Path) -> bool:
+    """Whether the index's `-wal` file holds anything: writes not yet folded into the index file."""
+    try:
+        return os.path.getsize(f"{path}-wal") > 0
+    except OSError:
+        return False
+
+
+def open_readonly(path: Path | str) -> Any:
+    """A read-only driver connection to `path`, probed with a read of the schema.
+
+    A WAL database is read through its `-shm` file, which SQLite creates beside it: in a folder that cannot be
+    written (a read-only file system, chmod 555) the plain read-only open fails. Then, when there is no -shm (no
+    writer runs: a writer keeps one open) and no writes wait in the `-wal` file, the file alone holds every
+    committed row and is opened `immutable` (no -shm, no locks); otherwise IndexError_ says which folder and
+    what to do."""
+    p = Path(path)
+    con = DRIVER.connect(_uri(p, "mode=ro"), uri=True, check_same_thread=False, isolation_level=None)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return con
+    except DBError as exc:
+        con.close()
+        if not cannot_write(exc):  # CANTOPEN on a read-only file system, READONLY without write permission
+            raise
+        why = str(exc)
+    if _wal_holds_writes(p):
+        raise IndexError_(
+            f"cannot read the index {p}: its folder {p.parent} cannot be written ({_folder_why(p.parent)}) and "
+            f"SQLite must create {p.name}-shm there to read the writes still in {p.name}-wal; make the folder "
+            "writable, or run `groove index` once where it can write (that folds them into the index file)"
         )
+    if os.path.lexists(f"{p}-shm"):  # a writer may be running: the file alone is not a consistent view
+        raise IndexError_(
+            f"cannot read the index {p}: SQLite cannot use its {p.name}-shm in {p.parent} ({why}); make that file "
+            "readable and the folder writable by you, or read the index as the user that writes it"
+        )
+    con = DRIVER.connect(_uri(p, "mode=ro&immutable=1"), uri=True, check_same_thread=False, isolation_level=None)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except DBError as exc:
+        con.close()
+        raise IndexError_(
+            f"cannot open the index {p} to read it ({exc}); check that you can read it and its folder {p.parent}"
+        ) from None
+    log.debug("index_opened_immutable", index=str(p), why=_folder_why(p.parent))
+    return con
+
+
+def connect_sync(path: Path | str, *, readonly: bool = False) -> Any:
+    """A driver connection with sqlite-vec loaded and our pragmas set (`readonly`: `open_readonly`)."""
+    if readonly:
+        con = open_readonly(path)
     else:
         con = DRIVER.connect(str(path), check_same_thread=False, isolation_level=None)
     con.enable_load_extension(True)

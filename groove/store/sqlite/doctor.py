@@ -195,8 +195,11 @@ def check_chunks(con: Any, vec_table: str) -> list[Finding]:
 FTS = (("fts_chunks", "trigram"), ("fts_cjk", "CJK bigram"), ("fts_words", "word"))
 
 
-def check_fts(con: Any) -> list[Finding]:
+def check_fts(con: Any, readonly: bool = False) -> list[Finding]:
+    """Rows and chunks agree in the three full-text tables, and each passes FTS5's integrity check (which SQLite
+    runs as a write: on an index that cannot be written it is skipped, said once as an info finding)."""
     out = []
+    skipped: list[str] = []
     for table, label in FTS:
         extra = _count(con, f"SELECT count(*) FROM {table}_docsize WHERE id NOT IN (SELECT id FROM chunks)")
         absent = _count(con, f"SELECT count(*) FROM chunks WHERE id NOT IN (SELECT id FROM {table}_docsize)")
@@ -222,9 +225,15 @@ def check_fts(con: Any) -> list[Finding]:
                     fixable=True,
                 )
             )
+        if readonly:
+            skipped.append(label)
+            continue
         try:
             con.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
         except connection.DBError as exc:
+            if connection.cannot_write(exc):
+                skipped.append(label)
+                continue
             out.append(
                 Finding(
                     "error",
@@ -234,6 +243,16 @@ def check_fts(con: Any) -> list[Finding]:
                     fixable=True,
                 )
             )
+    if skipped:
+        out.append(
+            Finding(
+                "info",
+                "fts_integrity_skipped",
+                f"the {', '.join(skipped)} full-text tables' integrity checks did not run: SQLite runs them as "
+                "writes and the index cannot be written here (the rest was checked read-only)",
+                "make the index and its folder writable, then run groove doctor again",
+            )
+        )
     return out
 
 
@@ -355,8 +374,15 @@ class SqliteDoctor:
 
     def __init__(self, path: Path):
         self.path = path
-        self.con = connection.connect_sync(path)
         self.lock: writer_lock.WriterLock | None = None
+        self.readonly = False  # the index cannot be written here: checked read-only, --fix refused
+        try:
+            self.con = connection.connect_sync(path)
+        except connection.DBError as exc:
+            if not connection.cannot_write(exc):
+                raise
+            self.con = connection.connect_sync(path, readonly=True)  # IndexError_ when even that cannot be
+            self.readonly = True
 
     def close(self) -> None:
         self.con.close()
@@ -367,6 +393,11 @@ class SqliteDoctor:
     def hold_writer_lock(self) -> None:
         """--fix writes: it takes the one writer lock, refused at once (naming the holder) while another groove
         process writes; the checks alone take none."""
+        if self.readonly:
+            raise writer_lock.IndexFolderError(
+                f"cannot --fix the index {self.path}: it cannot be written here ({self.path.parent} or the file is "
+                "read-only); make them writable, or run `groove doctor` without --fix to list what --fix would repair"
+            )
         lock = writer_lock.WriterLock(self.path)
         try:
             lock.acquire()
@@ -400,7 +431,7 @@ class SqliteDoctor:
     def integrity_checks(self) -> list[Finding]:
         vec_table = schema.VECTOR_TABLE  # the active set (a switch's shadow set is checked by check_model)
         out = _guarded("chunks", lambda: check_chunks(self.con, vec_table))
-        out += _guarded("fts", lambda: check_fts(self.con))
+        out += _guarded("fts", lambda: check_fts(self.con, self.readonly))
         out += _guarded("links", lambda: check_links(self.con))
         out += _guarded("sqlite", lambda: check_sqlite(self.con))
         return out
