@@ -13,6 +13,7 @@ Loaded settings are frozen; `replace_settings` makes a validated copy.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -487,8 +488,16 @@ class Settings(BaseSettings):
     @field_validator("index_path", mode="after")
     @classmethod
     def _resolve(cls, v: Path | None) -> Path | None:
-        """Resolved once, here: every component receives the absolute path."""
-        return v.expanduser().resolve() if v is not None else None
+        """Resolved once, here: every component receives the absolute path; a path the system cannot even look
+        up (a part of it longer than the file system allows) is refused here, in one line."""
+        if v is None:
+            return None
+        path = v.expanduser().resolve()
+        try:
+            path.exists()
+        except OSError as exc:
+            raise ConfigError(f"index_path {path} cannot be used: {path_problem(exc)}") from None
+        return path
 
     @field_validator("kb_path", mode="before")
     @classmethod
@@ -527,8 +536,13 @@ class Settings(BaseSettings):
                 "or GROOVE_KB_PATH (the project ships examples/notes to try)"
             )
         for folder in self.kb_path:
-            if not folder.path.is_dir():
-                named = f" (named {folder.name!r})" if len(self.kb_path) > 1 else ""
+            named = f" (named {folder.name!r})" if len(self.kb_path) > 1 else ""
+            try:
+                is_dir = folder.path.is_dir()
+            except OSError as exc:  # a name too long for the file system, no permission ...
+                problem = path_problem(exc)
+                raise ConfigError(f"the notes folder {folder.path}{named} cannot be used: {problem}") from None
+            if not is_dir:
                 raise ConfigError(f"the notes folder {folder.path}{named} does not exist or is not a folder")
         return Folders(self.kb_path)
 
@@ -540,6 +554,19 @@ class Settings(BaseSettings):
         if self.index_path is not None:
             return self.index_path
         return default_index_path(self.folders())
+
+
+def path_problem(exc: OSError) -> str:
+    """What is wrong with a path the system refused, in a few words a person can act on."""
+    if exc.errno == errno.ENAMETOOLONG:
+        parts = Path(os.fsdecode(exc.filename)).parts if exc.filename is not None else ()
+        if any(len(os.fsencode(part)) > 255 for part in parts) or not parts:
+            return (
+                "a part of the path (a folder or file name) is longer than the file system allows "
+                "(255 bytes on most); use a shorter name"
+            )
+        return "the path is longer than the system allows; use a shorter one"
+    return exc.strerror or str(exc)
 
 
 def default_index_path(kb: Path | Folders) -> Path:
@@ -608,7 +635,10 @@ def read_config_text(
 
 def _is_file(path: Path) -> bool:
     """A path that exists and is not a folder (a FIFO counts: reading it is refused with a reason)."""
-    return path.exists() and not path.is_dir()
+    try:
+        return path.exists() and not path.is_dir()
+    except OSError as exc:  # a part of it too long for the file system ...
+        raise ConfigError(f"config file {path} cannot be used: {path_problem(exc)}") from None
 
 
 def find_config_file(explicit: Path | None) -> Path | None:
