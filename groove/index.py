@@ -39,11 +39,13 @@ from groove.api.answers import (
     VectorsInMemory,
     document_answer,
     document_page,
+    document_text,
     links_answer,
     related_answer,
     topics_answer,
 )
 from groove.config import Settings
+from groove.corpus import markdown
 from groove.corpus.cjk import cjk_share
 from groove.corpus.parsers import Parsers
 from groove.embed.embedder import Embedder, embedder_for_index, make_embedder, model_fit_warning, settings_json
@@ -340,11 +342,32 @@ class Index:
         """Reconcile the whole folder (paths None) or only the given paths with the index."""
         assert self.indexer is not None, "open the index as a writer to reconcile"
         if paths is None:
-            stats = await self.indexer.reconcile_all(progress=progress)
+            writes = self._writes()
+            key = self._rules_key()
+            parsed_by = await writes.meta(key)  # None: a new index, or one made before groove kept its rules
+            reread = parsed_by != markdown.RULES
+            stats = await self.indexer.reconcile_all(progress=progress, reread=reread)
+            if reread:
+                await writes.set_meta(key, markdown.RULES)
+                if stats.unchanged:
+                    log.info(
+                        "notes_parsed_again",
+                        rules=markdown.RULES,
+                        was=parsed_by,
+                        why="the Markdown rules changed (headings without HTML): each note was read again once; "
+                        "no text changed, nothing was embedded again",
+                    )
             self._full_reconciled = True
             await self.check_model_fit()
             return stats
         return await self.indexer.reconcile_paths(paths)
+
+    def _rules_key(self) -> str:
+        """The meta key of the Markdown rules this index's notes were parsed by (corpus/markdown.py RULES); in a store
+        several machines share, one per set of folders: each machine parses its own notes again."""
+        if self.address.kind != "postgresql":
+            return "markdown_rules"
+        return "markdown_rules:" + ",".join(sorted(f.name for f in self.folders))
 
     async def check_model_fit(self) -> str | None:
         """After a full reconcile: does the model read what the notes are written in?
@@ -638,7 +661,15 @@ class Index:
                 if markdown
                 else parts.chunk_sections([(c[0], c[1], c[3]) for c in chunks])
             )
-            return parts.read_part(text, sections, path=path, heading=heading, lines=lines, max_chars=max_chars)
+            return parts.read_part(
+                text, sections, path=path, heading=heading, lines=lines, max_chars=max_chars, lines_chars=lines_chars
+            )
+
+        def lines_chars(info: parts.DocumentPart) -> int:
+            """What the answer's text takes besides the content: its header lines (the note, which part, what was
+            left out and the headings in it), as every front end shows them (`document_text`): max_chars holds
+            them too."""
+            return len(document_text(document_answer({**doc, "content": "", "part": info})))
 
         part = await anyio.to_thread.run_sync(read)
         return document_answer({**doc, "content": part.content, "part": part.info})

@@ -197,8 +197,9 @@ async def test_lines_past_the_end_or_inside_the_frontmatter_are_one_line_errors(
 
 
 async def test_max_chars_cuts_the_note_at_a_sentence_end_and_says_what_it_left_out(vault):
-    doc = await _get(vault, path="tea.md", max_chars=150)
-    assert len(doc.content) <= 150 and doc.content.endswith(SENTENCE_ENDS)
+    doc = await _get(vault, path="tea.md", max_chars=400)
+    assert len(document_text(doc)) <= 400  # the answer's own lines count: the content gets what they leave
+    assert len(doc.content) <= 400 - 150 and doc.content.endswith(SENTENCE_ENDS)
     assert TEA.split("---\n", 2)[2].startswith(doc.content)
     assert doc.part.trimmed_chars == doc.part.total_chars - len(doc.content) == doc.part.omitted_chars
     gap = doc.part.left_out[-1]
@@ -207,9 +208,14 @@ async def test_max_chars_cuts_the_note_at_a_sentence_end_and_says_what_it_left_o
     assert f"part: lines 6-{doc.part.lines[1]} · {len(doc.content)} of {doc.part.total_chars} chars" in text
     assert f"(max_chars cut the last {doc.part.trimmed_chars} at a sentence end)" in text and "left out: lines" in text
 
-    section = await _get(vault, path="tea.md", heading="緑茶", max_chars=100)  # a section, then the budget
-    assert section.content.startswith("## 緑茶\n") and len(section.content) <= 100
+    section = await _get(vault, path="tea.md", heading="緑茶", max_chars=300)  # a section, then the budget
+    assert section.content.startswith("## 緑茶\n") and len(document_text(section)) <= 300
     assert section.content.endswith(SENTENCE_ENDS) and section.part.trimmed_chars > 0
+    with pytest.raises(QueryError) as err:  # too small for the answer's own lines and some text: say what would do
+        await _get(vault, path="tea.md", heading="緑茶", max_chars=150)
+    need = int(str(err.value).rsplit(" ", 1)[1])
+    assert str(err.value).startswith("max_chars 150 cannot hold this part of tea.md: the answer's own lines")
+    assert len(document_text(await _get(vault, path="tea.md", heading="緑茶", max_chars=need))) <= need
     roomy = await _get(vault, path="tea.md", heading="緑茶", max_chars=100_000)
     assert roomy.part.trimmed_chars == 0 and "left out" in document_text(roomy)
 
@@ -307,7 +313,7 @@ async def test_search_max_chars_fills_the_budget_best_first_cutting_at_sentence_
 MCP_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "section": ("get_document", {"path": "tea.md", "heading": "お茶の淹れ方 > 紅茶"}),
     "lines": ("get_document", {"path": "tea.md", "lines": {"from": 10, "count": 3}}),
-    "budget": ("get_document", {"path": "tea.md", "max_chars": 150}),
+    "budget": ("get_document", {"path": "tea.md", "max_chars": 400}),
     "whole": ("get_document", {"path": "tea.md"}),
     "missing_heading": ("get_document", {"path": "tea.md", "heading": "ほうじ茶"}),
     "two_sections": ("get_document", {"path": "tea.md", "heading": "Notes"}),
@@ -346,7 +352,8 @@ def _check_mcp(got: dict[str, Any]) -> None:
     assert got["lines"].structured_content["content"] == _file_lines(TEA, 10, 3)
     assert got["lines"].structured_content["part"]["lines"] == [10, 12]
     budget = got["budget"].structured_content
-    assert len(budget["content"]) <= 150 and budget["part"]["trimmed_chars"] > 0 and budget["part"]["left_out"]
+    assert len(_text(got["budget"])) <= 400  # the text a model reads, its header lines included
+    assert budget["part"]["trimmed_chars"] > 0 and budget["part"]["left_out"]
     assert "part" not in got["whole"].structured_content  # a whole note: the answer as before
 
     for key, message in (
@@ -426,8 +433,9 @@ def test_groove_get_prints_a_section_lines_or_a_budget_and_refuses_bad_input_in_
     plus = json.loads(_groove(spawn, vault, "get", "tea.md", "--lines", "10+3", "--format", "json", "--no-daemon").stdout)
     assert plus["content"] == data["content"]
 
-    budget = _groove(spawn, vault, "get", "tea.md", "--max-chars", "120", "--no-daemon")
+    budget = _groove(spawn, vault, "get", "tea.md", "--max-chars", "400", "--no-daemon")
     assert budget.returncode == 0 and "at a sentence end)" in budget.stdout and "left out: lines" in budget.stdout
+    assert len(budget.stdout.rstrip("\n")) <= 400
 
     for argv, code, message in (
         (["get", "tea.md", "--heading", "ほうじ茶"], 1, "groove: error: no heading 'ほうじ茶' in tea.md; its headings: "),
@@ -435,6 +443,7 @@ def test_groove_get_prints_a_section_lines_or_a_budget_and_refuses_bad_input_in_
         (["get", "tea.md", "--lines", "ten"], 2, "groove: error: --lines takes FIRST-LAST"),
         (["get", "tea.md", "--heading", "緑茶", "--lines", "3"], 2, "not allowed with argument"),
         (["get", "tea.md", "--max-chars", "5"], 1, "groove: error: max_chars must be between 100 and 10000000, got 5"),
+        (["get", "tea.md", "--max-chars", "120"], 1, "groove: error: max_chars 120 cannot hold this part of tea.md"),
         (["get", "nowhere.md"], 1, "groove: error: no indexed note at 'nowhere.md'"),
     ):
         proc = _groove(spawn, vault, *argv, "--no-daemon")

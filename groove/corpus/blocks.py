@@ -13,10 +13,19 @@ line numbers of the body:
 
 Inline markup is not parsed (the inline rules are off): only the block
 structure is needed, and that keeps the parse linear in the text.
+
+A heading's text is shown as a reader sees it rendered, without raw HTML (`plain_heading`): the tags of
+inline HTML (`<a name="setup"></a>Setup`, `<a id="x">Title</a>`, `<span>`, `<br>`, comments) are dropped
+and the text between them kept, as CommonMark reads them (a `<` that starts no tag, `\\<String\\>`,
+`<System.String>` or an autolink, stays, and so does anything inside a code span). The ids and names
+those tags carried are the heading's `anchors`: a link's `#setup` still names the section
+(search/parts.py `find_section`).
 """
 
 from __future__ import annotations
 
+import bisect
+import re
 from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
@@ -46,7 +55,75 @@ class Heading:
     line: int  # first line (0-based, in the body)
     end: int  # one past the last line (a setext heading includes its underline)
     level: int  # 1..6
-    text: str  # the heading text, closing #'s removed, lines joined by one space
+    text: str  # the heading text, closing #'s and HTML tags removed, lines joined by one space
+    anchors: tuple[str, ...] = ()  # the id / name attributes of the HTML tags it had (`<a name="setup">`)
+
+
+# CommonMark's raw inline HTML (spec 6.6): an open tag with its attributes, a closing tag, a declaration, a CDATA
+# section (a comment and a processing instruction: plain_heading finds their ends).
+_ATTRIBUTE = r"""(?:\s+[A-Za-z_:][A-Za-z0-9_.:-]*(?:\s*=\s*(?:[^"'=<>`\s]+|'[^']*'|"[^"]*"))?)"""
+_HTML = re.compile(
+    rf"<[A-Za-z][A-Za-z0-9-]*{_ATTRIBUTE}*\s*/?>"
+    r"|</[A-Za-z][A-Za-z0-9-]*\s*>"
+    r"|<![A-Za-z][^>]*>"
+    r"|<!\[CDATA\[[\s\S]*?\]\]>"
+)
+_ANCHOR = re.compile(r"""\s(?:id|name)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^"'=<>`\s]+))""", re.IGNORECASE)
+_BREAK = re.compile(r"<br\b", re.IGNORECASE)  # a line break between two words leaves a space
+_SPECIAL = re.compile(r"[\\`<]")
+MAX_TAG_CHARS = 512  # a longer "tag" is text: bounds what a heading of a hostile file costs (linear in it)
+
+
+def plain_heading(text: str) -> tuple[str, tuple[str, ...]]:
+    """A heading's text without its inline HTML tags (their text content kept), and the ids and names the tags
+    carried. Backslash escapes and code spans are left as written: `` `<div>` `` is text, not a tag."""
+    if "<" not in text:
+        return text, ()
+    # Code spans (CommonMark 6.1): a run of backticks closes at the next run of the same length.
+    runs: dict[int, list[int]] = {}
+    for found in re.finditer("`+", text):
+        runs.setdefault(found.end() - found.start(), []).append(found.start())
+    out: list[str] = []
+    anchors: list[str] = []
+    i = 0
+    while (m := _SPECIAL.search(text, i)) is not None:
+        j = m.start()
+        out.append(text[i:j])
+        if text[j] == "\\":  # an escaped character: kept as written, never the start of a tag
+            i = j + 2
+            out.append(text[j:i])
+        elif text[j] == "`":  # to the closing run, kept as written; none: the backticks are text
+            run = _run_at(text, j)
+            starts = runs.get(run, [])  # (a run after a backslash is shorter than the one found)
+            k = bisect.bisect_right(starts, j)
+            i = starts[k] + run if k < len(starts) else j + run
+            out.append(text[j:i])
+        elif text.startswith(("<!--", "<?"), j):  # a comment or a processing instruction: to its end, found in C
+            close = text.find("-->" if text[j + 1] == "!" else "?>", j + 2, j + MAX_TAG_CHARS)
+            if close < 0:
+                out.append("<")
+                i = j + 1
+            else:
+                i = close + (3 if text[j + 1] == "!" else 2)
+        elif (tag := _HTML.match(text, j, min(len(text), j + MAX_TAG_CHARS))) is not None:
+            anchors += [next(v for v in a.groups() if v is not None) for a in _ANCHOR.finditer(tag.group())]
+            if _BREAK.match(tag.group()):
+                out.append(" ")  # a line break between two words leaves a space
+            i = tag.end()
+        else:  # a `<` that starts no tag: `<String>` is a tag, `\<String\>` and `<System.String>` are text
+            out.append("<")
+            i = j + 1
+    out.append(text[i:])
+    plain = " ".join("".join(out).split())
+    return plain, tuple(dict.fromkeys(a for a in anchors if a))
+
+
+def _run_at(text: str, j: int) -> int:
+    """How many backticks start at `j`."""
+    end = j
+    while end < len(text) and text[end] == "`":
+        end += 1
+    return end - j
 
 
 @dataclass(frozen=True)
@@ -69,6 +146,7 @@ def structure(body: str) -> Structure:
             first, end = tok.map
             inline = tokens[i + 1] if i + 1 < len(tokens) else None
             text = " ".join((inline.content if inline is not None else "").split("\n")).strip()
-            headings.append(Heading(first, end, int(tok.tag[1:]), text))
+            text, anchors = plain_heading(text)
+            headings.append(Heading(first, end, int(tok.tag[1:]), text, anchors))
             heading_lines.update(range(first, end))
     return Structure(tuple(headings), frozenset(starts), frozenset(heading_lines))

@@ -106,6 +106,7 @@ from groove.corpus.frontmatter import date_from, split_frontmatter, tags_from, t
 from groove.corpus.links import Link, links_of_chunks
 
 __all__ = [
+    "RULES",
     "Chunk",
     "ParsedNote",
     "embed_text",
@@ -128,6 +129,11 @@ class ParsedNote:
     chunks: tuple[Chunk, ...] = ()
     links: tuple[Link, ...] = ()  # [[wiki links]], embeds and Markdown links to notes (corpus/links.py)
 
+
+# The version of these rules (and blocks.py's) where a change alters what a note parses to while its text stays the
+# same: an index parsed under another version reads each Markdown note again once (groove/index.py `reconcile`);
+# the text, its hash and so its vector are unchanged, nothing is embedded again. 2: headings without HTML tags.
+RULES = "2"
 
 # More characters per token than real text ever has (English is about 4, code and long
 # runs of punctuation under 16); bounds how much of a huge note the chunk cap can use.

@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -114,6 +114,8 @@ class Section:
     start: int  # offsets into the text: the heading line ...
     end: int  # ... to the next heading of the same or a higher level
     below_title: str  # the path without the title, as errors and left-out runs name it
+    anchors: tuple[str, ...] = ()  # the ids and names of its heading's HTML tags (`<a name="setup"></a>Setup`)
+    slug: str = ""  # its heading's anchor as GitHub makes it (`setup`); a link's `#fragment` names it by either
 
     @property
     def context(self) -> str:
@@ -134,9 +136,16 @@ def _paths(title: str, stack: list[str]) -> tuple[str, ...]:
     return tuple(p for p in parts if p)
 
 
-def _section(path: tuple[str, ...], start: int, end: int) -> Section:
+def _section(path: tuple[str, ...], start: int, end: int, anchors: tuple[str, ...] = (), slug: str = "") -> Section:
     below = " > ".join(path[1:]) or (path[0] if path else "")
-    return Section(path, start, end, below)
+    return Section(path, start, end, below, anchors, slug)
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub (and most Markdown renderers) give a heading: lower case, punctuation and symbols dropped,
+    spaces to hyphens (`Installing groove` -> `installing-groove`, `日本語の見出し` as it is)."""
+    kept = "".join(ch for ch in heading.lower() if ch in " -_" or unicodedata.category(ch)[0] in "LMN")
+    return kept.replace(" ", "-")
 
 
 def markdown_sections(text: NoteText, title: str) -> list[Section]:
@@ -151,7 +160,7 @@ def markdown_sections(text: NoteText, title: str) -> list[Section]:
             stack.pop()
         stack.append((h.level, h.text))
         end = next((offsets[j] for j in range(i + 1, len(heads)) if heads[j].level <= h.level), len(text.content))
-        sections.append(_section(_paths(title, [t for _, t in stack]), offsets[i], end))
+        sections.append(_section(_paths(title, [t for _, t in stack]), offsets[i], end, h.anchors, slug(h.text)))
     first = offsets[0] if heads else len(text.content)
     top = _paths(title, [])
     if text.content[:first].strip() and top and all(s.path != top for s in sections):
@@ -194,6 +203,13 @@ def find_section(sections: Sequence[Section], heading: str, path: str, text: Not
         )
     exact = [s for s in sections if _norm(s.context) == want]
     matches = exact or [s for s in sections if any(_norm(" > ".join(s.path[i:])) == want for i in range(len(s.path)))]
+    if not matches:  # a link's fragment: `note.md#setup` names a section by its heading's HTML id, else its slug
+        fragment = heading.strip().lstrip("#").strip()
+        matches = (
+            [s for s in sections if fragment in s.anchors]
+            or [s for s in sections if _norm(fragment) in (_norm(a) for a in s.anchors)]
+            or [s for s in sections if s.slug and s.slug == _norm(fragment).replace(" ", "-")]
+        )
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -267,6 +283,11 @@ class Part:
     info: DocumentPart
 
 
+MIN_PART_TEXT = 80  # a budgeted read holds at least this much of the note's text (or all of the part asked for)
+LISTING_SHARE = 4  # the headings named in what a budgeted read left out take at most 1/4 of its budget
+FIT_SLACK = 8  # characters a refit takes off beyond the excess: the numbers in the lines may grow a digit
+
+
 def read_part(
     text: NoteText,
     sections: Sequence[Section],
@@ -275,8 +296,14 @@ def read_part(
     heading: str | None,
     lines: LineRange | None,
     max_chars: int | None,
+    lines_chars: Callable[[DocumentPart], int] | None = None,
 ) -> Part:
-    """The part of a note a request asks for: a section, lines, or the whole text; cut to max_chars."""
+    """The part of a note a request asks for: a section, lines, or the whole text; cut to max_chars.
+
+    With `lines_chars` (the characters the answer's own lines take around the content: the note's line, which part,
+    what was left out, as the caller renders them), max_chars holds those lines too: the headings named in what
+    was left out take at most a quarter of it (the rest are counted), the content what is left. A budget that
+    cannot hold the lines and MIN_PART_TEXT characters of text is a QueryError naming the budget that would."""
     content = text.content
     start, end = 0, len(content)
     name = None
@@ -296,16 +323,61 @@ def read_part(
                 f"frontmatter field); its text is lines {first}-{last}"
             )
         start, end = text.offset_of(max(lines.from_, first)), text.offset_of(min(want_last, last) + 1)
-    asked_end = end
-    if max_chars is not None and end - start > max_chars:
-        end = start + cut_point(content[start:end], max_chars, hard=True)
+    by_lines = lines is not None and heading is None
+
+    def part(room: int | None, listing: int | None) -> Part:
+        stop = end if room is None or end - start <= room else start + cut_point(content[start:end], room, hard=True)
+        return _part(text, sections, start, stop, end, name, by_lines, listing)
+
+    if max_chars is None:
+        return part(None, None)
+    if lines_chars is None:
+        return part(max_chars, None)
+    least = min(MIN_PART_TEXT, end - start)
+    for listing in (max_chars // LISTING_SHARE, 0):
+        room = max_chars
+        while True:
+            got = part(room, listing)
+            over = lines_chars(got.info) + len(got.content) - max_chars
+            if over <= 0:
+                return got
+            if room <= least:
+                break
+            room = max(least, len(got.content) - over - FIT_SLACK)
+    bare = part(least, 0)
+    need = lines_chars(bare.info) + len(bare.content)
+    raise QueryError(
+        f"max_chars {max_chars} cannot hold this part of {path}: the answer's own lines (the note, which part, what "
+        f"was left out) and {len(bare.content)} characters of its text take {need}; pass max_chars of at least {need}"
+    )
+
+
+def _part(
+    text: NoteText,
+    sections: Sequence[Section],
+    start: int,
+    end: int,
+    asked_end: int,
+    name: str | None,
+    by_lines: bool,
+    listing: int | None,
+) -> Part:
+    """content[start:end] of a part asked as content[start:asked_end], with what it leaves out; `listing`: the
+    characters the headings named in the left-out runs may take (None: MAX_GAP_HEADINGS per run)."""
+    content = text.content
     piece = content[start:end]
     span = text.span(start, end)
-    if lines is not None and heading is None:
+    if by_lines:
         shown = (text.line_at(start), text.line_at(max(start, end - 1)))
     else:
         shown = span or (text.line_at(start), text.line_at(max(start, end - 1)))
-    left_out = [gap for a, b in ((0, start), (end, len(content))) if (gap := _gap(text, sections, a, b)) is not None]
+    left_out: list[LeftOut] = []
+    for a, b in ((0, start), (end, len(content))):
+        gap = _gap(text, sections, a, b, listing)
+        if gap is not None:
+            left_out.append(gap)
+            if listing is not None:
+                listing -= sum(len(h) + 2 for h in gap.headings[1:])
     info = DocumentPart(
         heading=name,
         lines=list(shown),
@@ -323,17 +395,29 @@ def _lines(text: NoteText, start: int, end: int) -> str:
     return f"{span[0]}-{span[1]}"
 
 
-def _gap(text: NoteText, sections: Sequence[Section], start: int, end: int) -> LeftOut | None:
-    """A run of text not returned (None when it is only blank lines), with the headings that start in it."""
+def _gap(
+    text: NoteText, sections: Sequence[Section], start: int, end: int, listing: int | None = None
+) -> LeftOut | None:
+    """A run of text not returned (None when it is only blank lines), with the headings that start in it: at most
+    MAX_GAP_HEADINGS, and with `listing` the first and then only as many as fit in that many characters (", "
+    between them); the others are counted."""
     span = text.span(start, end)
     if span is None:
         return None
     heads = [s.below_title for s in sections if start <= s.start < end]
+    named = heads[:MAX_GAP_HEADINGS]
+    if listing is not None:
+        used = 0
+        for n, head in enumerate(named[1:], 1):  # the first is always named: where to read on
+            used += len(head) + 2
+            if used > listing:
+                named = named[:n]
+                break
     return LeftOut(
         lines=list(span),
         chars=end - start,
-        headings=heads[:MAX_GAP_HEADINGS],
-        more_headings=max(0, len(heads) - MAX_GAP_HEADINGS),
+        headings=named,
+        more_headings=len(heads) - len(named),
     )
 
 

@@ -156,8 +156,10 @@ class Indexer:
         return {p: v for p, v in known.items() if self.folders.locate(p) is not None}
 
     # -- reconcile ------------------------------------------------------------
-    async def reconcile_all(self, progress: Progress | None = None) -> ReconcileStats:
-        """One full pass: every file on disk against every document in the index."""
+    async def reconcile_all(self, progress: Progress | None = None, *, reread: bool = False) -> ReconcileStats:
+        """One full pass: every file on disk against every document in the index. With `reread`, every Markdown
+        note is parsed again even when its file is unchanged (the parse rules changed: corpus/markdown.py RULES);
+        a note whose bytes are the same counts as unchanged, and its text, so its vectors, stay as they are."""
         started = time.perf_counter()
         for ignore in self.ignores.values():
             ignore.reload()
@@ -171,7 +173,7 @@ class Indexer:
         # A symlinked folder is kept beside the skipped files (status and doctor show it), as an info line.
         await self.writes.record_skipped({**result.skipped, **kept, **result.linked_dirs}, replace_all=True)
         gone -= set(result.skipped)  # record_skipped already removed their rows
-        stats = await self._reconcile(result.files, gone, known, progress, previous)
+        stats = await self._reconcile(result.files, gone, known, progress, previous, reread=reread)
         stats.skipped += len(result.skipped)
         stats.skipped_files.update(result.skipped)
         stats.kept_unreadable.update(kept)
@@ -293,6 +295,8 @@ class Indexer:
         known: dict[str, tuple[int, int, int, str]],
         progress: Progress | None,
         previous: dict[str, str] | None = None,
+        *,
+        reread: bool = False,
     ) -> ReconcileStats:
         stats = ReconcileStats()
         gone_by_hash: dict[str, str] = {known[p][3]: p for p in sorted(gone)}
@@ -303,7 +307,8 @@ class Indexer:
             if progress:
                 progress("scan", n, total)
             entry = known.get(rel)
-            if entry is not None and entry[1] == info.size and entry[2] == info.mtime_ns:
+            again = reread and entry is not None and self.parsers.kind(rel) == "markdown"  # parsed again as it is
+            if entry is not None and entry[1] == info.size and entry[2] == info.mtime_ns and not again:
                 stats.unchanged += 1
                 continue
             try:
@@ -316,7 +321,9 @@ class Indexer:
                 skipped[rel] = str(exc)
                 continue
             stats.files_read += 1
-            if entry is not None and entry[3] == digest:
+            same = entry is not None and entry[3] == digest
+            if same and not again:
+                assert entry is not None
                 await self.writes.touch_document(entry[0], info.size, info.mtime_ns)
                 stats.unchanged += 1
                 continue
@@ -345,6 +352,9 @@ class Indexer:
                 doc_id=doc_id,
             )
             stats.chunks_written += inserted
+            if same:  # the same bytes parsed under new rules: headings may read differently, the text is the same
+                stats.unchanged += 1
+                continue
             stats.changed_paths.append(rel)
             if renamed_from is not None:
                 stats.renamed += 1

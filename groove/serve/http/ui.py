@@ -56,6 +56,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from groove.api.answers import DocumentAnswer
 from groove.api.service import RelatedRequest, TopicsRequest
+from groove.corpus.blocks import plain_heading
 from groove.daemon import Daemon
 from groove.errors import GrooveError, NotFoundError
 from groove.folders import Folders
@@ -171,8 +172,11 @@ def _prepare(tokens: list[Token], note: str | None, lines: bool) -> list[Token]:
     """Source lines on block elements (`data-line`, `data-line-end`: 1-based, inclusive, of the text rendered),
     table alignment as a class (the CSP allows no inline style), and each link made safe: http(s) and mailto
     open in a new tab without a referrer, a relative link names a note (`data-note`) the page opens itself,
-    anything else is its text alone."""
-    for token in tokens:
+    anything else is its text alone. A heading reads as its text without inline HTML (`<a name="x"></a>Title` is
+    `Title`, as search hits and breadcrumbs name it: corpus/blocks.py `plain_heading`), not as the tags' source."""
+    for n, token in enumerate(tokens):
+        if token.type == "inline" and n and tokens[n - 1].type == "heading_open" and "<" in token.content:
+            token.children = markdown().parseInline(plain_heading(token.content)[0])[0].children
         if lines and token.map and token.nesting >= 0 and token.type != "inline":
             token.attrSet("data-line", str(token.map[0] + 1))
             token.attrSet("data-line-end", str(max(token.map[0] + 1, token.map[1])))
