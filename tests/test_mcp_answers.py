@@ -120,7 +120,7 @@ def test_every_tool_advertises_an_object_output_schema_that_names_its_fields(ser
         assert schema["type"] == "object" and schema.get("additionalProperties") is not True, name
         assert FIELDS[name] <= set(schema["properties"]), (name, FIELDS[name] - set(schema["properties"]))
         assert FIELDS[name] & set(schema.get("required", [])), f"{name} requires none of its fields"
-    hit = schemas["search"]["$defs"]["SearchHit"]
+    hit = schemas["search"]["properties"]["results"]["items"]  # a definition used once is inlined
     assert {"uri", "path", "heading", "score", "start_line", "end_line", "content"} <= set(hit["required"])
     assert "chunk_id" not in hit["required"] and "doc_id" not in hit["required"]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -173,9 +174,12 @@ def test_the_mcp_inspector_cli_lists_tools_and_searches_over_stdio(spawn, npm_to
     server = serve_argv(kb, index, "--transport", "stdio")
     inspector = [str(tools.bin / "mcp-inspector"), "--cli"]
 
-    listed = spawn.run([*inspector, "--method", "tools/list", "--", *server],
+    listed = spawn.run([*inspector, "--strict", "--method", "tools/list", "--", *server],
                             env=env, cwd=root, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr[-3000:]
+    # --strict lints every input and output schema and prints each finding (none: it prints nothing of it)
+    findings = re.findall(r"(?:Warning|Error): tool .*|\d+ errors?, \d+ warnings? across .*", listed.stderr)
+    assert not findings, listed.stderr[-3000:]
     listed_tools = {t["name"]: t for t in json.loads(listed.stdout)["tools"]}
     assert set(listed_tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links"}
     assert listed_tools["search"]["description"].startswith("Find the passages")

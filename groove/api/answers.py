@@ -12,13 +12,17 @@ docs/mcp.md ("Answers") describes the shapes and the text.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
+from pydantic.json_schema import SkipJsonSchema
 
-from groove.search.answers import Answer, note_uri
+from groove.search.answers import OBJECT, OBJECT_OR_NULL, OBJECTS, Answer, note_uri
 from groove.search.parts import DocumentPart, LeftOut
 from groove.sync.report import IndexReport, iso_time, iso_times
+
+# These models are the MCP tools' output schemas, declared as groove/search/answers.py says (OBJECT...: a detail
+# object, SkipJsonSchema: a field only a diagnosis reads).
 
 # --- related --------------------------------------------------------------------------------------
 
@@ -28,7 +32,7 @@ class RelatedPassage(Answer):
     start_line: int
     end_line: int
     similarity: float
-    chunk_id: int | None = Field(None, description="internal: the passage's chunk id (the command line's JSON)")
+    chunk_id: SkipJsonSchema[int | None] = None  # internal: the command line's JSON only, not in the tool's schema
 
 
 class NoteRef(Answer):
@@ -40,38 +44,35 @@ class NoteRef(Answer):
 class RelatedLink(Answer):
     """The link that joins a note reached by walking links to the note it was reached from."""
 
-    direction: str = Field(description="outgoing: that note links to this one; backlink: this one links to it; both")
-    links: int = Field(description="how many links join the two notes")
-    line: int = Field(description="the line of the (first) link in the note that holds it")
-    heading: str | None = Field(None, description="the heading the link points at, if any")
-    alias: str | None = Field(None, description="the link's alias, if any")
+    direction: str  # outgoing: that note links to this one; backlink: this one links to it; both
+    links: int  # how many links join the two notes
+    line: int  # the line of the (first) link in the note that holds it
+    heading: str | None = None  # the heading the link points at, if any
+    alias: str | None = None
 
 
 class RelatedNote(Answer):
-    uri: str = Field(description="the note's resource URI")
+    uri: str
     path: str
     title: str
-    score: float = Field(description="similarity, multiplied along the hops (a link counts 1.0)")
-    depth: int = Field(description="hops from the source note")
-    via: list[str] = Field(description="the paths walked from the source to this note")
-    chunk: RelatedPassage | None = Field(
-        description="the note's passage nearest the note it was reached from (null: reached by a link alone)"
+    score: float = Field(description="similarity along the hops")  # multiplied; a link counts 1.0
+    depth: int  # hops from the source note
+    via: list[str] = Field(description="paths walked")
+    # the note's passage nearest the note it was reached from (null: reached by a link alone)
+    chunk: Annotated[RelatedPassage | None, OBJECT_OR_NULL] = Field(
+        description="nearest passage: heading, start_line, end_line"
     )
-    by: str | None = Field(
-        None, description="with by links or both: how the last hop reached it (meaning, links, both)"
-    )
-    link: RelatedLink | None = Field(None, description="with by links or both: the link of the last hop, if any")
+    by: str | None = None  # with by links or both: how the last hop reached it (meaning, links, both)
+    link: Annotated[RelatedLink | None, OBJECT_OR_NULL] = Field(None, description="direction, line, heading")
 
 
 class RelatedAnswer(Answer):
-    source: NoteRef
+    source: Annotated[NoteRef, OBJECT] = Field(description="uri, path, title")
     related: list[RelatedNote]
-    bounded_by: list[str] = Field(description="which bounds stopped the walk early (empty: none)")
+    bounded_by: list[str]  # which bounds stopped the walk early (empty: none)
     elapsed_ms: float
-    params: dict[str, Any] = Field(
-        description="the walk as asked: limit, depth, fan_out, max_nodes, by, and the "
-        "graph controls given (min_similarity, exclude_paths, filters)"
-    )
+    # the walk as asked: limit, depth, fan_out, max_nodes, by, and the graph controls given
+    params: SkipJsonSchema[dict[str, Any]]
 
     def for_client(self) -> RelatedAnswer:
         """What an MCP client sees: the passages without their internal chunk ids."""
@@ -126,28 +127,26 @@ def related_text(answer: RelatedAnswer) -> str:
 
 
 class LinkItem(Answer):
-    uri: str | None = Field(description="the resource URI of the note `path` names (null: unresolved)")
-    path: str = Field(
-        description="outgoing: the note linked to; backlinks: the note that links here; unresolved: "
-        "the note as the link names it (no such note)"
-    )
-    title: str | None = Field(description="that note's title (null: unresolved)")
-    line: int = Field(description="the line of the link in the note that holds it (1-based)")
-    kind: str = Field(description="wiki ([[...]]), embed (![[...]]) or markdown ([text](path.md))")
-    target: str = Field(description="the link's target as written")
-    heading: str | None = Field(description="the heading linked to ([[note#heading]])")
-    block: str | None = Field(description="the block linked to ([[note#^block]])")
-    alias: str | None = Field(description="the text shown ([[note|alias]], or a Markdown link's text)")
+    uri: str | None = Field(description="null: unresolved")
+    # outgoing: the note linked to; backlinks: the note that links here; unresolved: the note as the link names it
+    path: str
+    title: str | None
+    line: int  # of the link, in the note that holds it (1-based)
+    kind: str = Field(description="wiki, embed or markdown")
+    target: str  # as written
+    heading: str | None  # [[note#heading]]
+    block: SkipJsonSchema[str | None]  # [[note#^block]]
+    alias: str | None  # [[note|alias]], or a Markdown link's text
 
 
 class LinksAnswer(Answer):
-    source: NoteRef
-    outgoing: list[LinkItem] = Field(description="the note's links to other notes, in line order")
-    backlinks: list[LinkItem] = Field(description="the links of other notes to this one, by note then line")
-    unresolved: list[LinkItem] = Field(description="the note's links that name no note, in line order")
+    source: Annotated[NoteRef, OBJECT] = Field(description="uri, path, title")
+    outgoing: list[LinkItem]
+    backlinks: list[LinkItem]
+    unresolved: list[LinkItem]
     outgoing_total: int
     backlinks_total: int
-    backlink_notes: int = Field(description="how many other notes link here (get_document's backlinks)")
+    backlink_notes: int
     unresolved_total: int
 
 
@@ -198,7 +197,7 @@ def links_text(answer: LinksAnswer) -> str:
 
 
 class DocumentRef(Answer):
-    uri: str = Field(description="the note's resource URI")
+    uri: str
     path: str
     title: str
     tags: list[str]
@@ -207,7 +206,7 @@ class DocumentRef(Answer):
 
 class DocumentPage(Answer):
     documents: list[DocumentRef]
-    next_cursor: str | None = Field(description="pass it back for the next page; null on the last page")
+    next_cursor: str | None = Field(description="null: the last page")
 
 
 def document_page(response: dict[str, Any]) -> DocumentPage:
@@ -239,20 +238,20 @@ def document_page_text(page: DocumentPage) -> str:
 class FolderTopic(Answer):
     folder: str
     notes: int
-    filter: dict[str, list[str]] = Field(description="the search filter that selects the folder (path_globs)")
+    filter: Annotated[dict[str, list[str]], OBJECT]  # the search filter that selects the folder (path_globs)
 
 
 class TagTopic(Answer):
     tag: str
     notes: int
-    filter: dict[str, list[str]] = Field(description="the search filter that selects the tag (tags_any)")
+    filter: Annotated[dict[str, list[str]], OBJECT]  # the search filter that selects the tag (tags_any)
 
 
 class TopicsAnswer(Answer):
-    notes: int = Field(description="notes in the index")
-    notes_at_top_level: int = Field(description="notes in no folder")
+    notes: int
+    notes_at_top_level: int
     folders: list[FolderTopic]
-    folders_total: int = Field(description="folders counted (the list stops at limit)")
+    folders_total: int  # folders counted (the list stops at limit)
     tags: list[TagTopic]
 
 
@@ -274,16 +273,14 @@ def topics_text(answer: TopicsAnswer) -> str:
 
 class DocumentAnswer(DocumentRef):  # a list_documents entry and the rest of the note
     frontmatter: dict[str, Any]
-    warnings: list[Any] = Field(description="what was cut or could not be read while indexing the note")
-    indexed_at: str | None = Field(description="when the note was last indexed, ISO-8601 UTC")
-    size: int = Field(description="bytes of the file")
-    backlinks: int = Field(0, description="how many other notes link to this one (the links tool lists them)")
-    content: str = Field(
-        description="the note (Markdown), or the text extracted from a document; with heading, "
-        "lines or max_chars only that part"
-    )
-    part: DocumentPart | None = Field(
-        None, description="present with heading, lines or max_chars: the part returned and what was left out"
+    warnings: list[str]  # what was cut or could not be read while indexing the note
+    indexed_at: str | None
+    size: int  # bytes of the file
+    backlinks: int = 0  # how many other notes link to this one (the links tool lists them)
+    content: str
+    # present with heading, lines or max_chars: the part returned and what was left out
+    part: Annotated[DocumentPart | None, OBJECT_OR_NULL] = Field(
+        None, description="lines, chars, total_chars, left_out (lines, chars, headings)"
     )
 
 
@@ -341,7 +338,7 @@ class SkippedFile(Answer):
 
 class NoteWarnings(Answer):
     path: str
-    warnings: list[Any]
+    warnings: list[str]
 
 
 class EmbeddingFailures(Answer):
@@ -353,34 +350,34 @@ class EmbeddingFailures(Answer):
 class FolderStatus(Answer):
     """One notes folder the index holds."""
 
-    name: str = Field(description="its name: the first part of its notes' paths when there are several folders")
-    path: str = Field(description="where it is on disk (on its host's disk, in a shared store)")
-    notes: int = Field(description="its notes in the index")
-    host: str | None = Field(None, description="a shared store: the machine that indexes it")
+    name: str  # the first part of its notes' paths when there are several folders
+    path: str  # where it is on disk (on its host's disk, in a shared store)
+    notes: int
+    host: str | None = None  # a shared store: the machine that indexes it
 
 
 class IndexStatus(Answer):
     """What the index file holds (`groove status` without a running service reads only this)."""
 
-    documents: int = Field(description="notes indexed")
+    # The index_status tool's schema declares what a client reads to know the index is ready; the rest is for a
+    # diagnosis (groove status, and the tool's text content, say it when it matters).
+    documents: int = Field(description="notes")
     chunks: int
-    pending_chunks: int = Field(description="chunks still waiting for a vector (searchable by text only)")
-    vectors: int
-    embeddings_computed: int = Field(description="vectors computed over the index's lifetime")
+    pending_chunks: int = Field(description="not embedded yet")  # searchable by text only
+    vectors: SkipJsonSchema[int]
+    embeddings_computed: SkipJsonSchema[int]  # vectors computed over the index's lifetime
     model: str | None
-    dimension: int
-    schema_version: int
-    index_path: str
-    kb_path: str | None = Field(description="the notes folder (several: `name = path; ...`)")
-    folders: list[FolderStatus] = Field(default_factory=list, description="each notes folder, with its notes")
-    last_indexed_at: str | None = Field(description="ISO-8601 UTC")
-    skipped: list[SkippedFile]
-    warnings: list[NoteWarnings]
-    model_fit: dict[str, Any] | None = Field(description="the notes' CJK share against the model, and a warning")
-    model_switch: dict[str, Any] | None = Field(
-        description="a model switch in progress (from, to, texts done of total)"
-    )
-    last_model_switch: dict[str, Any] | None
+    dimension: SkipJsonSchema[int]
+    schema_version: SkipJsonSchema[int]
+    index_path: SkipJsonSchema[str]
+    kb_path: str | None  # the notes folder (several: `name = path; ...`)
+    folders: Annotated[list[FolderStatus], OBJECTS] = Field(default_factory=list, description="name, path, notes")
+    last_indexed_at: str | None
+    skipped: Annotated[list[SkippedFile], OBJECTS] = Field(description="path, reason")
+    warnings: SkipJsonSchema[list[NoteWarnings]]  # the notes indexed with warnings (the text content names them)
+    model_fit: SkipJsonSchema[dict[str, Any] | None]  # the notes' CJK share against the model, and a warning
+    model_switch: SkipJsonSchema[dict[str, Any] | None]  # a switch in progress (from, to, texts done of total)
+    last_model_switch: SkipJsonSchema[dict[str, Any] | None]
 
     @classmethod
     def of(cls, status: dict[str, Any]) -> IndexStatus:
@@ -399,21 +396,16 @@ class StatusAnswer(IndexStatus):
 
     watcher: str
     healthy: bool
-    tasks: dict[str, TaskState] = Field(description="each daemon task's health (writer, reconcile, watcher, embedding)")
-    last_change_at: str | None = Field(description="ISO-8601 UTC")
-    last_reconcile: dict[str, Any] | None = Field(
-        description="what the last full reconcile did; its `at` is ISO-8601 UTC"
-    )
+    # each daemon task's health (writer, reconcile, watcher, embedding)
+    tasks: Annotated[dict[str, TaskState], OBJECT] = Field(description="state, last_error per task")
+    last_change_at: str | None
+    last_reconcile: SkipJsonSchema[dict[str, Any] | None]  # what the last full reconcile did
     startup_reconcile_done: bool
     reindex_running: bool
     uptime_s: float
-    embedding_failures: EmbeddingFailures | None
-    vectors_in_memory: VectorsInMemory | None = Field(
-        None,
-        description=(
-            "the daemon's in-memory copy of the vectors for exact KNN (vectors, mib); null: sqlite-vec's scan answers"
-        ),
-    )
+    embedding_failures: SkipJsonSchema[EmbeddingFailures | None]
+    # the daemon's in-memory copy of the vectors for exact KNN (null: sqlite-vec's scan answers)
+    vectors_in_memory: SkipJsonSchema[VectorsInMemory | None] = None
 
 
 def status_text(st: StatusAnswer) -> str:

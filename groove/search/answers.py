@@ -15,10 +15,11 @@ docs/mcp.md ("Answers") describes the shapes and the text.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.json_schema import SkipJsonSchema
 
 NOTE_URI_PREFIX = "groove://note/"
 ID_FIELDS = ("chunk_id", "doc_id", "ordinal", "token_count")  # a search hit's internal bookkeeping
@@ -36,111 +37,102 @@ class Answer(BaseModel):
 # --- search ---------------------------------------------------------------------------------------
 
 
+# These models are the MCP tools' output schemas (groove/serve/mcp/tools.py `lean_schema`), which every conversation
+# pays for in characters (docs/mcp.md, "What the tool definitions cost"). So a schema declares an answer's fields and
+# the fields of its main list's items, each with its type; a detail object (a search's budget, a note's part, ...) is
+# declared an object whose description names its keys (OBJECT...); a field only a diagnosis reads is left out of the
+# schema (SkipJsonSchema); and a field has a description only when its name does not say enough. The answers carry
+# every field all the same (the schemas allow more), and docs/mcp.md "Answers" lists them all.
+OBJECT = WithJsonSchema({"type": "object"})
+OBJECT_OR_NULL = WithJsonSchema({"anyOf": [{"type": "object"}, {"type": "null"}]})
+OBJECTS = WithJsonSchema({"type": "array", "items": {"type": "object"}})
+
+
 class SearchHit(Answer):
-    uri: str = Field(description="the note's resource URI (resources/read opens the whole note)")
-    path: str = Field(description="the note's path relative to the notes folder: cite it")
+    uri: str  # the note's resource (resources/read opens the whole note)
+    path: str
     title: str
-    heading: str = Field(description="the heading of the passage's section ('' before the first heading)")
-    level: int = Field(description="that heading's level (0: none)")
-    context: str = Field(description="the heading path, 'Title > Section > Subsection'")
-    content: str = Field(description="the passage")
+    heading: str
+    level: SkipJsonSchema[int]  # the heading's level (0: none)
+    context: str = Field(description="heading path")
+    content: str
     tags: list[str]
-    date: str | None = Field(description="the note's frontmatter date")
-    start_line: int = Field(description="first line of the passage in the note (1-based)")
+    date: str | None
+    start_line: int
     end_line: int
-    score: float = Field(description="the fused (or reranked) score; higher is better, comparable within one answer")
-    position: dict[str, Any] | None = Field(
-        description=(
-            "where the passage sits in a PDF (page), PowerPoint (slide) or Excel file (sheet, rows); null for notes"
-        )
-    )
-    fts_rank: int | None = Field(description="rank in the full-text leg (null: not returned by it)")
-    vec_rank: int | None = Field(description="rank in the vector leg (null: not returned by it)")
-    expanded_from: dict[str, Any] | None = Field(
-        description="set when the parent retriever merged the passage's section or note into content"
-    )
-    match_spans: list[list[int]] = Field(
-        description="UTF-8 byte offsets [start, end) of the query's matches in content"
-    )
-    chunk_id: int | None = Field(None, description="internal: the chunk's id (only with include_ids)")
-    doc_id: int | None = Field(None, description="internal: the note's id (only with include_ids)")
-    ordinal: int | None = Field(None, description="internal: the chunk's place in its note (only with include_ids)")
-    token_count: int | None = Field(None, description="internal: the chunk's tokens (only with include_ids)")
-    trimmed_chars: int | None = Field(
-        None,
-        description="with max_chars: characters cut from the end of this passage to fit the budget (cut at a "
-        "sentence end; end_line is where the kept text ends); absent when the passage is whole",
-    )
+    score: float
+    position: dict[str, Any] | None = Field(description="page, slide or sheet rows")
+    fts_rank: SkipJsonSchema[int | None]  # rank in the full-text leg (null: not returned by it)
+    vec_rank: SkipJsonSchema[int | None]  # rank in the vector leg
+    expanded_from: SkipJsonSchema[dict[str, Any] | None]  # set when the parent retriever merged its section in
+    match_spans: list[list[int]] = Field(description="UTF-8 byte ranges")  # [start, end) of the query's matches
+    # internal ids, only with include_ids
+    chunk_id: SkipJsonSchema[int | None] = None
+    doc_id: SkipJsonSchema[int | None] = None
+    ordinal: SkipJsonSchema[int | None] = None
+    token_count: SkipJsonSchema[int | None] = None
+    # with max_chars: characters cut from the end of this passage (at a sentence end; end_line is where the kept
+    # text ends); absent when the passage is whole
+    trimmed_chars: int | None = Field(None, description="cut to fit max_chars")
 
 
 class OmittedPassage(Answer):
     path: str
-    context: str = Field(description="the passage's heading path")
+    context: str  # the passage's heading path
     start_line: int
     end_line: int
-    chars: int = Field(description="the passage's characters")
+    chars: int
 
 
 class SearchBudget(Answer):
     """How a search answer was fitted to its `max_chars` (set only when max_chars was given)."""
 
-    max_chars: int = Field(description="the budget asked for: characters of passage text in the whole answer")
-    used_chars: int = Field(description="characters of passage text returned")
-    trimmed_passages: int = Field(description="passages cut at a sentence end to fit")
-    trimmed_chars: int = Field(description="characters cut from those passages")
-    omitted_passages: int = Field(description="results left out: no room was left for them")
-    omitted_chars: int = Field(description="their characters")
-    omitted: list[OmittedPassage] = Field(
-        description="the results left out, best first: read one with get_document (path and heading, or lines)"
-    )
+    max_chars: int  # the budget asked for: characters of passage text in the whole answer
+    used_chars: int
+    trimmed_passages: int  # passages cut at a sentence end to fit
+    trimmed_chars: int
+    omitted_passages: int  # results left out: no room was left for them
+    omitted_chars: int
+    omitted: list[OmittedPassage]  # best first: read one with get_document (path and heading, or lines)
 
 
 class FilterPart(Answer):
     """One part of a search's filter that matches no note on its own."""
 
-    filter: str = Field(description="which filter: path_globs, tags_any, tags_all, date, or fields.KEY")
-    value: Any = Field(description="its value as applied")
-    notes: int = Field(description="the notes it matches on its own (0)")
-    did_you_mean: list[str] = Field(default_factory=list, description="existing values spelled close to it")
+    filter: str  # path_globs, tags_any, tags_all, date, or fields.KEY
+    value: Any  # as applied
+    notes: int  # the notes it matches on its own (0)
+    did_you_mean: list[str] = Field(default_factory=list)  # existing values spelled close to it
 
 
 class FilterMiss(Answer):
     """A filter that left no note to search."""
 
-    message: str = Field(description="one line: which part matched nothing, and what exists near it")
-    parts: list[FilterPart] = Field(description="the parts that match no note alone (empty: only their combination)")
+    message: str  # one line: which part matched nothing, and what exists near it
+    parts: list[FilterPart]  # the parts that match no note alone (empty: only their combination)
 
 
 class SearchAnswer(Answer):
     results: list[SearchHit]
-    low_confidence: bool = Field(
-        description="true when no note stands out from the next: the top result leads the best result of another "
-        "note by a small margin, so another note may as well be the one meant (ambiguous; says nothing "
-        "about whether the notes answer the query: see off_topic)"
+    # true when no note stands out from the next: the top result leads the best result of another note by a small
+    # margin (ambiguous; says nothing about whether the notes answer the query: see off_topic)
+    low_confidence: bool = Field(description="no note stands out")
+    # true when the best results are no closer in meaning than this index's notes are to questions they do not
+    # answer, and full text finds little of the query in them; the results are still returned
+    off_topic: bool = Field(False, description="the notes most likely do not answer")
+    filter_applied: dict[str, Any] | None
+    # present when the filters left no note: nothing was searched, so off_topic is false
+    filter_matched_nothing: Annotated[FilterMiss | None, OBJECT_OR_NULL] = Field(
+        None, description="filters left no note: message, parts"
     )
-    off_topic: bool = Field(
-        False,
-        description="true when the notes most likely do not answer the query: the best results are no closer "
-        "in meaning than this index's notes are to questions they do not answer, and full text "
-        "finds little of the query in them. The results are still returned (the flag informs, "
-        "it does not hide); do not present them as the answer",
+    pending_chunks: int = Field(description="not embedded yet")  # findable by words only, not yet by meaning
+    vectors_degraded: bool = Field(description="full text only")  # the query could not be embedded
+    startup_reconcile_done: bool = True  # false while the folder is still being scanned after a start
+    warnings: list[str] | None = None  # present when an argument was ignored or adjusted
+    explain: SkipJsonSchema[dict[str, Any] | None] = None  # present with explain: how the query was compiled, timings
+    budget: Annotated[SearchBudget | None, OBJECT_OR_NULL] = Field(
+        None, description="used_chars, omitted (path, context, start_line, end_line)"
     )
-    filter_applied: dict[str, Any] | None = Field(description="the filters as applied (normalised), null without")
-    filter_matched_nothing: FilterMiss | None = Field(
-        None,
-        description="present when the filters left no note to search: nothing was searched, so this says nothing "
-        "about whether the notes cover the query (off_topic is false); fix or drop the filter part it names",
-    )
-    pending_chunks: int = Field(description="passages still waiting for their embedding (findable by words only)")
-    vectors_degraded: bool = Field(description="true when the query could not be embedded: full text alone")
-    startup_reconcile_done: bool = Field(
-        True, description="false while the folder is still being scanned after a start (a one-shot command: true)"
-    )
-    warnings: list[str] | None = Field(None, description="present when an argument was ignored or adjusted")
-    explain: dict[str, Any] | None = Field(
-        None, description="present with explain: how the query was compiled, timings"
-    )
-    budget: SearchBudget | None = Field(None, description="present with max_chars: what the budget cut or left out")
 
     def for_client(self, *, include_ids: bool = False) -> SearchAnswer:
         """What a client sees: the hits without their internal ids unless it asks for them (fields left

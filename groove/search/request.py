@@ -44,26 +44,16 @@ class FilterArgs(BaseModel):
         None,
         max_length=MAX_PATH_GLOBS,
         description=(
-            "Only notes whose path matches (gitignore-style globs; a leading ! excludes; with several notes "
-            "folders a path starts with its folder's name: work/**). "
-            f"At most {MAX_PATH_GLOBS} globs, each at most {MAX_GLOB_CHARS} characters with at most "
+            f"Gitignore globs of note paths (work/**; !x excludes), each at most {MAX_GLOB_CHARS} characters and "
             f"{MAX_GLOB_STARS} '*'."
         ),
     )
-    tags_any: list[str] | None = Field(
-        None, max_length=MAX_FILTER_ITEMS, description="Only notes with at least one of these tags."
-    )
-    tags_all: list[str] | None = Field(
-        None, max_length=MAX_FILTER_ITEMS, description="Only notes with all of these tags."
-    )
-    date_from: str | None = Field(
-        None, description="Only notes whose frontmatter date is on or after this ISO date (YYYY-MM-DD)."
-    )
-    date_to: str | None = Field(
-        None, description="Only notes whose frontmatter date is on or before this ISO date (YYYY-MM-DD)."
-    )
+    tags_any: list[str] | None = Field(None, max_length=MAX_FILTER_ITEMS, description="Notes with any of these tags.")
+    tags_all: list[str] | None = Field(None, max_length=MAX_FILTER_ITEMS, description="Notes with all of these tags.")
+    date_from: str | None = Field(None, description="Frontmatter date from, YYYY-MM-DD.")
+    date_to: str | None = Field(None, description="Frontmatter date to, YYYY-MM-DD.")
     fields: dict[str, Any] | None = Field(
-        None, max_length=MAX_FILTER_ITEMS, description="Only notes whose frontmatter has these key = value pairs."
+        None, max_length=MAX_FILTER_ITEMS, description="Frontmatter key: value pairs, all matching."
     )
 
     def compile(self) -> Filters:
@@ -86,60 +76,40 @@ class SearchRequest(BaseModel):
 
     query: str = Field(
         strict=True,
-        description=(
-            'What to look for: words, a question, "a quoted phrase" matched verbatim, -word to exclude '
-            "notes containing it. At most 1 KiB."
-        ),
+        description='Words or a question; "a phrase" verbatim; -word excludes.',
     )
-    limit: int = Field(10, strict=True, ge=1, le=MAX_LIMIT, description="How many passages to return.")
+    limit: int = Field(10, strict=True, ge=1, le=MAX_LIMIT, description="Passages to return.")
     retriever: Retriever = Field(
         "hybrid",
-        description=("hybrid fuses full-text and vector search (best in general); fts or vector use one half alone."),
+        description="hybrid (best), or fts or vector alone.",
     )
-    rerank: bool | None = Field(
-        None, strict=True, description=("Rerank with the configured cross-encoder (default: server setting).")
-    )
-    mmr: bool | None = Field(None, strict=True, description="Diversify results with MMR (default: server setting).")
-    mmr_lambda: float | None = Field(
-        None, ge=0.0, le=1.0, description=("MMR relevance weight, 0..1 (1 = relevance only).")
-    )
-    mmr_same_doc_penalty: float | None = Field(
-        None, ge=0, description=("MMR extra penalty for passages of an already chosen note.")
-    )
+    rerank: bool | None = Field(None, strict=True, description="Rerank (default: the server's).")
+    mmr: bool | None = Field(None, strict=True, description="MMR diversity (default: the server's).")
+    mmr_lambda: float | None = Field(None, ge=0.0, le=1.0, description="MMR: 1 is relevance only.")
+    mmr_same_doc_penalty: float | None = Field(None, ge=0, description="MMR: same-note penalty.")
     parent_retriever: bool | None = Field(
-        None, strict=True, description=("Expand small hits to their whole section or note (default: server setting).")
+        None, strict=True, description="Expand hits to section or note (default: the server's)."
     )
     filters: FilterArgs = Field(default_factory=FilterArgs, description="Which notes may be returned.")
-    explain: bool = Field(
-        False, strict=True, description=("Add how the query was compiled, candidate counts and timings.")
-    )
+    explain: bool = Field(False, strict=True, description="Add query compilation and timings.")
     max_chars: int | None = Field(
         None,
         strict=True,
         ge=MIN_BUDGET_CHARS,
         le=MAX_SEARCH_CHARS,
-        description=(
-            "A budget for the whole answer, in characters of passage text: the passages fill it best first, a "
-            "passage that does not fit whole is cut at a sentence end (。！？.!? or a line end), never inside a "
-            "word, and the ones left over are listed by path and lines in `budget`. Use it when the context is "
-            "tight or for many results (e.g. 4000); omit it for whole passages."
-        ),
+        description="Characters of passages in all (e.g. 4000), cut at a sentence end.",
     )
     min_quality: float | None = Field(
         None,
         strict=True,
         ge=0.0,
         le=1.0,
-        description=(
-            "Hide passages whose quality score is under this, 0..1 (the score is low for very short text, "
-            "placeholders like TODO or 詳細は後述, headings or links only, and a template pasted into many notes); "
-            "default: the server's [quality_filter] threshold, 0.3. 0 hides nothing."
-        ),
+        description="Hide passages under this quality (default 0.3).",
     )
     include_low_quality: bool = Field(
         False,
         strict=True,
-        description=("Return low-quality passages too (stubs, headings or links only, templates): no quality filter."),
+        description="Show low-quality passages too.",
     )
 
     _compiled: Filters = PrivateAttr(default_factory=Filters)
@@ -209,14 +179,14 @@ class LineRange(BaseModel):
         strict=True,
         ge=1,
         le=MAX_LINE,
-        description=("The first line, 1-based, as a search hit's start_line gives it (frontmatter lines count)."),
+        description="First line.",
     )
     count: int | None = Field(
         None,
         strict=True,
         ge=1,
         le=MAX_LINE,
-        description=("How many lines from there (default: to the end of the note)."),
+        description="Lines (default: to the end).",
     )
 
     @property
@@ -235,28 +205,18 @@ class DocumentRequest(BaseModel):
         None,
         strict=True,
         max_length=MAX_HEADING_CHARS,
-        description=(
-            "Only this section (with its subsections): a heading path as a search hit's context gives it "
-            "('Title > Parent > Heading'), the path below the title ('Parent > Heading'), or the heading alone "
-            "when it is unique in the note. A heading that is not in the note is an error naming the ones that are."
-        ),
+        description="Only this section: a hit's context, or a unique heading.",
     )
     lines: LineRange | None = Field(
         None,
-        description=(
-            'Only these lines: {"from": N, "count": M}, numbered as search hits number them (start_line, '
-            "end_line). Give heading or lines, not both."
-        ),
+        description="Only these lines (not with heading).",
     )
     max_chars: int | None = Field(
         None,
         strict=True,
         ge=MIN_BUDGET_CHARS,
         le=MAX_DOCUMENT_CHARS,
-        description=(
-            "At most this many characters of content: cut at a sentence end (。！？.!? or a line end), never inside a "
-            "word; the answer's `part` says what was left out (characters, line ranges and the headings in them)."
-        ),
+        description="Cap on content characters.",
     )
 
     def __init__(self, **data: Any):

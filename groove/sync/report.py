@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 if TYPE_CHECKING:  # the command line imports iso_time; the indexer brings numpy and the parsers
     from groove.sync.indexer import ReconcileStats
@@ -56,39 +57,31 @@ class IndexReport(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kb_path: str = Field(description="the notes folder")
-    index_path: str = Field(description="the SQLite index file")
-    added: int = Field(description="notes new to the index")
-    changed: int = Field(description="notes whose text changed")
-    renamed: int = Field(description="notes moved or renamed (nothing re-embedded)")
-    deleted: int = Field(description="notes gone from the folder")
-    unchanged: int = Field(description="notes left as they were")
-    skipped: int = Field(description="files that could not be indexed (groove status lists why)")
-    files_read: int = Field(description="files read from disk (an unchanged file is not read)")
-    chunks_written: int = Field(description="chunks written by this reconcile")
-    chunks_embedded: int = Field(description="chunks embedded by this call (the daemon embeds in the background: 0)")
-    pending_chunks: int = Field(description="chunks still waiting for a vector (searchable by text only)")
-    embeddings_computed: int = Field(description="vectors computed over the index's lifetime")
-    vectors_collected: int = Field(description="vectors no chunk used any more, dropped")
-    seconds: float = Field(description="how long the call took")
-    finished_at: str = Field(description="when it finished, ISO-8601 UTC")
-    model_switch: FinishedSwitch | None = Field(
-        None, description="the model switch this call finished (from, to, vectors), else null"
-    )
-    full_text_merged: bool = Field(
-        False,
-        description="the full-text tables were merged after a large write (groove index; faster full-text queries)",
-    )
-    skipped_files: list[dict] = Field(default_factory=list, description="each file skipped, with its reason")
-    note_warnings: list[dict] = Field(
-        default_factory=list, description="each note indexed with a warning (what was cut)"
-    )
-    kept_unreadable: list[dict] = Field(
-        default_factory=list, description="notes kept under a folder that cannot be read now"
-    )
-    linked_dirs: list[dict] = Field(
-        default_factory=list, description="symlinked folders, not followed by design (groove status lists them)"
-    )
+    # This model is the MCP reindex tool's output schema, which every conversation pays for in characters: it
+    # declares what a client reads of a rescan (descriptions only where a name does not say it); the rest, for a
+    # diagnosis, is in the answer but not in the schema (SkipJsonSchema; groove/search/answers.py says why).
+    kb_path: SkipJsonSchema[str]  # the notes folder
+    index_path: SkipJsonSchema[str]  # the index file
+    added: int
+    changed: int  # notes whose text changed
+    renamed: int  # notes moved or renamed (nothing re-embedded)
+    deleted: int
+    unchanged: int
+    skipped: int = Field(description="files not indexed")  # groove status lists why
+    files_read: SkipJsonSchema[int]  # files read from disk (an unchanged file is not read)
+    chunks_written: int
+    chunks_embedded: SkipJsonSchema[int]  # embedded by this call (the daemon embeds in the background: 0)
+    pending_chunks: int = Field(description="not embedded yet")  # searchable by text only
+    embeddings_computed: SkipJsonSchema[int]  # vectors computed over the index's lifetime
+    vectors_collected: SkipJsonSchema[int]  # vectors no chunk used any more, dropped
+    seconds: float
+    finished_at: str
+    model_switch: SkipJsonSchema[FinishedSwitch | None] = None  # the model switch this call finished, else null
+    full_text_merged: SkipJsonSchema[bool] = False  # the full-text tables were merged after a large write
+    skipped_files: list[dict] = Field(default_factory=list)  # each file skipped, with its reason
+    note_warnings: SkipJsonSchema[list[dict]] = Field(default_factory=list)  # each note indexed with a warning
+    kept_unreadable: SkipJsonSchema[list[dict]] = Field(default_factory=list)  # under a folder unreadable now
+    linked_dirs: SkipJsonSchema[list[dict]] = Field(default_factory=list)  # symlinked folders, not followed
 
 
 def index_report(

@@ -55,7 +55,7 @@ from groove.serve.mcp.paths import TOPIC_KINDS, TOPICS_URI_PREFIX, check_note_pa
 from groove.serve.mcp.prompts import PROMPTS, register_prompts
 from groove.serve.mcp.resources import register_resources
 from groove.serve.mcp.sdk import events_of
-from groove.serve.mcp.tools import register_tools, tool_result
+from groove.serve.mcp.tools import tool_result, tools_for
 
 log = get_logger(__name__)
 
@@ -114,6 +114,8 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
     the note resources (`resources.py`) and their change notifications (`events.py`), the prompts
     (`prompts.py`), completion and logging/setLevel. Every part calls the service API (groove.api.service)."""
     bus = InMemorySubscriptionBus()
+    service = daemon.service
+    guard = ToolCallGuard(limits or HTTPSettings())
     server: MCPServer = MCPServer(
         "groove",
         title="groove: search your notes",
@@ -122,13 +124,11 @@ def build_server(daemon: Daemon, limits: HTTPSettings | None = None) -> MCPServe
         subscriptions=bus,
         log_level="WARNING",
         warn_on_duplicate_tools=False,
+        tools=tools_for(service, guard),
     )
-    service = daemon.service
     events = NoteEvents(bus)
     sdk.attach_events(server, events)
     daemon.listeners.append(events.on_change)
-    guard = ToolCallGuard(limits or HTTPSettings())
-    register_tools(server, service, guard)
     register_resources(server, service, events)
     server.middleware.append(events.track)
     server.middleware.append(guard)

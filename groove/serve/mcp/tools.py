@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, WithJsonSchema
@@ -97,12 +98,7 @@ def _search_signature() -> inspect.Signature:
             default=False,
             annotation=Annotated[
                 bool,
-                Field(
-                    description=(
-                        "Add each hit's internal ids (chunk_id, doc_id, ordinal, token_count), e.g. to line hits up "
-                        "with explain or a debugging session; off by default."
-                    )
-                ),
+                Field(description="Add internal ids to each hit."),
             ],
         )
     )
@@ -111,19 +107,117 @@ def _search_signature() -> inspect.Signature:
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
+# Keywords whose value is one schema, a list of schemas, or a map of names to schemas (the names are kept as given).
+_ONE_SCHEMA = ("items", "additionalProperties", "not", "contains", "propertyNames")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_MAPS = ("properties", "$defs", "patternProperties")
+_NULL = {"type": "null"}
+_DEFS = "#/$defs/"
+
+
+def lean_schema(schema: dict[str, Any], *, output: bool) -> dict[str, Any]:
+    """A tool's input or output schema as clients get it: what pydantic generates, less what costs every
+    conversation characters and tells a model nothing (docs/mcp.md, "What the tool definitions cost"):
+
+    - no `title` (pydantic's "Max Chars" for max_chars), no model docstring (the field holding the model says
+      what it is), no `additionalProperties: true` and no `items: {}` (both the default; `{}` is also what the
+      Inspector's strict mode flags as an untyped schema);
+    - a definition used once is written where it is used, not in `$defs` behind a `$ref`;
+    - an optional input argument has no `null` branch, and no `default` of null or false (a model leaves it out;
+      the tool still takes null); an output field that may be null keeps its `anyOf` with `{"type": "null"}` (a `type`
+      array would be shorter, and is what the Inspector flags as unportable), and no default (an answer
+      carries every field its schema requires).
+
+    The schema accepts the same answers and arguments as before (tests/test_mcp_answers.py validates each
+    tool's structured content against its own)."""
+    lean = _lean(schema, output=output)
+    defs = lean.pop("$defs", {})
+    uses = Counter(_refs([lean, defs]))
+    once = {name for name in defs if uses[name] == 1}
+    lean = _inline(lean, defs, once)
+    kept = {name: _inline(sub, defs, once) for name, sub in defs.items() if name not in once}
+    return {**lean, "$defs": kept} if kept else lean
+
+
+def _lean(node: Any, *, output: bool) -> Any:
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _lean(sub, output=output) for name, sub in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_lean(sub, output=output) for sub in value]
+        elif key in _ONE_SCHEMA:
+            out[key] = _lean(value, output=output)
+        else:
+            out[key] = value
+    if out.get("additionalProperties") is True:
+        del out["additionalProperties"]
+    if out.get("items") == {}:
+        del out["items"]
+    if out.get("type") == "object" and isinstance(out.get("properties"), dict):
+        out.pop("description", None)  # a model's docstring
+    branches = out.get("anyOf")
+    if not output and isinstance(branches, list) and len(branches) == 2 and _NULL in branches:
+        (kept,) = [b for b in branches if b != _NULL]
+        del out["anyOf"]
+        out = {**kept, **out}
+    default = out.get("default", ...)
+    if output or default is None or default is False:
+        out.pop("default", None)
+    return out
+
+
+def _refs(node: Any) -> Iterator[str]:
+    """The names of the definitions `node` refers to, once per reference."""
+    if isinstance(node, list):
+        for sub in node:
+            yield from _refs(sub)
+    elif isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_DEFS):
+            yield ref.removeprefix(_DEFS)
+        for value in node.values():
+            yield from _refs(value)
+
+
+def _inline(node: Any, defs: dict[str, Any], once: set[str]) -> Any:
+    """`node` with each `$ref` to a definition in `once` replaced by the definition (its siblings kept)."""
+    if isinstance(node, list):
+        return [_inline(sub, defs, once) for sub in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_DEFS) and ref.removeprefix(_DEFS) in once:
+        siblings = {k: v for k, v in node.items() if k != "$ref"}
+        return _inline({**defs[ref.removeprefix(_DEFS)], **siblings}, defs, once)
+    return {key: _inline(value, defs, once) for key, value in node.items()}
+
+
 # get_document's arguments are described once, on the request model (groove/search/request.py).
 _DOC_FIELDS = {name: field.description or "" for name, field in DocumentRequest.model_fields.items()}
 
 
-def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) -> None:
-    """The tools on `server`, each with its argument model on `guard`."""
+def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
+    """The tools of the service (for `MCPServer(tools=...)`), each with its argument model on `guard` and its
+    schemas made lean (`lean_schema`)."""
+    tools: list[Tool] = []
 
     def tool(**kwargs: Any):
-        """@server.tool with the docstring dedented into the description clients show."""
+        """The SDK's tool for `fn`: its docstring dedented into the description clients show, its schemas lean.
+        (The SDK reads `fn_metadata.output_schema` live; `Tool.output_schema` is first read when listed.)"""
 
         def register(fn):
-            wrapped = _groove_errors_as_tool_errors(fn)
-            server.add_tool(wrapped, description=inspect.cleandoc(fn.__doc__ or ""), **kwargs)
+            made = Tool.from_function(
+                _groove_errors_as_tool_errors(fn), description=inspect.cleandoc(fn.__doc__ or ""), **kwargs
+            )
+            made.parameters = lean_schema(made.parameters, output=False)
+            if made.fn_metadata.output_schema is not None:
+                made.fn_metadata.output_schema = lean_schema(made.fn_metadata.output_schema, output=True)
+            tools.append(made)
             guard.add(fn.__name__, fn)
             return fn
 
@@ -133,34 +227,14 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
     # arguments gets an answer, not an invalid-params error for search's required query.
     @tool(title="Index status", annotations=READ_ONLY)
     async def index_status() -> Annotated[CallToolResult, StatusAnswer]:
-        """What is indexed: notes, chunks, chunks still waiting for a vector (pending_chunks), the model,
-        skipped files with reasons, the watcher's state and the last reconcile (times in ISO-8601 UTC)."""
+        """What is indexed and pending, the model, skipped files, the watcher's state."""
         return tool_result(await service.status(), answers.status_text)
 
     async def search(**arguments: Any) -> Annotated[CallToolResult, SearchAnswer]:
-        """Find the passages of the notes that best answer a query (hybrid full-text + semantic search).
-
-        Returns results (uri: the note's resource, path, title, heading context, tags, score, start/end lines,
-        content, match spans, and position: the page, slide or sheet rows for a hit in a PDF, PowerPoint or Excel
-        file), off_topic (true when the notes most likely do not answer the query: the results are only the nearest
-        passages; tell the user the notes do not cover it rather than answering from them, and do not present them as
-        the answer; false is no promise: a question close to a note, about a detail it never wrote down, is often not
-        flagged, so use a passage only when it states the answer), low_confidence (true when no note stands out from
-        the next: several notes may be meant; read or compare the top few before choosing), filter_applied,
-        filter_matched_nothing (present when the filters left no note: nothing was searched, so fix the filter part it
-        names, not a sign the notes are silent),
-        pending_chunks (passages still waiting for their embedding: a note saved moments ago may be found by its words
-        but not yet by meaning), vectors_degraded (true when the query could not be embedded, so the results come from
-        full text alone) and startup_reconcile_done (false while the folder is still being scanned after a start). The
-        text content is one block per hit: rank, path and heading, score, line range, the passage.
-
-        When the context is tight, or many results are wanted, pass max_chars (e.g. 4000): the passages fill that
-        many characters best first, a passage that does not fit is cut at a sentence end (its trimmed_chars says
-        how much), and budget lists what was left out; then read more of a hit with get_document (path and
-        heading, or lines from its start_line).
-
-        Low-quality passages (a heading over TODO or 詳細は後述, headings or links only, a template pasted into many
-        notes) are left out; pass include_low_quality: true to see them too (e.g. when looking for stubs)."""
+        """Find the passages of the notes that best answer a query (full-text and semantic), to cite by path.
+        off_topic (true when the notes most likely do not answer the query): say so, do not answer from the
+        results; false is no promise: use a passage only when it states the answer. With max_chars, read on
+        with get_document."""
         include_ids = arguments.pop("include_ids", False)
         answer = await service.search(SearchRequest.from_arguments(arguments))
         return tool_result(answer.for_client(include_ids=include_ids), search_text)
@@ -168,15 +242,11 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
     search.__signature__ = _search_signature()  # type: ignore[attr-defined]  # the SDK reads the tool's parameters here
     tool(title="Search the notes", annotations=READ_ONLY)(search)
 
-    @tool(title="Read a note, or the part that matters", annotations=READ_ONLY)
+    @tool(title="Read a note", annotations=READ_ONLY)
     async def get_document(
         path: Annotated[
             str,
-            Field(
-                description=(
-                    "The note's path relative to the notes folder, exactly as search or list_documents returned it."
-                )
-            ),
+            Field(description="As search returned it."),
         ],
         heading: Annotated[str | None, Field(description=_DOC_FIELDS["heading"], max_length=MAX_HEADING_CHARS)] = None,
         lines: Annotated[LineRange | None, Field(description=_DOC_FIELDS["lines"])] = None,
@@ -184,15 +254,8 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
             int | None, bounded(ge=MIN_BUDGET_CHARS, le=MAX_DOCUMENT_CHARS, description=_DOC_FIELDS["max_chars"])
         ] = None,
     ) -> Annotated[CallToolResult, DocumentAnswer]:
-        """Return one note: uri, path, title, tags, date, frontmatter, warnings, size and content (Markdown, or the
-        text extracted from a PDF, Word, PowerPoint or Excel file). The text content is the note under a short
-        header.
-
-        To read only what matters, pass heading (a search hit's context, e.g. "Title > Setup > Install") for that
-        section with its subsections, or lines ({"from": hit.start_line, "count": 40}) to read on around a hit;
-        and max_chars to cap a long note (content is then cut at a sentence end). With any of them the answer's
-        part says which lines it holds and what was left out (characters, line ranges and the headings in them,
-        to ask for next). A heading the note does not have is an error that names the headings it has."""
+        """Read a note (or a PDF, Word, PowerPoint or Excel file's text); for the part that matters, pass heading
+        (a hit's context) or lines, and max_chars."""
         try:
             req = DocumentRequest(
                 path=check_note_path(path, lenient=True), heading=heading, lines=lines, max_chars=max_chars
@@ -206,111 +269,73 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
 
     @tool(title="List the notes", annotations=READ_ONLY)
     async def list_documents(
-        cursor: Annotated[
-            str | None, Field(description="next_cursor from the previous page; omit for the first page.")
-        ] = None,
+        cursor: Annotated[str | None, Field(description="The previous page's next_cursor.")] = None,
         limit: Annotated[int, bounded(ge=1, le=MAX_PAGE, description="Notes per page.")] = 50,
         folder: Annotated[
             str | None,
             Field(
-                description="Only notes inside this folder (relative path, e.g. projects/2024).",
+                description="Only this folder's notes.",
                 max_length=MAX_QUERY_BYTES,
             ),
         ] = None,
         tags: Annotated[
             list[str] | None,
-            Field(description="Only notes with at least one of these tags.", max_length=MAX_FILTER_ITEMS),
+            Field(description="Notes with any of these tags.", max_length=MAX_FILTER_ITEMS),
         ] = None,
     ) -> Annotated[CallToolResult, DocumentPage]:
-        """Page through the indexed notes in path order: documents (uri, path, title, tags, date) and next_cursor
-        (null on the last page)."""
+        """Page through the indexed notes in path order."""
         if folder and folder.rstrip("/"):
             check_note_path(folder.rstrip("/"), name="folder")
         page = await service.list_documents(ListRequest(cursor=cursor, limit=limit, folder=folder, tags=tags))
         return tool_result(page, answers.document_page_text)
 
-    @tool(title="Folders and tags of the notes", annotations=READ_ONLY)
+    @tool(title="Folders and tags", annotations=READ_ONLY)
     async def topics(
-        depth: Annotated[
-            int, bounded(ge=1, le=6, description="Folder levels to count (1: top-level folders only).")
-        ] = 2,
-        limit: Annotated[
-            int, bounded(ge=1, le=MAX_PAGE, description="At most this many folders and this many tags.")
-        ] = 100,
+        depth: Annotated[int, bounded(ge=1, le=6, description="Folder levels (1: top only).")] = 2,
+        limit: Annotated[int, bounded(ge=1, le=MAX_PAGE, description="Folders and tags, at most.")] = 100,
     ) -> Annotated[CallToolResult, TopicsAnswer]:
-        """The vault at a glance: its folders and tags with how many notes each holds, most first, each with
-        the search filter that selects it (`path_globs` for a folder, `tags_any` for a tag): pass that filter
-        to `search` to stay inside one topic. Also a resource: groove://topics/all (or /folders, /tags)."""
+        """Folders and tags with their note counts, most first, each with the search filter selecting it."""
         return tool_result(await service.topics(TopicsRequest(depth=depth, limit=limit)), answers.topics_text)
 
     # A search node of a shared store has no notes folder to rescan (each folder's own groove does): not listed.
     if getattr(service, "indexes_notes", True):
 
         @tool(
-            title="Rescan the notes folder",
+            title="Rescan the notes",
             annotations=ToolAnnotations(
                 read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
             ),
         )
         async def reindex() -> Annotated[CallToolResult, IndexReport]:
-            """Reconcile the whole notes folder with the index now and return what changed (the shape `groove index
-            --format json` prints). Rarely needed (the folder is watched); one at a time. Embeddings of new text
-            follow in the background (pending_chunks)."""
+            """Rescan the notes folder now; rarely needed (it is watched)."""
+            # One at a time; answers what `groove index --format json` prints; new text is embedded afterwards.
             return tool_result(await service.reindex(), answers.reindex_text)
 
-    @tool(title="Notes related to a note", annotations=READ_ONLY)
+    @tool(title="Related notes", annotations=READ_ONLY)
     async def related(
-        path: Annotated[
-            str, Field(description="The note to start from, as search or list_documents returned its path.")
-        ],
-        limit: Annotated[int, bounded(ge=1, le=MAX_LIMIT, description="How many related notes to return.")] = 10,
-        depth: Annotated[
-            int, bounded(ge=1, le=MAX_DEPTH, description="How many hops to walk from the note (1 = its nearest notes).")
-        ] = 1,
-        fan_out: Annotated[
-            int, bounded(ge=1, le=MAX_FAN_OUT, description="Nearest unseen notes each note expands to per hop.")
-        ] = 5,
+        path: Annotated[str, Field(description="As search returned it.")],
+        limit: Annotated[int, bounded(ge=1, le=MAX_LIMIT, description="Notes to return.")] = 10,
+        depth: Annotated[int, bounded(ge=1, le=MAX_DEPTH, description="Hops from the note.")] = 1,
+        fan_out: Annotated[int, bounded(ge=1, le=MAX_FAN_OUT, description="Notes per note per hop.")] = 5,
         by: Annotated[
             Literal["meaning", "links", "both"],
-            Field(
-                description=(
-                    "What relates notes: meaning (nearest in meaning, the default), links (the notes it links to and "
-                    "the notes linking to it, both ways) or both."
-                )
-            ),
+            Field(description="Meaning, links (either way) or both."),
         ] = "meaning",
         min_similarity: Annotated[
             float | None,
-            bounded(
-                ge=-1,
-                le=1,
-                description=(
-                    "Leave out notes less similar than this (cosine, -1..1); a linked note is kept whatever its "
-                    "similarity."
-                ),
-            ),
+            bounded(ge=-1, le=1, description="Cosine floor (linked notes are kept)."),
         ] = None,
         exclude_paths: Annotated[
             list[str] | None,
-            Field(
-                description=(
-                    'Leave these notes out of the walk: gitignore-style globs, e.g. ["daily/**", "templates/**"].'
-                ),
-                max_length=MAX_PATH_GLOBS,
-            ),
+            Field(description="Globs of notes to skip (daily/**).", max_length=MAX_PATH_GLOBS),
         ] = None,
         filters: Annotated[
             FilterArgs | None,
-            Field(description=("Only notes that pass these filters are walked and returned (the filters of search).")),
+            WithJsonSchema({"type": "object"}),  # search's filters: its input schema describes each, once
+            Field(description="search's filters: path_globs, tags_any, tags_all, date_from, date_to, fields."),
         ] = None,
     ) -> Annotated[CallToolResult, RelatedAnswer]:
-        """Find the notes related to a given note: nearest in meaning (by: meaning, the default), linked to it
-        or from it (by: links), or both; with depth > 1, also the notes related to those.
-
-        Returns source, related (uri, path, title, score, depth, via: the path of hops, chunk: the closest
-        passage's heading and lines, null for a note reached by a link alone; with by links or both, by: how the
-        last hop reached it, and link: its direction, line, heading), bounded_by (which bound stopped the walk
-        early, if any) and elapsed_ms."""
+        """The notes nearest a note in meaning, linked to or from it (by: links), or both; depth > 1 walks on."""
         try:
             found = await service.related(
                 RelatedRequest(
@@ -330,17 +355,12 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
             raise
         return tool_result(found.for_client(), answers.related_text)
 
-    @tool(title="Links and backlinks of a note", annotations=READ_ONLY)
+    @tool(title="Links of a note", annotations=READ_ONLY)
     async def links(
-        path: Annotated[str, Field(description="The note, as search or list_documents returned its path.")],
-        limit: Annotated[int, bounded(ge=1, le=MAX_LINKS, description="At most this many links of each kind.")] = 100,
+        path: Annotated[str, Field(description="As search returned it.")],
+        limit: Annotated[int, bounded(ge=1, le=MAX_LINKS, description="Links of each kind, at most.")] = 100,
     ) -> Annotated[CallToolResult, LinksAnswer]:
-        """The links of a note as the vault's author wrote them ([[wiki links]], ![[embeds]] and Markdown links
-        to notes, resolved as Obsidian resolves them): outgoing (the notes it links to), backlinks (the notes
-        that link to it) and unresolved (its links to notes that do not exist). Each item has path, the line of
-        the link, and the heading, block or alias it names. Use it to follow what the author connected: the
-        notes a hub or index note points to, what refers to a note before you change or rely on it, or dangling
-        links to fix; for notes similar in meaning use related (by: links walks this graph further)."""
+        """A note's links as written ([[wiki links]], embeds, Markdown links): outgoing, backlinks, unresolved."""
         try:
             found = await service.links(LinksRequest(path=check_note_path(path, lenient=True), limit=limit))
         except NotFoundError:
@@ -358,30 +378,24 @@ def register_tools(server: MCPServer, service: Service, guard: ToolCallGuard) ->
             target: Annotated[
                 str,
                 Field(
-                    description=(
-                        "What the practices are for: one name such as python, react or docker, as the notes lay the "
-                        "documents out ([best_practice] path_templates). An unknown target's error names the targets "
-                        "that have a document."
-                    ),
+                    description="A language, framework or tool: python, react, docker, ...",
                     max_length=MAX_TARGET_CHARS,
                 ),
             ],
             section: Annotated[
                 str | None,
                 Field(
-                    description=(
-                        "Only this `##` section of the document (its heading text, any case; e.g. Testing); omit for "
-                        "the whole document."
-                    ),
+                    description="Only this ## section (its heading, e.g. Testing).",
                     max_length=MAX_SECTION_CHARS,
                 ),
             ] = None,
         ) -> Annotated[CallToolResult, BestPracticeAnswer]:
-            """Return the user's best-practice document for a target (a language, framework or tool), or only one
-            of its `##` sections: target, path, section, sections (every `##` heading, to ask for one), size and
-            content (Markdown). Use it before writing or reviewing work on that target, and follow it over general
-            habits. The text content is the document under a short header."""
+            """The user's best practices for a target, or one ## section of them: read them before writing or
+            reviewing work on it, and follow them over general habits."""
+            # An unknown target's error names the targets that have a document ([best_practice] path_templates).
             return tool_result(await service.best_practice(target, section), best_practice_text)
 
+    return tools
 
-__all__ = ["READ_ONLY", "register_tools", "tool_result"]
+
+__all__ = ["READ_ONLY", "lean_schema", "tool_result", "tools_for"]
