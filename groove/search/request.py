@@ -216,7 +216,7 @@ class DocumentRequest(BaseModel):
         strict=True,
         ge=MIN_BUDGET_CHARS,
         le=MAX_DOCUMENT_CHARS,
-        description="Cap on content characters.",
+        description="Cap on the answer's characters.",
     )
 
     def __init__(self, **data: Any):
