@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from groove.config import HTTPSettings
 from groove.serve.http.server import is_loopback, resolve_token
 from tests.support.common import GROOVE, note, write
-from tests.support.server import ServerProcess, free_port, server_env
+from tests.support.server import FAKE_GROOVE, ServerProcess, free_port, server_env
 
 TOKEN = "hostile-test-token-0123456789abcdef"
 LIMITS = {
@@ -124,6 +124,48 @@ def test_host_and_origin_are_checked_before_the_token_with_evil_headers(hostile,
     for evil_origin in ("http://evil.example", f"http://evil.example:{port}", "null", f"http://127.0.0.1:{port}.evil.example"):
         assert call(Origin=evil_origin, **AUTH).status_code == 403, evil_origin
     assert call(Origin=f"http://localhost:{port}", **AUTH).status_code == 200
+
+
+def test_the_web_views_data_is_refused_to_another_sites_page_and_answered_to_its_own(spawn, tmp_path):
+    """Issue 36 point 10: on the default bind (loopback, no token) an `<img src>` or `<script src>` on another
+    site's page (no Origin, `Sec-Fetch-Site: cross-site`) made the daemon read and render a note the page then
+    could not read; such requests are now refused first, with 403 and one line, while the web view's own
+    requests and clients that send no Sec-Fetch headers go on."""
+    kb = tmp_path / "notes"
+    write(kb / "a.md", note("Alpha", "The quokka migration plan, in three waves."))
+    server = spawn.server(kb, tmp_path / "index.sqlite", tmp_path, command=FAKE_GROOVE)
+    try:
+        server.wait_healthy()
+        server.wait_indexed(1, embedded=False)
+        note_url = server.base + "/ui/api/note?path=a.md"
+        for site in ("cross-site", "same-site"):  # same-site: a page on another port of the same host
+            for mode, dest in (("no-cors", "image"), ("no-cors", "script"), ("navigate", "document")):
+                headers = {"Sec-Fetch-Site": site, "Sec-Fetch-Mode": mode, "Sec-Fetch-Dest": dest}
+                r = httpx.get(note_url, headers=headers, timeout=10)
+                assert r.status_code == 403, (site, mode, r.text)
+                message = r.json()["error"]
+                assert message.startswith("refused: another site's page asked for /ui/api/note"), message
+                assert "\n" not in message
+            post = httpx.post(server.base + "/ui/api/search", json={"query": "quokka"},
+                              headers={"Sec-Fetch-Site": site, "Sec-Fetch-Mode": "no-cors"}, timeout=10)
+            assert post.status_code == 403
+        own = {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"}
+        for headers in (own, {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"}, {}):  # the page, typed, curl
+            r = httpx.get(note_url, headers=headers, timeout=10)
+            assert r.status_code == 200 and "quokka" in r.json()["content"], headers
+        allowed = {"Sec-Fetch-Site": "cross-site", "Origin": f"http://localhost:{server.port}"}  # an allowed Origin
+        assert httpx.get(note_url, headers=allowed, timeout=10).status_code == 200
+        link = httpx.get(server.base + "/ui", headers={"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"},
+                         timeout=10)
+        assert link.status_code == 200  # the page itself still opens from a link on another site
+    finally:
+        server.terminate()
+
+
+def test_another_sites_request_for_the_web_views_data_is_refused_before_the_token(hostile):
+    r = httpx.get(hostile.base + "/ui/api/note?path=a.md", headers={"Sec-Fetch-Site": "cross-site"}, timeout=10)
+    assert r.status_code == 403 and "another site's page" in r.json()["error"]
+    assert httpx.get(hostile.base + "/ui/api/note?path=a.md", headers=AUTH, timeout=10).status_code == 200
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

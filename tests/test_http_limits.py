@@ -411,6 +411,67 @@ def test_failed_tokens_from_one_address_are_slowed_down_while_other_addresses_ar
         assert guesser.get(url, headers=AUTH).status_code == 200  # after the wait the right token gets in
 
 
+def test_wrong_tokens_from_many_addresses_are_slowed_together_and_the_right_token_is_answered_at_once(spawn, tmp_path):
+    """Issue 36 point 10: the backoff was per address, so a guesser with many addresses (an IPv6 /64, 127/8) got
+    each one's free failures: 1,000 guesses from 200 addresses, none slowed. Now, past 10 failures a second
+    across every address, each wrong token's answer waits its turn (5 a second) and is a 429 with Retry-After,
+    while the right token, from any address, is answered at once. Here 60 addresses guess once each (within
+    each one's free failures): before, 60 answers of 401 within a second or so."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = _start(spawn, tmp_path, LIMITS)
+    try:
+        wrong = {"Authorization": b"Bearer not-the-token-0123456789"}
+        url = server.base + "/healthz"
+        sources = [f"127.0.{20 + i // 250}.{1 + i % 250}" for i in range(60)]
+        answered: list[tuple[int, str | None]] = []
+
+        def guess(source: str) -> tuple[int, str | None]:
+            with httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=60) as http:
+                r = http.get(url, headers=wrong)
+            answered.append((r.status_code, r.headers.get("retry-after")))
+            return answered[-1]
+
+        with ThreadPoolExecutor(16) as pool:
+            futures = [pool.submit(guess, source) for source in sources]
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not any(status == 429 for status, _ in answered):
+                time.sleep(0.05)
+            assert any(status == 429 for status, _ in answered), answered
+            pending = sum(not f.done() for f in futures)
+            # meanwhile, with guesses still waiting their turn: the right token from a new address and from a
+            # guessing one is answered at once (a 3 s client timeout: no queue behind the guesses)
+            for source in ("127.0.30.1", sources[0]):
+                with httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=3) as http:
+                    assert http.get(url, headers=AUTH).status_code == 200, source
+            results = [f.result() for f in futures]
+        assert pending > 0
+        refused = [retry for status, retry in results if status == 429]
+        assert len(refused) >= 30, results  # the first ~20 are 401; the rest waited their turn
+        assert all(retry is not None and int(retry) >= 1 for retry in refused)
+        assert {status for status, _ in results} <= {401, 429}
+        deadline = time.monotonic() + 30  # counted in the refusals' storm line, not a line per guess
+        while time.monotonic() < deadline and _refused_counts(server, "token_global") < len(refused):
+            time.sleep(0.2)
+        assert _refused_counts(server, "token_global") == len(refused)
+    finally:
+        server.terminate()
+
+
+def test_the_bound_on_failures_from_every_address_paces_their_answers_and_calms_down():
+    from groove.serve.http.peers import GlobalFailures
+
+    now = [1000.0]
+    bound = GlobalFailures(free_per_s=10, window_s=2, pace_per_s=5, max_delay_s=10, calm_s=10, clock=lambda: now[0])
+    assert [bound.failed() for _ in range(20)] == [0.0] * 20  # 20 in 2 s: free
+    assert not bound.tripped()
+    delays = [bound.failed() for _ in range(60)]  # the 21st trips it: each answer one more turn (0.2 s) later
+    assert delays[:3] == pytest.approx([0.2, 0.4, 0.6]) and max(delays) == pytest.approx(10.0)  # at most 10 s
+    assert bound.tripped() and bound.retry_after_s() == 10
+    now[0] += 11  # 10 s with no failure: calm again, and a failure is answered at once
+    assert not bound.tripped() and bound.failed() == 0.0
+
+
 # --- the web view's search (point 17) ---------------------------------------------------------------
 
 @pytest.mark.parametrize("depth", [40, 100_000])

@@ -1,15 +1,23 @@
-"""The gate in front of every HTTP route: Host, then Origin, then the bearer token (`GuardMiddleware`).
+"""The gate in front of every HTTP route: Host, then Origin, then who fetches the web view's data, then the
+bearer token (`GuardMiddleware`).
 
 - Host must be a loopback name with the bound port (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT`),
   the bound address itself when it is a specific one, or a value listed in `[serve.http] allowed_hosts`;
   otherwise 421.
 - Origin, when present, must be `http://` + one of the loopback names with the bound port, or listed in
   `[serve.http] allowed_origins`; otherwise 403 (no DNS rebinding; non-browser clients send no Origin).
+- The web view's data (`/ui/api/*`) is for the page this server serves: a browser request another site's page
+  made (`Sec-Fetch-Site: cross-site` or `same-site`, such as an `<img>` or `<script>` pointing here, which sends
+  no Origin) is refused with 403 before the daemon does any work; a request with an allowed Origin, the page's
+  own (`same-origin`), one a person typed (`none`) and clients that send no Sec-Fetch headers pass.
 - A bearer token (`[serve.http] token`, or the environment variable `token_env` names), when set, is
   required on every route but the web view's page: its UTF-8 bytes compared with `hmac.compare_digest`;
   without it 401 with `WWW-Authenticate: Bearer realm="groove"`. A peer whose tokens keep failing waits
   (`FailureBackoff`: 5 free, then 1 s, 2 s, ... 60 s) and meanwhile gets 429 without its token being
-  checked. Binding an address that is not loopback needs a token of at least `MIN_TOKEN_BYTES`.
+  checked. Across every peer (`GlobalFailures`: many addresses each with their free failures), past 10
+  failures a second each failure's answer waits its turn (5 a second) and is a 429 with Retry-After, while a
+  right token is answered at once. Binding an address that is not loopback needs a token of at least
+  `MIN_TOKEN_BYTES`.
 
 Refusals are counted in a `StormLog` (`http_refused host=... bad_token=... total=...`, one line per
 interval), with one clipped sample of the refused value: never the header itself once per request.
@@ -24,13 +32,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from groove.config import ConfigError, HTTPSettings
-from groove.serve.http.peers import FailureBackoff, peer_of
+from groove.serve.http.peers import FailureBackoff, GlobalFailures, peer_of
 from groove.serve.http.storm import StormLog
 from groove.trust import is_loopback_host
 
@@ -41,6 +50,9 @@ MIN_TOKEN_BYTES = 16  # off loopback: a token shorter than this is refused at st
 # the token, and its script then sends the token (from the URL fragment, never sent to the server, or
 # typed in) on every /ui/api call. Host and Origin are checked for it as for every route.
 TOKEN_FREE_PAGES = frozenset({"/ui"})
+# The web view's data: read by its page alone, never by another site's (Sec-Fetch-Site, below).
+PAGE_DATA_PREFIX = "/ui/api/"
+OTHER_SITES = frozenset({"cross-site", "same-site"})  # same-site: another port of localhost is another program
 
 
 def format_host(host: str) -> str:
@@ -150,6 +162,28 @@ def _unauthorized(error: str | None, message: str) -> Response:
     )
 
 
+def _other_site(fetch_site: str, path: str) -> Response:
+    return JSONResponse(
+        {
+            "error": f"refused: another site's page asked for {path} (Sec-Fetch-Site: {fetch_site}); only the web "
+            "view this server serves reads its data (list that site in [serve.http] allowed_origins if you meant it)"
+        },
+        status_code=403,
+    )
+
+
+def _guessed_everywhere(retry: int) -> Response:
+    return JSONResponse(
+        {
+            "error": "too_many_failed_tokens",
+            "message": f"too many wrong bearer tokens from many addresses: wrong tokens are answered slowly for "
+            f"{retry} s more; the right token is answered at once",
+        },
+        status_code=429,
+        headers={"Retry-After": str(retry), "WWW-Authenticate": 'Bearer realm="groove"'},
+    )
+
+
 def _backing_off(wait_s: float) -> Response:
     retry = max(1, math.ceil(wait_s))
     return JSONResponse(
@@ -173,12 +207,14 @@ class GuardMiddleware:
         *,
         refused: StormLog | None = None,
         backoff: FailureBackoff | None = None,
+        failures: GlobalFailures | None = None,
     ):
         self.app = app
         self.allowed = allowed
         self._token = token.encode("utf-8")
         self.refused = refused or StormLog("http_refused")
         self.backoff = backoff or FailureBackoff()
+        self.failures = failures or GlobalFailures()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -195,14 +231,33 @@ class GuardMiddleware:
             self.refused.count("origin", sample=origin)
             await PlainTextResponse("Invalid Origin header", status_code=403)(scope, receive, send)
             return
-        if self._token and not (scope.get("method") == "GET" and scope.get("path") in TOKEN_FREE_PAGES):
-            response = self._check_token(headers, peer_of(scope))
+        path = str(scope.get("path") or "")
+        fetch_site = (headers.get("sec-fetch-site") or "").strip().lower()
+        if path.startswith(PAGE_DATA_PREFIX) and fetch_site in OTHER_SITES and not origin:
+            self.refused.count("other_site", sample=fetch_site)
+            await _other_site(fetch_site, path)(scope, receive, send)
+            return
+        if self._token and not (scope.get("method") == "GET" and path in TOKEN_FREE_PAGES):
+            response, delay = self._check_token(headers, peer_of(scope))
             if response is not None:
+                if delay > 0:  # a wrong token while guesses come from everywhere: its answer waits its turn
+                    await anyio.sleep(delay)
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def _check_token(self, headers: Headers, peer: str) -> Response | None:
+    def _check_token(self, headers: Headers, peer: str) -> tuple[Response | None, float]:
+        """The refusal for this request's token (None: let it in) and how long to hold that refusal back."""
+        response = self._token_refusal(headers, peer)
+        if response is None or response.status_code != 401 or _bearer(headers) is None:
+            return response, 0.0
+        delay = self.failures.failed()  # a wrong token (not a missing one): counted across every peer
+        if delay <= 0:
+            return response, 0.0
+        self.refused.count("token_global", sample=peer)
+        return _guessed_everywhere(self.failures.retry_after_s()), delay
+
+    def _token_refusal(self, headers: Headers, peer: str) -> Response | None:
         given = _bearer(headers)
         if given is None:
             self.refused.count("no_token")

@@ -1,14 +1,17 @@
-"""Who a request comes from, and a per-peer backoff for failed bearer tokens.
+"""Who a request comes from, a per-peer backoff for failed bearer tokens, and a bound on them all together.
 
 A peer is the client's IP address as the socket sees it (`scope["client"]`), never a header a client
 could write (X-Forwarded-For). Every per-client limit of the HTTP front end (event streams, trickling
-bodies, failed tokens) is kept per peer; on a loopback bind every local client is the same peer.
+bodies, failed tokens) is kept per peer; on a loopback bind every local client is the same peer. A
+guesser with many addresses (an IPv6 /64, 127.0.0.0/8) gets each address's free failures, so failures are
+also bounded across every peer (`GlobalFailures`), without ever slowing a right token.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -84,4 +87,48 @@ class FailureBackoff:
         self._peers.pop(peer, None)
 
 
-__all__ = ["FailureBackoff", "UNKNOWN_PEER", "peer_of"]
+class GlobalFailures:
+    """Failed tokens from every peer together. Past `free_per_s` a second (over the last `window_s`), the limiter
+    trips for `calm_s` (renewed by each failure meanwhile): each failure's answer then waits its turn, answers
+    leaving at `pace_per_s` a second at most (a wait of at most `max_delay_s`, so the connection cap bounds the
+    rest), and is a 429 with Retry-After. It counts and delays failures only: a right token is checked and
+    answered at once, whatever the limiter's state, so a flood of guesses never locks the owner out."""
+
+    def __init__(
+        self,
+        *,
+        free_per_s: float = 10.0,
+        window_s: float = 2.0,
+        pace_per_s: float = 5.0,
+        max_delay_s: float = 10.0,
+        calm_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.window_s, self.pace_per_s, self.max_delay_s, self.calm_s = window_s, pace_per_s, max_delay_s, calm_s
+        self.clock = clock
+        self._free = max(1, int(free_per_s * window_s))  # failures let through per window
+        self._recent: deque[float] = deque(maxlen=self._free + 1)  # the last ones only: O(1) however many come
+        self._tripped_until = 0.0
+        self._next_answer = 0.0
+
+    def tripped(self) -> bool:
+        return self.clock() < self._tripped_until
+
+    def retry_after_s(self) -> int:
+        """Seconds until failures are answered at once again (at least 1)."""
+        return max(1, math.ceil(self._tripped_until - self.clock()))
+
+    def failed(self) -> float:
+        """Count a failure; the seconds its answer must wait (0 while under the bound)."""
+        now = self.clock()
+        self._recent.append(now)
+        over = len(self._recent) > self._free and now - self._recent[0] <= self.window_s
+        if over or now < self._tripped_until:
+            self._tripped_until = now + self.calm_s
+        if now >= self._tripped_until:
+            return 0.0
+        self._next_answer = min(max(self._next_answer, now) + 1.0 / self.pace_per_s, now + self.max_delay_s)
+        return self._next_answer - now
+
+
+__all__ = ["FailureBackoff", "GlobalFailures", "UNKNOWN_PEER", "peer_of"]
