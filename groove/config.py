@@ -372,10 +372,35 @@ class HTTPSettings(_Section):
     )
 
 
+class LocalSettings(_Section):
+    """`[serve.local]`: the Unix socket beside the index that `groove search`, `get`, `status` and an attaching
+    stdio client ask (groove/serve/process/local.py)."""
+
+    max_connections: int = Field(
+        64,
+        ge=1,
+        le=100_000,
+        description=(
+            "local connections open at once; one more closes the oldest still waiting for its request, else is "
+            "closed itself"
+        ),
+    )
+    idle_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description=(
+            "seconds a local connection may take to send its request line (and a client to take its answer) "
+            "before it is closed"
+        ),
+    )
+
+
 class ServeSettings(_Section):
     transport: Literal["stdio", "http"] = "stdio"
     bind: str = "127.0.0.1:3100"
     http: HTTPSettings = Field(default_factory=HTTPSettings)
+    local: LocalSettings = Field(default_factory=LocalSettings)
 
 
 class LogSettings(_Section):

@@ -19,18 +19,30 @@ of another user is turned away. A path too long for a socket address
 (folder 0700). Without `AF_UNIX` there is no endpoint and the commands load
 the model.
 
+Every connection is short: one request line, one answer, closed (an attaching stdio client asks `endpoint` once
+and then speaks HTTP; serve/process/attach.py). So the daemon bounds them as `[serve.local]` says
+(`LocalGuard`): at most `max_connections` open at once (64; one more closes the oldest connection still
+waiting for its request line, else is closed itself), and `idle_timeout_s` (10 s) for the request line to
+arrive and for the client to take its answer; the time the daemon spends answering is never cut (a first
+query may wait for the model). At the fd limit (EMFILE, ENFILE at accept) the accept loop closes the oldest
+waiting connection, backs off (50 ms, doubling to 1 s) and goes on. Each of these is counted in one storm
+log line (`local_connections_shed`, serve/http/storm.py), never a line per connection.
+
 The client half (`ask`) is plain blocking `socket`: the command line has no
 event loop to share, and it must not import the MCP SDK to stay fast.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import socket
 import struct
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +53,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from groove.errors import GrooveError
 from groove.logs import get_logger
 from groove.serve.errors import local_error
+from groove.serve.http.storm import StormLog
 
 log = get_logger(__name__)
 
@@ -51,6 +64,9 @@ MAX_RESPONSE_BYTES = 64 << 20
 CONNECT_TIMEOUT_S = 2.0
 ANSWER_TIMEOUT_S = 120.0  # a daemon's first query may wait for its model to load
 OPS = ("search", "related", "status", "get_document", "endpoint", "links")
+ACCEPT_BACKOFF_S = 0.05  # after a failed accept(); doubles up to ACCEPT_BACKOFF_MAX_S while it keeps failing
+ACCEPT_BACKOFF_MAX_S = 1.0
+FD_LIMIT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
 
 
 def supported() -> bool:
@@ -71,6 +87,37 @@ class DaemonError(GrooveError):
 
 
 # --- the daemon's side -----------------------------------------------------------------------
+
+
+FD_LIMIT_CEILING = 65_536  # the soft limit is raised this far at most (an "unlimited" hard limit means this)
+
+
+def raise_fd_limit() -> tuple[int, int, int] | None:
+    """Raise this process's soft limit of open files to its hard limit (at most FD_LIMIT_CEILING), as servers do:
+    systemd's default soft limit is 1024 while its hard limit is 524288. Returns (soft before, soft now, hard), or
+    None where the platform has no such limit; logged at start (`fd_limit`)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return None
+    want = FD_LIMIT_CEILING if hard == resource.RLIM_INFINITY else min(hard, FD_LIMIT_CEILING)
+    before = soft
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (OSError, ValueError) as exc:  # macOS refuses above OPEN_MAX (10240) when hard is unlimited
+            log.debug("fd_limit_not_raised", soft=soft, hard=hard, wanted=want, error=str(exc))
+    unlimited = resource.RLIM_INFINITY
+    return (
+        -1 if before == unlimited else int(before),
+        -1 if soft == unlimited else int(soft),
+        -1 if hard == unlimited else int(hard),
+    )
 
 
 def _peer_uid(stream: anyio.abc.SocketStream) -> int | None:
@@ -143,12 +190,21 @@ async def serve_local(
         )
         task_status.started(None)
         return
-    log.info("local_endpoint", socket=str(path))
+    local = daemon.settings.serve.local
+    guard = LocalGuard(
+        local.max_connections,
+        local.idle_timeout_s,
+        StormLog("local_connections_shed", daemon.settings.serve.http.storm_log_interval_s, socket=str(path)),
+    )
+    log.info(
+        "local_endpoint", socket=str(path), max_connections=guard.max_connections, idle_timeout_s=guard.idle_timeout_s
+    )
     task_status.started(path)
     try:
         async with listener:
-            await listener.serve(lambda stream: _handle(daemon, stream))
+            await accept_loop(listener, guard, lambda stream, conn: _handle(daemon, stream, guard, conn))
     finally:
+        guard.storm.flush()  # the counts not yet logged
         try:
             if path.stat().st_ino == identity:
                 path.unlink()
@@ -156,22 +212,116 @@ async def serve_local(
             pass
 
 
-async def _handle(daemon: Any, stream: anyio.abc.SocketStream) -> None:
-    async with stream:
-        uid = _peer_uid(stream)
-        if uid is not None and uid != os.getuid():
-            log.warning("local_endpoint_refused", peer_uid=uid)
-            return
-        try:
+@dataclass(eq=False)
+class Conn:
+    """One open local connection as the guard sees it: when it was accepted, whether its request line has
+    arrived (then it is being answered, and is never the one closed at the cap), and the scope that ends it."""
+
+    since: float
+    answering: bool = False
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+class LocalGuard:
+    """The local endpoint's bounds: `max_connections` open at once, `idle_timeout_s` for a request line to arrive
+    (and an answer to be taken). What it closes is counted in `storm`, never logged one line per connection."""
+
+    def __init__(self, max_connections: int, idle_timeout_s: float, storm: StormLog):
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.storm = storm
+        self.live: list[Conn] = []
+
+    def admit(self) -> Conn | None:
+        """A slot for a connection just accepted, or None: every open one is being answered (close the newcomer).
+        At the cap the oldest connection still waiting for its request line is closed to make room."""
+        if len(self.live) >= self.max_connections and not self.shed("idle_closed_at_cap"):
+            self.storm.count("refused_at_cap")
+            return None
+        conn = Conn(since=time.monotonic())
+        self.live.append(conn)
+        return conn
+
+    def shed(self, reason: str) -> bool:
+        """Close the oldest connection still waiting for its request line; False when there is none."""
+        waiting = [c for c in self.live if not c.answering]
+        if not waiting:
+            return False
+        victim = min(waiting, key=lambda c: c.since)
+        self.live.remove(victim)
+        victim.scope.cancel()  # its task closes the socket on its next turn
+        self.storm.count(reason)
+        return True
+
+    def done(self, conn: Conn) -> None:
+        if conn in self.live:
+            self.live.remove(conn)
+
+
+async def accept_loop(listener: Any, guard: LocalGuard, handler: Any) -> None:
+    """Accept until the listener closes; a failed accept() never ends the loop (nor the daemon).
+
+    At the fd limit (EMFILE, ENFILE) the oldest connection still waiting for its request is closed, to give its
+    descriptor back, and the loop waits ACCEPT_BACKOFF_S, doubling to ACCEPT_BACKOFF_MAX_S while accept() keeps
+    failing (the listener stays readable while the backlog holds connections: without a pause this would spin)."""
+    backoff = ACCEPT_BACKOFF_S
+    async with anyio.create_task_group() as tg:
+        while True:
+            try:
+                stream = await listener.accept()
+            except anyio.ClosedResourceError:
+                return
+            except (anyio.BrokenResourceError, OSError) as exc:
+                cause = exc.__cause__ if isinstance(exc, anyio.BrokenResourceError) else exc
+                code = getattr(cause, "errno", None)
+                if code in FD_LIMIT_ERRNOS:
+                    guard.storm.count("accept_failed_fd_limit", errno.errorcode.get(code, str(code)))
+                    guard.shed("idle_closed_at_fd_limit")
+                else:
+                    guard.storm.count("accept_failed", repr(cause))
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, ACCEPT_BACKOFF_MAX_S)
+                continue
+            backoff = ACCEPT_BACKOFF_S
+            conn = guard.admit()
+            if conn is None:
+                await stream.aclose()
+                continue
+            tg.start_soon(handler, stream, conn)
+
+
+async def _handle(daemon: Any, stream: anyio.abc.SocketStream, guard: LocalGuard, conn: Conn) -> None:
+    try:
+        with conn.scope:
+            async with stream:
+                await _converse(daemon, stream, guard, conn)
+    finally:
+        guard.done(conn)
+
+
+async def _converse(daemon: Any, stream: anyio.abc.SocketStream, guard: LocalGuard, conn: Conn) -> None:
+    uid = _peer_uid(stream)
+    if uid is not None and uid != os.getuid():
+        log.warning("local_endpoint_refused", peer_uid=uid)
+        return
+    try:
+        with anyio.fail_after(guard.idle_timeout_s):
             line = await BufferedByteReceiveStream(stream).receive_until(b"\n", MAX_REQUEST_BYTES)
-        except (anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.EndOfStream, anyio.BrokenResourceError):
-            return
-        answer = await _answer(daemon, line)
-        answer.update(index_path=str(daemon.index.path), pid=os.getpid())
-        try:
+    except TimeoutError:
+        guard.storm.count("idle_timeout")
+        return
+    except (anyio.IncompleteRead, anyio.DelimiterNotFound, anyio.EndOfStream, anyio.BrokenResourceError):
+        return
+    conn.answering = True  # from here on it is never closed at the cap: the daemon is answering it
+    answer = await _answer(daemon, line)
+    answer.update(index_path=str(daemon.index.path), pid=os.getpid())
+    try:
+        with anyio.fail_after(guard.idle_timeout_s):
             await stream.send(json.dumps(answer, ensure_ascii=False).encode("utf-8") + b"\n")
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass  # the command gave up (Ctrl-C); nothing to tell
+    except TimeoutError:
+        guard.storm.count("answer_not_taken")
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass  # the command gave up (Ctrl-C); nothing to tell
 
 
 async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
@@ -301,4 +451,16 @@ def http_endpoint(index_path: Path, *, timeout: float = ENDPOINT_TIMEOUT_S) -> E
     return Endpoint(str(url) if url else None, result.get("token") or None, answer.pid)
 
 
-__all__ = ["Answer", "DaemonError", "Endpoint", "ask", "http_endpoint", "serve_local", "socket_path", "supported"]
+__all__ = [
+    "Answer",
+    "DaemonError",
+    "Endpoint",
+    "LocalGuard",
+    "accept_loop",
+    "ask",
+    "http_endpoint",
+    "raise_fd_limit",
+    "serve_local",
+    "socket_path",
+    "supported",
+]

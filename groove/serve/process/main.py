@@ -60,7 +60,7 @@ from groove.serve.http.server import (
 from groove.serve.mcp import sdk
 from groove.serve.mcp.server import build_server
 from groove.serve.process.attach import run_bridge
-from groove.serve.process.local import ANSWER_TIMEOUT_S, DaemonError, http_endpoint, serve_local
+from groove.serve.process.local import ANSWER_TIMEOUT_S, DaemonError, http_endpoint, raise_fd_limit, serve_local
 from groove.serve.process.sdnotify import notify
 from groove.store.address import anchor_of
 
@@ -334,6 +334,21 @@ async def serve(settings: Settings, transport: str, bind: str, bind_knob: str = 
                 index=str(anchor_of(settings.store.url, settings.resolved_index_path)),
                 reason="no groove serve answers for this index",
             )
+        limits = raise_fd_limit()  # an idle-connection flood must meet groove's own caps before the fd limit
+        if limits is not None:
+            before, soft, hard = limits
+            http = settings.serve.http
+            caps = settings.serve.local.max_connections + (http.max_connections if transport == "http" else 0)
+            log.info("fd_limit", soft=soft, hard=hard, **({"raised_from": before} if soft != before else {}))
+            if 0 < soft < caps + 64:
+                log.warning(
+                    "fd_limit_low",
+                    soft=soft,
+                    connection_caps=caps,
+                    hint="[serve.local] max_connections and [serve.http] max_connections together come near the "
+                    "open-file limit; a flood then meets the limit first (survived, but new connections wait): "
+                    "raise LimitNOFILE (systemd) or ulimit -n, or lower the caps",
+                )
         daemon = Daemon(settings)
         server = build_server(daemon, settings.serve.http)
         log.info("serve_start", transport=transport, kb=daemon.index.describe(), index=str(daemon.index.path))
