@@ -139,6 +139,22 @@ async def test_subscribing_to_something_that_is_not_a_note_uri_is_invalid_params
     assert err.value.error.code == types.INVALID_PARAMS
 
 
+async def test_one_connection_holds_at_most_a_thousand_subscriptions_and_the_next_is_refused_naming_the_bound():
+    notes = {f"n{i:04d}.md": "x" for i in range(1_001)}
+    server = build_server(StandInDaemon(notes))  # type: ignore[arg-type]
+    async with Client(server, mode="legacy") as client:
+        for path in list(notes)[:1_000]:
+            await client.subscribe_resource(note_uri(path))
+        await client.subscribe_resource(note_uri("n0000.md"))  # again: still one subscription
+        with pytest.raises(MCPError) as err:
+            await client.subscribe_resource(note_uri("n1000.md"))
+        assert err.value.error.code == types.INVALID_PARAMS
+        assert "subscribed to 1000 notes, the most groove keeps for one" in err.value.error.message
+        await client.unsubscribe_resource(note_uri("n0001.md"))
+        await client.subscribe_resource(note_uri("n1000.md"))  # room again
+    assert events_of(server).connection_count == 0  # the closed connection and its subscriptions are forgotten
+
+
 async def test_a_listen_stream_gets_the_events_it_asked_for():
     from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated
 

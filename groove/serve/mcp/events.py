@@ -18,7 +18,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourcesListChanged, ResourceUpdated
 from mcp.shared.exceptions import MCPError
-from mcp_types import INTERNAL_ERROR, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from groove.logs import get_logger
@@ -29,6 +29,9 @@ from groove.serve.mcp.paths import parse_uri
 log = get_logger(__name__)
 
 SEND_TIMEOUT_S = 2.0  # a connection that cannot take a notification this fast is dropped
+# Notes one connection may be subscribed to at once: a client that watches a few notes is far under it, while
+# 20,000 subscriptions in one session once held 53 MB. Past it, a subscription is refused naming the bound.
+MAX_SUBSCRIPTIONS = 1_000
 
 
 class NoteEvents:
@@ -73,7 +76,14 @@ class NoteEvents:
         if connection is None:
             raise MCPError(code=INTERNAL_ERROR, message="this transport cannot deliver resource notifications")
         self._know(connection)
-        self._subscriptions.setdefault(connection, {})[path] = params.uri
+        subs = self._subscriptions.setdefault(connection, {})
+        if path not in subs and len(subs) >= MAX_SUBSCRIPTIONS:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"this connection is subscribed to {MAX_SUBSCRIPTIONS} notes, the most groove keeps for one: "
+                "unsubscribe from some first (resources/list_changed tells of every added or removed note)",
+            )
+        subs[path] = params.uri
         log.debug("resource_subscribed", path=path)
         return EmptyResult()
 
