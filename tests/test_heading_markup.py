@@ -237,3 +237,20 @@ def test_mcp_the_web_view_and_the_command_line_show_headings_without_markup(spaw
     heads = [line for line in cli.stdout.split("\n") if line.startswith("[")]
     assert heads[0] == "[1] cert.md § Certificate provider > The Thumbprint value", cli.stdout
     assert not any("<a" in line or "<span" in line for line in heads)
+
+
+def test_a_200000_character_heading_is_cut_so_a_budgeted_search_answers_a_few_kilobytes(tmp_path):
+    kb, index = tmp_path / "notes", tmp_path / "index.sqlite"
+    write(kb / "huge.md", "---\ntitle: " + "T" * 5_000 + "\n---\n# " + "endless " * 25_000
+          + "\n\nThe okapiword passage under the endless heading.\n")
+    settings = load_settings(None, kb_path=kb, index_path=index)
+    anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
+
+    async def search(service: Service) -> Any:
+        return await service.search(SearchRequest(query="okapiword passage", retriever="fts", max_chars=100))
+
+    found = anyio.run(_service, {"kb": kb, "index": index}, search)
+    hit = found.results[0]
+    assert len(hit.heading) == 1_000 and hit.heading.endswith("\u2026") and hit.heading.startswith("endless endless")
+    assert len(hit.title) == 1_000 and len(hit.context) <= 2_010
+    assert len(found.model_dump_json()) < 12_000  # before: 200-400 KB for max_chars 100

@@ -72,6 +72,15 @@ _ANCHOR = re.compile(r"""\s(?:id|name)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^"'=<>`\s]
 _BREAK = re.compile(r"<br\b", re.IGNORECASE)  # a line break between two words leaves a space
 _SPECIAL = re.compile(r"[\\`<]")
 MAX_TAG_CHARS = 512  # a longer "tag" is text: bounds what a heading of a hostile file costs (linear in it)
+# A heading (or title) longer than this is cut, with an ellipsis: every chunk of its section carries it in its
+# heading and breadcrumb, so a 200,000-character heading made each of 99 hits 400 KB. The longest title of the
+# shared corpora is 300 characters.
+MAX_HEADING_CHARS = 1_000
+
+
+def bounded(text: str) -> str:
+    """`text`, cut to MAX_HEADING_CHARS with an ellipsis when it is longer."""
+    return text if len(text) <= MAX_HEADING_CHARS else text[: MAX_HEADING_CHARS - 1].rstrip() + "\u2026"
 
 
 def plain_heading(text: str) -> tuple[str, tuple[str, ...]]:
@@ -147,6 +156,6 @@ def structure(body: str) -> Structure:
             inline = tokens[i + 1] if i + 1 < len(tokens) else None
             text = " ".join((inline.content if inline is not None else "").split("\n")).strip()
             text, anchors = plain_heading(text)
-            headings.append(Heading(first, end, int(tok.tag[1:]), text, anchors))
+            headings.append(Heading(first, end, int(tok.tag[1:]), bounded(text), anchors))
             heading_lines.update(range(first, end))
     return Structure(tuple(headings), frozenset(starts), frozenset(heading_lines))

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from groove.corpus.blocks import bounded
 from groove.errors import GrooveError
 
 # Frontmatter larger than this many values (after following YAML aliases) or
@@ -153,7 +154,7 @@ def _key(key: Any) -> str:
 def title_from(value: Any) -> str:
     if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
         return ""
-    return str(value).strip()
+    return bounded(str(value).strip())
 
 
 _TAG_SEPARATORS = re.compile(r"[,\s]+")
