@@ -58,7 +58,7 @@ from groove.evaluate.report import EvalRun
 from groove.evaluate.runner import query_vector_texts, run_eval
 from groove.folders import Folders, NotesFolder
 from groove.logs import get_logger
-from groove.search import parts
+from groove.search import language, parts
 from groove.search.answers import SearchAnswer, search_answer
 from groove.search.compiler import QueryError
 from groove.search.pipeline import Reranker, Searcher
@@ -560,6 +560,12 @@ class Index:
             return related_answer(
                 await related_notes(reads, path, matrix=self.searcher.vectors, min_quality=self.quality_floor(), **kw)
             )
+
+    async def language_centres(self) -> language.Centres | None:
+        """The language centres a search of this index ranks its vector leg with (search/language.py):
+        None when `[search] language_centres` is off or the index holds one language. `groove tune`
+        retrieves its vector leg with them, so it scores the ranking a search gives."""
+        return await self.searcher.centres_for(self.reading) if self.settings.search.language_centres else None
 
     def quality_floor(self) -> float | None:
         """The score under which the graph and `groove tune` leave chunks out, as a search without min_quality or

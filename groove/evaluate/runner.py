@@ -26,6 +26,7 @@ from groove.evaluate.report import Confidence, EvalReport, EvalRun, HistoryCompa
 from groove.folders import Folders
 from groove.logs import get_logger
 from groove.search.compiler import QueryError, compile_query
+from groove.search.language import Centres
 from groove.search.pipeline import Reading, Searcher
 from groove.search.request import SearchRequest
 from groove.store.protocols import Reads, StoreError
@@ -55,6 +56,8 @@ class JudgedIndex(Protocol):
     async def append_eval_history(self, line: str, keep: int) -> None: ...
 
     def quality_floor(self) -> float | None: ...
+
+    async def language_centres(self) -> Centres | None: ...
 
     async def evaluate(
         self,

@@ -35,10 +35,10 @@ from groove.evaluate.golden import Expected, JudgedQuery
 from groove.evaluate.metrics import KS, first_ranks, score_query
 from groove.evaluate.report import OffTopicTuning, TuneReport
 from groove.evaluate.runner import JudgedIndex, judged_queries, query_vector_texts
-from groove.search import fulltext, offtopic
+from groove.search import fulltext, language, offtopic
 from groove.search.compiler import QueryError, compile_query
 from groove.search.fusion import weighted_rrf, z_fusion
-from groove.search.pipeline import complete_legs, fusion_weights, leg_evidence, pool_size
+from groove.search.pipeline import centred_vector_leg, complete_legs, fusion_weights, leg_evidence, pool_size
 from groove.store.protocols import Reads
 
 Weights = tuple[float, float, float]  # heading, context, content
@@ -78,9 +78,12 @@ async def collect_legs(
     weights: Weights,
     limit: int,
     min_quality: float | None = None,
+    centres: language.Centres | None = None,
 ) -> tuple[list[QueryLegs], list[str]]:
     """Every query's legs as `Searcher.search` retrieves them (hybrid, no filters), for one bm25 weighting,
     without the chunks under `min_quality` as search leaves them out (the quality filter, decision 0020).
+    With `centres` (a mixed-language index, `[search] language_centres` on) the vector leg is the
+    pipeline's `centred_vector_leg`, as a search ranks it; without, the raw cosine's.
 
     `vectors` maps a compiled query's vector text to its embedding (absent: no vector leg).
     Returns the legs and the ids of queries that do not compile (skipped). Unanswerable queries
@@ -113,7 +116,9 @@ async def collect_legs(
             ev = await leg_evidence(reads_, query.kind, terms, scored)
             if ev is not None:
                 evidence[name] = ev
-        if qvec is not None:
+        if qvec is not None and centres is not None:
+            _, legs["vector"], _ = await centred_vector_leg(reads_, centres, qvec, cq.vector_text, n, exclude, None, n)
+        elif qvec is not None:
             nearest = await reads_.vector_scored(qvec, n, exclude, None)
             legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
         out.append(QueryLegs(q.id, q.expected, {k: v for k, v in legs.items() if v}, evidence, n))
@@ -285,12 +290,13 @@ async def tune_golden(
         progress("embedding queries", len(texts), len(texts))
     legs: dict[Weights, list[QueryLegs]] = {}
     skipped: list[str] = []
+    centres = await index.language_centres()  # the vector leg as a search ranks it (a mixed-language index)
     async with index.reading() as reads:
         weightings = list(dict.fromkeys(bm25_of(s) for s in grid))
         if progress:
             progress("retrieving legs", 0, len(weightings))
         for i, w in enumerate(weightings):
-            legs[w], skipped = await collect_legs(reads, queries, vectors, w, limit, index.quality_floor())
+            legs[w], skipped = await collect_legs(reads, queries, vectors, w, limit, index.quality_floor(), centres)
             if progress:
                 progress("retrieving legs", i + 1, len(weightings))
         hits = await reads.chunk_locations()
