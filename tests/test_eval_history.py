@@ -131,6 +131,23 @@ def test_a_note_that_quotes_a_golden_query_verbatim_is_reported(vault, kb, tmp_p
     assert leaks == [{"id": "leak", "query": "which force lifts the ocean twice a day near the coast", "paths": ["answers.md"]}]
 
 
+
+def test_a_21_character_japanese_question_quoted_in_a_note_is_a_leak_and_short_phrases_are_not(vault, kb, tmp_path):
+    # The floor is 24 Latin characters or 16 Japanese ones (a kana or Han character counts 1.5): a Japanese
+    # question is a whole question at 21 characters; a keyword query quoted in a note, in either language, is not.
+    settings, _ = vault
+    question = "潮の満ち引きが一日に二回起こるのはなぜか？"
+    assert len(question) == 21
+    write(kb / "kotae.md", f"# 答え合わせ\n\n問: {question}\n答: 月の引力。潮の満ち引きは海の話。\n")
+    anyio.run(lambda: index_once(settings, embedder=fake()))
+    golden = write(tmp_path / "leaky.yaml", GOLDEN + (
+        f"  - id: ja\n    query: {question}\n    expected: [tide.md]\n"
+        "  - id: ja-keywords\n    query: 潮の満ち引き\n    expected: [tide.md]\n"
+        "  - id: en-phrase\n    query: tides lift the ocean\n    expected: [tide.md]\n"))
+    leaks = run(settings, golden)["leaks"]
+    assert leaks == [{"id": "ja", "query": question, "paths": ["kotae.md"]}]
+
+
 def test_the_cut_offs_follow_k_and_must_fit_the_limit(vault):
     settings, golden = vault
     m = run(settings, golden, ks=(1, 3), record=False)["metrics"]

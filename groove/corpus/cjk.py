@@ -88,3 +88,8 @@ def cjk_share(texts: list[str]) -> float:
 
 def has_cjk(text: str) -> bool:
     return bool(_CJK_RUN.search(text))
+
+
+def cjk_count(text: str) -> int:
+    """How many of `text`'s characters are Han, kana or their compatibility forms."""
+    return sum(len(run) for run in _CJK_RUN.findall(text))
