@@ -140,8 +140,9 @@ def test_a_one_kanji_query_is_found_by_the_bigram_table(corpus):
 def test_a_japanese_sentence_reaches_the_full_text_leg(corpus):
     resp = search(corpus, "再ランキングの評価について", explain=True)
     e = resp.explain
-    # The seeds' phrases, searched in the folded spelling (decision 0018: の評価 -> ノ評価).
-    assert e["match_expr"] == '"再ランキング" OR "ランキング" OR "ノ評価" OR "ニツイテ"'
+    # The seeds' phrases as written; searched in the folded spelling (decision 0018: の評価 -> ノ評価).
+    assert e["match_expr"] == '"再ランキング" OR "ランキング" OR "の評価" OR "について"'
+    assert e["folded_match_expr"] == e["trigram_expr"] == '"再ランキング" OR "ランキング" OR "ノ評価" OR "ニツイテ"'
     assert e["candidates"]["trigram"] == 2  # ja.md via the compound, ja2.md via ランキング
     assert e["candidates"]["bigram"] >= 2
     assert resp.results[0].path == "ja.md"
@@ -361,6 +362,23 @@ def test_eval_reads_a_beir_folder_and_the_cli_prints_json_metrics(spawn, tmp_pat
     assert out["hybrid"]["metrics"]["ndcg@10"] == 1.0
     assert set(out["fts"]["metrics"]) == {"recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "off_topic_answerable"}
     assert out["fts"]["queries"][0]["ranks"] in ([None], [1])
+
+
+
+def test_explain_shows_the_query_as_written_and_the_tables_receive_it_folded(spawn, examples, tmp_path):
+    # The seeds' own example: `"の評価" OR "について"`, not the katakana of the folded tables (decision 0018).
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "XDG_CONFIG_HOME": os.environ["XDG_CONFIG_HOME"], "XDG_DATA_HOME": os.environ["XDG_DATA_HOME"]}
+    base = [*FAKE_GROOVE, "search", '"の評価" OR "について"', "--kb", str(EXAMPLES),
+            "--index", str(examples.resolved_index_path()), "--explain", "--limit", "3"]
+    text = spawn.run(base, cwd=ROOT, env=env, capture_output=True, text=True, check=True).stdout
+    assert 'MATCH expression: "の評価" OR "について"\n' in text
+    assert 'trigram table:    "ノ評価" OR "ニツイテ"\n' in text  # what the folded table receives, on its own line
+    as_json = spawn.run(base + ["--format", "json"], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    e = json.loads(as_json.stdout)["explain"]
+    assert e["match_expr"] == '"の評価" OR "について"'
+    assert e["folded_match_expr"] == e["trigram_expr"] == '"ノ評価" OR "ニツイテ"'
+    assert e["sent_to_fts5"]["trigram"] == '"ノ評価" OR "ニツイテ"'
 
 
 def test_the_search_cli_prints_text_and_explain(spawn, examples, tmp_path):

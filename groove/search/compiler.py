@@ -39,6 +39,8 @@ search. So the query is compiled into a set of quoted phrases joined with
    Japanese in it, or a quoted region) searches the trigram table exactly as
    stage 5 compiled it. ``match_expr`` stays the expression of stage 5;
    ``trigram_expr`` and ``word_expr`` are what the two tables are handed.
+   ``written_expr`` is stage 5's expression of the query as written, not
+   folded: what explain shows as the MATCH expression (the seeds' own).
 
 ``再ランキングの評価について`` compiles to
 ``"再ランキング" OR "ランキング" OR "の評価" OR "について"`` under the seeds' rules;
@@ -176,6 +178,9 @@ class CompiledQuery:
     searches the query instead."""
     word_expr: str | None = None
     """What the word table is handed: ``"a" OR "b"``, or ``None``."""
+    written_expr: str | None = None
+    """``match_expr`` of the query as written (stages 1-5 without stage 0's folding, as the seeds compile
+    it: ``"の評価"`` where ``match_expr`` has ``"ノ評価"``), for a reader; nothing searches with it."""
 
 
 @dataclass(frozen=True)
@@ -387,18 +392,22 @@ def apply_trigram_floor(runs: Sequence[str]) -> list[str]:
     return [phrase for entry in spans for phrase in entry]
 
 
-def group_phrases(group: Group) -> list[str]:
+def group_phrases(group: Group, fold: bool = True) -> list[str]:
     """All phrases of one group, in order, in the folded spelling (stage 0; stages 2-4 for
-    unquoted pieces). A quoted region is folded whole, and the floor counts its folded length."""
+    unquoted pieces). A quoted region is folded whole, and the floor counts its folded length.
+    With `fold` False, the phrases of the text as written (the seeds' stages 2-4 alone)."""
     phrases: list[str] = []
     for piece in group.pieces:
         if piece.quoted:
-            text = normalize.fold(piece.text)
+            text = normalize.fold(piece.text) if fold else piece.text
             if len(text) >= TRIGRAM_FLOOR:
                 phrases.append(text)
             continue
-        for word in split_separators(normalize.fold_words(piece.text)):
+        for word in split_separators(normalize.fold_words(piece.text) if fold else piece.text):
             for phrase in apply_trigram_floor(split_scripts(word)):
+                if not fold:
+                    phrases.append(phrase)
+                    continue
                 phrases.append(normalize.fold_kana(phrase))
                 shorter = normalize.long_vowel_variant(phrase)
                 if shorter is not None and len(shorter) >= TRIGRAM_FLOOR:
@@ -529,6 +538,7 @@ def compile_query(query: str, max_phrases: int = MAX_PHRASES) -> CompiledQuery:
 
     match_expr, negative_expr = build_match_expr(positives, negatives)
     words = route(groups, vector_only, max_phrases)
+    written_expr = match_expr and _written_expr(groups, positive_text, fallback, max_phrases)
     trigram_expr = None if words else match_expr
     return CompiledQuery(
         text=text,
@@ -543,4 +553,15 @@ def compile_query(query: str, max_phrases: int = MAX_PHRASES) -> CompiledQuery:
         words=words,
         trigram_expr=trigram_expr,
         word_expr=" OR ".join(quote_phrase(w) for w in words) or None,
+        written_expr=written_expr,
     )
+
+
+def _written_expr(groups: Sequence[Group], positive_text: str, fallback: bool, max_phrases: int) -> str | None:
+    """Stage 5's expression of the query as written: the phrases without stage 0's folding."""
+    positives = [p for g in groups if not g.negative for p in group_phrases(g, fold=False)]
+    if fallback or not positives:
+        positives = [positive_text]
+    negatives = [p for g in groups if g.negative for p in group_phrases(g, fold=False)]
+    expr, _ = build_match_expr(finalize_phrases(positives, max_phrases)[0], finalize_phrases(negatives, max_phrases)[0])
+    return expr

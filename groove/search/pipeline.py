@@ -658,7 +658,10 @@ class Searcher:
             response["explain"] = dict(
                 query=cq.text,
                 vector_text=cq.vector_text,
-                match_expr=cq.match_expr,
+                # The seeds' expression of the query as the user wrote it; the full-text tables receive
+                # it folded (decision 0018): folded_match_expr, trigram_expr, sent_to_fts5.
+                match_expr=cq.written_expr,
+                folded_match_expr=cq.match_expr,
                 negative_expr=cq.negative_expr,
                 positives=list(cq.positives),
                 excluded_terms=list(cq.negatives),
