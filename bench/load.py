@@ -114,6 +114,22 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
+async def _politely(client: Any, arguments: dict[str, Any]) -> CallToolResult:
+    """A search as a polite client sends it: when the server says it calls too fast (its per-client rate limit,
+    which one client checking every edit back to back reaches), wait what it asks and send it again."""
+    from mcp.shared.exceptions import MCPError
+
+    from groove.serve.mcp.guard import RATE_LIMITED
+
+    while True:
+        try:
+            return await client.call_tool("search", arguments)
+        except MCPError as exc:
+            if exc.error.code != RATE_LIMITED:
+                raise
+            await anyio.sleep(float((exc.error.data or {}).get("retry_after_s", 0.1)))
+
+
 def _first_text(result: CallToolResult) -> str:
     """The text of a tool result's first content block ('' when it has none, the repr of a block of another kind)."""
     from mcp_types import TextContent
@@ -258,7 +274,7 @@ async def run_load(
         async with Client(f"{base}/mcp") as client:
             while missing and time.monotonic() < settle_deadline:
                 for e, rel in list(missing.items()):
-                    result = await client.call_tool("search", {"query": unique_word(e), "retriever": "fts", "limit": 5})
+                    result = await _politely(client, {"query": unique_word(e), "retriever": "fts", "limit": 5})
                     if not result.is_error and any(r["path"] == rel for r in result.structured_content["results"]):
                         del missing[e]
                 if missing:
@@ -273,6 +289,12 @@ async def run_load(
             proc.wait()
         log.close()
     requests = len(latencies) + len(failures)
+    # What the server said of the failures (a client sees only "Server returned an error response"): its warnings.
+    said = [
+        line
+        for line in (work / "serve.log").read_text(encoding="utf-8", errors="replace").splitlines()
+        if "warning" in line or "error" in line
+    ]
     return {
         "clients": clients,
         "requests": requests,
@@ -287,6 +309,7 @@ async def run_load(
         "lost": sorted(missing.values())[:10],
         "all_edits_findable_after_s": round(all_found_s, 1) if not missing else None,
         "window_s": round(window, 1),
+        "server_warnings": said[:8] if failures else [],
     }
 
 
@@ -322,7 +345,9 @@ def main_async(args: argparse.Namespace):
     )
     report.ratios["lost_over_edits"] = round(out["lost_edits"] / out["edits"], 4) if out["edits"] else float("nan")
     report.ratios["p95_over_p50"] = round(out["p95_ms"] / out["p50_ms"], 2) if out["p50_ms"] else float("nan")
-    report.raw = {k: v for k, v in out.items() if k not in ("failures", "lost")}
+    report.raw = {k: v for k, v in out.items() if k not in ("failures", "lost", "server_warnings")}
+    for line in out["server_warnings"]:
+        report.notes.append(f"server: {line[:300]}")
     for f in out["failures"]:
         report.notes.append(f"failure: {f}")
     if out["lost"]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from groove.serve.http.bodies import BodyDeadline
+from groove.serve.http.bodies import BODY_GRACE_S, BodyDeadline
 from groove.serve.http.storm import StormLog
 
 PER_CLIENT = 4
@@ -33,7 +33,7 @@ async def app_reading_late(gate: anyio.Event, read: list[bytes]) -> Any:
     return app
 
 
-async def run_requests(n: int, *, whole: bool) -> tuple[list[bytes], list[int]]:
+async def run_requests(n: int, *, whole: bool, late_s: float = 0.0) -> tuple[list[bytes], list[int]]:
     gate = anyio.Event()
     read: list[bytes] = []
     statuses: list[int] = []
@@ -44,6 +44,7 @@ async def run_requests(n: int, *, whole: bool) -> tuple[list[bytes], list[int]]:
         async def receive() -> Any:
             if not whole:
                 await never.wait()  # the client sent the headers and not the body's bytes
+            await anyio.sleep(late_s)  # a busy client's body, a while after its headers
             return {"type": "http.request", "body": b"{}", "more_body": False}
 
         async def send(message: Any) -> None:
@@ -57,6 +58,7 @@ async def run_requests(n: int, *, whole: bool) -> tuple[list[bytes], list[int]]:
             tg.start_soon(one)
         await anyio.wait_all_tasks_blocked()
         gate.set()  # the app gets round to reading them all
+        await anyio.sleep(BODY_GRACE_S + 0.2)  # bodies count against the bound once they have waited this long
         await anyio.wait_all_tasks_blocked()
         tg.cancel_scope.cancel()  # the trickled ones that were not cut would wait out their deadline
     return read, statuses
@@ -70,3 +72,9 @@ async def test_whole_bodies_the_app_reads_late_are_never_cut_however_many_from_o
 async def test_bodies_still_missing_bytes_are_cut_beyond_the_bound_from_one_address():
     read, statuses = await run_requests(6 * PER_CLIENT, whole=False)
     assert read == [] and statuses == [408] * (5 * PER_CLIENT)  # the bound's worth are still waiting
+
+
+async def test_whole_bodies_that_come_a_second_after_their_headers_are_never_cut_however_many_from_one_address():
+    # 64 clients in one busy process, or a saturated server: each body comes whole, late (before: cut at once)
+    read, statuses = await run_requests(6 * PER_CLIENT, whole=True, late_s=BODY_GRACE_S / 2)
+    assert statuses == [200] * (6 * PER_CLIENT) and read == [b"{}"] * (6 * PER_CLIENT)
