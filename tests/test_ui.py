@@ -912,7 +912,7 @@ def test_the_model_badge_names_the_engine_the_model_runs_on(chrome, served):
     assert badge.text == st["engine"] and badge.get_attribute("title") == st["model"]
 
 
-def test_engine_label_names_the_engine_auto_chose_once_it_has_loaded():
+def test_engine_label_names_the_engine_auto_chose_once_it_has_loaded(real_model):  # the engines, not loaded
     from types import SimpleNamespace
 
     from groove.config import EmbeddingSettings
