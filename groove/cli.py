@@ -14,14 +14,12 @@ import sys
 import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
 from pydantic import BaseModel
 
 from groove import EXAMPLE_NOTES, __version__, trust  # EXAMPLE_NOTES: `--examples`
-from groove.autostart import install as installer
-from groove.autostart import instances, platforms
+from groove.autostart import platforms
 from groove.config import (
     ConfigError,
     FusionSettings,
@@ -32,15 +30,21 @@ from groove.config import (
     user_config_file,
 )
 from groove.errors import GrooveError, UsageError
-from groove.evaluate.report import EvalReport, OffTopicTuning, TuneReport
-from groove.evaluate.tune import METRICS as TUNE_METRICS
+from groove.evaluate.metrics import TUNE_METRICS
 from groove.folders import anchored_spec
 from groove.logs import configure as configure_logs
 from groove.logs import get_logger
 from groove.progress import ProgressBar, say
-from groove.search.request import SearchRequest
-from groove.store.failures import describe_write_error, store_errors
 from groove.store.protocols import StoreWriteError
+
+if TYPE_CHECKING:
+    from groove.autostart import install as installer
+    from groove.evaluate.report import EvalReport, OffTopicTuning, TuneReport
+    from groove.search.request import SearchRequest
+
+# What a command needs beyond parsing its arguments is imported where it runs, so that `groove --help`, a
+# usage error and a command a running service answers start at once (issue 37, point 7: 0.46 s of CPU for
+# --help when every command's modules came at start, numpy and the evaluation code among them).
 
 __all__ = ["UsageError", "build_parser", "main"]
 
@@ -179,6 +183,8 @@ def _in_process(settings: Settings, call: Callable[[Any], Awaitable[Any]], **ope
     uses (`groove.api.service`), over an `Index` opened with `open_options` (readonly, rebuild, reranker_model,
     any_model). Imported here: the index brings numpy, SQLite, the parsers and the embedder (over a second on a
     busy machine), which a command answered by a running daemon never needs."""
+    import anyio
+
     from groove.api.service import Service
     from groove.index import Index
 
@@ -217,6 +223,8 @@ NO_DAEMON_HINT = " (no groove serve answers for this index; one that runs answer
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    from groove.store.failures import describe_write_error, store_errors
+
     settings = _settings(args)
     _loading_model(settings, reading=False)
     bar = ProgressBar()
@@ -371,6 +379,8 @@ def _request_from_args(args: argparse.Namespace, settings: Settings, query: str)
             raise UsageError(f"--field takes KEY=VALUE, got {item!r}")
         key, value = item.split("=", 1)
         fields[key.strip()] = value
+    from groove.search.request import SearchRequest
+
     return SearchRequest(
         query=query,
         limit=args.limit if args.limit is not None else settings.search.default_limit,
@@ -830,6 +840,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     tune_malloc()  # before the daemon's worker threads: bursts of searches and edits grew RSS (issue 36, point 5)
     # BindError is a GrooveError: exit 1, see main(); a busy port's message names the knob that set the address.
+    import anyio
+
     anyio.run(serve, settings, transport, bind, _bind_knob(args, settings))
     # The index is closed and every log line written: leave now instead of waiting
     # 1-2 s for the interpreter to tear torch down, so a stop stays well within 5 s.
@@ -1123,6 +1135,9 @@ def _platform(args: argparse.Namespace) -> platforms.Platform:
 def cmd_service_install(args: argparse.Namespace) -> int:
     # --kb and --index go into the unit's own `groove serve` command, as absolute paths (the service starts
     # elsewhere); with --kb the config file is optional. A named instance gets --kb, --index and --bind always.
+    from groove.autostart import install as installer
+    from groove.autostart import instances
+
     name = platforms.check_name(args.name)
     platforms.check_port(args.port)
     kb = _folder_flags(args.kb)  # absolute, `name = path` kept
@@ -1165,14 +1180,20 @@ def cmd_service_install(args: argparse.Namespace) -> int:
 
 
 def cmd_service_uninstall(args: argparse.Namespace) -> int:
+    from groove.autostart import install as installer
+
     return _emit_report(installer.uninstall(_platform(args), name=platforms.check_name(args.name), purge=args.purge))
 
 
 def cmd_service_status(args: argparse.Namespace) -> int:
+    from groove.autostart import install as installer
+
     return _emit_report(installer.status(_platform(args), name=platforms.check_name(args.name)), args.format)
 
 
 def cmd_service_list(args: argparse.Namespace) -> int:
+    from groove.autostart import install as installer
+
     return _emit_report(installer.list_instances(_platform(args)), args.format)
 
 

@@ -18,6 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+# What `groove tune` can maximise (here, not in tune.py, so that the CLI names them without importing numpy).
+TUNE_METRICS = ("ndcg@10", "mrr", "recall@1", "recall@5", "recall@10")
+
 H = TypeVar("H")
 E = TypeVar("E")
 

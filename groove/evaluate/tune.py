@@ -32,7 +32,7 @@ from groove.config import FusionSettings
 from groove.errors import UsageError
 from groove.evaluate import offtopic_offset
 from groove.evaluate.golden import Expected, JudgedQuery
-from groove.evaluate.metrics import KS, first_ranks, score_query
+from groove.evaluate.metrics import KS, TUNE_METRICS, first_ranks, score_query
 from groove.evaluate.report import OffTopicTuning, TuneReport
 from groove.evaluate.runner import JudgedIndex, judged_queries, query_vector_texts
 from groove.search import fulltext, language, offtopic
@@ -55,7 +55,7 @@ EVIDENCE_LOW = (0.0, 0.1, 0.2, 0.25, 0.3, 0.4)
 EVIDENCE_HIGH = (0.3, 0.4, 0.5, 0.6, 0.8, 1.0)
 RRF_K = (10.0, 30.0, 60.0, 100.0)
 RRF_FTS_WEIGHT = (0.25, 0.5, 1.0, 2.0, 4.0)  # the vector leg weighs 1: only the ratio matters
-METRICS = ("ndcg@10", "mrr", "recall@1", "recall@5", "recall@10")
+METRICS = TUNE_METRICS
 BOOTSTRAP = 2000
 SEED = 20261201
 
