@@ -415,7 +415,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if answer is not None:
         result = search_answer(answer.result, include_ids=True)
     else:
-        _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
+        if req.retriever != "fts" or args.reranker:  # a full-text search embeds nothing: no model loads for it
+            _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
         if args.reranker and req.rerank is None:
             req = req.model_copy(update={"rerank": True})  # a model named on the command line applies unconditionally
         result = _in_process(settings, lambda service: service.search(req), readonly=True, reranker_model=args.reranker)

@@ -443,6 +443,11 @@ def test_after_the_daemon_stops_its_socket_is_gone_and_the_cli_loads_the_model_i
     assert done.returncode == 0, done.stderr
     assert "groove: loading model intfloat/multilingual-e5-small (no groove serve answers for this index" in done.stderr
     assert json.loads(done.stdout)["results"][0]["path"] == "garden/tomatoes.md"
+    # A full-text search embeds nothing: in process it loads no model and says none (issue 37, point 7).
+    words = groove(spawn, "search", "tomato plants", "--retriever", "fts", "--kb", str(kb), "--index", str(index),
+                   "--format", "json", cwd=tmp_path)
+    assert words.returncode == 0 and "loading model" not in words.stderr, words.stderr
+    assert json.loads(words.stdout)["results"][0]["path"] == "garden/tomatoes.md"
 
 
 def test_a_socket_path_too_long_for_the_platform_moves_to_a_private_temp_folder(tmp_path):
