@@ -44,6 +44,9 @@ settings, the fake embedder, loopback), these probes in turn:
 4. a catastrophic glob (points 1-2): a search with `path_globs: ["*?*?*?*?*?*?*?*?*?*?Q"]` against a note with
    a 200-character name, /healthz asked while it runs (its latency), and `groove index` of a folder whose
    .grooveignore holds the same pattern and one with 20 pairs (seconds, and the refused line's report);
+6. many addresses (issue 36, point 1): idle connections from 300 loopback addresses, each reopened when the
+   server closes it; between floods, 10 times, /healthz and a new client (initialize and a search) from another
+   address: how many succeeded;
 5. the notes folder replaced (point 4; also alone: `--folder`), on a server of its own with `--folder-notes` notes and
    the periodic reconcile off: `mv kb kb.old && cp -r kb.old kb && write kb/new.md`, seconds until a search finds
    new.md (then an edit in the copy); `rm -rf kb`, seconds until /healthz fails, then kb recreated with
@@ -361,11 +364,78 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
             "healthz_ok": len(ok),
             "healthz_max_ms": round(max(ok), 1) if ok else None,
         }
+        # 6. many addresses (issue 36, point 1): idle connections from `addresses` loopback addresses, each
+        # reconnecting when the server closes it, while /healthz and a new client are asked from another address
+        out["many_addresses"] = _many_addresses(server, addresses=300, probes=10)
         out["tracebacks_in_log"] = server.log().count("Traceback")
     finally:
         server.terminate()
     out["grooveignore"] = run_grooveignore(work / "ignore", "*?" * 10 + "Q")
     return out
+
+
+def _many_addresses(server, addresses: int, probes: int) -> dict:
+    """Idle connections from `addresses` loopback addresses (127.0.3.1 on), reopened whenever the server closes
+    one, and between floods `probes` times /healthz and a new client (initialize and a search) from 127.0.0.2."""
+    import select
+    import socket
+
+    import httpx
+
+    sources = [f"127.0.{3 + i // 250}.{1 + i % 250}" for i in range(addresses)]
+    socks: dict[str, socket.socket] = {}
+
+    def flood() -> int:
+        opened = 0
+        for source in sources:
+            s = socks.get(source)
+            if s is not None:
+                ready = select.select([s], [], [], 0)[0]
+                try:
+                    if not ready or s.recv(1, socket.MSG_PEEK):
+                        continue  # still open (nothing from the server, or bytes)
+                except OSError:
+                    pass
+                s.close()
+            try:
+                c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                c.bind((source, 0))
+                c.settimeout(5)
+                c.connect(("127.0.0.1", server.port))
+                socks[source] = c
+                opened += 1
+            except OSError:
+                socks.pop(source, None)
+        return opened
+
+    healthz_ok = clients_ok = reopened = 0
+    try:
+        for _ in range(probes):
+            reopened += flood()
+            time.sleep(0.3)
+            try:
+                transport = httpx.HTTPTransport(local_address="127.0.0.2")
+                with httpx.Client(transport=transport, timeout=10) as plain:
+                    healthz_ok += plain.get(server.base + "/healthz").status_code == 200
+                with httpx.Client(
+                    transport=httpx.HTTPTransport(local_address="127.0.0.2"), headers=MCP_HEADERS, timeout=10
+                ) as http:
+                    session = open_session(http, server.url)
+                    found = call_tool(http, server.url, session, "search", {"query": "quokka", "retriever": "fts"})
+                    clients_ok += found.status_code == 200 and "a.md" in found.text
+            except (httpx.HTTPError, KeyError):
+                pass
+            reopened += flood()
+    finally:
+        for s in socks.values():
+            s.close()
+    return {
+        "addresses": addresses,
+        "probes": probes,
+        "healthz_ok": healthz_ok,
+        "new_client_ok": clients_ok,
+        "connections_opened": reopened,
+    }
 
 
 def run_grooveignore(work: Path, pattern: str) -> dict:
@@ -649,6 +719,10 @@ def http_table(out: dict) -> str:
             f"{out['grooveignore']['exit_code']} in "
             f"{out['grooveignore']['seconds']} s, {out['grooveignore']['notes_indexed']} note(s) indexed; "
             f"{out['grooveignore']['refused_line']} |",
+            f"| idle connections from {out['many_addresses']['addresses']} addresses, reopened when closed "
+            f"({out['many_addresses']['connections_opened']} opened) | /healthz "
+            f"{out['many_addresses']['healthz_ok']}/{out['many_addresses']['probes']}; a new client "
+            f"{out['many_addresses']['new_client_ok']}/{out['many_addresses']['probes']} |",
             f"| tracebacks in the server's log | {out['tracebacks_in_log']} |",
         ]
     )
