@@ -103,12 +103,12 @@ def _common(p: argparse.ArgumentParser, *, examples: bool = False) -> None:
     g.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="log level (stderr)")
 
 
-def _format_option(p: argparse.ArgumentParser) -> None:
+def _format_option(p: argparse.ArgumentParser, *, more: tuple[str, ...] = (), more_help: str = "") -> None:
     p.add_argument(
         "--format",
-        choices=["text", "json"],
+        choices=["text", "json", *more],
         default="text",
-        help='text for people, json for programs (errors too: {"error", "exit_code"} on stdout)',
+        help='text for people, json for programs (errors too: {"error", "exit_code"} on stdout)' + more_help,
     )
 
 
@@ -476,9 +476,32 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_related(args: argparse.Namespace) -> int:
-    from groove.api.answers import RelatedAnswer, related_text
+SVG_NEEDS_DOT = (
+    "--format svg needs Graphviz's dot on PATH (apt install graphviz / brew install graphviz), "
+    "or use --format dot and render it elsewhere"
+)
 
+
+def _svg(dot_text: str, dot: str) -> str:
+    """The DOT text drawn as SVG by Graphviz's `dot` (the executable at `dot`)."""
+    import subprocess
+
+    drawn = subprocess.run([dot, "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True, check=False)
+    if drawn.returncode != 0:
+        why = drawn.stderr.decode("utf-8", "replace").strip() or f"exit status {drawn.returncode}"
+        raise GrooveError(f"Graphviz's dot could not draw the graph: {why}")
+    return drawn.stdout.decode("utf-8", "replace")
+
+
+def cmd_related(args: argparse.Namespace) -> int:
+    import shutil
+
+    from groove.api.answers import RelatedAnswer, related_text
+    from groove.api.graph import related_dot
+
+    dot = shutil.which("dot") if args.format == "svg" else None
+    if args.format == "svg" and dot is None:  # said before any model loads
+        raise UsageError(SVG_NEEDS_DOT)
     settings = _settings(args)
     options: dict[str, Any] = {
         "limit": args.limit,
@@ -501,6 +524,10 @@ def cmd_related(args: argparse.Namespace) -> int:
         result = _in_process(settings, lambda service: service.related(req), readonly=True)
     if args.format == "json":
         _emit(result.script_json(), "json", str)
+    elif args.format == "dot":
+        _emit(result, "text", related_dot)
+    elif dot is not None:  # svg
+        _emit(result, "text", lambda r: _svg(related_dot(r), dot))
     else:
         _emit(result, "text", lambda r: related_text(r) + "\n")
     return 0
@@ -1417,7 +1444,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GLOB",
         help="leave notes matching GLOB out of the walk (gitignore-style); repeatable",
     )
-    _format_option(p)
+    _format_option(
+        p,
+        more=("dot", "svg"),
+        more_help="; dot: the graph in Graphviz DOT, svg: drawn by Graphviz's dot (on PATH)",
+    )
     p.add_argument(
         "--no-daemon",
         action="store_true",
