@@ -41,12 +41,13 @@ from groove.config import Settings
 from groove.embed.embedder import Embedder
 from groove.embed.pool import BulkLimiter
 from groove.errors import BusyError, GrooveError, NotFoundError, UsageError
+from groove.folders import Folders, NotesFolder
 from groove.index import Index
 from groove.logs import get_logger
 from groove.store.failures import describe_write_error
-from groove.sync.indexer import ReconcileStats
+from groove.sync.indexer import Indexer, ReconcileStats
 from groove.sync.report import IndexReport
-from groove.sync.watcher import watch
+from groove.sync.watcher import FolderRepointed, watch
 
 log = get_logger(__name__)
 
@@ -490,7 +491,32 @@ class Daemon:
             return on_batch, on_state
 
         states = {f.name: "starting" for f in folders}
+        while True:
+            try:
+                await self._watch_folders(folders, indexer, one)
+                return
+            except* FolderRepointed as group:
+                # A notes folder given as a symlink now leads elsewhere: read and watch the new folder (or,
+                # when it is another served folder, index nothing under this one), then a full reconcile.
+                for exc in group.exceptions:
+                    assert isinstance(exc, FolderRepointed)
+                    for f in folders:
+                        if f.link == exc.link and f.path == exc.kb:
+                            indexer.repoint(f.name, exc.target)
+                self._full_requested += 1
+                await self._changes_send.send(FULL)
+
+    async def _watch_folders(self, folders: Folders, indexer: Indexer, one: Callable[[NotesFolder], Any]) -> None:
+        # Each round of watches its own stop event: watchfiles sets the event it was given when its watch is
+        # cancelled (a re-pointed link ends the round), and that must not stop the daemon.
+        stop = anyio.Event()
+
+        async def relay() -> None:
+            await self._stop.wait()
+            stop.set()
+
         async with anyio.create_task_group() as tg:
+            tg.start_soon(relay)
             for folder in folders:
                 on_batch, on_state = one(folder)
                 tg.start_soon(
@@ -501,10 +527,11 @@ class Daemon:
                         debounce_ms=self.settings.watch.debounce_ms,
                         extensions=indexer.parsers.extensions,  # the indexer's parser registry decides
                         index_path=self.index.path,
-                        stop_event=self._stop,  # lets the watcher thread return at once on stop (else up to 5 s)
+                        stop_event=stop,  # lets the watcher thread return at once on stop (else up to 5 s)
                         on_state=on_state,
                         on_lost=lambda: self._changes_send.send(FULL),  # a batch watchfiles could not decode
                         ignored=indexer.ignore_of(folder).path_ignored,  # what .grooveignore and .gitignore leave out
+                        link=folder.given,  # a symlink as given: followed anew, so a re-pointed link is seen
                     )
                 )
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from groove.errors import ConfigError, UsageError
@@ -29,7 +29,18 @@ class NotesFolder:
     """One notes folder: its name (the first part of its notes' paths when there are several) and where it is."""
 
     name: str
-    path: Path
+    path: Path  # resolved: the real folder (a symlink given is followed; `given` keeps the link)
+    #: The path as the user gave it (absolute, not resolved) when a symlink on it makes it differ from `path`:
+    #: the watcher follows it again every second, so a link re-pointed while serving is a replaced folder.
+    given: Path | None = field(default=None, compare=False)
+    #: Set while `path` is the same real folder as another served folder's (a link re-pointed at it): its notes
+    #: are that folder's, so this one indexes nothing until the link points elsewhere (the other's name).
+    duplicate_of: str | None = field(default=None, compare=False)
+
+    @property
+    def link(self) -> Path:
+        """The path to follow to find the folder now: as given (a symlink is followed anew), else `path`."""
+        return self.given if self.given is not None else self.path
 
     def spec(self) -> str:
         return f"{self.name} = {self.path}"
@@ -96,11 +107,12 @@ def parse_folders(items: Iterable[object], *, base: Path | None = None) -> tuple
         if not path.is_absolute() and base is not None:
             path = base / path
         given = path.name  # the name as written (a symlink keeps its own name), unless it is "." or ".."
+        as_given = Path(os.path.abspath(path))
         path = path.resolve()
         if name is None:
             written = given if given not in ("", ".", "..") else path.name
             name = folder_name(written) or _safe_name(written)
-        out.append(NotesFolder(str(name), path))
+        out.append(NotesFolder(str(name), path, given=as_given if as_given != path else None))
     _check(out)
     return tuple(out)
 
@@ -132,7 +144,24 @@ def _check(folders: list[NotesFolder]) -> None:
                     "indexed twice; give only the outer one, or move one out"
                 )
             if a is not b and a.path == b.path:
-                raise ConfigError(f"the notes folder {a.path} is given twice (as {a.name!r} and {b.name!r})")
+                raise ConfigError(
+                    f"the notes folder {a.path} is given twice (as {a.name!r}{_via(a)} and {b.name!r}{_via(b)}): "
+                    "its notes would be indexed twice; give it once"
+                )
+
+
+def _via(folder: NotesFolder) -> str:
+    return f", via the link {folder.given}" if folder.given is not None else ""
+
+
+def same_folder(folders: Iterable[NotesFolder], folder: NotesFolder, path: Path) -> NotesFolder | None:
+    """Another of `folders` that `path` (a folder's new real path) is, is inside, or holds: its notes would be
+    indexed twice."""
+    for other in folders:
+        if other.name != folder.name and other.duplicate_of is None:
+            if path == other.path or path.is_relative_to(other.path) or other.path.is_relative_to(path):
+                return other
+    return None
 
 
 class Folders:
@@ -154,6 +183,17 @@ class Folders:
     def one(cls, path: Path) -> Folders:
         """One notes folder (named by its base name)."""
         return cls([NotesFolder(path.name, path)])
+
+    def repoint(self, name: str, path: Path, *, duplicate_of: str | None = None) -> NotesFolder:
+        """The folder named `name` now at `path` (its link was re-pointed while serving); the Index and its
+        Indexer share this object, so both read the new folder from now on."""
+        items = list(self.items)
+        for i, f in enumerate(items):
+            if f.name == name:
+                items[i] = replace(f, path=path, duplicate_of=duplicate_of)
+                self.items = tuple(items)
+                return items[i]
+        raise KeyError(name)
 
     def __iter__(self):
         return iter(self.items)
@@ -210,4 +250,4 @@ class Folders:
         return "; ".join(f.spec() for f in self.items)
 
 
-__all__ = ["Folders", "NotesFolder", "anchored_spec", "folder_name", "parse_folders", "split_spec"]
+__all__ = ["Folders", "NotesFolder", "anchored_spec", "folder_name", "parse_folders", "same_folder", "split_spec"]

@@ -380,6 +380,8 @@ def scan_folders(folders: Folders, ignore_of: Callable[[NotesFolder], Ignore], m
     """`scan` of every folder, each with its own ignore rules, as one result under the index's paths."""
     out = ScanResult()
     for folder in folders:
+        if folder.duplicate_of is not None:  # the same real folder as another served one: indexed under that one
+            continue
         one = under_folder(scan(folder.path, ignore_of(folder), max_file_bytes), folders, folder)
         out.files.update(one.files)
         out.skipped.update(one.skipped)

@@ -43,7 +43,7 @@ from groove.corpus.scan import (
     under_folder,
 )
 from groove.embed.embedder import Embedder
-from groove.folders import Folders, NotesFolder
+from groove.folders import Folders, NotesFolder, same_folder
 from groove.logs import get_logger
 from groove.store.protocols import IndexWrites
 
@@ -113,16 +113,38 @@ class Indexer:
         # The parser registry decides which files are notes and how each kind is read and parsed.
         self.parsers = Parsers(settings, parsers)
         # Each folder's own ignore rules (its .grooveignore, its git repository's .gitignore files).
-        self.ignores = {
-            f.name: Ignore(
-                f.path,
-                settings.exclude_dirs,
-                self.parsers.extensions,
-                self.parsers.size_limits(),
-                gitignore=settings.gitignore,
+        self.ignores = {f.name: self._ignore_for(f) for f in self.folders}
+
+    def _ignore_for(self, folder: NotesFolder) -> Ignore:
+        return Ignore(
+            folder.path,
+            self.settings.exclude_dirs,
+            self.parsers.extensions,
+            self.parsers.size_limits(),
+            gitignore=self.settings.gitignore,
+        )
+
+    def repoint(self, name: str, path: Path) -> NotesFolder:
+        """The folder named `name` is now the real folder `path` (its link was re-pointed while serving): read it
+        from now on, with its own ignore rules; a full reconcile then indexes its notes and removes the old ones.
+        When `path` is (inside, or holds) another served folder, this one indexes nothing until it is re-pointed
+        again: one warning names both, and its notes are that folder's."""
+        current = next(f for f in self.folders if f.name == name)
+        other = same_folder(self.folders, current, path)
+        if other is not None:
+            log.warning(
+                "folder_duplicate_skipped",
+                folder=name,
+                link=str(current.link),
+                path=str(path),
+                other=other.name,
+                other_path=str(other.path),
+                action=f"indexing nothing under {name!r}: its notes are served under {other.name!r}; "
+                "point the link at a folder of its own",
             )
-            for f in self.folders
-        }
+        folder = self.folders.repoint(name, path, duplicate_of=other.name if other is not None else None)
+        self.ignores[name] = self._ignore_for(folder)
+        return folder
 
     def ignore_of(self, folder: NotesFolder) -> Ignore:
         return self.ignores[folder.name]
@@ -235,7 +257,8 @@ class Indexer:
                     skipped[shown] = name_problem(rel) or ""
                 continue
             where = self.folders.locate(rel)
-            if where is None:  # in no configured folder (one taken out of the configuration)
+            if where is None or where[0].duplicate_of is not None:
+                # in no configured folder (one taken out of the configuration), or one that is another's (a link)
                 gone |= {p for p in known if p == rel or p.startswith(rel + "/")}
                 continue
             folder, inner = where

@@ -23,6 +23,11 @@ says the watch is not live (``FOLDER_MISSING``: `/healthz` fails and
 `index_status` says so) until there is a folder at the path again, the watch is
 attached to it, and `on_lost` asks for a full reconcile. While the folder is
 missing, a reconcile keeps the notes the index has (corpus/scan.py).
+
+A notes folder given as a symlink (`link`) is checked through the link, followed anew each time: when the
+link is re-pointed at another folder, the identity changes as for a replaced folder, and the watcher raises
+`FolderRepointed` with the new real folder; the daemon re-points the folder (the indexer reads the new
+one), watches it and a full reconcile indexes its notes and removes the old folder's.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import watchfiles
 from watchfiles._rust_notify import WatchfilesRustInternalError  # not re-exported by watchfiles
 
 from groove.corpus.scan import ALWAYS_SKIPPED_DIRS, GITIGNORE_FILE, IGNORE_FILE
+from groove.errors import GrooveError
 from groove.logs import get_logger
 
 log = get_logger(__name__)
@@ -92,6 +98,16 @@ FOLDER_MISSING = "waiting: the notes folder is not there"
 FOLDER_REPLACED = "re-attaching: the notes folder was replaced"
 
 
+class FolderRepointed(GrooveError):
+    """The notes folder given as a symlink now leads to another real folder (`target`) than the one watched."""
+
+    def __init__(self, link: Path, kb: Path, target: Path):
+        super().__init__(f"the notes folder link {link} now leads to {target} (was {kb})")
+        self.link = link
+        self.kb = kb
+        self.target = target
+
+
 def folder_identity(kb: Path) -> tuple[int, int] | None:
     """(device, inode) of the notes folder, or None when there is no folder at that path."""
     try:
@@ -99,6 +115,11 @@ def folder_identity(kb: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _real(link: Path) -> Path:
+    """The real folder a path leads to now (its symlinks followed)."""
+    return Path(os.path.realpath(link))
 
 
 def _stopped(stop_event: anyio.Event | None) -> bool:
@@ -130,16 +151,19 @@ async def watch(
     on_state: Callable[[str], None] | None = None,
     on_lost: Callable[[], Awaitable[None]] | None = None,
     ignored: Callable[[str], bool] | None = None,
+    link: Path | None = None,
 ) -> None:
     """Hand batches of changed paths to `on_batch` until `stop_event` (not those `ignored` says the rules leave
     out); `on_lost` when a batch was lost, and when the notes folder came back or was replaced (the watch is attached
-    to the new folder first)."""
+    to the new folder first). `link`: the path as the user gave it, when a symlink makes it differ from `kb`;
+    raises FolderRepointed when it leads to another folder than `kb`."""
+    given = link if link is not None else kb
 
     def state(value: str) -> None:
         if on_state:
             on_state(value)
 
-    identity = folder_identity(kb)
+    identity = folder_identity(given)
     attached_before = False
     try:
         while not _stopped(stop_event):
@@ -150,9 +174,19 @@ async def watch(
                     kb=str(kb),
                     action="waiting for it; the index keeps its notes, and a full reconcile follows its return",
                 )
-                identity = await _wait_for_folder(kb, stop_event)
+                identity = await _wait_for_folder(given, stop_event)
                 if identity is None:
                     return  # stopped
+            if link is not None and (target := _real(link)) != kb:
+                state(FOLDER_REPLACED)
+                log.warning(
+                    "watch_folder_repointed",
+                    kb=str(link),
+                    was=str(kb),
+                    now=str(target),
+                    action="watching the new folder; a full reconcile indexes its notes and removes the old ones",
+                )
+                raise FolderRepointed(link, kb, target)
             state("watching")
             if attached_before:
                 log.warning("watch_reattached", kb=str(kb), action="a full reconcile picks up what changed meanwhile")
@@ -164,6 +198,7 @@ async def watch(
             moved = await _watch_folder(
                 kb,
                 identity,
+                given,
                 on_batch,
                 debounce_ms=debounce_ms,
                 extensions=extensions,
@@ -184,6 +219,7 @@ async def watch(
 async def _watch_folder(
     kb: Path,
     identity: tuple[int, int],
+    given: Path,
     on_batch: Callable[[set[str]], Awaitable[None]],
     *,
     debounce_ms: int,
@@ -194,7 +230,8 @@ async def _watch_folder(
     ignored: Callable[[str], bool] | None = None,
 ) -> tuple[int, int] | None | Literal[False]:
     """Watch the folder that has `identity` until it is stopped (False) or the folder at `kb` is no longer
-    that folder: moved away or deleted (None), or replaced by another (the new one's identity).
+    that folder: moved away or deleted (None), or replaced by another (the new one's identity). `given`: the
+    path whose identity is checked (the link as given, followed; else `kb`).
 
     inotify watches a folder, not a path: once the folder is renamed or deleted, watchfiles reports
     nothing more, ever, so the path is checked every WATCH_CHECK_S (and after each batch)."""
@@ -216,11 +253,11 @@ async def _watch_folder(
                 )
             ) as batches:
                 async for changes in batches:
-                    now = folder_identity(kb)
+                    now = folder_identity(given)  # through the link as given: a re-pointed link is a new folder
                     if now != identity:
                         log.warning(
                             "watch_folder_gone" if now is None else "watch_folder_replaced",
-                            kb=str(kb),
+                            kb=str(given),
                             action="the watch is attached again when there is a folder there",
                         )
                         return now
