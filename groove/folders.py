@@ -86,12 +86,14 @@ def parse_folders(items: Iterable[object], *, base: Path | None = None) -> tuple
         if isinstance(item, NotesFolder):
             name, raw = item.name, str(item.path)
         elif isinstance(item, dict):
-            unknown = set(item) - {"name", "path"}
+            # name and path as a config file writes them; `given` and `duplicate_of` as a NotesFolder dumps itself
+            # (settings passed on as data): the link as given is read again, the runtime state is not kept.
+            unknown = set(item) - {"name", "path", "given", "duplicate_of"}
             if unknown or "path" not in item:
                 raise ConfigError(
                     f'a notes folder is written {{name = "work", path = "~/work"}} or "work = ~/work"; got {item!r}'
                 )
-            name, raw = item.get("name"), str(item["path"])
+            name, raw = item.get("name"), str(item.get("given") or item["path"])
             if name is not None and folder_name(str(name)) is None:
                 raise ConfigError(
                     f"{name!r} cannot name a notes folder: use letters, digits, '-', '_' or '.' "
