@@ -132,3 +132,10 @@ def test_a_symlinked_folder_is_reported_by_status_and_doctor_as_an_info_line_wit
     info = [f for f in doctor["findings"] if f["check"] == "symlinked_folders"]
     assert info and info[0]["level"] == "info" and info[0]["examples"] == ["linked/"]
     assert [f["check"] for f in doctor["findings"] if "linked/" in f["examples"]] == ["symlinked_folders"]
+    # The advice is one that works: a note linked from outside the folder is skipped as well (it once said "link its
+    # notes one by one"), so it names a folder of its own.
+    assert "--kb NAME=PATH" in info[0]["fix"] and "one by one" not in info[0]["fix"] + shown["linked/"]
+    os.symlink(outside / "inside.md", kb / "inside.md")
+    again = index(settings)
+    assert {x["path"]: x["reason"] for x in again["skipped_files"]}["inside.md"] == (
+        "symlink pointing outside the notes folder")

@@ -92,7 +92,7 @@ def linked_dir_reason(path: Path) -> str:
         target = "?"
     return (
         f"{LINKED_DIR} (to {target}): not followed, by design (no loops, nothing outside the folder); "
-        "move the folder in, or link its notes one by one"
+        "move the folder in, or serve it as a notes folder of its own (--kb NAME=PATH)"
     )
 
 

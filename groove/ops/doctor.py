@@ -124,7 +124,8 @@ def check_folder(
                 "symlinked_folders",
                 f"{len(linked)} symlinked folder(s) are not followed (by design: no loops, nothing outside "
                 "the folder); nothing under them is indexed",
-                "move the folder into the notes folder, or link its notes one by one",
+                # Not "link its notes one by one": a note linked from outside the folder is skipped too.
+                "move the folder into the notes folder, or serve it as a notes folder of its own (--kb NAME=PATH)",
                 len(linked),
                 linked[:EXAMPLES],
             )
