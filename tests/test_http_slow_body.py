@@ -181,8 +181,11 @@ async def test_trickling_bodies_on_every_connection_slot_are_cut_so_a_real_clien
             t.join(30)
     assert not result.is_error
     assert result.structured_content["results"][0]["path"] == "a.md"
-    assert all(t.answer.startswith(b"HTTP/1.1 408") and t.closed_by_server for t in tricklers), \
+    # Each trickler is cut: 408 at its body deadline, or (stalled past the grace) closed to make room for the client's
+    # connection at the cap (groove/serve/http/connections.py, the first to go), with nothing to answer.
+    assert all((t.answer.startswith(b"HTTP/1.1 408") or t.answer == b"") and t.closed_by_server for t in tricklers), \
         [t.answer[:40] for t in tricklers]
+    assert any(t.answer.startswith(b"HTTP/1.1 408") for t in tricklers)
 
 
 def test_a_body_that_arrives_slowly_but_within_the_deadline_is_served_normally(slow):
