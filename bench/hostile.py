@@ -377,41 +377,16 @@ def run_http(work: Path, streams: int, tricklers: int) -> dict:
 def _many_addresses(server, addresses: int, probes: int) -> dict:
     """Idle connections from `addresses` loopback addresses (127.0.3.1 on), reopened whenever the server closes
     one, and between floods `probes` times /healthz and a new client (initialize and a search) from 127.0.0.2."""
-    import select
-    import socket
-
     import httpx
 
-    sources = [f"127.0.{3 + i // 250}.{1 + i % 250}" for i in range(addresses)]
-    socks: dict[str, socket.socket] = {}
+    from tests.support.flood import AddressFlood  # the same flood as tests/test_http_limits.py's
 
-    def flood() -> int:
-        opened = 0
-        for source in sources:
-            s = socks.get(source)
-            if s is not None:
-                ready = select.select([s], [], [], 0)[0]
-                try:
-                    if not ready or s.recv(1, socket.MSG_PEEK):
-                        continue  # still open (nothing from the server, or bytes)
-                except OSError:
-                    pass
-                s.close()
-            try:
-                c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                c.bind((source, 0))
-                c.settimeout(5)
-                c.connect(("127.0.0.1", server.port))
-                socks[source] = c
-                opened += 1
-            except OSError:
-                socks.pop(source, None)
-        return opened
-
+    # No wait for a close per connection: 300 of them would take 15 s a round.
+    flood = AddressFlood(server.port, addresses, wait_s=0.0)
     healthz_ok = clients_ok = reopened = 0
     try:
         for _ in range(probes):
-            reopened += flood()
+            reopened += flood.refill()
             time.sleep(0.3)
             try:
                 transport = httpx.HTTPTransport(local_address="127.0.0.2")
@@ -425,10 +400,9 @@ def _many_addresses(server, addresses: int, probes: int) -> dict:
                     clients_ok += found.status_code == 200 and "a.md" in found.text
             except (httpx.HTTPError, KeyError):
                 pass
-            reopened += flood()
+            reopened += flood.refill()
     finally:
-        for s in socks.values():
-            s.close()
+        flood.close()
     return {
         "addresses": addresses,
         "probes": probes,

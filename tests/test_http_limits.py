@@ -28,6 +28,9 @@ from groove.config import ConfigError, HTTPSettings
 from groove.serve.http.access import MIN_TOKEN_BYTES, require_token_off_loopback
 from groove.serve.http.streams import StreamLimits
 from tests.support.common import GROOVE, note, write
+from tests.support.flood import AddressFlood
+from tests.support.flood import connect_from as _connect
+from tests.support.flood import still_open as _open
 from tests.support.server import FAKE_GROOVE, ServerProcess, free_port, server_env
 
 TOKEN = "groove-tökén-トークン-0123456789"  # sent as its UTF-8 bytes
@@ -76,14 +79,6 @@ def limited(spawn, tmp_path_factory: pytest.TempPathFactory):
 
 def _http(source: str = "127.0.0.1") -> httpx.Client:
     return httpx.Client(transport=httpx.HTTPTransport(local_address=source), timeout=10)
-
-
-def _connect(port: int, source: str) -> socket.socket:
-    s = socket.socket()
-    s.bind((source, 0))
-    s.settimeout(10)
-    s.connect(("127.0.0.1", port))
-    return s
 
 
 def _healthz(server: ServerProcess, source: str = "127.0.0.1") -> int:
@@ -327,16 +322,6 @@ def _trickle(port: int, source: str) -> socket.socket:
     return s
 
 
-def _open(s: socket.socket) -> bool:
-    """Still open from the server's side (nothing to read, or data but no close)."""
-    if not select.select([s], [], [], 0.05)[0]:
-        return True
-    try:
-        return s.recv(4096, socket.MSG_PEEK) != b""
-    except OSError:
-        return False
-
-
 def test_at_the_connection_cap_a_flooding_address_makes_room_never_another_clients_fresh_connection(spawn, tmp_path):
     # Every slot busy with one address's trickling bodies and event streams; /healthz from another address answers
     # (the flooder's oldest busy connection makes room), and a fresh connection from a third address that
@@ -494,25 +479,16 @@ def test_floods_from_many_addresses_never_lock_out_healthz_or_a_new_client(spawn
     address succeed in every probe (before: 2 of 45 and 8 of 34)."""
     cap = 16
     server = _start(spawn, tmp_path, {**LIMITS, "max_connections": cap, "max_bodies_per_client": cap // 2})
-    sources = [f"127.0.{3 + i // 250}.{1 + i % 250}" for i in range(3 * cap)]
-    socks: dict[str, socket.socket] = {}
+    addresses = AddressFlood(server.port, 3 * cap, _trickle if what == "trickling" else _connect)
+
+    def trickle(s: socket.socket) -> None:
+        try:
+            s.sendall(b" ")
+        except OSError:
+            pass
 
     def flood() -> None:
-        for source in sources:
-            s = socks.get(source)
-            if s is not None and _open(s):
-                if what == "trickling":
-                    try:
-                        s.sendall(b" ")
-                    except OSError:
-                        pass
-                continue
-            if s is not None:
-                s.close()
-            try:
-                socks[source] = _trickle(server.port, source) if what == "trickling" else _connect(server.port, source)
-            except OSError:
-                socks.pop(source, None)
+        addresses.refill(trickle if what == "trickling" else None)
 
     async def client_searches() -> bool:
         async with server.client(mode="legacy") as client:
@@ -527,8 +503,7 @@ def test_floods_from_many_addresses_never_lock_out_healthz_or_a_new_client(spawn
             probes.append((_healthz(server, "127.0.0.2"), anyio.run(client_searches)))
             flood()
     finally:
-        for s in socks.values():
-            s.close()
+        addresses.close()
         server.terminate()
     assert probes == [(200, True)] * 8
     assert "Traceback" not in server.log()
