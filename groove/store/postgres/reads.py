@@ -12,6 +12,7 @@ import psycopg
 
 from groove.corpus.links import is_note_target
 from groove.corpus.tags import fold_tag
+from groove.store import shape
 from groove.store.postgres.search import JOINED, Counts, PostgresSearchReads, as_array, like_pattern
 from groove.store.protocols import SearchReads
 
@@ -226,24 +227,7 @@ class PostgresReads(PostgresSearchReads):
             " WHERE t.path = %s AND s.id != t.id",
             (path, path),
         )
-        notes: dict[str, dict[str, Any]] = {}
-        rows = sorted(await cur.fetchall(), key=lambda r: (r[0], r[1] != "outgoing", r[2]))
-        for other, direction, line, heading, alias in rows:
-            seen = notes.get(other)
-            if seen is None:
-                notes[other] = {
-                    "path": other,
-                    "links": 1,
-                    "direction": direction,
-                    "line": line,
-                    "heading": heading,
-                    "alias": alias,
-                }
-                continue
-            seen["links"] += 1
-            if seen["direction"] != direction:
-                seen["direction"] = "both"
-        return sorted(notes.values(), key=lambda n: (-n["links"], n["path"]))
+        return shape.linked_notes(await cur.fetchall())
 
     async def note_title(self, path: str) -> str | None:
         return await scalar(self.conn, "SELECT title FROM documents WHERE path = %s", (path,))

@@ -11,6 +11,7 @@ import aiosqlite
 from groove.corpus.links import is_note_target
 from groove.corpus.tags import fold_tag
 from groove.logs import get_logger
+from groove.store import shape
 from groove.store.sqlite import connection, schema, shadow
 from groove.store.sqlite.connection import one
 
@@ -322,24 +323,7 @@ async def linked_notes(conn: aiosqlite.Connection, path: str) -> list[dict[str, 
         " WHERE t.path = ? AND s.id != t.id",
         (path, path),
     )
-    notes: dict[str, dict[str, Any]] = {}
-    rows = sorted(await cur.fetchall(), key=lambda r: (r[0], r[1] != "outgoing", r[2]))
-    for other, direction, line, heading, alias in rows:
-        seen = notes.get(other)
-        if seen is None:
-            notes[other] = {
-                "path": other,
-                "links": 1,
-                "direction": direction,
-                "line": line,
-                "heading": heading,
-                "alias": alias,
-            }
-            continue
-        seen["links"] += 1
-        if seen["direction"] != direction:
-            seen["direction"] = "both"
-    return sorted(notes.values(), key=lambda n: (-n["links"], n["path"]))
+    return shape.linked_notes(await cur.fetchall())
 
 
 def unresolved_links_sync(con: Any, limit: int) -> tuple[int, list[str]]:
