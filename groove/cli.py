@@ -357,6 +357,20 @@ def _add_search_options(p: argparse.ArgumentParser) -> None:
     f.add_argument(
         "--field", action="append", dest="fields", metavar="KEY=VALUE", help="frontmatter KEY equals VALUE; repeatable"
     )
+    f.add_argument(
+        "--exclude-heading",
+        action="append",
+        dest="exclude_headings",
+        metavar="TEXT",
+        help="leave out sections under this heading (any case; replaces [search] exclude_headings); repeatable",
+    )
+    f.add_argument(
+        "--min-confidence-ratio",
+        type=float,
+        default=None,
+        metavar="R",
+        help="low_confidence when the top score / the mean of the top 10 is under R (> 0)",
+    )
     q = p.add_argument_group("quality filter (docs/search.md)")
     q.add_argument(
         "--min-quality",
@@ -402,6 +416,8 @@ def _request_from_args(args: argparse.Namespace, settings: Settings, query: str)
         max_chars=getattr(args, "max_chars", None),
         min_quality=args.min_quality,
         include_low_quality=args.include_low_quality,
+        exclude_headings=args.exclude_headings,
+        min_confidence_ratio=args.min_confidence_ratio,
     )
 
 

@@ -234,6 +234,13 @@ class SearchSettings(_Section):
     )
     reranker: str = ""
     rerank_by_default: bool = False
+    exclude_headings: list[str] = Field(
+        default_factory=list,
+        description=(
+            'sections under these headings ("参考リンク", "Further reading"; any heading of the section\'s breadcrumb, '
+            "exact but for case) never come back from search; a search's own exclude_headings replaces the list"
+        ),
+    )
     vector_memory_mb: int = Field(
         1024,
         ge=0,
@@ -255,6 +262,17 @@ class SearchSettings(_Section):
     mmr: MMRSettings = Field(default_factory=MMRSettings)
     parent_retriever: ParentRetrieverSettings = Field(default_factory=ParentRetrieverSettings)
     off_topic: OffTopicSettings = Field(default_factory=OffTopicSettings)
+
+    @field_validator("exclude_headings", mode="after")
+    @classmethod
+    def _headings(cls, value: list[str]) -> list[str]:
+        for heading in value:
+            if not heading.strip().lstrip("#").strip():
+                raise ValueError(
+                    f"has an empty heading ({heading!r}); list heading texts as the notes write them, "
+                    'e.g. ["参考リンク", "Further reading"]'
+                )
+        return value
 
 
 class QualityFilterSettings(_Section):

@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 from groove.config import load_settings
 from groove.index import Index
 from groove.search.request import SearchRequest
-from groove.store.memory import VectorMatrix
+from groove.store.memory import Snapshot, VectorMatrix
 from groove.store.sqlite import connection, schema, search, writer
 from groove.store.sqlite.schema import VECTOR_TABLE
 from groove.store.sqlite.search import VectorRows
@@ -286,3 +286,67 @@ async def test_related_notes_from_memory_are_the_ones_sqlite_vec_finds(tagged):
         assert a.related, "each note has neighbours"
         assert [(r.path, r.depth) for r in a.related] == [(r.path, r.depth) for r in b.related]
         assert [r.score for r in a.related] == pytest.approx([r.score for r in b.related], abs=1e-4)
+
+
+def test_several_queries_in_one_pass_find_what_each_finds_alone():
+    rng = np.random.default_rng(11)
+    ids = np.arange(3, 3 + 500, dtype=np.int64) * 2  # ids with gaps, ascending
+    m = unit(rng, 500)
+    snap = Snapshot((), ids, m, np.einsum("ij,ij->i", m, m))
+    queries, ks = list(unit(rng, 3)), [7, 30, 0]
+    rows = np.arange(0, 500, 3)
+    for subset in (None, rows):
+        together = snap.nearest_many(queries, ks, subset)
+        alone = [snap.nearest(q, k, subset) for q, k in zip(queries, ks)]
+        assert together == alone and [len(t) for t in together] == ks
+        pool = m if subset is None else m[subset]
+        by_hand = np.linalg.norm(pool - queries[1], axis=1)  # the oracle: every distance, sorted
+        assert [d for _, d in together[1]] == pytest.approx(sorted(by_hand)[:30], abs=1e-6)
+    got = snap.vectors_of([ids[4], ids[0]])
+    assert got is not None and np.array_equal(got[int(ids[4])], m[4]) and np.array_equal(got[int(ids[0])], m[0])
+    assert snap.vectors_of([int(ids[0]) + 1]) is None  # an id the snapshot does not hold
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """A mixed-language index (40 English, 40 Japanese notes; language centres apply) with low-quality stubs,
+    the quality filter on, indexed with the bag-of-words fake."""
+    kb = tmp_path_factory.mktemp("vm-mixed")
+    for i in range(40):
+        write(kb / f"en{i:02d}.md", f"---\ntags: [{'rare' if i % 5 == 0 else 'common'}]\n---\n# Tides {i}\n\n"
+                                    f"The moon pulls the ocean {i % 7} into tides, ranking vectors {i % 11} in memory"
+                                    f" {'twice' if i % 3 else 'once'} over the sqlite scan.\n")
+        write(kb / f"ja{i:02d}.md", f"---\ntags: [{'rare' if i % 5 == 1 else 'common'}]\n---\n# 潮の満ち引き {i}\n\n"
+                                    f"月が海を引き寄せて潮が満ちる。ベクトル {i % 9} を記憶の中で順位付けする"
+                                    f"{'二度' if i % 4 else '一度'}。\n")
+    for i in range(6):
+        write(kb / f"stub{i}.md", f"# Tides {i}\n\nTODO\n" if i % 2 else f"# 潮 {i}\n\n詳細は後述\n")
+    settings = load_settings(None, kb_path=kb, index_path=tmp_path_factory.mktemp("vm-mixed-idx") / "i.sqlite",
+                             **{"quality_filter.enabled": True})
+    anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
+    return settings
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"tags_any": ["rare"]}, {"include_low_quality": True}, {"min_quality": 0.9}, {"retriever": "vector"}],
+    ids=["floor", "filtered", "no-floor", "high-floor", "vector-only"],
+)
+async def test_a_mixed_language_search_answers_the_same_from_memory_as_from_sqlite_vec(mixed, extra):
+    # The raw and centred KNN in one pass over the copy and the candidates' vectors read from it: the same
+    # ids, order and scores as two sqlite-vec scans and the vectors read back from sqlite-vec.
+    queries = ["ocean tides ranking", "潮が満ちる ベクトル 3", "vectors in memory twice -once", "月 memory 7"]
+    async with Index.open(mixed, pool=True, embedder=BagOfWordsEmbedder()) as index:
+        await index.warm_vectors()
+        assert index.searcher.vectors is not None and index.searcher.vectors.snapshot is not None
+        assert await index.language_centres() is not None  # the centred leg runs
+        from_memory = [await index.search(SearchRequest(query=q, limit=20, explain=True, **extra)) for q in queries]
+        index.searcher.vectors = None
+        from_sqlite_vec = [await index.search(SearchRequest(query=q, limit=20, explain=True, **extra)) for q in queries]
+    for a, b in zip(from_memory, from_sqlite_vec):
+        assert a.results, "each query finds something"
+        assert [h.chunk_id for h in a.results] == [h.chunk_id for h in b.results]
+        assert [h.score for h in a.results] == pytest.approx([h.score for h in b.results], rel=1e-6, abs=1e-9)
+        assert a.explain["candidates"] == b.explain["candidates"]
+        assert a.explain["quality_filter"] == b.explain["quality_filter"]
+        assert a.off_topic == b.off_topic

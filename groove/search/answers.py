@@ -123,7 +123,7 @@ class SearchAnswer(Answer):
     filter_applied: dict[str, Any] | None
     # present when the filters left no note: nothing was searched, so off_topic is false
     filter_matched_nothing: Annotated[FilterMiss | None, OBJECT_OR_NULL] = Field(
-        None, description="filters left no note: message, parts"
+        None, description="why filters left no note"
     )
     pending_chunks: int = Field(description="not embedded yet")  # findable by words only, not yet by meaning
     vectors_degraded: bool = Field(description="full text only")  # the query could not be embedded

@@ -54,6 +54,79 @@ def check_globs(path_globs: Sequence[str]) -> None:
             raise QueryError(f"path glob {globs_mod.shown(g)} {exc}") from None
 
 
+#: A heading `exclude_headings` names is at most this long (a heading path as get_document takes it is 1024).
+MAX_EXCLUDED_HEADING_CHARS = 1024
+MAX_EXCLUDED_HEADINGS = 500  # headings in one `exclude_headings` list
+
+
+def check_headings(headings: Sequence[Any], name: str) -> list[str]:
+    """The headings of an `exclude_headings` list, stripped of spaces and leading #'s; QueryError, in one line,
+    for one that is not text, is empty, or is too long."""
+    if len(headings) > MAX_EXCLUDED_HEADINGS:
+        raise QueryError(f"{name} has {len(headings)} items; at most {MAX_EXCLUDED_HEADINGS} are allowed")
+    out: list[str] = []
+    for given in headings:
+        if not isinstance(given, str):
+            raise QueryError(f"{name} takes heading texts, got {given!r}")
+        text = given.strip().lstrip("#").strip()
+        if not text:
+            raise QueryError(
+                f"{name} has an empty heading ({given!r}); give the heading's text as the note writes it, "
+                'e.g. "Further reading" or "参考リンク"'
+            )
+        if len(text) > MAX_EXCLUDED_HEADING_CHARS:
+            raise QueryError(f"{name} has a heading of {len(text)} characters; at most {MAX_EXCLUDED_HEADING_CHARS}")
+        out.append(text)
+    return out
+
+
+def _heading_key(text: str) -> str:
+    """A heading as `exclude_headings` compares it: case-folded, inner spaces collapsed."""
+    return " ".join(text.casefold().split())
+
+
+def section_headings(heading: str, context: str) -> list[str]:
+    """The headings of a chunk's breadcrumb: its context ("Title > Parent > Heading") after the note's title,
+    and its own heading (a note whose first heading repeats its title keeps that heading as the title)."""
+    parts = context.split(" > ")[1:] if context else []
+    return [*parts, heading] if heading else parts
+
+
+def under_headings(heading: str, context: str, excluded: frozenset[str]) -> bool:
+    """Whether a chunk sits under one of the `excluded` headings (each `_heading_key`ed): its own heading or
+    any heading above it, matched exactly but for case."""
+    return any(_heading_key(h) in excluded for h in section_headings(heading, context))
+
+
+async def excluded_sections(reads: SearchReads, headings: Sequence[str]) -> set[int]:
+    """The chunks under any of `headings` (`exclude_headings`): every leg of a search leaves them out before it
+    ranks, as it leaves out an exclusion's (-word) chunks, so a search still fills its limit. Empty: none."""
+    if not headings:
+        return set()
+    excluded = frozenset(_heading_key(h) for h in headings)
+    labels = await reads.section_labels()
+    key = (excluded, id(labels))
+    seen = _SECTIONS.get(key)
+    if seen is not None and seen[0] is labels:  # the same index as last time: the same sections
+        return set(seen[1])
+    found = await anyio.to_thread.run_sync(_under, labels, excluded)
+    if len(_SECTIONS) >= _SECTIONS_KEPT:
+        _SECTIONS.pop(next(iter(_SECTIONS)))
+    _SECTIONS[key] = (labels, frozenset(found))
+    return found
+
+
+# The sections the last few heading lists left out, with the labels they were picked from: a store hands the
+# same labels object back while its index is unchanged (SQLite), so a list the settings give every search is
+# matched once per change of the index and reader, not once per search.
+_SECTIONS: dict[tuple[frozenset[str], int], tuple[Any, frozenset[int]]] = {}
+_SECTIONS_KEPT = 16
+
+
+def _under(labels: Iterable[tuple[int, str, str]], excluded: frozenset[str]) -> set[int]:
+    return {cid for cid, heading, context in labels if under_headings(heading, context, excluded)}
+
+
 def _norm_date(value: str, name: str) -> str:
     """A filter's date as ISO: YYYY-MM-DD (a datetime's day), or as notes write it (2024年5月14日, 令和6年5月14日,
     R6.5.14: corpus/frontmatter.py `read_date`)."""

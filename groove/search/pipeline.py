@@ -30,7 +30,7 @@ from groove.logs import get_logger
 from groove.search import fulltext, language, offtopic
 from groove.search.compiler import CompiledQuery, compile_query
 from groove.search.evidence import coverage, term_weights
-from groove.search.filters import allowed_documents, why_nothing
+from groove.search.filters import allowed_documents, excluded_sections, why_nothing
 from groove.search.fulltext import FULL_TEXT_LEGS
 from groove.search.fusion import evidence_weight, low_confidence, weighted_rrf, z_fusion
 from groove.search.hits import Hit
@@ -79,7 +79,7 @@ def fusion_weights(settings: FusionSettings, legs: dict[str, Any], evidence: dic
     return out
 
 
-def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
+def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit], ratio: float | None = None) -> bool:
     """Whether the top result is a guess.
 
     Evidence fusion: the top fused score leads the best hit from another note
@@ -87,10 +87,11 @@ def is_low_confidence(settings: SearchSettings, hits: Sequence[Hit]) -> bool:
     the answer (measured on both languages: top-1 accuracy of unflagged searches
     is well above that of flagged ones; docs/decisions/0007). `hits` are the
     fused list's head, best first, with their fused scores.
-    Plain RRF keeps the seeds' rule: top / mean(top 10) < min_confidence_ratio.
+    Plain RRF keeps the seeds' rule: top / mean(top 10) < min_confidence_ratio; so does a search that gives its
+    own `ratio` (a request's min_confidence_ratio), whatever the fusion (its fused scores are never negative).
     """
-    if settings.fusion.method == "rrf":
-        return low_confidence([h.score for h in hits[:10]], settings.min_confidence_ratio)
+    if ratio is not None or settings.fusion.method == "rrf":
+        return low_confidence([h.score for h in hits[:10]], ratio or settings.min_confidence_ratio)
     if not hits or hits[0].score <= 0:
         return False
     other = next((h.score for h in hits[1:] if h.doc_id != hits[0].doc_id), None)
@@ -154,6 +155,15 @@ async def centred_vector_leg(
     return nearest, language.rerank(centres, qvec, text, candidates, vectors, limit or len(candidates)), vectors
 
 
+def _applied(req: SearchRequest, settings: SearchSettings) -> dict[str, Any] | None:
+    """The filter a search applied (its answer's filter_applied): the notes' filter and the headings left out."""
+    applied = req.compiled_filters.to_dict()
+    headings = req.exclude_headings if req.exclude_headings is not None else settings.exclude_headings
+    if headings:
+        applied["exclude_headings"] = list(headings)
+    return applied or None
+
+
 def complete_legs(legs: Mapping[str, Sequence[tuple[int, float]]], n: int) -> dict[str, float]:
     """The full-text legs that returned fewer than the `n` asked for, so every chunk they match,
     each with the score of a chunk it does not match (0: no bm25), for z-fusion."""
@@ -180,7 +190,8 @@ class Run:
     started: float  # perf_counter at the start, for explain's total
     allowed_docs: Sequence[int] | None = None  # a filter's documents (None: no filter)
     filter_miss: dict[str, Any] | None = None  # a filter that left no document: why (filters.why_nothing)
-    exclude: set[int] = field(default_factory=set)  # chunks an exclusion (-word) removes
+    exclude: set[int] = field(default_factory=set)  # chunks an exclusion (-word) or exclude_headings removes
+    left_out: set[int] = field(default_factory=set)  # the chunks under exclude_headings (every leg drops them)
     legs: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # leg -> (chunk id, higher is better)
     evidence: dict[str, float] = field(default_factory=dict)  # full-text leg -> coverage of the query
     timings: dict[str, float] = field(default_factory=dict)
@@ -406,6 +417,9 @@ class Searcher:
                 if cq.negatives and (use_vector or run.bigrams or (use_fts and cq.word_expr)):
                     # The trigram leg leaves out the excluded phrases itself; the other legs drop these ids.
                     run.exclude = await store.matching_ids(cq.negatives)
+                headings = req.exclude_headings if req.exclude_headings is not None else s.exclude_headings
+                run.left_out = await excluded_sections(store, headings)
+                run.exclude |= run.left_out  # every leg drops these before it ranks (the trigram leg too, below)
                 await self._full_text_legs(store, run, use_fts, spare)
         qvec = embedded.get("vector")
         run.degraded = bool(embedded.get("degraded"))
@@ -418,8 +432,8 @@ class Searcher:
         async with reading() as store:
             if run.degraded and req.retriever == "vector":
                 run.bigrams = fulltext.bigram_query(cq.vector_text)
-                if cq.negatives and (run.bigrams or cq.word_expr) and not run.exclude:
-                    run.exclude = await store.matching_ids(cq.negatives)
+                if cq.negatives and (run.bigrams or cq.word_expr) and run.exclude <= run.left_out:
+                    run.exclude = await store.matching_ids(cq.negatives) | run.left_out
                 await self._full_text_legs(store, run, cq.match_expr is not None, spare)
             if qvec is not None:
                 t = time.perf_counter()
@@ -527,7 +541,11 @@ class Searcher:
             t = time.perf_counter()
             kept = await fulltext.without_common_terms(reads_, query)
             scored = await reads_.text_scored(
-                kept, run.n, run.weights, run.allowed_docs, run.exclude if fulltext.excludes_by_id(name) else None
+                kept,
+                run.n,
+                run.weights,
+                run.allowed_docs,
+                run.exclude if fulltext.excludes_by_id(name) else (run.left_out or None),
             )
             done[name] = (scored, await leg_evidence(reads_, query.kind, terms, scored))
             run.timings[f"{name}_ms"] = _ms(t)
@@ -590,7 +608,7 @@ class Searcher:
             for cid, score in head
             if cid in rows
         ]
-        conf = is_low_confidence(s, hits)
+        conf = is_low_confidence(s, hits, req.min_confidence_ratio)
         hits = hits[:pool]
 
         # Stage 2: reranker.
@@ -645,7 +663,7 @@ class Searcher:
             "off_topic": run.filter_miss is None
             and offtopic.is_off_topic(signal, has_results=bool(hits), offset=s.off_topic.threshold_offset),
             "off_topic_evidence": signal,  # for groove eval and explain; not a field of the answer
-            "filter_applied": req.compiled_filters.to_dict() if not req.compiled_filters.empty else None,
+            "filter_applied": _applied(req, s),
             "pending_chunks": pending,
             "vectors_degraded": run.degraded,
         }

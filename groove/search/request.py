@@ -18,9 +18,8 @@ from typing import Any, Literal
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from groove.corpus.globs import MAX_GLOB_CHARS, MAX_GLOB_STARS
 from groove.search.compiler import QueryError
-from groove.search.filters import MAX_PATH_GLOBS, Filters
+from groove.search.filters import MAX_PATH_GLOBS, Filters, check_headings
 
 MAX_QUERY_BYTES = 1024
 MAX_LIMIT = 100
@@ -32,6 +31,7 @@ MAX_SEARCH_CHARS = 1_000_000  # a search answer's budget at most (100 passages o
 MAX_DOCUMENT_CHARS = 10_000_000  # a note's budget at most (more than [index] max_file_bytes allows)
 MAX_HEADING_CHARS = 1024  # a heading path as get_document takes it
 MAX_LINE = 10_000_000  # a line number or count of get_document's `lines`
+MAX_CONFIDENCE_RATIO = 100  # a low_confidence ratio past any list's (top / mean of the top 10 is at most 10)
 Retriever = Literal["hybrid", "fts", "vector"]
 
 
@@ -43,15 +43,12 @@ class FilterArgs(BaseModel):
     path_globs: list[str] | None = Field(
         None,
         max_length=MAX_PATH_GLOBS,
-        description=(
-            f"Gitignore globs of note paths (work/**; !x excludes), each at most {MAX_GLOB_CHARS} characters and "
-            f"{MAX_GLOB_STARS} '*'."
-        ),
+        description="Gitignore globs of note paths (work/**; !x excludes).",
     )
     tags_any: list[str] | None = Field(None, max_length=MAX_FILTER_ITEMS, description="Notes with any of these tags.")
     tags_all: list[str] | None = Field(None, max_length=MAX_FILTER_ITEMS, description="Notes with all of these tags.")
-    date_from: str | None = Field(None, description="Frontmatter date from, YYYY-MM-DD.")
-    date_to: str | None = Field(None, description="Frontmatter date to, YYYY-MM-DD.")
+    date_from: str | None = Field(None, description="Date from, YYYY-MM-DD.")
+    date_to: str | None = Field(None, description="Date to, YYYY-MM-DD.")
     fields: dict[str, Any] | None = Field(
         None, max_length=MAX_FILTER_ITEMS, description="Frontmatter key: value pairs, all matching."
     )
@@ -81,23 +78,21 @@ class SearchRequest(BaseModel):
     limit: int = Field(10, strict=True, ge=1, le=MAX_LIMIT, description="Passages to return.")
     retriever: Retriever = Field(
         "hybrid",
-        description="hybrid (best), or fts or vector alone.",
+        description="hybrid (best), fts or vector.",
     )
-    rerank: bool | None = Field(None, strict=True, description="Rerank (default: the server's).")
-    mmr: bool | None = Field(None, strict=True, description="MMR diversity (default: the server's).")
+    rerank: bool | None = Field(None, strict=True, description="Rerank (default: server's).")
+    mmr: bool | None = Field(None, strict=True, description="MMR diversity (default: server's).")
     mmr_lambda: float | None = Field(None, ge=0.0, le=1.0, description="MMR: 1 is relevance only.")
     mmr_same_doc_penalty: float | None = Field(None, ge=0, description="MMR: same-note penalty.")
-    parent_retriever: bool | None = Field(
-        None, strict=True, description="Expand hits to section or note (default: the server's)."
-    )
+    parent_retriever: bool | None = Field(None, strict=True, description="Expand hits to section or note.")
     filters: FilterArgs = Field(default_factory=FilterArgs, description="Which notes may be returned.")
-    explain: bool = Field(False, strict=True, description="Add query compilation and timings.")
+    explain: bool = Field(False, strict=True, description="Add the query plan and timings.")
     max_chars: int | None = Field(
         None,
         strict=True,
         ge=MIN_BUDGET_CHARS,
         le=MAX_SEARCH_CHARS,
-        description="Characters of passages in all (e.g. 4000), cut at a sentence end.",
+        description="Total passage characters (e.g. 4000).",
     )
     min_quality: float | None = Field(
         None,
@@ -111,6 +106,8 @@ class SearchRequest(BaseModel):
         strict=True,
         description="Show low-quality passages too.",
     )
+    exclude_headings: list[str] | None = Field(None, description="Skip sections under these headings.")
+    min_confidence_ratio: float | None = Field(None, gt=0, description="low_confidence if top/mean(top 10) < this.")
 
     _compiled: Filters = PrivateAttr(default_factory=Filters)
 
@@ -152,6 +149,18 @@ class SearchRequest(BaseModel):
         if size > MAX_QUERY_BYTES:
             raise ValueError(f"the query is {size} bytes; the limit is {MAX_QUERY_BYTES} bytes (1 KiB)")
         return value
+
+    @field_validator("min_confidence_ratio")
+    @classmethod
+    def _ratio(cls, value: float | None) -> float | None:
+        if value is not None and value > MAX_CONFIDENCE_RATIO:
+            raise ValueError(f"min_confidence_ratio must be {MAX_CONFIDENCE_RATIO} or less, got {value:g}")
+        return value
+
+    @field_validator("exclude_headings")
+    @classmethod
+    def _headings(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else check_headings(value, "exclude_headings")
 
     @model_validator(mode="after")
     def _compile_filters(self) -> SearchRequest:
@@ -278,6 +287,13 @@ def describe(exc: ValidationError, models: tuple[type[BaseModel], ...] | None = 
         if low is not None:
             return f"{name} must be {low} or more, got {shown}"
         return f"{name} must be {high} or less, got {shown}"
+    if kind == "greater_than":
+        low = ctx.get("gt")
+        return (
+            f"{name} must be greater than {low:g}, got {shown}"
+            if isinstance(low, float)
+            else f"{name} must be greater than {low}, got {shown}"
+        )
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"{name} must be a whole number, got {shown}"
     if kind in ("bool_type", "bool_parsing"):
@@ -355,6 +371,7 @@ def _clean(schema: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "FILTER_KEYS",
+    "MAX_CONFIDENCE_RATIO",
     "MAX_DOCUMENT_CHARS",
     "MAX_FILTER_ITEMS",
     "MAX_HEADING_CHARS",

@@ -81,26 +81,49 @@ class Snapshot:
     def nearest(self, query: np.ndarray, k: int, rows: np.ndarray | None = None) -> list[tuple[int, float]]:
         """(vector id, L2 distance) of the `k` nearest rows (of `rows`, when given), nearest first;
         ties by id, as sqlite-vec orders its scan."""
-        q = np.asarray(query, dtype=np.float32)
+        return self.nearest_many([query], [k], rows)[0]
+
+    def nearest_many(
+        self, queries: Sequence[np.ndarray], ks: Sequence[int], rows: np.ndarray | None = None
+    ) -> list[list[tuple[int, float]]]:
+        """`nearest` for several queries in one pass over the matrix (a search's raw and language-centred
+        query, decision 0019): each query's `k` nearest, in the order of `queries`."""
         m, n2, ids = (
             (self.matrix, self.norms2, self.ids)
             if rows is None
             else (self.matrix[rows], self.norms2[rows], self.ids[rows])
         )
-        if not len(ids) or k <= 0:
-            return []
-        # |m - q|^2 = |m|^2 + |q|^2 - 2 m.q: one matrix-vector product picks the k nearest (a few
-        # extra rows for float rounding at the cut); their distances are then computed directly,
-        # as sqlite-vec does, since the expansion loses digits near 0. einsum, not `@`: numpy's
-        # BLAS runs a matrix-vector product on two threads whose workers then spin for ~100 ms of
-        # CPU after each call, taken from the full-text legs and the query embedding (decision 0012).
-        d2 = n2 + np.einsum("i,i->", q, q) - 2.0 * np.einsum("ij,j->i", m, q)
-        take = min(len(ids), k + 8)
-        head = np.argpartition(d2, take - 1)[:take] if take < len(ids) else np.arange(len(ids))
-        diff = m[head] - q
-        dist = np.sqrt(np.einsum("ij,ij->i", diff, diff))
-        order = np.lexsort((ids[head], dist))[:k]
-        return [(int(ids[head[i]]), float(dist[i])) for i in order]
+        if not len(ids) or not len(queries):
+            return [[] for _ in queries]
+        qs = np.asarray(np.stack([np.asarray(q, dtype=np.float32) for q in queries]), dtype=np.float32)
+        # |m - q|^2 = |m|^2 + |q|^2 - 2 m.q: one product (every query a column, the matrix read once) picks
+        # each query's k nearest (a few extra rows for float rounding at the cut); their distances are then
+        # computed directly, as sqlite-vec does, since the expansion loses digits near 0. einsum, not `@`:
+        # numpy's BLAS runs the product on two threads whose workers then spin for ~100 ms of CPU after each
+        # call, taken from the full-text legs and the query embedding (decision 0012).
+        products = np.einsum("ij,kj->ik", m, qs)
+        out: list[list[tuple[int, float]]] = []
+        for j, (q, k) in enumerate(zip(qs, ks, strict=True)):
+            if k <= 0:
+                out.append([])
+                continue
+            d2 = n2 + np.einsum("i,i->", q, q) - 2.0 * products[:, j]
+            take = min(len(ids), k + 8)
+            head = np.argpartition(d2, take - 1)[:take] if take < len(ids) else np.arange(len(ids))
+            diff = m[head] - q
+            dist = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+            order = np.lexsort((ids[head], dist))[:k]
+            out.append([(int(ids[head[i]]), float(dist[i])) for i in order])
+        return out
+
+    def vectors_of(self, emb_ids: Sequence[int]) -> dict[int, np.ndarray] | None:
+        """The rows of these vector ids (copies), by id; None when one of them is not in this snapshot."""
+        want = sorted(set(emb_ids))
+        rows = self.rows_of(want)
+        if rows is None:
+            return None
+        got = self.matrix[rows]
+        return {e: got[i] for i, e in enumerate(want)}
 
 
 class _Buffers:

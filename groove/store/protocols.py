@@ -144,6 +144,10 @@ class SearchReads(Protocol):
     async def matching_ids(self, phrases: Sequence[str]) -> set[int]:
         """Every chunk containing any of the phrases: no ranking, no limit (an exclusion's chunks)."""
 
+    async def section_labels(self) -> Sequence[tuple[int, str, str]]:
+        """(chunk id, heading, context) of every chunk (`exclude_headings` picks its sections from them); the same
+        object again while the index is unchanged, where the store can tell."""
+
     async def vector_scored(
         self, query: np.ndarray, limit: int, exclude: set[int] | None, allowed_docs: Sequence[int] | None
     ) -> list[tuple[int, float]]:

@@ -98,7 +98,7 @@ def _search_signature() -> inspect.Signature:
             default=False,
             annotation=Annotated[
                 bool,
-                Field(description="Add internal ids to each hit."),
+                Field(description="Add internal ids."),
             ],
         )
     )
@@ -231,10 +231,9 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
         return tool_result(await service.status(), answers.status_text)
 
     async def search(**arguments: Any) -> Annotated[CallToolResult, SearchAnswer]:
-        """Find the passages of the notes that best answer a query (full-text and semantic), to cite by path.
-        off_topic (true when the notes most likely do not answer the query): say so, do not answer from the
-        results; false is no promise: use a passage only when it states the answer. With max_chars, read on
-        with get_document."""
+        """Passages that best answer a query (full-text and semantic), to cite by path. off_topic: the notes
+        most likely do not answer; say so, do not answer from them (false is no promise). With max_chars,
+        read on with get_document."""
         include_ids = arguments.pop("include_ids", False)
         answer = await service.search(SearchRequest.from_arguments(arguments))
         return tool_result(answer.for_client(include_ids=include_ids), search_text)

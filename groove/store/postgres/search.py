@@ -304,6 +304,10 @@ GROUP BY p.chunk_id ORDER BY score, p.chunk_id LIMIT %s"""
 
         return {int(cid): normalize.fold(text) for cid, text in await cur.fetchall()}
 
+    async def section_labels(self) -> list[tuple[int, str, str]]:
+        cur = await self.conn.execute("SELECT id, heading, context FROM chunks")
+        return [(int(a), str(b), str(c)) for a, b, c in await cur.fetchall()]
+
     async def matching_ids(self, phrases: Sequence[str]) -> set[int]:
         pats = [like_pattern(tokens.phrase_query(p)) for p in phrases if len(p) >= 3]
         if not pats:
@@ -369,6 +373,17 @@ GROUP BY p.chunk_id ORDER BY score, p.chunk_id LIMIT %s"""
             if len(out) >= limit or len(nearest) < k + extra:
                 break
         return [(cid, d) for _, cid, d in out][:limit]
+
+    async def vector_legs(
+        self,
+        queries: Sequence[tuple[np.ndarray, int]],
+        exclude: set[int] | None = None,
+        allowed_docs: Sequence[int] | None = None,
+    ) -> tuple[list[list[tuple[int, float]]], dict[int, np.ndarray]]:
+        """`vector_scored` of each query in turn, then the vectors of the chunks they return (read from
+        the database; SQLite's store reads them from the in-memory copy)."""
+        legs = [await self.vector_scored(q, limit, exclude, allowed_docs) for q, limit in queries]
+        return legs, await self.fetch_vectors(list(dict.fromkeys(cid for leg in legs for cid, _ in leg)))
 
     async def hidden_vector_count(self, min_quality: float) -> int:
         cur = await self.conn.execute(

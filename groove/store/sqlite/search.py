@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import aiosqlite
+import anyio
 import numpy as np
 
 from groove.corpus import normalize
@@ -141,6 +142,7 @@ class _VocabCache:
         self.rows: dict[str, int] = {}
         self.hidden: dict[float, int] = {}  # min_quality -> vectors of the chunks under it
         self.hidden_ids: dict[float, frozenset[int]] = {}  # min_quality -> the chunks under it
+        self.labels: tuple[tuple[int, str, str], ...] | None = None  # (id, heading, context) of every chunk
 
 
 _VOCAB: weakref.WeakKeyDictionary[Any, _VocabCache] = weakref.WeakKeyDictionary()
@@ -158,6 +160,7 @@ async def _vocab_cache(conn: aiosqlite.Connection) -> _VocabCache:
         cache.rows = {}
         cache.hidden = {}
         cache.hidden_ids = {}
+        cache.labels = None
         cache.n_chunks = int(one(await (await conn.execute("SELECT count(*) FROM chunks")).fetchone())[0])
     return cache
 
@@ -247,6 +250,15 @@ async def fetch_texts(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[in
     return {cid: normalize.fold(text) for cid, text in await cur.fetchall()}
 
 
+async def section_labels(conn: aiosqlite.Connection) -> tuple[tuple[int, str, str], ...]:
+    """(id, heading, context) of every chunk, read once per connection while the index is unchanged."""
+    cache = await _vocab_cache(conn)
+    if cache.labels is None:
+        cur = await conn.execute("SELECT id, heading, context FROM chunks")
+        cache.labels = tuple((int(a), str(b), str(c)) for a, b, c in await cur.fetchall())
+    return cache.labels
+
+
 async def matching_ids(conn: aiosqlite.Connection, phrases: Sequence[str]) -> set[int]:
     """Every chunk containing any of the phrases: no ranking, no limit (the exclusion set)."""
     if not phrases:
@@ -275,54 +287,117 @@ async def vector_scored(
     matrix: VectorMatrix | None = None,
     min_quality: float | None = None,
 ) -> list[tuple[int, float]]:
-    """(chunk id, L2 distance) nearest first; for unit vectors cosine = 1 - d^2 / 2.
+    """(chunk id, L2 distance) nearest first; for unit vectors cosine = 1 - d^2 / 2 (`vector_legs` of one query)."""
+    legs, _ = await vector_legs(conn, [(query, limit)], exclude, allowed_docs, matrix, min_quality, vectors=False)
+    return legs[0]
 
-    With `matrix` (a long-running process's in-memory copy, store/memory.py) the distances come
-    from one matrix product; without it, or when it cannot answer, from sqlite-vec. With
-    `min_quality`, over the chunks that score at least that: the KNN asks for a few more vectors, and when
-    fewer than `limit` kept chunks are among them, for as many more as the hidden chunks hold (past
-    sqlite-vec's k limit the chunks kept are scanned instead), so it returns `limit` hits whenever that
-    many exist."""
-    blob = np.asarray(query, dtype=np.float32).tobytes()
+
+async def vector_legs(
+    conn: aiosqlite.Connection,
+    queries: Sequence[tuple[np.ndarray, int]],
+    exclude: set[int] | None = None,
+    allowed_docs: Sequence[int] | None = None,
+    matrix: VectorMatrix | None = None,
+    min_quality: float | None = None,
+    *,
+    vectors: bool = True,
+) -> tuple[list[list[tuple[int, float]]], dict[int, np.ndarray]]:
+    """Each (query, limit)'s (chunk id, L2 distance) nearest first, and (with `vectors`) the vector of every
+    chunk returned.
+
+    With `matrix` (a long-running process's in-memory copy, store/memory.py) the distances of every query
+    come from one matrix product and the vectors from the copy; without it, or when it cannot answer, from
+    sqlite-vec. With `min_quality`, over the chunks that score at least that: the KNN asks for a few more
+    vectors, and when fewer than `limit` kept chunks are among them, for as many more as the hidden chunks
+    hold (past sqlite-vec's k limit the chunks kept are scanned instead), so it returns `limit` hits
+    whenever that many exist."""
     exclude = exclude or set()
     kept, floor = (" AND quality >= ?", (min_quality,)) if min_quality else ("", ())
+    snap = await matrix.usable(VectorRows(conn)) if matrix is not None else None
+    legs: list[list[tuple[int, float]]] = [[] for _ in queries]
+    emb_of: dict[int, int] = {}  # chunk id -> vector id, for the vectors from the copy
     if allowed_docs is not None:
         clause, params = _allowed_clause("doc_id", allowed_docs)
         clause, params = clause + kept, (*params, *floor)
-        if matrix is not None:
+        rows = None
+        if snap is not None:
             cur = await conn.execute(
                 f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", params
             )
             pairs = [(cid, e) for cid, e in await cur.fetchall() if cid not in exclude]
-            near = await matrix.nearest_among(VectorRows(conn), query, [e for _, e in pairs], limit)
-            if near is not None:
+            rows = snap.rows_of(sorted({e for _, e in pairs}))
+        if snap is not None and rows is not None:
+            nears = await anyio.to_thread.run_sync(
+                snap.nearest_many, [q for q, _ in queries], [k for _, k in queries], rows
+            )
+            for i, (near, (_, limit)) in enumerate(zip(nears, queries, strict=True)):
                 dist = dict(near)
                 ranked = sorted(((dist[e], cid) for cid, e in pairs if e in dist))
-                return [(cid, d) for d, cid in ranked][:limit]
-        return await _scan(conn, blob, clause, params, limit, exclude)
-    k = limit + len(exclude)
+                legs[i] = [(cid, d) for d, cid in ranked][:limit]
+            emb_of = dict(pairs)
+        else:
+            snap = None
+            for i, (query, limit) in enumerate(queries):
+                legs[i] = await _scan(conn, _blob(query), clause, params, limit, exclude)
+        return legs, await _leg_vectors(conn, legs, snap, emb_of) if vectors else {}
     hidden = await hidden_vector_count(conn, min_quality) if min_quality else 0
     # With a floor, a few of the hidden chunks' vectors are asked for as well: `limit` kept chunks among the
     # nearest vectors are the nearest kept chunks, so a first round that finds them is exact; else a second
     # asks for as many more as the hidden chunks hold.
-    out: list[tuple[int, int, float]] = []
-    for extra in dict.fromkeys((min(hidden, max(limit, 16)), hidden)):
-        nearest = await matrix.nearest(VectorRows(conn), query, k + extra) if matrix is not None else None
-        if nearest is None:
-            if min_quality and k + extra > MAX_KNN_K:  # more than sqlite-vec's KNN gives: a scan of the chunks kept
-                return await _scan(conn, blob, kept, floor, limit, exclude)
-            nearest = await nearest_embeddings(conn, query, k + extra)
-        if not nearest:
-            return []
-        rank = {emb_id: (i, float(d)) for i, (emb_id, d) in enumerate(nearest)}
+    extras = [list(dict.fromkeys((min(hidden, max(limit, 16)), hidden))) for _, limit in queries]
+    todo = list(range(len(queries)))
+    for round_ in range(2):
+        todo = [i for i in todo if round_ < len(extras[i])]
+        if not todo:
+            break
+        asked = {i: queries[i][1] + len(exclude) + extras[i][round_] for i in todo}
+        found: dict[int, list[tuple[int, float]]] = {}
+        if snap is not None:
+            nears = await anyio.to_thread.run_sync(
+                snap.nearest_many, [queries[i][0] for i in todo], [asked[i] for i in todo]
+            )
+            found = dict(zip(todo, nears, strict=True))
+        else:
+            for i in todo:
+                if min_quality and asked[i] > MAX_KNN_K:  # more than sqlite-vec's KNN gives: a scan of the chunks kept
+                    legs[i] = await _scan(conn, _blob(queries[i][0]), kept, floor, queries[i][1], exclude)
+                    continue
+                found[i] = await nearest_embeddings(conn, queries[i][0], asked[i])
+        wanted = {e for near in found.values() for e, _ in near}
         cur = await conn.execute(
             f"SELECT id, embedding_id FROM chunks WHERE embedding_id IN (SELECT value FROM json_each(?)){kept}",
-            (json.dumps(list(rank)), *floor),
+            (json.dumps(sorted(wanted)), *floor),
         )
-        out = sorted((rank[e][0], cid, rank[e][1]) for cid, e in await cur.fetchall() if cid not in exclude)
-        if len(out) >= limit or len(nearest) < k + extra:
-            break
-    return [(cid, d) for _, cid, d in out][:limit]
+        chunks_of: dict[int, list[int]] = {}
+        for cid, e in await cur.fetchall():
+            if cid not in exclude:
+                chunks_of.setdefault(e, []).append(cid)
+                emb_of[cid] = e
+        todo = []
+        for i, near in found.items():
+            limit = queries[i][1]
+            out = sorted((rank, cid, float(d)) for rank, (e, d) in enumerate(near) for cid in chunks_of.get(e, ()))
+            legs[i] = [(cid, d) for _, cid, d in out][:limit]
+            if near and len(out) < limit and len(near) >= asked[i]:
+                todo.append(i)
+    return legs, await _leg_vectors(conn, legs, snap, emb_of) if vectors else {}
+
+
+def _blob(query: np.ndarray) -> bytes:
+    return np.asarray(query, dtype=np.float32).tobytes()
+
+
+async def _leg_vectors(
+    conn: aiosqlite.Connection, legs: Sequence[Sequence[tuple[int, float]]], snap: Any, emb_of: dict[int, int]
+) -> dict[int, np.ndarray]:
+    """The vectors of the legs' chunks: from the in-memory snapshot the legs were ranked on (`snap`, with
+    each chunk's vector id in `emb_of`), else read from sqlite-vec."""
+    ids = list(dict.fromkeys(cid for leg in legs for cid, _ in leg))
+    if snap is not None and all(cid in emb_of for cid in ids):
+        rows = snap.vectors_of([emb_of[cid] for cid in ids])
+        if rows is not None:
+            return {cid: rows[emb_of[cid]] for cid in ids}
+    return await fetch_vectors(conn, ids)
 
 
 async def _scan(
@@ -595,10 +670,21 @@ class SqliteSearchReads:
     async def matching_ids(self, phrases: Sequence[str]) -> set[int]:
         return await matching_ids(self.conn, phrases)
 
+    async def section_labels(self) -> tuple[tuple[int, str, str], ...]:
+        return await section_labels(self.conn)
+
     async def vector_scored(
         self, query: np.ndarray, limit: int, exclude: set[int] | None = None, allowed_docs: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
         return await vector_scored(self.conn, query, limit, exclude, allowed_docs, self.matrix, self.min_quality)
+
+    async def vector_legs(
+        self,
+        queries: Sequence[tuple[np.ndarray, int]],
+        exclude: set[int] | None = None,
+        allowed_docs: Sequence[int] | None = None,
+    ) -> tuple[list[list[tuple[int, float]]], dict[int, np.ndarray]]:
+        return await vector_legs(self.conn, queries, exclude, allowed_docs, self.matrix, self.min_quality)
 
     async def fetch_hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         return await fetch_hits(self.conn, ids)

@@ -75,6 +75,9 @@ class SqliteReads:
     async def matching_ids(self, phrases: Sequence[str]) -> set[int]:
         return await self._search.matching_ids(phrases)
 
+    async def section_labels(self) -> Sequence[tuple[int, str, str]]:
+        return await self._search.section_labels()
+
     async def vector_scored(
         self, query: np.ndarray, limit: int, exclude: set[int] | None = None, allowed_docs: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
