@@ -148,10 +148,11 @@ async def centred_vector_leg(
     (chunk id, distance), the weighed `limit` best (all candidates when None) and the fetched vectors.
     A search and the off_topic calibration both rank this way, so the calibration's centred scale is
     the one a search reads."""
-    nearest = await store.vector_scored(qvec, n, exclude, allowed)
-    across = await store.vector_scored(centres.query(qvec, text), n * language.WIDEN, exclude, allowed)
+    # Both KNNs in one pass over the in-memory vectors, and the candidates' vectors from that copy.
+    (nearest, across), vectors = await store.vector_legs(
+        [(qvec, n), (centres.query(qvec, text), n * language.WIDEN)], exclude, allowed
+    )
     candidates = [cid for cid, _ in nearest] + [cid for cid, _ in across]
-    vectors = await store.fetch_vectors(candidates)
     return nearest, language.rerank(centres, qvec, text, candidates, vectors, limit or len(candidates)), vectors
 
 

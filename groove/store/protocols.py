@@ -153,6 +153,15 @@ class SearchReads(Protocol):
     ) -> list[tuple[int, float]]:
         """(chunk id, L2 distance) nearest first."""
 
+    async def vector_legs(
+        self,
+        queries: Sequence[tuple[np.ndarray, int]],
+        exclude: set[int] | None,
+        allowed_docs: Sequence[int] | None,
+    ) -> tuple[list[list[tuple[int, float]]], dict[int, np.ndarray]]:
+        """`vector_scored` of each (query, limit), in one pass over the in-memory vectors when the view has
+        them, and the vector of every chunk returned (from that copy when it answered, else the store's)."""
+
     async def fetch_hits(self, ids: Sequence[int]) -> dict[int, Any]:
         """A `groove.search.hits.Hit` (score 0) per chunk id."""
 

@@ -83,6 +83,14 @@ class SqliteReads:
     ) -> list[tuple[int, float]]:
         return await self._search.vector_scored(query, limit, exclude, allowed_docs)
 
+    async def vector_legs(
+        self,
+        queries: Sequence[tuple[np.ndarray, int]],
+        exclude: set[int] | None = None,
+        allowed_docs: Sequence[int] | None = None,
+    ) -> tuple[list[list[tuple[int, float]]], dict[int, np.ndarray]]:
+        return await self._search.vector_legs(queries, exclude, allowed_docs)
+
     async def fetch_hits(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         return await self._search.fetch_hits(ids)
 
