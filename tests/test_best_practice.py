@@ -287,3 +287,25 @@ def test_headings_in_fenced_code_and_setext_lines_are_not_sections():
     title, body = section_of(text, "real")
     assert title == "Real" and body.startswith("## Real ##\n") and "## still fenced" in body and "## Next" not in body
     assert section_of(text, "fenced") is None
+
+
+def test_category_is_taken_as_the_old_name_of_section_and_both_must_agree(spawn, library):
+    async def script(client: Client) -> dict[str, Any]:
+        calls = {
+            "category": {"target": "python", "category": "testing"},
+            "section": {"target": "python", "section": "testing"},
+            "agree": {"target": "python", "section": "## Testing", "category": "testing"},
+            "differ": {"target": "python", "section": "Testing", "category": "Packaging"},
+        }
+        return {key: await client.call_tool("get_best_practice", args) for key, args in calls.items()}
+
+    got = _session(spawn, library, library["config"], script)
+    for key in ("category", "section", "agree"):
+        assert not got[key].is_error, _text(got[key])
+        assert got[key].structured_content["section"] == "Testing"
+        assert "Use pytest; one behaviour per test." in got[key].structured_content["content"]
+    assert got["category"].structured_content == got["section"].structured_content
+    assert got["differ"].is_error
+    assert _text(got["differ"]) == (
+        "give section or category (its old name), not both: section 'Testing', category 'Packaging'"
+    )

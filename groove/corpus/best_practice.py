@@ -51,15 +51,11 @@ class BestPracticeAnswer(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     target: str = Field(description="the target asked for")
-    path: str = Field(description="the document: relative to the notes folder, or absolute when it is outside it")
-    section: str | None = Field(
-        description="the ## heading returned, as written in the document; null: the whole document"
-    )
+    path: str = Field(description="the document's path (absolute outside the notes folder)")
+    section: str | None = Field(description="the ## heading returned; null: the whole document")
     sections: list[str] = Field(description="every ## heading of the document, in order")
     size: int = Field(description="bytes of content")
-    content: str = Field(
-        description="the document (Markdown), or the section from its heading to the next ## or # heading"
-    )
+    content: str = Field(description="the document (Markdown), or the section up to the next ## or # heading")
 
 
 def best_practice_text(answer: BestPracticeAnswer) -> str:

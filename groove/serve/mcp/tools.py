@@ -20,7 +20,7 @@ from groove.api import answers
 from groove.api.answers import DocumentAnswer, DocumentPage, LinksAnswer, RelatedAnswer, StatusAnswer, TopicsAnswer
 from groove.api.service import LinksRequest, ListRequest, RelatedRequest, Service, TopicsRequest
 from groove.corpus.best_practice import MAX_SECTION_CHARS, MAX_TARGET_CHARS, BestPracticeAnswer, best_practice_text
-from groove.errors import GrooveError, NotFoundError
+from groove.errors import GrooveError, NotFoundError, UsageError
 from groove.index import MAX_LINKS, MAX_PAGE
 from groove.search.answers import SearchAnswer, search_text
 from groove.search.filters import MAX_PATH_GLOBS
@@ -199,6 +199,11 @@ def _inline(node: Any, defs: dict[str, Any], once: set[str]) -> Any:
 
 # get_document's arguments are described once, on the request model (groove/search/request.py).
 _DOC_FIELDS = {name: field.description or "" for name, field in DocumentRequest.model_fields.items()}
+
+
+def _heading(text: str) -> str:
+    """A `##` section's heading as a call may name it: without the #'s and spaces around it, in any case."""
+    return text.strip().lstrip("#").strip().casefold()
 
 
 def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
@@ -383,16 +388,23 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
             ],
             section: Annotated[
                 str | None,
-                Field(
-                    description="Only this ## section (its heading, e.g. Testing).",
-                    max_length=MAX_SECTION_CHARS,
-                ),
+                Field(description="Only this ## section (e.g. Testing).", max_length=MAX_SECTION_CHARS),
+            ] = None,
+            category: Annotated[
+                str | None, Field(description="Old name of section.", max_length=MAX_SECTION_CHARS)
             ] = None,
         ) -> Annotated[CallToolResult, BestPracticeAnswer]:
-            """The user's best practices for a target, or one ## section of them: read them before writing or
-            reviewing work on it, and follow them over general habits."""
+            """The user's best practices for a target, or one ## section: read them before writing or reviewing
+            work on it; follow them over general habits."""
             # An unknown target's error names the targets that have a document ([best_practice] path_templates).
-            return tool_result(await service.best_practice(target, section), best_practice_text)
+            # `category` is GrooveSeek's name for `section` (issue 38): either, or both when they agree.
+            same = section is None or category is None or _heading(section) == _heading(category)
+            if not same:
+                raise UsageError(
+                    f"give section or category (its old name), not both: section {section!r}, category {category!r}"
+                )
+            part = section if section is not None else category
+            return tool_result(await service.best_practice(target, part), best_practice_text)
 
     return tools
 
