@@ -6,6 +6,8 @@ notes use notes of their own, so the others are unaffected.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import json
 from pathlib import Path
 from typing import Any
@@ -301,8 +303,6 @@ async def test_the_workflow_prompts_teach_the_tools_to_combine_cite_paths_and_su
             "changed_since": await client.get_prompt("changed_since", {"date": "2026-11-01", "topic": "bread"}),
             "where_silent": await client.get_prompt("where_silent", {"topic": "gluten-free baking"}),
         }
-        with pytest.raises(MCPError) as missing:
-            await client.get_prompt("changed_since", {})
     texts = {name: r.messages[0].content.text for name, r in got.items()}
     assert "パン作り" in texts["topic_summary"] and "get_document" in texts["topic_summary"]
     assert "`related`" in texts["deep_dive"] and texts["deep_dive"].index("`related`") < texts["deep_dive"].index("answer, drawing")
@@ -311,8 +311,34 @@ async def test_the_workflow_prompts_teach_the_tools_to_combine_cite_paths_and_su
     for name, text in texts.items():
         assert "`search`" in text and "low_confidence: true" in text and "path:start_line-end_line" in text, name
         assert "off_topic: true" in text and "off_topic: false is no promise" in text, name
-    assert missing.value.error.code == types.INVALID_PARAMS
-    assert missing.value.error.message.startswith("prompt 'changed_since' needs the argument 'date'")
+
+
+async def test_changed_since_looks_back_30_days_without_a_date_and_where_silent_surveys_without_a_topic(served):
+    today = dt.datetime.now(dt.UTC).date()
+    async with Client(served.url) as client:
+        got = {
+            "changed_since": await client.get_prompt("changed_since", {}),
+            "whats_new": await client.get_prompt("whats_new", {}),  # GrooveSeek's name
+            "whats_new_since": await client.get_prompt("whats_new", {"since": "2026-10-01"}),
+            "where_silent": await client.get_prompt("where_silent", {}),
+            "find_gaps": await client.get_prompt("find_gaps", {"topic": "gluten-free baking"}),
+        }
+        with pytest.raises(MCPError) as bad_day:
+            await client.get_prompt("changed_since", {"date": "last week"})
+        with pytest.raises(MCPError) as unknown:
+            await client.get_prompt("whats_new", {"days": "7"})
+    texts = {name: r.messages[0].content.text for name, r in got.items()}
+    # 30 days back, counted here from the calendar (the server's clock may cross midnight: either day)
+    days = {(today - dt.timedelta(days=30)).isoformat(), (today - dt.timedelta(days=29)).isoformat()}
+    assert any(f"date_from '{d}'" in texts["changed_since"] for d in days), texts["changed_since"]
+    assert texts["whats_new"] == texts["changed_since"]
+    assert "date_from '2026-10-01'" in texts["whats_new_since"]
+    assert "`topics`" in texts["where_silent"] and "include_low_quality: true" in texts["where_silent"]
+    assert "own knowledge" in texts["where_silent"] and "off_topic: true" in texts["where_silent"]
+    assert "gluten-free baking" in texts["find_gaps"]
+    assert bad_day.value.error.code == types.INVALID_PARAMS
+    assert bad_day.value.error.message == "date must be an ISO date like 2026-11-01 (YYYY-MM-DD), got 'last week'"
+    assert unknown.value.error.code == types.INVALID_PARAMS and "unknown argument 'days'" in unknown.value.error.message
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

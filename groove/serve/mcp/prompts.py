@@ -1,9 +1,11 @@
 """The prompts: two that hand the assistant a question or a note, four workflows that only instruct
 (`topic_summary`, `deep_dive`, `changed_since`, `where_silent`). An unknown prompt or a missing
-argument is -32602 with one line."""
+argument is -32602 with one line. GrooveSeek's names are taken too (`whats_new` with `since` for
+`changed_since`, `find_gaps` for `where_silent`), not listed."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from mcp.server.context import ServerRequestContext
@@ -72,7 +74,7 @@ PROMPTS = [
             "The notes dated on or after a day (frontmatter date), grouped by folder, with what is new in each."
         ),
         arguments=[
-            PromptArgument(name="date", description="An ISO date, YYYY-MM-DD.", required=True),
+            PromptArgument(name="date", description="An ISO date, YYYY-MM-DD (default: 30 days ago).", required=False),
             PromptArgument(name="topic", description="Optionally, only what concerns this topic.", required=False),
         ],
     ),
@@ -83,10 +85,37 @@ PROMPTS = [
             "Split a topic into questions and report which ones the notes do not answer (no hit, or off_topic)."
         ),
         arguments=[
-            PromptArgument(name="topic", description="The topic to check the notes' coverage of.", required=True)
+            PromptArgument(
+                name="topic",
+                description="The topic to check the notes' coverage of (default: what the notes cover).",
+                required=False,
+            )
         ],
     ),
 ]
+
+#: GrooveSeek's prompt names (issue 38): prompts/get takes them, with their arguments' old names, as groove's own.
+ALIASES: dict[str, tuple[str, dict[str, str]]] = {
+    "whats_new": ("changed_since", {"since": "date"}),
+    "find_gaps": ("where_silent", {}),
+}
+SINCE_DAYS = 30  # changed_since without a date: this many days back (GrooveSeek's whats_new)
+
+
+def default_since(today: dt.date | None = None) -> str:
+    """The day `changed_since` starts from when no date is given: 30 days before today (UTC)."""
+    return ((today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(days=SINCE_DAYS)).isoformat()
+
+
+def check_day(value: str) -> str:
+    """A prompt's date as YYYY-MM-DD; -32602 in one line otherwise (a bad day would filter out every note)."""
+    try:
+        return dt.date.fromisoformat(value.strip()).isoformat()
+    except ValueError:
+        raise MCPError(
+            code=INVALID_PARAMS, message=f"date must be an ISO date like 2026-11-01 (YYYY-MM-DD), got {value!r}"
+        ) from None
+
 
 CITE = (
     "Cite every passage you use by its path and line range (path:start_line-end_line). When a search "
@@ -97,8 +126,9 @@ CITE = (
 )
 
 
-def workflow_prompt(name: str, args: dict[str, str]) -> str | None:
-    """The text of a prompt that only instructs (no note content inside), or None for another prompt."""
+def workflow_prompt(name: str, args: dict[str, str], *, changes: bool = False) -> str | None:
+    """The text of a prompt that only instructs (no note content inside), or None for another prompt.
+    `changes`: the server has the `changes` tool (what changed since a time, from the index's history)."""
     if name == "topic_summary":
         return (
             f"Summarize what my notes say about: {args['topic']}\n\n"
@@ -121,17 +151,40 @@ def workflow_prompt(name: str, args: dict[str, str]) -> str | None:
     if name == "changed_since":
         topic = (args.get("topic") or "").strip()
         query = topic or "notes"
+        day = (args.get("date") or "").strip() or default_since()
+        first = (
+            f"1. Call `changes` with since {day!r}: the notes added, edited (with the sections), renamed or "
+            "deleted since then, from the index's own history.\n"
+            if changes
+            else ""
+        )
+        n = 2 if changes else 1
         return (
-            f"What changed in my notes since {args['date']}?\n\n"
-            f"1. Call `search` with query {query!r}, date_from {args['date']!r} and limit 50 "
+            f"What changed in my notes since {day}?\n\n{first}"
+            f"{n}. Call `search` with query {query!r}, date_from {day!r} and limit 50 "
             "(date_from filters on each note's frontmatter date); repeat with other words if the notes "
             "cover several subjects.\n"
-            "2. Group the notes by folder and say in one line each what is new.\n"
-            "3. Notes without a frontmatter date are not found this way: say so.\n\n" + CITE
+            f"{n + 1}. Group the notes by folder and say in one line each what is new.\n"
+            + ("" if changes else f"{n + 2}. Notes without a frontmatter date are not found this way: say so.\n")
+            + "\n"
+            + CITE
         )
     if name == "where_silent":
+        topic = (args.get("topic") or "").strip()
+        if not topic:
+            return (
+                "Find where my notes are silent.\n\n"
+                "1. Call `topics` for the folders and tags the notes cover; take the main ones.\n"
+                "2. For each, write three to five concrete questions a reader of those notes would ask, and call "
+                "`search` for each.\n"
+                "3. Search the main topics again with include_low_quality: true: passages that only come back "
+                "then are stubs (a heading, a link, a template) where a note was begun and not written.\n"
+                "4. Report, as a list, which questions the notes answer (with the path), which they do not "
+                "(no result, off_topic: true, or passages that do not answer it when you read them), and the "
+                "stubs. Do not fill the gaps from your own knowledge; name them.\n\n" + CITE
+            )
         return (
-            f"Find where my notes are silent on: {args['topic']}\n\n"
+            f"Find where my notes are silent on: {topic}\n\n"
             "1. Split the topic into five to ten concrete questions a reader would ask.\n"
             "2. Call `search` for each question.\n"
             "3. Report, as a list, which questions the notes answer (with the path) and which they do not: "
@@ -149,15 +202,18 @@ def register_prompts(server: MCPServer, service: Service) -> dict[str, Prompt]:
     async def list_prompts(ctx: ServerRequestContext[Any, Any], params: PaginatedRequestParams) -> ListPromptsResult:
         return ListPromptsResult(prompts=PROMPTS)
 
+    changes = callable(getattr(service, "changes", None))
+
     async def get_prompt(ctx: ServerRequestContext[Any, Any], params: GetPromptRequestParams) -> GetPromptResult:
-        prompt = prompts.get(params.name)
+        name, renamed = ALIASES.get(params.name, (params.name, {}))
+        prompt = prompts.get(name)
         if prompt is None:
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"unknown prompt {params.name!r}; the prompts are: {', '.join(prompts)} (prompts/list)",
                 data={"prompt": params.name},
             )
-        given = dict(params.arguments or {})
+        given = {renamed.get(k, k): v for k, v in (params.arguments or {}).items()}
         takes = [a.name for a in prompt.arguments or []]
         for arg in prompt.arguments or []:
             if arg.required and not str(given.get(arg.name) or "").strip():
@@ -172,7 +228,9 @@ def register_prompts(server: MCPServer, service: Service) -> dict[str, Prompt]:
                 code=INVALID_PARAMS,
                 message=f"unknown argument {extra[0]!r} for prompt {prompt.name!r}; it takes: {', '.join(takes)}",
             )
-        text = workflow_prompt(prompt.name, {k: str(v) for k, v in given.items()})
+        if str(given.get("date") or "").strip():
+            given["date"] = check_day(str(given["date"]))
+        text = workflow_prompt(prompt.name, {k: str(v) for k, v in given.items()}, changes=changes)
         if text is not None:
             return GetPromptResult(
                 description=prompt.description,
