@@ -226,10 +226,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     from groove.store.failures import describe_write_error, store_errors
 
     settings = _settings(args)
-    _loading_model(settings, reading=False)
+    if not args.quiet:
+        _loading_model(settings, reading=False)
     bar = ProgressBar()
+    progress = None if args.quiet else bar
     try:
-        summary = _in_process(settings, lambda service: service.reindex(progress=bar), rebuild=args.rebuild)
+        summary = _in_process(settings, lambda service: service.reindex(progress=progress), rebuild=args.rebuild)
     except store_errors() as exc:  # disk full, a read-only index: say so (what is written so far stays written)
         raise StoreWriteError(
             f"could not write the index {index_location(settings)}: {describe_write_error(exc, resumes=False)}"
@@ -241,7 +243,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             f"{summary.pending_chunks} chunk(s) still wait for a vector (searchable by text only); "
             "`groove index` again, or `groove serve`, embeds them"
         )
-    else:
+    elif not args.quiet:
         say("embedding queue drained: every note is searchable by meaning")
 
     def text(s: dict) -> str:
@@ -579,6 +581,8 @@ def _ks(text: str) -> tuple[int, ...]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.no_color:
+        os.environ["NO_COLOR"] = "1"  # rich (the progress on a terminal) draws no colour then
     settings = _settings(args)
     options = {
         "rerank": args.rerank,
@@ -605,7 +609,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         record=not args.no_record,
     )
     result = _in_process(settings, lambda service: service.evaluate(req), readonly=True, reranker_model=args.reranker)
-    _emit(result, args.format, format_eval_text)
+    _emit(result, args.format, lambda r: format_eval_text(r, diff=not args.no_diff))
     h = result.history
     for leak in result.leaks:
         sys.stderr.write(
@@ -613,6 +617,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
             " (a leaked answer: the score overstates quality)\n"
         )
     if not args.fail_on_regression:
+        return 0
+    if args.no_diff or h.status == "no-history":
+        why = "--no-diff compares nothing" if args.no_diff else "no earlier run to compare with (a first run)"
+        sys.stderr.write(
+            f"groove: --fail-on-regression skipped: {why}"
+            + ("; this run is the baseline\n" if h.recorded and h.status == "no-history" else "\n")
+        )
         return 0
     if h.status == "changed":
         sys.stderr.write(
@@ -628,10 +639,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return int(h.exit_code)
 
 
-def format_eval_text(r: EvalReport) -> str:
+def format_eval_text(r: EvalReport, *, diff: bool = True) -> str:
+    """An eval report for people; `diff` False (`--no-diff`): no change since the last run is shown."""
     m = r.metrics
     c = r.confidence
-    h = r.history
+    h = r.history if diff else r.history.model_copy(update={"deltas": {}})
 
     def acc(v: float | None) -> str:
         return "-" if v is None else f"{v:.4f}"
@@ -656,7 +668,9 @@ def format_eval_text(r: EvalReport) -> str:
         f"  low_confidence on {c.flagged_share:.0%} of queries; top-1 right {acc(c.top1_flagged)} "
         f"when flagged, {acc(c.top1_unflagged)} when not"
     )
-    if h.status == "no-history":
+    if not diff:
+        lines.append("history: not compared (--no-diff)" + ("; this run is recorded" if h.recorded else ""))
+    elif h.status == "no-history":
         lines.append(
             "history: first run with this index; it is the baseline"
             if h.recorded
@@ -788,9 +802,14 @@ def _add_eval_tools_parsers(sub: Any) -> None:
         "--fail-on-regression",
         action="store_true",
         help="exit 1 when a metric fell by more than [eval] regression_threshold since the last run of "
-        "the same configuration; exit 2 when there is none to compare with",
+        "the same configuration; exit 2 when the history has runs but none of this configuration; "
+        "a first run (no history) or --no-diff skips the gate with one line",
     )
-    p.add_argument("--no-record", action="store_true", help="do not add this run to the history file")
+    p.add_argument("--no-record", "--no-history", action="store_true", help="do not add this run to the history file")
+    p.add_argument(
+        "--no-diff", action="store_true", help="show no change since the last run (the run is still recorded)"
+    )
+    p.add_argument("--no-color", action="store_true", help="no colour (eval prints none; sets NO_COLOR=1)")
     g = p.add_argument_group("refine stages")
     g.add_argument(
         "--reranker", metavar="MODEL", help="rerank with this cross-encoder (name or path); applies unconditionally"
@@ -1397,7 +1416,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="index the notes folder (incremental)")
     _common(p, examples=True)
-    p.add_argument("--rebuild", action="store_true", help="delete the index and start over")
+    p.add_argument(
+        "--rebuild", "--force", action="store_true", help="delete the index and start over (--force: GrooveSeek's name)"
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress and no model line on stderr; warnings and the summary stay",
+    )
     _format_option(p)
     p.set_defaults(func=cmd_index)
 
