@@ -20,7 +20,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("middle", ("groove.sync", "groove.search", "groove.evaluate")),
     ("bottom", ("groove.embed", "groove.store", "groove.corpus")),
 ]
-BESIDE = ("groove", "groove.config", "groove.folders", "groove.logs", "groove.errors", "groove.trust", "groove.backoff")
+BESIDE = ("groove", "groove.config", "groove.folders", "groove.logs", "groove.errors", "groove.trust", "groove.backoff",
+          "groove.dirs", "groove.oslock")
 
 
 def module_name(path: Path) -> str:

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from groove import oslock
 from groove.embed.e5file import E5File, E5FileError, file_digest, packaged_e5_path, read_e5_file
 from groove.embed.e5tokenizer import E5Tokenizer
 from groove.errors import GrooveError
@@ -61,7 +62,7 @@ WINDOW_BATCH = 16
 ATTENTION_BUDGET = 1 << 19
 DOCUMENT, QUERY = "passage: ", "query: "
 BUILD_PREFIX = ".build-"  # a build in progress (or left by a builder that died)
-BUILD_LOCK = ".builder.lock"  # inside it: locked (flock) by its builder while it runs
+BUILD_LOCK = ".builder.lock"  # inside it: locked (groove.oslock) by its builder while it runs
 STALE_BUILD_S = 3600.0  # a build folder without a lock file this old is left over (a build takes seconds)
 
 
@@ -133,20 +134,17 @@ def _clear_non_folder(directory: Path) -> None:
 
 
 def _hold_build_lock(staging: Path) -> int | None:
-    """Lock the build folder for as long as this process builds in it (the descriptor; None where there is no
-    flock): the lock goes with the process, so a builder killed mid-build leaves a folder anyone may remove."""
-    try:
-        import fcntl  # POSIX only; lazy so that the module imports everywhere
-    except ImportError:  # pragma: no cover - Windows: the age of the folder alone tells a stale build
-        return None
-    fd = os.open(staging / BUILD_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    """Lock the build folder for as long as this process builds in it (the descriptor): the lock (groove.oslock)
+    goes with the process, so a builder killed mid-build leaves a folder anyone may remove."""
+    # Windows: O_TEMPORARY removes the file with its last handle (and makes others' opens fail: "alive").
+    fd = os.open(staging / BUILD_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_TEMPORARY", 0), 0o600)
+    oslock.lock(fd)
     return fd
 
 
 def _builder_alive(folder: Path) -> bool:
-    """Whether a `.build-*` folder's builder still runs: its lock is held, or (no lock file yet or any more, or
-    no flock here) the folder changed less than STALE_BUILD_S ago. Unsure (no permission) counts as alive."""
+    """Whether a `.build-*` folder's builder still runs: its lock is held, or (no lock file yet or any
+    more) the folder changed less than STALE_BUILD_S ago. Unsure (no permission) counts as alive."""
     held = _lock_held(folder / BUILD_LOCK)
     if held is not None:
         return held
@@ -157,11 +155,8 @@ def _builder_alive(folder: Path) -> bool:
 
 
 def _lock_held(path: Path) -> bool | None:
-    """Whether another process holds the flock on `path`; None when that cannot be asked (no such file, no flock)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: the age of the folder decides
-        return None
+    """Whether another process holds the lock (groove.oslock) on `path`; None when that cannot be asked (no such
+    file)."""
     try:
         fd = os.open(path, os.O_RDWR)
     except FileNotFoundError:
@@ -169,12 +164,11 @@ def _lock_held(path: Path) -> bool | None:
     except OSError:
         return True  # unsure: leave it
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return oslock.held_elsewhere(fd)
     except OSError:
         return True
     finally:
         os.close(fd)  # closing drops the lock this call may have taken
-    return False
 
 
 def remove_stale_builds(root: Path) -> list[Path]:
@@ -223,7 +217,10 @@ def _build(source: Path, digest: str, directory: Path) -> None:
             shutil.rmtree(directory, ignore_errors=True)
         else:
             _clear_non_folder(directory)
-        (staging / BUILD_LOCK).unlink(missing_ok=True)  # the descriptor keeps the lock until the end
+        if lock is not None and oslock.windows():  # Windows renames no folder with an open file in it: the lock
+            oslock.release(lock)  # goes first, and the folder's age guards it until the rename
+            lock = None
+        (staging / BUILD_LOCK).unlink(missing_ok=True)  # POSIX: the descriptor keeps the lock until the end
         try:
             os.rename(staging, directory)
         except OSError:
@@ -234,7 +231,7 @@ def _build(source: Path, digest: str, directory: Path) -> None:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if lock is not None:
-            os.close(lock)
+            oslock.release(lock)
     for other in root.glob(ENGINE_PREFIX + "*"):  # builds of an older source or recipe
         if other != directory and other.is_dir():
             shutil.rmtree(other, ignore_errors=True)

@@ -42,12 +42,11 @@ def lock_path(path: Path) -> Path:
 
 
 def _identity_lock_dir() -> Path:
-    """Where the locks on index files' identities live: one folder per user, in the runtime folder."""
-    import os
-    import tempfile
+    """Where the locks on index files' identities live: one folder per user (groove.dirs: the runtime folder on
+    POSIX, the data folder on Windows)."""
+    from groove.dirs import user_dirs
 
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"groove-locks-{os.getuid()}"
+    return user_dirs().locks
 
 
 def identity_lock_path(index: Path) -> Path | None:
@@ -62,7 +61,8 @@ def identity_lock_path(index: Path) -> Path | None:
 
 
 class WriterLock:
-    """`fcntl.flock` on `<index>.lock`, holding JSON {pid, command, started_at, index} of the process that writes,
+    """An exclusive lock (groove.oslock: flock on POSIX, msvcrt.locking on Windows) on `<index>.lock`, holding
+    JSON {pid, command, started_at, index} of the process that writes,
     and on the index file's identity (device + inode: a lock file in a per-user folder of the runtime folder).
 
     Every writer (`groove index`, `groove serve`) takes it when it opens the index for writing and keeps
@@ -99,7 +99,7 @@ class WriterLock:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
         except OSError as exc:
             raise unwritable_folder(self.index, exc) from None
         self._fd = self._take(fd)
@@ -120,31 +120,35 @@ class WriterLock:
         if path is None:
             return
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._identity_fd = self._take(os.open(path, os.O_RDWR | os.O_CREAT, 0o600), identity=True)
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+        self._identity_fd = self._take(os.open(path, flags, 0o600), identity=True)
 
     def _take(self, fd: int, *, identity: bool = False) -> int:
         """Lock `fd` (closed when it cannot be), write who holds it, and return it. IndexLockedError names the
         holder; for the identity lock, the other name the holder has the file under."""
-        import fcntl  # POSIX only; lazy so that the module imports everywhere
         import os
 
+        from groove import oslock
+
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            taken = oslock.try_lock(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not taken:
             holder = _read_holder(fd)
             os.close(fd)
             other = holder.get("index") if identity else None
             through = f" as {other} (the same file under another name: a hard link?)" if other else ""
-            raise IndexLockedError(_locked_message(self.index, holder, through)) from None
-        except BaseException:
-            os.close(fd)
-            raise
+            raise IndexLockedError(_locked_message(self.index, holder, through))
         os.ftruncate(fd, 0)
-        os.pwrite(fd, self._info(), 0)
+        oslock.write_at(fd, self._info(), 0)
         return fd
 
     def release(self) -> None:
         import os
+
+        from groove import oslock
 
         for name in ("_identity_fd", "_fd"):
             fd = getattr(self, name)
@@ -154,7 +158,7 @@ class WriterLock:
                 os.ftruncate(fd, 0)
             except OSError:
                 pass
-            os.close(fd)  # closing the descriptor drops the flock
+            oslock.release(fd)  # unlock and close
             setattr(self, name, None)
 
     @property
@@ -163,10 +167,10 @@ class WriterLock:
 
 
 def _read_holder(fd: int) -> dict[str, Any]:
-    import os
+    from groove import oslock
 
     try:
-        data = os.pread(fd, 4096, 0)
+        data = oslock.read_at(fd, 4096, 0)
         holder = json.loads(data.decode("utf-8")) if data else {}
         return holder if isinstance(holder, dict) else {}
     except (OSError, ValueError):
