@@ -1,7 +1,10 @@
 """`groove service`: run groove in the background as a user service (autostart at login).
 
 On Linux a systemd user unit (~/.config/systemd/user/groove.service), on macOS
-a launchd agent (~/Library/LaunchAgents/com.groove.agent.plist). Both run
+a launchd agent (~/Library/LaunchAgents/com.groove.agent.plist), on Windows a Task
+Scheduler task (\\groove, registered with `schtasks /Create /XML` from
+%LOCALAPPDATA%\\groove\\groove\\tasks\\groove.xml) whose console-less launcher
+(`pythonw.exe -m groove.autostart.launcher`, `launcher`) runs groove with log files. All run
 
     <groove> serve --transport http --config <absolute groove.toml>
 
@@ -18,7 +21,8 @@ One concern a module, imports going down the list:
 
 - `platforms`: the service managers, where their files go, instance names, and the one way out
   to `systemctl` / `launchctl` (a `Runner`, so tests fault-inject the service manager and nothing else);
-- `render`: the unit file and the plist, pure (`systemd/groove.service` and
+- `launcher`: the Windows task's console-less launcher (log files for pythonw, then groove in-process);
+- `render`: the unit file, the plist and the task XML, pure (`systemd/groove.service` and
   `launchd/com.groove.agent.plist` at the top of the repository are the same renderings with
   placeholders; `python -m groove.autostart.render` regenerates them and a test fails when they drift);
 - `instances`: the installed units read back, and a new instance planned against them;

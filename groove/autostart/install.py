@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import re
+import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,12 +25,14 @@ from groove.autostart.platforms import (
     check_name,
     launchd_label,
     log_dir,
+    read_unit,
     run_command,
     short_name,
+    task_name,
     unit_name,
     unit_path,
 )
-from groove.autostart.render import log_files, render
+from groove.autostart.render import log_files, render, task_bytes
 
 # --- install / uninstall / status ------------------------------------------------------------
 
@@ -49,12 +53,12 @@ class Report:
         return self
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, text: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text if isinstance(text, bytes) else text.encode("utf-8"))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -70,7 +74,15 @@ def _launchd_domain() -> str:
     return f"gui/{os.getuid()}"
 
 
+def _schtasks_create(path: Path, name: str | None) -> list[str]:
+    """Register (or replace: /F) the task from its file."""
+    return ["schtasks", "/Create", "/TN", task_name(name), "/XML", str(path), "/F"]
+
+
 def _start_hint(platform: Platform, path: Path, name: str | None = None) -> str:
+    if platform == "windows":
+        run = ["schtasks", "/Run", "/TN", task_name(name)]
+        return f"{subprocess.list2cmdline(_schtasks_create(path, name))} && {subprocess.list2cmdline(run)}"
     if platform == "macos":
         return _shell(["launchctl", "bootstrap", _launchd_domain(), str(path)])
     return f"systemctl --user daemon-reload && systemctl --user enable --now {short_name(name)}"
@@ -110,11 +122,13 @@ def install(
         ]
         return report
 
-    previous = path.read_text(encoding="utf-8") if path.is_file() else None
-    if platform == "macos":
-        log_dir(env).mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, text)
+    previous = read_unit(platform, path) if path.is_file() else None
+    if platform in ("macos", "windows"):
+        log_dir(env, platform).mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, task_bytes(text) if platform == "windows" else text)
     report.out.append(f"wrote {path}")
+    if platform == "windows":
+        return _install_task(path, report, runner, start, env, name)
     if platform == "macos":
         return _install_launchd(path, report, runner, start, env, name)
     return _install_systemd(path, report, runner, start, changed=previous is not None and previous != text, name=name)
@@ -176,6 +190,45 @@ def _install_launchd(
     return report
 
 
+def _install_task(
+    path: Path, report: Report, runner: Runner, start: bool, env: Mapping[str, str] | None, name: str | None = None
+) -> Report:
+    """Windows: register the task from its file (`schtasks /Create /XML`, replacing an older one) and run it now."""
+    task = task_name(name)
+    r = runner(_schtasks_create(path, name))
+    if r.returncode == 127:
+        return report.fail(
+            f"Task Scheduler not available ({_first_line(r)}): task file written to {path}; "
+            f"register it on the Windows machine with `{_start_hint('windows', path, name)}`"
+        )
+    if r.returncode != 0:
+        return report.fail(
+            f"task file written to {path}, but `schtasks /Create` failed: {_first_line(r)}; where schtasks wants "
+            "an administrator for a task at the root folder, register it as yourself from PowerShell with "
+            f"`Register-ScheduledTask -TaskName {task} -Xml (Get-Content -Raw '{path}')`"
+        )
+    if not start:
+        report.out.append(f"registered: groove starts at your next login; start it now with `schtasks /Run /TN {task}`")
+        return report
+    runner(["schtasks", "/End", "/TN", task])  # a groove that runs the old task stops; fails when none runs
+    r = runner(["schtasks", "/Run", "/TN", task])
+    if r.returncode != 0:
+        return report.fail(
+            f"task {task} registered, but `schtasks /Run` failed: {_first_line(r)}; "
+            f"groove's own messages are in {log_files_windows(env, name)[1]}"
+        )
+    report.out.append(
+        f"registered and started; `{_status_command(name)}` checks it, logs are in {log_dir(env, 'windows')}"
+    )
+    return report
+
+
+def log_files_windows(env: Mapping[str, str] | None, name: str | None = None) -> tuple[str, str]:
+    """Windows: the launcher's stdout and stderr files of an instance."""
+    logs = log_dir(env, "windows")
+    return str(logs / f"{short_name(name)}.out.log"), str(logs / f"{short_name(name)}.err.log")
+
+
 def _not_installed(platform: Platform, env: Mapping[str, str] | None, name: str) -> ServiceError:
     """A named instance that is not installed: an error naming the ones that are (a typo must not pass)."""
     names = [i.name for i in installed_instances(platform, env)]
@@ -206,6 +259,24 @@ def uninstall(
     index = instance.index if instance is not None else None
     store = instance.store if instance is not None else None
     label, short, unit = launchd_label(name), short_name(name), unit_name(name)
+    if platform == "windows":
+        task = task_name(name)
+        runner(["schtasks", "/End", "/TN", task])  # stop a running groove; fails harmlessly when none runs
+        r = runner(["schtasks", "/Delete", "/TN", task, "/F"])
+        path.unlink()
+        report.out.append(f"removed {path}")
+        if r.returncode == 127:
+            report.fail(
+                f"Task Scheduler not available ({_first_line(r)}); on the Windows machine remove the task with "
+                f"`schtasks /Delete /TN {task} /F`"
+            )
+        elif r.returncode != 0:
+            report.fail(
+                f"`schtasks /Delete /TN {task} /F` failed: {_first_line(r)}; `schtasks /Query /TN {task}` shows it"
+            )
+        else:
+            report.out.append(f"ended and unregistered the task {task}")
+        return _purge(index, report, store) if purge else report
     if platform == "macos":
         r = runner(["launchctl", "bootout", f"{_launchd_domain()}/{label}"])
         path.unlink()
@@ -291,11 +362,22 @@ def _purge(index: str | None, report: Report, store: str | None = None) -> Repor
     return report
 
 
+TASK_RUNNING = ("Running", "実行中")  # schtasks /Query's Status column, English and Japanese Windows
+
 _LAUNCHCTL_FIELD = re.compile(r"^\s*(state|pid|last exit code) = (.+?)\s*$", re.MULTILINE)
 
 
 def _state(platform: Platform, name: str | None, runner: Runner) -> tuple[str, str, int]:
     """(state, detail, exit code) of an instance as the service manager tells it."""
+    if platform == "windows":
+        r = runner(["schtasks", "/Query", "/TN", task_name(name), "/FO", "CSV", "/NH"])
+        if r.returncode == 127:
+            return "unknown", f"Task Scheduler not available: {_first_line(r)}", STATUS_UNKNOWN
+        if r.returncode != 0:
+            return "not registered", "", STATUS_NOT_RUNNING
+        rows = [row for row in csv.reader(r.stdout.splitlines()) if row]
+        state = rows[0][-1].strip() if rows and len(rows[0]) >= 3 else "registered"
+        return state, "", STATUS_RUNNING if state in TASK_RUNNING else STATUS_NOT_RUNNING
     if platform == "macos":
         r = runner(["launchctl", "print", f"{_launchd_domain()}/{launchd_label(name)}"])
         if r.returncode == 127:
@@ -313,6 +395,9 @@ def _state(platform: Platform, name: str | None, runner: Runner) -> tuple[str, s
     if state:  # is-active always names a state when it reaches the manager
         return state, "", STATUS_RUNNING if state == "active" else STATUS_NOT_RUNNING
     return "unknown", f"systemd user session not available: {_first_line(r)}", STATUS_UNKNOWN
+
+
+UNIT_LABEL = {"linux": "unit file", "macos": "plist", "windows": "task file"}
 
 
 def status(
@@ -337,7 +422,7 @@ def status(
         data["detail"] = ", ".join(filter(None, [data["detail"], "but its file is gone: reinstall, or stop it"]))
     report = Report(exit_code=code, data=data)
     report.out += [
-        f"{'unit file' if platform == 'linux' else 'plist'}: {path} ({'installed' if installed else 'not installed'})",
+        f"{UNIT_LABEL[platform]}: {path} ({'installed' if installed else 'not installed'})",
         f"state:     {data['state']}" + (f" ({data['detail']})" if data["detail"] else ""),
     ]
     if installed and name is not None:

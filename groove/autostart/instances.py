@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import plistlib
 import socket
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from groove.autostart.platforms import (
     check_name,
     check_port,
     launchd_label,
+    read_unit,
+    task_name,
     unit_dir,
     unit_name,
     unit_path,
@@ -110,8 +113,71 @@ def split_exec_start(value: str) -> list[str]:
     return words
 
 
+def split_windows_command_line(line: str) -> list[str]:
+    """The arguments of a Windows command line as the C runtime splits them (the inverse of
+    `subprocess.list2cmdline`): whitespace separates outside double quotes; 2n backslashes before a quote are n
+    backslashes and the quote opens or closes, 2n+1 are n and a literal quote; other backslashes are themselves."""
+    words: list[str] = []
+    word: list[str] = []
+    in_word = quoted = False
+    i, n = 0, len(line)
+    while i < n:
+        ch = line[i]
+        if ch == "\\":
+            run = 0
+            while i < n and line[i] == "\\":
+                run += 1
+                i += 1
+            if i < n and line[i] == '"':
+                word.append("\\" * (run // 2))
+                if run % 2:
+                    word.append('"')
+                    i += 1
+            else:
+                word.append("\\" * run)
+            in_word = True
+            continue
+        if ch == '"':
+            if quoted and i + 1 < n and line[i + 1] == '"':  # "" inside quotes: a literal quote
+                word.append('"')
+                i += 2
+                continue
+            quoted = not quoted
+            in_word = True
+        elif ch in " \t" and not quoted:
+            if in_word:
+                words.append("".join(word))
+                word, in_word = [], False
+        else:
+            word.append(ch)
+            in_word = True
+        i += 1
+    if in_word:
+        words.append("".join(word))
+    return words
+
+
+TASK_NS = {"t": "http://schemas.microsoft.com/windows/2004/02/mit/task"}
+
+
+def task_argv(text: str) -> list[str] | None:
+    """Windows: `groove serve ...` as a task file's launcher runs it (what follows the launcher's `--`), or None."""
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError:
+        return None
+    command = root.findtext("t:Actions/t:Exec/t:Command", namespaces=TASK_NS)
+    arguments = root.findtext("t:Actions/t:Exec/t:Arguments", namespaces=TASK_NS) or ""
+    if not command:
+        return None
+    argv = [command, *split_windows_command_line(arguments)]
+    return argv[argv.index("--") + 1 :] if "--" in argv else argv
+
+
 def unit_argv(platform: Platform, text: str) -> list[str] | None:
     """The command an installed unit file or plist runs, or None when it has none that can be read."""
+    if platform == "windows":
+        return task_argv(text)
     if platform == "macos":
         try:
             argv = plistlib.loads(text.encode("utf-8")).get("ProgramArguments")
@@ -178,6 +244,8 @@ class Instance:
     @property
     def unit(self) -> str:
         arg = None if self.name == DEFAULT_INSTANCE else self.name
+        if self.platform == "windows":
+            return task_name(arg)
         return launchd_label(arg) if self.platform == "macos" else unit_name(arg)
 
     def as_dict(self) -> dict[str, Any]:
@@ -206,7 +274,7 @@ def read_instance(platform: Platform, path: Path, name: str) -> Instance:
     Values that cannot be known (a config file gone or broken) stay None, with the reason in `detail`."""
     inst = Instance(name=name, platform=platform, path=path)
     try:
-        argv = unit_argv(platform, path.read_text(encoding="utf-8"))
+        argv = unit_argv(platform, read_unit(platform, path))
     except (OSError, UnicodeDecodeError) as exc:
         inst.detail = f"cannot read {path}: {exc}"
         return inst
@@ -253,7 +321,9 @@ def installed_instances(platform: Platform, env: Mapping[str, str] | None = None
     default = unit_path(platform, env)
     if default.is_file():
         found.append(read_instance(platform, default, DEFAULT_INSTANCE))
-    if platform == "macos":
+    if platform == "windows":
+        pattern, prefix, suffix = f"{task_name()}-*.xml", f"{task_name()}-", ".xml"
+    elif platform == "macos":
         pattern, prefix, suffix = f"{LAUNCHD_LABEL}.*.plist", f"{LAUNCHD_LABEL}.", ".plist"
     else:
         pattern, prefix, suffix = "groove-*.service", "groove-", ".service"

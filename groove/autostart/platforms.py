@@ -13,11 +13,12 @@ from typing import Literal
 
 from groove.errors import GrooveError
 
-Platform = Literal["linux", "macos"]
-PLATFORMS: tuple[Platform, ...] = ("linux", "macos")
+Platform = Literal["linux", "macos", "windows"]
+PLATFORMS: tuple[Platform, ...] = ("linux", "macos", "windows")
 
 UNIT_NAME = "groove.service"
 LAUNCHD_LABEL = "com.groove.agent"
+TASK_NAME = "groove"  # Windows: the Task Scheduler task, \groove or \groove-NAME
 
 # Exit codes of `groove service status`, after the LSB init-script convention.
 STATUS_RUNNING, STATUS_NOT_RUNNING, STATUS_UNKNOWN = 0, 3, 4
@@ -76,8 +77,10 @@ def detect_platform(sys_platform: str | None = None) -> Platform:
         return "linux"
     if name == "darwin":
         return "macos"
+    if name == "win32":
+        return "windows"
     raise ServiceError(
-        f"groove service knows systemd (Linux) and launchd (macOS), not {name}; "
+        f"groove service knows systemd (Linux), launchd (macOS) and Task Scheduler (Windows), not {name}; "
         "run `groove serve --transport http --config FILE` under your own service manager"
     )
 
@@ -127,9 +130,25 @@ def launchd_label(name: str | None = None) -> str:
     return LAUNCHD_LABEL if name is None else f"{LAUNCHD_LABEL}.{name}"
 
 
+def task_name(name: str | None = None) -> str:
+    """Windows: the Task Scheduler task of an instance, groove or groove-NAME."""
+    return TASK_NAME if name is None else f"{TASK_NAME}-{name}"
+
+
+def _windows_data(env: Mapping[str, str]) -> Path:
+    """Windows: groove's data folder, %LOCALAPPDATA%\\groove\\groove, as groove.dirs has it (from `env`, so that
+    a test or another machine's environment names it; Windows' default place when the variable is not set)."""
+    local = env.get("LOCALAPPDATA") or os.path.join(env.get("USERPROFILE") or str(_home(env)), "AppData", "Local")
+    return Path(os.path.join(local, "groove", "groove"))
+
+
 def unit_dir(platform: Platform, env: Mapping[str, str] | None = None) -> Path:
-    """The folder of the unit files or plists: systemd reads $XDG_CONFIG_HOME/systemd/user."""
+    """The folder of the unit files or plists: systemd reads $XDG_CONFIG_HOME/systemd/user. On Windows the task
+    files: Task Scheduler keeps its own copy, this one is the instance's record and what `schtasks /Create /XML`
+    reads."""
     env = os.environ if env is None else env
+    if platform == "windows":
+        return Path(os.path.join(_windows_data(env), "tasks"))
     if platform == "macos":
         return _home(env) / "Library" / "LaunchAgents"
     xdg = env.get("XDG_CONFIG_HOME", "")
@@ -138,16 +157,26 @@ def unit_dir(platform: Platform, env: Mapping[str, str] | None = None) -> Path:
 
 
 def unit_path(platform: Platform, env: Mapping[str, str] | None = None, name: str | None = None) -> Path:
-    """Where the unit file or plist of an instance (None: the default one) goes."""
+    """Where the unit file, plist or task file of an instance (None: the default one) goes."""
+    if platform == "windows":
+        return Path(os.path.join(unit_dir(platform, env), f"{task_name(name)}.xml"))
     if platform == "macos":
         return unit_dir(platform, env) / f"{launchd_label(name)}.plist"
     return unit_dir(platform, env) / unit_name(name)
 
 
-def log_dir(env: Mapping[str, str] | None = None) -> Path:
-    """macOS only: launchd writes groove's stdout and stderr here (systemd uses the journal)."""
+def log_dir(env: Mapping[str, str] | None = None, platform: Platform = "macos") -> Path:
+    """Where launchd (macOS) or the launcher (Windows) writes groove's stdout and stderr (systemd uses the
+    journal)."""
     env = os.environ if env is None else env
+    if platform == "windows":
+        return Path(os.path.join(_windows_data(env), "Logs"))
     return _home(env) / "Library" / "Logs" / "groove"
+
+
+def read_unit(platform: Platform, path: Path) -> str:
+    """An installed unit file, plist or task file (UTF-16 with its BOM on Windows, as schtasks reads it best)."""
+    return path.read_text(encoding="utf-16" if platform == "windows" else "utf-8")
 
 
 def groove_command(argv0: str | None = None, executable: str | None = None) -> list[str]:
@@ -169,3 +198,23 @@ def groove_command(argv0: str | None = None, executable: str | None = None) -> l
     if sibling.is_file() and os.access(sibling, os.X_OK):
         return [str(sibling)]
     return [str(python), "-m", "groove.cli"]
+
+
+LAUNCHER_MODULE = "groove.autostart.launcher"
+
+
+def launcher_command(executable: str | None = None) -> list[str]:
+    """Windows: the console-less command that starts groove, `pythonw.exe -m groove.autostart.launcher`.
+
+    pythonw.exe is the Python of this groove (its virtualenv's Scripts folder) built for the Windows
+    subsystem: Windows opens no console window for it, as GrooveSeek's groove-svc.exe does for groove.exe.
+    The launcher gives groove log files for the stdout and stderr pythonw lacks, then runs it in-process,
+    so the task's exit code is groove's (Task Scheduler restarts it on a failure)."""
+    python = Path(os.path.abspath(sys.executable if executable is None else executable))
+    windowless = python.with_name("pythonw.exe")
+    if not windowless.is_file():
+        raise ServiceError(
+            f"no pythonw.exe beside {python}: the task would open a console window at every login; "
+            "install groove with a Python from python.org or the Microsoft Store (both have pythonw.exe)"
+        )
+    return [str(windowless), "-m", LAUNCHER_MODULE]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import plistlib
 import re
+import subprocess
+import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +18,10 @@ from groove.autostart.platforms import (
     ServiceError,
     groove_command,
     launchd_label,
+    launcher_command,
     log_dir,
     short_name,
+    task_name,
     unit_name,
     unit_path,
 )
@@ -141,6 +145,94 @@ def render_launchd_plist(
     return plistlib.dumps(agent, sort_keys=False).decode("utf-8")
 
 
+TASK_NS = "http://schemas.microsoft.com/windows/2004/02/mit/task"
+RESTART_INTERVAL, RESTART_COUNT = "PT1M", 5  # Task Scheduler's shortest interval; as many tries as systemd's burst
+
+
+def windows_command_line(args: Sequence[str]) -> str:
+    """Arguments as one Windows command line, quoted as the C runtime (and so pythonw.exe) splits it again."""
+    for arg in args:
+        _check_arg(arg)
+    return subprocess.list2cmdline(list(args))
+
+
+def task_user(env: Mapping[str, str]) -> str | None:
+    """DOMAIN\\user of the person installing, from the environment Windows sets; None when it does not say."""
+    user, domain = env.get("USERNAME"), env.get("USERDOMAIN")
+    return f"{domain}\\{user}" if user and domain else (user or None)
+
+
+def render_task_xml(
+    command: Sequence[str],
+    config: str | None,
+    logs: str,
+    flags: Sequence[str] = (),
+    name: str | None = None,
+    *,
+    workdir: str,
+    user: str | None = None,
+) -> str:
+    """The Task Scheduler task (schema 1.4): at the user's logon, run the console-less launcher (`command`:
+    pythonw.exe -m groove.autostart.launcher) with the log files and `groove serve`; restart it on a failure."""
+    out, err = (os.path.join(logs, f"{short_name(name)}.{kind}.log") for kind in ("out", "err"))
+    groove_args = serve_argv([], config, flags)
+    arguments = windows_command_line([*command[1:], "--out", out, "--err", err, "--", *groove_args])
+    _check_arg(command[0])
+    _check_arg(workdir)
+    ET.register_namespace("", TASK_NS)
+
+    def el(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+        child = ET.SubElement(parent, f"{{{TASK_NS}}}{tag}", attrs)
+        child.text = text
+        return child
+
+    task = ET.Element(f"{{{TASK_NS}}}Task", {"version": "1.4"})
+    info = el(task, "RegistrationInfo")
+    el(
+        info,
+        "Description",
+        f"groove{'' if name is None else f' ({name})'}: local search over Markdown notes (MCP over HTTP)",
+    )
+    el(info, "URI", "\\" + task_name(name))
+    logon = el(el(task, "Triggers"), "LogonTrigger")
+    el(logon, "Enabled", "true")
+    if user:
+        el(logon, "UserId", user)
+    principal = el(el(task, "Principals"), "Principal", id="Author")
+    if user:
+        el(principal, "UserId", user)
+    el(principal, "LogonType", "InteractiveToken")
+    el(principal, "RunLevel", "LeastPrivilege")
+    settings = el(task, "Settings")
+    for tag, value in (
+        ("MultipleInstancesPolicy", "IgnoreNew"),
+        ("DisallowStartIfOnBatteries", "false"),
+        ("StopIfGoingOnBatteries", "false"),
+        ("AllowHardTerminate", "true"),
+        ("AllowStartOnDemand", "true"),
+        ("Enabled", "true"),
+        ("Hidden", "false"),
+        ("ExecutionTimeLimit", "PT0S"),  # none: the default (72 hours) would stop a server that runs for days
+        ("Priority", "7"),
+    ):
+        el(settings, tag, value)
+    restart = el(settings, "RestartOnFailure")
+    el(restart, "Interval", RESTART_INTERVAL)
+    el(restart, "Count", str(RESTART_COUNT))
+    exec_ = el(el(task, "Actions", Context="Author"), "Exec")
+    el(exec_, "Command", command[0])
+    el(exec_, "Arguments", arguments)
+    el(exec_, "WorkingDirectory", workdir)
+    ET.indent(task)
+    return '<?xml version="1.0" encoding="UTF-16"?>\n' + ET.tostring(task, encoding="unicode") + "\n"
+
+
+def task_bytes(text: str) -> bytes:
+    """A task file as `schtasks /Create /XML` reads it on every locale: UTF-16 LE with its byte-order mark
+    (GrooveSeek found UTF-8 refused on Japanese Windows)."""
+    return ("\ufeff" + text).encode("utf-16-le")
+
+
 @dataclass(frozen=True)
 class Rendered:
     platform: Platform
@@ -159,8 +251,15 @@ def render(
 ) -> Rendered:
     """The file to install on this machine and where it goes; `name`: a named instance (None: the default one)."""
     env = os.environ if env is None else env
-    command = groove_command() if command is None else list(command)
     config_str = str(Path(os.path.abspath(config))) if config is not None else None
+    if platform == "windows":
+        windows_command = launcher_command() if command is None else list(command)
+        logs = str(log_dir(env, "windows"))
+        text = render_task_xml(
+            windows_command, config_str, logs, flags, name, workdir=str(Path(logs).parent), user=task_user(env)
+        )
+        return Rendered(platform, unit_path(platform, env, name), text)
+    command = groove_command() if command is None else list(command)
     if platform == "macos":
         text = render_launchd_plist(command, config_str, str(log_dir(env)), flags, name)
     else:
