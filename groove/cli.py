@@ -1134,10 +1134,12 @@ def _add_store_parser(subparsers: Any) -> None:
 
 
 def _add_service_parser(subparsers: Any) -> None:
-    """`groove service install|uninstall|status|list`."""
-    p = subparsers.add_parser("service", help="run groove in the background (systemd user unit / launchd agent)")
+    """`groove service install|uninstall|status|list` (systemd, launchd, Task Scheduler: groove/autostart/)."""
+    p = subparsers.add_parser(
+        "service", help="run groove in the background (systemd user unit / launchd agent / Windows scheduled task)"
+    )
     actions = p.add_subparsers(dest="service_action", required=True, metavar="ACTION")
-    platform_help = "linux (systemd) or macos (launchd); default: this machine"
+    platform_help = "linux (systemd), macos (launchd) or windows (Task Scheduler); default: this machine"
     name_help = (
         "a named instance beside the default one: its own unit (groove-NAME), notes folder, index and port "
         "(lowercase letters, digits, hyphens); default: the instance without a name"

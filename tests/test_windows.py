@@ -504,3 +504,34 @@ def test_the_launcher_sends_groove_output_to_its_log_files_and_exits_with_groove
 
     bad = spawn.run([sys.executable, "-m", "groove.autostart.launcher", "--out", str(out), "status"], **quiet)
     assert bad.returncode == 2 and "no -- before groove's arguments" in bad.stderr
+
+
+# --- the command line ------------------------------------------------------------------------------------------
+
+
+def test_cli_install_for_windows_dry_run_prints_the_task_with_pythonw_beside_this_python(
+    tmp_path, kb, monkeypatch, capsys
+):
+    from groove.cli import main
+
+    python = write(tmp_path / "venv" / "Scripts" / "python.exe", "")
+    pythonw = write(tmp_path / "venv" / "Scripts" / "pythonw.exe", "")
+    monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "Local"))
+    assert main(["service", "install", "--platform", "windows", "--dry-run", "--kb", str(kb)]) == 0
+    out = capsys.readouterr().out
+    task = tmp_path / "Local" / "groove" / "groove" / "tasks" / "groove.xml"
+    assert out.startswith(f"would write {task}:")
+    assert f"<Command>{pythonw}</Command>" in out
+    assert f"-- serve --transport http --kb {kb}</Arguments>" in out
+    assert out.rstrip().endswith(f"then run: schtasks /Create /TN groove /XML {task} /F && schtasks /Run /TN groove")
+    assert not task.exists()
+
+
+def test_cli_install_for_windows_without_pythonw_is_refused_in_one_line(tmp_path, kb, monkeypatch, capsys):
+    from groove.cli import main
+
+    monkeypatch.setattr(sys, "executable", str(write(tmp_path / "venv" / "Scripts" / "python.exe", "")))
+    assert main(["service", "install", "--platform", "windows", "--dry-run", "--kb", str(kb)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("groove: error: no pythonw.exe beside") and "Traceback" not in err
