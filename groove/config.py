@@ -23,7 +23,6 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -34,6 +33,7 @@ from pydantic_settings import (
 )
 
 from groove import trust
+from groove.dirs import user_dirs
 from groove.errors import ConfigError
 from groove.folders import Folders, NotesFolder, anchored_spec, parse_folders
 
@@ -626,11 +626,11 @@ def default_index_path(kb: Path | Folders) -> Path:
         keyed, base, keep = str(path), path.name, "-_"
     key = hashlib.sha256(keyed.encode()).hexdigest()[:16]
     name = "".join(ch if ch.isalnum() or ch in keep else "_" for ch in base)[:40] or "notes"
-    return Path(platformdirs.user_data_dir(APP)) / "indexes" / f"{name}-{key}.sqlite"
+    return user_dirs().indexes / f"{name}-{key}.sqlite"
 
 
 def user_config_file() -> Path:
-    return Path(platformdirs.user_config_dir(APP)) / "groove.toml"
+    return user_dirs().config / "groove.toml"
 
 
 # A config file larger than this is refused: groove.toml and .grooveignore are a few KB.

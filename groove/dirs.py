@@ -1,4 +1,7 @@
-"""groove's own folders on each platform: config, data (indexes, engines, stores), logs, locks.
+"""groove's own folders on each platform: config, data (indexes, engines, stores), logs, locks. Every place groove
+keeps a file of its own asks here: the default config file and index (config), the trust record (trust), a shared
+store's local name (store.address), the e5 engines (embed.e5onnx), the identity locks (store.sqlite.writer_lock),
+the Windows task's logs (autostart).
 
 platformdirs decides them (its Unix, MacOS and Windows classes, picked by name so that one machine can tell
 another's: tests/test_windows.py reads the Windows ones under `ntpath`):

@@ -40,8 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import platformdirs
-
+from groove.dirs import user_dirs
 from groove.errors import GrooveError
 
 DEFAULT_TOKEN_ENV = "GROOVE_TOKEN"
@@ -227,7 +226,7 @@ class TrustStoreError(GrooveError):
 
 
 def default_store_path() -> Path:
-    return Path(platformdirs.user_data_dir("groove")) / "trusted.json"
+    return user_dirs().data / "trusted.json"
 
 
 @dataclass(frozen=True)

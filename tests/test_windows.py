@@ -197,6 +197,9 @@ def test_on_posix_a_lock_held_by_another_process_is_refused_until_that_process_d
 
 
 def test_groove_folders_on_windows_are_under_localappdata(windows: FakeMsvcrt, monkeypatch):
+    from groove.config import default_index_path, user_config_file
+    from groove.trust import default_store_path
+
     local = r"C:\Users\taro\AppData\Local"
     monkeypatch.setenv("LOCALAPPDATA", local)
     monkeypatch.setenv("APPDATA", r"C:\Users\taro\AppData\Roaming")
@@ -206,6 +209,8 @@ def test_groove_folders_on_windows_are_under_localappdata(windows: FakeMsvcrt, m
         found = dirs.user_dirs()  # this machine, as sys.platform says: win32
         tasks = platforms.unit_path("windows", env, "work")
         logs = platforms.log_dir(env, "windows")
+        index = default_index_path(Path("/n/notes"))
+        config_file, trust_file, engines = user_config_file(), default_store_path(), e5onnx.engine_cache_root()
     base = PureWindowsPath(r"C:\Users\taro\AppData\Local\groove\groove")
     assert dirs.this_os() == "windows"
     assert PureWindowsPath(str(found.config)) == base
@@ -216,6 +221,11 @@ def test_groove_folders_on_windows_are_under_localappdata(windows: FakeMsvcrt, m
     assert PureWindowsPath(str(found.locks)) == base / "locks"
     assert str(tasks) == str(base / "tasks" / "groove-work.xml")
     assert str(logs) == str(base / "Logs")
+    # Where groove puts its index, reads its config file, records trust and builds the e5 engine: the same folders.
+    assert PureWindowsPath(str(index)).parent == base / "indexes" and PureWindowsPath(str(index)).name.startswith("notes-")
+    assert PureWindowsPath(str(config_file)) == base / "groove.toml"
+    assert PureWindowsPath(str(trust_file)) == base / "trusted.json"
+    assert PureWindowsPath(str(engines)) == base / "engines"
 
 
 def test_groove_folders_on_linux_follow_xdg_and_the_index_default_is_in_them(monkeypatch, tmp_path):

@@ -82,9 +82,9 @@ class EngineFiles:
 
 def engine_cache_root() -> Path:
     """Where built engines live: the user data folder's `engines/` (beside `indexes/`)."""
-    import platformdirs
+    from groove.dirs import user_dirs
 
-    return Path(platformdirs.user_data_dir("groove")) / "engines"
+    return user_dirs().engines
 
 
 def _manifest_ok(directory: Path, source_sha256: str) -> bool:

@@ -35,10 +35,10 @@ class StoreAddress:
             return self.path
         import hashlib
 
-        import platformdirs
+        from groove.dirs import user_dirs
 
         key = hashlib.sha256(self.shown.encode("utf-8")).hexdigest()[:16]
-        return Path(platformdirs.user_data_dir("groove")) / "stores" / f"postgresql-{key}"
+        return user_dirs().stores / f"postgresql-{key}"
 
     @property
     def shown(self) -> str:
