@@ -151,6 +151,7 @@ class Daemon:
         self._changes_send, self._changes_recv = anyio.create_memory_object_stream[Change](max_buffer_size=10_000)
         self._work_gen = 0
         self._work_event = anyio.Event()
+        self._force_next = False  # the next full reconcile parses every file again (`reindex` force)
         self._full_requested = 0  # generations of full reconciles asked for / done
         self._full_done = 0
         self._full_event = anyio.Event()
@@ -311,7 +312,8 @@ class Daemon:
             error: str | None = None
             try:
                 if full:
-                    stats, gc, merged = await self.index.full_reconcile()
+                    force, self._force_next = self._force_next, False
+                    stats, gc, merged = await self.index.full_reconcile(force=force)
                     self.last_reconcile = {
                         **stats.to_dict(),
                         "at": time.time(),
@@ -540,9 +542,10 @@ class Daemon:
             await anyio.sleep(self.settings.watch.reconcile_interval_s)
             await self.request_full()
 
-    async def request_full(self) -> str | None:
-        """Ask the writer for a full reconcile and wait until one that started after this call is done.
-        Returns how it failed, or None when it succeeded."""
+    async def request_full(self, *, force: bool = False) -> str | None:
+        """Ask the writer for a full reconcile and wait until one that started after this call is done
+        (`force`: one that parses every file again). Returns how it failed, or None when it succeeded."""
+        self._force_next = self._force_next or force
         self._full_requested += 1
         wanted = self._full_requested
         await self._changes_send.send(FULL)
@@ -573,8 +576,8 @@ class Daemon:
             vectors_in_memory=await self.index.vectors_in_memory(),
         )
 
-    async def full_reconcile(self) -> IndexReport:
-        """A full reconcile now, through the writer. One at a time."""
+    async def full_reconcile(self, *, force: bool = False) -> IndexReport:
+        """A full reconcile now, through the writer. One at a time (`force`: every file parsed again)."""
         if self.search_only:
             raise UsageError(
                 "this is a search node of a shared store: it indexes no folder; reindex where the folder is "
@@ -585,7 +588,7 @@ class Daemon:
         self._reindexing = True
         try:
             started = time.perf_counter()
-            error = await self.request_full()
+            error = await self.request_full(force=force)
             if error is not None:
                 retry = self.tasks["reconcile"].retry_at
                 when = f" in {max(0.0, retry - time.time()):.0f} s" if retry else ""

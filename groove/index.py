@@ -337,16 +337,17 @@ class Index:
 
     # -- writing ------------------------------------------------------------------------
     async def reconcile(
-        self, paths: Sequence[str] | set[str] | None = None, progress: Progress | None = None
+        self, paths: Sequence[str] | set[str] | None = None, progress: Progress | None = None, *, force: bool = False
     ) -> ReconcileStats:
-        """Reconcile the whole folder (paths None) or only the given paths with the index."""
+        """Reconcile the whole folder (paths None) or only the given paths with the index; `force`: the whole folder
+        with every file parsed again, changed or not (`reindex` force)."""
         assert self.indexer is not None, "open the index as a writer to reconcile"
         if paths is None:
             writes = self._writes()
             key = self._rules_key()
             parsed_by = await writes.meta(key)  # None: a new index, or one made before groove kept its rules
             reread = parsed_by != markdown.RULES
-            stats = await self.indexer.reconcile_all(progress=progress, reread=reread)
+            stats = await self.indexer.reconcile_all(progress=progress, reread=reread, force=force)
             if reread:
                 await writes.set_meta(key, markdown.RULES)
                 if stats.unchanged:
@@ -482,25 +483,25 @@ class Index:
         return await switch.queries.embed(text)
 
     async def full_reconcile(
-        self, progress: Progress | None = None, *, embed: bool = False
+        self, progress: Progress | None = None, *, embed: bool = False, force: bool = False
     ) -> tuple[ReconcileStats, int, bool]:
         """The whole folder against the index (`groove index`, the daemon's startup and periodic reconcile,
         `reindex`): the reconcile, then (`embed`: `groove index`, which has no workers) every pending chunk
         embedded, then the vectors no chunk uses any more collected (a model switch that just finished
         leaves the old ones), then the full-text tables merged after a large write. Returns the stats,
         the vectors collected and whether it merged."""
-        stats = await self.reconcile(progress=progress)
+        stats = await self.reconcile(progress=progress, force=force)
         if embed:
             stats.chunks_embedded = await self.embed_pending(progress=progress)
         collected = await self.collect_garbage()
         merged = await self.merge_full_text(stats.chunks_written)
         return stats, collected, merged
 
-    async def index_all(self, progress: Progress | None = None) -> IndexReport:
+    async def index_all(self, progress: Progress | None = None, *, force: bool = False) -> IndexReport:
         """`groove index`: one full reconcile, every pending chunk embedded, the off_topic calibration stored,
         and the report (a writer without a running service; the service's writer reconciles by itself)."""
         started = time.perf_counter()
-        stats, collected, merged = await self.full_reconcile(progress=progress, embed=True)
+        stats, collected, merged = await self.full_reconcile(progress=progress, embed=True, force=force)
         await self.store_off_topic_calibration()
         report = await self.report(
             stats, vectors_collected=collected, seconds=time.perf_counter() - started, full_text_merged=merged

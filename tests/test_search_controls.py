@@ -19,6 +19,7 @@ from groove.search.request import SearchRequest
 from groove.serve.mcp.server import build_server
 from tests.support.common import write
 from tests.support.daemon import idle
+from tests.support.oneshot import index_once
 from tests.support.fakes import BagOfWordsEmbedder
 
 NOTES = 60  # more than a leg's pool (50): a filter applied after ranking would leave nothing
@@ -186,3 +187,32 @@ def test_a_ratio_on_the_command_line_flags_low_confidence_as_the_mcp_argument_do
     for factor, flagged in ((0.9, False), (1.1, True)):
         assert cli.main([*asked, "--min-confidence-ratio", str(ratio * factor)]) == 0
         assert json.loads(capsys.readouterr().out)["low_confidence"] is flagged
+
+
+def sectioned_note(i: int) -> str:
+    return f"# Note {i}\n\n" + "".join(f"## Part {j}\n\nWords of part {j} of note {i}.\n\n" for j in range(4))
+
+
+async def test_reindex_without_force_is_incremental_and_force_parses_every_note_by_the_settings_now(
+    kb, make_settings, tmp_path
+):
+    for i in range(3):
+        write(kb / f"note-{i}.md", sectioned_note(i))
+    index = tmp_path / "force.sqlite"
+    # Indexed with every section a chunk of its own; then served with sections merged up to 500 tokens.
+    await index_once(make_settings(kb, index_path=index, **{"index.min_chunk_tokens": 0}))
+    async with served(make_settings(kb, index_path=index, **{"index.min_chunk_tokens": 500})) as (_, client):
+
+        async def chunks() -> int:
+            return (await client.call_tool("index_status", {})).structured_content["chunks"]
+
+        before = await chunks()
+        assert before == 3 * 5  # the title line's chunk and four parts, each note: the files were not read again
+        plain = await client.call_tool("reindex", {})
+        assert not plain.is_error and plain.structured_content["unchanged"] == 3
+        assert await chunks() == before  # incremental: unchanged files are skipped
+        forced = await client.call_tool("reindex", {"force": True})
+        assert not forced.is_error and forced.structured_content["unchanged"] == 3  # the same bytes
+        assert await chunks() == 3  # every note parsed again: each one chunk now
+        refused = await client.call_tool("reindex", {"force": "yes"})
+        assert refused.is_error and refused.content[0].text == "reindex: force must be true or false, got 'yes'"

@@ -159,8 +159,8 @@ class Supervisor(Protocol):
     async def service_status(self) -> dict[str, Any]:
         """The service's own status fields (`StatusAnswer` beyond `IndexStatus`)."""
 
-    async def full_reconcile(self) -> IndexReport:
-        """A full reconcile through the service's writer, now; one at a time."""
+    async def full_reconcile(self, *, force: bool = False) -> IndexReport:
+        """A full reconcile through the service's writer, now; one at a time (`force`: every file parsed again)."""
 
 
 class Service:
@@ -257,15 +257,15 @@ class Service:
             raise UsageError("no best-practice documents are configured: set [best_practice] path_templates")
         return await anyio.to_thread.run_sync(practices.answer, target, section)
 
-    async def reindex(self, progress: Progress | None = None) -> IndexReport:
+    async def reindex(self, progress: Progress | None = None, *, force: bool = False) -> IndexReport:
         """Reconcile the whole folder now: through the running service's writer, or (no service: `groove index`)
         in this process over an index open for writing, every pending chunk embedded before it returns."""
         if self.supervisor is not None:
             await self._ready()
-            return await self.supervisor.full_reconcile()
+            return await self.supervisor.full_reconcile(force=force)
         if not self.index.writable:
             raise UsageError("reindex needs the running service or the index open for writing; run `groove index`")
-        return await self.index.index_all(progress=progress)
+        return await self.index.index_all(progress=progress, force=force)
 
     async def evaluate(self, req: EvalRequest) -> EvalReport:
         """Judged queries through the search pipeline, scored, compared with the run history (`groove eval`)."""

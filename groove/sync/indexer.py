@@ -178,10 +178,13 @@ class Indexer:
         return {p: v for p, v in known.items() if self.folders.locate(p) is not None}
 
     # -- reconcile ------------------------------------------------------------
-    async def reconcile_all(self, progress: Progress | None = None, *, reread: bool = False) -> ReconcileStats:
+    async def reconcile_all(
+        self, progress: Progress | None = None, *, reread: bool = False, force: bool = False
+    ) -> ReconcileStats:
         """One full pass: every file on disk against every document in the index. With `reread`, every Markdown
         note is parsed again even when its file is unchanged (the parse rules changed: corpus/markdown.py RULES);
-        a note whose bytes are the same counts as unchanged, and its text, so its vectors, stay as they are."""
+        with `force` (`reindex` force), every file is. A note whose bytes are the same counts as unchanged, and its
+        text, so its vectors, stay as they are; its chunks follow the settings it is parsed by now."""
         started = time.perf_counter()
         for ignore in self.ignores.values():
             ignore.reload()
@@ -195,7 +198,7 @@ class Indexer:
         # A symlinked folder is kept beside the skipped files (status and doctor show it), as an info line.
         await self.writes.record_skipped({**result.skipped, **kept, **result.linked_dirs}, replace_all=True)
         gone -= set(result.skipped)  # record_skipped already removed their rows
-        stats = await self._reconcile(result.files, gone, known, progress, previous, reread=reread)
+        stats = await self._reconcile(result.files, gone, known, progress, previous, reread=reread, force=force)
         stats.skipped += len(result.skipped)
         stats.skipped_files.update(result.skipped)
         stats.kept_unreadable.update(kept)
@@ -320,6 +323,7 @@ class Indexer:
         previous: dict[str, str] | None = None,
         *,
         reread: bool = False,
+        force: bool = False,
     ) -> ReconcileStats:
         stats = ReconcileStats()
         gone_by_hash: dict[str, str] = {known[p][3]: p for p in sorted(gone)}
@@ -330,7 +334,8 @@ class Indexer:
             if progress:
                 progress("scan", n, total)
             entry = known.get(rel)
-            again = reread and entry is not None and self.parsers.kind(rel) == "markdown"  # parsed again as it is
+            # parsed again as it is: every file when forced, the Markdown notes when the rules changed
+            again = entry is not None and (force or (reread and self.parsers.kind(rel) == "markdown"))
             if entry is not None and entry[1] == info.size and entry[2] == info.mtime_ns and not again:
                 stats.unchanged += 1
                 continue

@@ -71,7 +71,7 @@ class IndexReport(BaseModel):
     files_read: SkipJsonSchema[int]  # files read from disk (an unchanged file is not read)
     chunks_written: int
     chunks_embedded: SkipJsonSchema[int]  # embedded by this call (the daemon embeds in the background: 0)
-    pending_chunks: int = Field(description="not embedded yet")  # searchable by text only
+    pending_chunks: int  # not embedded yet: searchable by text only
     embeddings_computed: SkipJsonSchema[int]  # vectors computed over the index's lifetime
     vectors_collected: SkipJsonSchema[int]  # vectors no chunk used any more, dropped
     seconds: float

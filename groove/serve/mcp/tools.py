@@ -310,10 +310,14 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
                 read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
             ),
         )
-        async def reindex() -> Annotated[CallToolResult, IndexReport]:
-            """Rescan the notes folder now; rarely needed (it is watched)."""
+        async def reindex(
+            force: Annotated[bool, Field(description="Reparse all.")] = False,
+        ) -> Annotated[CallToolResult, IndexReport]:
+            """Rescan now; the notes are watched."""
             # One at a time; answers what `groove index --format json` prints; new text is embedded afterwards.
-            return tool_result(await service.reindex(), answers.reindex_text)
+            # Without force, an incremental reconcile (unchanged files skipped); with it, GrooveSeek's rebuild_index
+            # force: every file parsed again by the settings now (its vectors kept where its text is the same).
+            return tool_result(await service.reindex(force=force), answers.reindex_text)
 
     @tool(title="Related notes", annotations=READ_ONLY)
     async def related(
