@@ -24,6 +24,8 @@ from groove.config import (
     ConfigError,
     FusionSettings,
     Settings,
+    executable_config,
+    git_ancestor_config,
     load_settings,
     read_config_file,
     read_config_text,
@@ -77,7 +79,8 @@ def _common(p: argparse.ArgumentParser, *, examples: bool = False) -> None:
         "--config",
         type=Path,
         metavar="PATH",
-        help="groove.toml to use (default: ./groove.toml, then the user config dir)",
+        help="groove.toml to use (default: ./groove.toml, a .git ancestor's, beside the groove executable, then "
+        "the user config dir; a GrooveSeek file is read as groove's)",
     )
     g.add_argument(
         "--kb",
@@ -139,6 +142,8 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
     overrides.update(extra)
     settings = load_settings(args.config, **overrides)
     configure_logs(settings.log.level, settings.log.format, settings.log.debug_modules)
+    if settings.config_notice:  # a GrooveSeek file read as groove's: said once, at info
+        get_logger("groove.config").info("config_grooveseek", detail=settings.config_notice)
     return settings
 
 
@@ -580,10 +585,26 @@ def _ks(text: str) -> tuple[int, ...]:
         raise UsageError(f"--k: {exc}") from None
 
 
+GOLDEN_FILE = ".groove-eval.yml"  # the golden set groove eval and tune read when none is named (GrooveSeek's)
+
+
+def _golden(args: argparse.Namespace, settings: Settings) -> Path:
+    """The golden set named on the command line, else <notes folder>/.groove-eval.yml (the first folder's)."""
+    if args.golden is not None:
+        return Path(args.golden)
+    found = settings.folders().first.path / GOLDEN_FILE
+    if not found.is_file():
+        raise UsageError(
+            f"name a golden set (a YAML file or a BEIR folder): there is no {found}, the one read when none is named"
+        )
+    return found
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.no_color:
         os.environ["NO_COLOR"] = "1"  # rich (the progress on a terminal) draws no colour then
     settings = _settings(args)
+    args.golden = _golden(args, settings)
     options = {
         "rerank": args.rerank,
         "mmr": args.mmr,
@@ -694,6 +715,7 @@ def format_eval_text(r: EvalReport, *, diff: bool = True) -> str:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    args.golden = _golden(args, settings)
     from groove.api.service import TuneRequest
     from groove.evaluate.runner import judged_queries
 
@@ -792,7 +814,13 @@ def _add_eval_tools_parsers(sub: Any) -> None:
     """`groove eval`, `tune`, `doctor`, `validate` (their own block: one call each)."""
     p = sub.add_parser("eval", help="measure retrieval quality on judged queries")
     _common(p, examples=True)
-    p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
+    p.add_argument(
+        "golden",
+        type=Path,
+        nargs="?",
+        metavar="GOLDEN",
+        help=f"a golden YAML file or a BEIR folder (default: {GOLDEN_FILE} in the notes folder)",
+    )
     p.add_argument("--retriever", choices=["hybrid", "fts", "vector"], default="hybrid", help="score one half alone")
     p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")
     p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
@@ -832,7 +860,13 @@ def _add_eval_tools_parsers(sub: Any) -> None:
         ),
     )
     _common(p, examples=True)
-    p.add_argument("golden", type=Path, metavar="GOLDEN", help="a golden YAML file or a BEIR folder")
+    p.add_argument(
+        "golden",
+        type=Path,
+        nargs="?",
+        metavar="GOLDEN",
+        help=f"a golden YAML file or a BEIR folder (default: {GOLDEN_FILE} in the notes folder)",
+    )
     p.add_argument("--split", metavar="NAME", help="BEIR qrels split (default: every qrels/*.tsv)")
     p.add_argument("--limit", type=int, default=10, help="results per query (1..100)")
     p.add_argument("--max-queries", type=int, default=None, metavar="N", help="only the first N queries")
@@ -1287,12 +1321,108 @@ def cmd_service_list(args: argparse.Namespace) -> int:
     return _emit_report(installer.list_instances(_platform(args)), args.format)
 
 
+# --- config migrate (issue 38, point 2) -------------------------------------------------
+
+
+def cmd_config_migrate(args: argparse.Namespace) -> int:
+    """GrooveSeek's groove.toml -> groove's own: printed, or written with --write (never over a file unasked)."""
+    import datetime as dt
+    import tomllib
+
+    from groove import grooveseek
+
+    source = _config_path(args.path)
+    try:
+        text = read_config_text(source)
+    except FileNotFoundError:
+        raise ConfigError(
+            f"there is no {source} to migrate; name GrooveSeek's file: groove config migrate PATH"
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source} is not valid TOML: {exc}") from None
+    if not grooveseek.looks_like_grooveseek(data):
+        raise ConfigError(f"{source} holds no key only GrooveSeek writes: groove reads it as it is, nothing to migrate")
+    found = grooveseek.translate(data)
+    out = None if args.write is None else Path(os.path.abspath(Path(args.write or source).expanduser()))
+    settings = found.data
+    kb = settings.get("kb_path")
+    if out is not None and out.parent != source.parent and kb:  # relative folders stay the same folders
+        specs = [str(anchored_spec(k, source.parent)) for k in (kb if isinstance(kb, list) else [kb])]
+        settings["kb_path"] = specs if isinstance(kb, list) else specs[0]
+    header = (
+        f"groove.toml written by `groove config migrate` from GrooveSeek's {source}\n"
+        f'on {dt.date.today().isoformat()}; docs/configuration.md, "Coming from GrooveSeek", says what each key '
+        "became."
+    )
+    body = grooveseek.render_toml(settings, header)
+    if found.refused:
+        body += "\n# GrooveSeek's keys groove has no twin for (left out above), each with what to write instead:\n"
+        body += "".join(f"#   {r}\n" for r in found.refused)
+    if out is None:
+        sys.stdout.write(body)
+    else:
+        if out.exists() and not args.force:
+            raise ConfigError(
+                f"{out} exists; groove config migrate does not write over a file unless asked: add --force"
+                + (f" (GrooveSeek's original is then kept as {out.name}.grooveseek)" if out == source else "")
+                + ", or --write OTHER.toml"
+            )
+        if out == source:
+            backup = source.with_name(source.name + ".grooveseek")
+            if backup.exists():
+                raise ConfigError(f"{backup} exists: move it away first (it would hold GrooveSeek's original)")
+            backup.write_text(text, encoding="utf-8")
+        out.write_text(body, encoding="utf-8")
+        sys.stderr.write(f"groove: wrote {out} (groove's own settings from GrooveSeek's {source})\n")
+    for refused in found.refused:
+        sys.stderr.write(f"groove: not migrated: {refused}\n")
+    return 1 if found.refused else 0
+
+
+def _add_config_parser(sub: Any) -> None:
+    p = sub.add_parser("config", help="groove.toml tools: migrate GrooveSeek's file to groove's")
+    csub = p.add_subparsers(dest="config_command", metavar="COMMAND", required=True)
+    m = csub.add_parser(
+        "migrate",
+        help="print (or --write) groove's own groove.toml from GrooveSeek's; exit 1 when a key has no twin",
+    )
+    m.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        metavar="PATH",
+        help="GrooveSeek's groove.toml (default: the one groove finds: ./groove.toml, a .git ancestor's, beside "
+        "the executable)",
+    )
+    m.add_argument(
+        "--write",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="OUT",
+        help="write the file instead of printing it: to OUT, else over PATH (GrooveSeek's kept as PATH.grooveseek)",
+    )
+    m.add_argument("--force", action="store_true", help="write over an existing OUT")
+    m.set_defaults(func=cmd_config_migrate)
+
+
 # --- trust ----------------------------------------------------------------------------
 
 
 def _config_path(given: Path | None) -> Path:
-    """The groove.toml a `trust` command means: PATH, PATH/groove.toml for a folder, else ./groove.toml (absolute)."""
-    path = Path(os.path.abspath((given or Path("groove.toml")).expanduser()))
+    """The groove.toml a `trust` or `config migrate` command means: PATH, PATH/groove.toml for a folder, else the
+    file groove would find by looking (./groove.toml, a .git ancestor's, beside the executable), else
+    ./groove.toml (absolute)."""
+    if given is None:
+        found = (
+            Path.cwd() / "groove.toml"
+            if (Path.cwd() / "groove.toml").exists()
+            else (git_ancestor_config() or executable_config())
+        )
+        given = found or Path("groove.toml")
+    path = Path(os.path.abspath(given.expanduser()))
     if path.is_dir():
         path = path / "groove.toml"
     return path.resolve() if path.exists() else path
@@ -1584,6 +1714,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_eval_tools_parsers(sub)
     _add_service_parser(sub)
     _add_trust_parser(sub)
+    _add_config_parser(sub)
     _add_store_parser(sub)
 
     p = sub.add_parser(

@@ -1,10 +1,14 @@
 """Settings: groove.toml, then GROOVE_* environment variables, then command-line flags.
 
-Precedence is flag > environment > file > default. The file is found via
-`--config PATH`, else `./groove.toml`, else `<user config dir>/groove/groove.toml`.
-Unknown keys in the file are an error that names the key and the file.
-A `./groove.toml` that sets where note text goes (a remote embedding endpoint, a
-bind off loopback, a token) is refused until `groove trust` approves it (groove/trust.py).
+Precedence is flag > environment > file > default. The file is found as GrooveSeek finds it (issue 38):
+`--config PATH` (or GROOVE_CONFIG), else `./groove.toml`, else the `groove.toml` of the nearest folder
+with `.git` among the current folder and its parents (20 folders in all), else a `groove.toml` beside the
+`groove` executable, else `<user config dir>/groove/groove.toml`.
+Unknown keys in the file are an error that names the key and the file; a GrooveSeek file is read
+through groove/grooveseek.py (its keys mapped to groove's, or refused with the replacement).
+A file found by looking (the current folder, a `.git` ancestor, beside the executable) that sets where
+note text goes (a remote embedding endpoint, a bind off loopback, a token) is refused until `groove trust`
+approves it (groove/trust.py).
 
 The file layer is pydantic-settings' own TOML source, built for the one file
 found (`GrooveTomlSource`, reading through groove's checks and messages).
@@ -17,7 +21,9 @@ import errno
 import hashlib
 import json
 import os
+import re
 import stat
+import sys
 import tomllib
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -32,7 +38,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from groove import trust
+from groove import grooveseek, trust
 from groove.dirs import user_dirs
 from groove.errors import ConfigError
 from groove.folders import Folders, NotesFolder, anchored_spec, parse_folders
@@ -78,7 +84,8 @@ class ParserSettings(_Section):
     enabled: list[ParserName] = Field(
         default_factory=lambda: list[ParserName](["markdown"]),
         min_length=1,
-        description="file types indexed: markdown ([index] extensions), txt, pdf, docx, pptx, xlsx",
+        description='file types indexed: markdown ([index] extensions; "md" is GrooveSeek\'s name for it), txt, pdf, '
+        "docx, pptx, xlsx",
     )
     max_document_bytes: int = Field(
         50_000_000, ge=1, description="larger .pdf/.docx/.pptx/.xlsx files are skipped with a reason"
@@ -91,6 +98,14 @@ class ParserSettings(_Section):
         500, ge=1, description="slides indexed per presentation; the rest is left out with a warning"
     )
     max_rows: int = Field(20_000, ge=1, description="rows indexed per sheet; the rest is left out with a warning")
+
+    @field_validator("enabled", mode="before")
+    @classmethod
+    def _grooveseek_ids(cls, v: Any) -> Any:
+        """GrooveSeek's parser id "md" is groove's "markdown" (issue 38, point 6)."""
+        if isinstance(v, list):
+            v = list(dict.fromkeys("markdown" if x == "md" else x for x in v))
+        return v
 
 
 class OpenAIEmbeddingSettings(_Section):
@@ -303,15 +318,33 @@ class EvalSettings(_Section):
     )
 
 
-FieldType = Literal["string", "number", "integer", "boolean", "date", "list", "mapping"]
+FieldType = Literal["string", "number", "integer", "boolean", "date", "list", "array", "mapping"]
 
 
 class FieldRule(_Section):
-    """One frontmatter key of the `[validate]` schema."""
+    """One frontmatter key of the `[validate]` schema. `pattern`, `enum`, `min_length`, `max_length` and
+    `allow_empty` are GrooveSeek's rules (its groove-schema.toml reads as it is); "array" is its name for "list"."""
 
     type: FieldType | None = None
     allowed: list[str | int | float | bool] | None = None
     required: bool = False
+    pattern: str | None = Field(
+        None, description="a regular expression the value's text (each item of a list) must contain a match of"
+    )
+    enum: list[str] | None = Field(None, description="texts the value (each item of a list) must be one of")
+    min_length: int | None = Field(None, ge=0, description="at least this many characters (items of a list)")
+    max_length: int | None = Field(None, ge=0, description="at most this many characters (items of a list)")
+    allow_empty: bool = Field(False, description='with required: an empty text "" or list [] passes')
+
+    @field_validator("pattern", mode="after")
+    @classmethod
+    def _compiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"{v!r} is not a regular expression: {exc}") from None
+        return v
 
 
 class ValidateSettings(_Section):
@@ -320,7 +353,13 @@ class ValidateSettings(_Section):
     required: list[str] = Field(default_factory=list, description="keys every note's frontmatter must have")
     date_format: str = Field("%Y-%m-%d", description="strftime format a `date` field written as text must match")
     fields: dict[str, FieldRule] = Field(
-        default_factory=dict, description="per-key rules: type, allowed values, required"
+        default_factory=dict,
+        description="per-key rules: type, allowed values, required, pattern, enum, min_length, max_length, allow_empty",
+    )
+    values_as_written: bool = Field(
+        False,
+        description="read each value as the text it is written as, and a key with no value as absent, as "
+        'GrooveSeek does: type "string" takes 2024-05-01 and 2 (a groove-schema.toml is read so)',
     )
 
 
@@ -527,6 +566,8 @@ class Settings(BaseSettings):
 
     # Where the settings came from (not a setting): given by load_settings at construction.
     config_file: Path | None = Field(None, exclude=True)
+    # The one info line to say about that file (a GrooveSeek file read as groove's), or None (not a setting).
+    config_notice: str | None = Field(None, exclude=True)
 
     @field_validator("index_path", mode="after")
     @classmethod
@@ -684,6 +725,34 @@ def _is_file(path: Path) -> bool:
         raise ConfigError(f"config file {path} cannot be used: {path_problem(exc)}") from None
 
 
+GIT_LEVELS = 20  # the current folder and 19 parents, as GrooveSeek looks for a .git ancestor
+
+
+def git_ancestor_config() -> Path | None:
+    """The groove.toml of the nearest folder holding `.git`, the current one included (None: no such
+    folder within GIT_LEVELS, or it has no groove.toml)."""
+    here = Path.cwd()
+    for folder in [here, *here.parents][:GIT_LEVELS]:
+        try:
+            has_git = (folder / ".git").exists()
+        except OSError:
+            return None
+        if has_git:
+            candidate = folder / "groove.toml"
+            return candidate if _is_file(candidate) else None
+    return None
+
+
+def executable_config() -> Path | None:
+    """A groove.toml beside the `groove` executable this process runs as (its console script or a launcher
+    named groove); None when run otherwise (`python -m groove.cli`)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if not argv0 or Path(argv0).stem.lower() not in ("groove", "groove-script"):
+        return None
+    candidate = Path(argv0).absolute().parent / "groove.toml"
+    return candidate if _is_file(candidate) else None
+
+
 def find_config_file(explicit: Path | None) -> Path | None:
     if explicit is not None:
         if not _is_file(explicit):
@@ -695,10 +764,26 @@ def find_config_file(explicit: Path | None) -> Path | None:
         if not _is_file(path):
             raise ConfigError(f"GROOVE_CONFIG names {path}, which does not exist")
         return path.resolve()
-    for candidate in (Path.cwd() / "groove.toml", user_config_file()):
-        if _is_file(candidate):
-            return candidate.resolve()
+    here = Path.cwd() / "groove.toml"
+    if _is_file(here):
+        return here.resolve()
+    for found in (git_ancestor_config(), executable_config()):
+        if found is not None:
+            return found.resolve()
+    if _is_file(user_config_file()):
+        return user_config_file().resolve()
     return None
+
+
+def read_grooveseek(data: dict[str, Any], path: Path) -> tuple[dict[str, Any], str | None]:
+    """A groove.toml as read -> (groove's settings, the one info line when it is GrooveSeek's, else None);
+    ConfigError naming every GrooveSeek key groove has no twin for, each with its replacement."""
+    if not grooveseek.looks_like_grooveseek(data):
+        return data, None
+    found = grooveseek.translate(data)
+    if found.refused:
+        raise ConfigError(found.refusal(str(path)))
+    return found.data, found.summary(str(path))
 
 
 def read_config_file(path: Path, text: str | None = None) -> dict[str, Any]:
@@ -710,6 +795,7 @@ def read_config_file(path: Path, text: str | None = None) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist (was it just moved?)") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    data, _ = read_grooveseek(data, path)
     _check_keys(data, Settings, "", path)
     # Relative paths in a config file are relative to the file, not to the cwd.
     if isinstance(data.get("index_path"), str) and data["index_path"]:
@@ -765,7 +851,7 @@ def _check_keys(data: dict[str, Any], model: type[BaseModel], prefix: str, path:
     fields = model.model_fields
     names: dict[str, Any] = {}
     for name, info in fields.items():
-        if name == "config_file":
+        if name in ("config_file", "config_notice"):
             continue
         names[name] = info
         if info.alias:
@@ -786,7 +872,7 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
     """Build the settings (frozen). `overrides` are command-line flags (None means not given);
     nested keys use dots: load_settings(**{"search.mmr.enabled": True})."""
     path = find_config_file(config)
-    # A ./groove.toml may be anyone's (groove/trust.py): its bytes are read once, checked and loaded.
+    # A file found by looking may be anyone's (groove/trust.py): its bytes are read once, checked and loaded.
     text = _read_found_here(path) if path is not None and _found_here(config, path) else None
     flags = _nest({dotted: value for dotted, value in overrides.items() if value is not None})
     try:
@@ -796,14 +882,28 @@ def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(_format_validation(exc, path, flags)) from exc
     if path is not None and text is not None:
         _check_trust(path, text, settings)
+    if path is not None:
+        notice = _notice(path, text)
+        if notice is not None:
+            settings = settings.model_copy(update={"config_notice": notice})
     return settings
 
 
+def _notice(path: Path, text: str | None) -> str | None:
+    """The info line for a GrooveSeek file (read again: a few KB, already checked by the load)."""
+    try:
+        data = tomllib.loads(read_config_text(path) if text is None else text)
+    except (OSError, ConfigError, tomllib.TOMLDecodeError):
+        return None
+    return read_grooveseek(data, path)[1]
+
+
 def _found_here(config: Path | None, path: Path) -> bool:
-    """The file is ./groove.toml, found by looking (not named by --config or GROOVE_CONFIG, not the user's own)."""
+    """The file was found by looking: ./groove.toml, a .git ancestor's, beside the executable (not named by
+    --config or GROOVE_CONFIG, not the user's own)."""
     if config is not None or os.environ.get("GROOVE_CONFIG"):
         return False
-    return path == (Path.cwd() / "groove.toml").resolve() and path != user_config_file().resolve()
+    return path != user_config_file().resolve()
 
 
 def _read_found_here(path: Path) -> str:
@@ -815,7 +915,8 @@ def _read_found_here(path: Path) -> str:
 
 def _check_trust(path: Path, text: str, settings: Settings) -> None:
     """Refuse a ./groove.toml that sets where note text goes, unless `groove trust` approved these bytes."""
-    found = trust.risks(tomllib.loads(text), settings.model_dump(by_alias=True), path.parent)
+    data, _ = read_grooveseek(tomllib.loads(text), path)
+    found = trust.risks(data, settings.model_dump(by_alias=True), path.parent)
     if not found:
         return
     try:

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("bottom", ("groove.embed", "groove.store", "groove.corpus")),
 ]
 BESIDE = ("groove", "groove.config", "groove.folders", "groove.logs", "groove.errors", "groove.trust", "groove.backoff",
-          "groove.dirs", "groove.oslock")
+          "groove.dirs", "groove.oslock", "groove.grooveseek")
 
 
 def module_name(path: Path) -> str:

@@ -25,7 +25,7 @@ EXAMPLE = ROOT / "groove.toml.example"
 
 # Settings that have no default value, so the example can only show them commented out.
 COMMENTED_OUT = {"kb_path", "index_path", "store.url"}
-NOT_SETTINGS = {"config_file"}  # where the settings came from; not a key of the file
+NOT_SETTINGS = {"config_file", "config_notice"}  # where the settings came from (and what to say of it); not keys
 
 
 def leaf_fields(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, Any]]:

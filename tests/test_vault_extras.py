@@ -255,7 +255,7 @@ def test_validate_schema_refuses_a_bad_schema_file_in_one_line(spawn, schema_vau
         "badtype.yaml": ("fields:\n  status:\n    type: text\n", "invalid value for `fields.status.type` in schema file"),
         "broken.yaml": ("fields: [unclosed\n", "is not valid YAML (line"),
         "broken.toml": ("required = [\n", "is not valid TOML"),
-        "list.yaml": ("- title\n- status\n", "holds a list, not the keys of [validate] (required, date_format, fields)"),
+        "list.yaml": ("- title\n- status\n", "holds a list, not the keys of [validate] (required, date_format, fields, values_as_written)"),
     }
     for name, (text, message) in cases.items():
         proc = _validate(spawn, schema_vault, "--schema", str(write(tmp_path / name, text)))

@@ -1,12 +1,24 @@
 """`groove validate`: check every note's frontmatter against the `[validate]` schema in groove.toml.
 
 The schema (docs/operations.md): `required` keys, and per key a `type`
-(string, number, integer, boolean, date, list, mapping), `allowed` values
-(for a list, each item) and `required`. A date is a YAML date (unquoted
-2024-05-01) or text in `date_format`. Frontmatter that does not parse is a
-finding whatever the schema. Each finding has the note's path and the line
-of the key (line 1, the opening `---`, for a missing key). Imported by the
-CLI only.
+(string, number, integer, boolean, date, list or array, mapping), `allowed` values
+(for a list, each item) and `required`; and GrooveSeek's rules, checked in its
+order after the type: a required key that is empty ("" or []) unless
+`allow_empty`, `min_length` / `max_length` (characters of the text, items of a
+list), `pattern` (a match anywhere in the text, of each item of a list), `enum`
+(the text, each item's, one of these). Text rules read a value as it is written
+(`2024-05-01`, `2`). A required key with no value counts as missing. A date is a
+YAML date (unquoted 2024-05-01) or text in `date_format`. Frontmatter that does
+not parse is a finding whatever the schema. Each finding has the note's path and
+the line of the key (line 1, the opening `---`, for a missing key). Imported by
+the CLI only.
+
+GrooveSeek's `groove-schema.toml` (its `[fields.X]` tables) reads as it is: a
+schema file of that name (`--schema`, or found at the top of the notes folder
+when the configuration has no `[validate]` schema), or of its shape (only
+`[fields.X]` tables, one with a rule only GrooveSeek has), is read with `values_as_written`
+(GrooveSeek's reading: `type = "string"` takes any single value, a key with no
+value is absent).
 
 `groove validate --schema FILE` checks against a schema file instead of the
 configuration's `[validate]`: TOML or YAML (by its extension; else whichever
@@ -18,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import tomllib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -47,8 +60,10 @@ TYPES: dict[str, str] = {
     "boolean": "true or false",
     "date": "a date",
     "list": "a list",
+    "array": "a list",
     "mapping": "a mapping of keys to values",
 }
+GROOVESEEK_SCHEMA = "groove-schema.toml"  # GrooveSeek's schema file, read from the notes folder's top
 
 
 def _frontmatter(text: str) -> tuple[str | None, int]:
@@ -62,16 +77,16 @@ def _frontmatter(text: str) -> tuple[str | None, int]:
     return None, -1
 
 
-def _type_ok(value: Any, kind: str, date_format: str) -> bool:
+def _type_ok(value: Any, kind: str, date_format: str, as_written: bool = False) -> bool:
     if kind == "string":
-        return isinstance(value, str)
+        return not isinstance(value, (list, dict)) if as_written else isinstance(value, str)
     if kind == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
     if kind == "boolean":
         return isinstance(value, bool)
-    if kind == "list":
+    if kind in ("list", "array"):
         return isinstance(value, list)
     if kind == "mapping":
         return isinstance(value, dict)
@@ -128,22 +143,31 @@ def check_text(rel: str, text: str, settings: Settings) -> Iterator[Finding]:
     for key_node, value_node in node.value if node is not None else []:
         lines[str(key_node.value)] = (key_node.start_mark.line + 2, value_node)
     present = {str(k) for k in data}
+    as_written = schema.values_as_written
     for key in required:
         if key not in present:
             yield Finding(rel, 1, key, f"required key `{key}` is missing")
+        elif key not in rules and _value(data, key) is None:
+            yield Finding(rel, lines.get(key, (1, None))[0], key, f"required key `{key}` has no value")
     for key, rule in rules.items():
         if key not in present:
             continue
-        value = next(v for k, v in data.items() if str(k) == key)
+        value = _value(data, key)
         line, value_node = lines.get(key, (1, None))
-        if value is None:
-            if rule.type is not None or rule.allowed is not None:
+        if value is None:  # a key with no value
+            if key in required:
+                yield Finding(rel, line, key, f"required key `{key}` has no value")
+            elif not as_written and (rule.type is not None or rule.allowed is not None):
                 yield Finding(rel, line, key, f"`{key}` is empty")
             continue
-        if rule.type is not None and not _type_ok(value, rule.type, schema.date_format):
+        if rule.type is not None and not _type_ok(value, rule.type, schema.date_format, as_written):
             want = TYPES[rule.type] + (f" (format {schema.date_format})" if rule.type == "date" else "")
             yield Finding(rel, line, key, f"`{key}` should be {want}, got {_show(value)}")
             continue
+        if value in ("", []) and key in required and not rule.allow_empty:
+            yield Finding(rel, line, key, f"required key `{key}` is empty (allow_empty = true lets it be)")
+            continue
+        yield from _text_rules(rel, key, rule, value, value_node, line)
         if rule.allowed is not None:
             items = value if isinstance(value, list) else [value]
             nodes = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node] * len(items)
@@ -157,6 +181,53 @@ def check_text(rel: str, text: str, settings: Settings) -> Iterator[Finding]:
                         f"`{key}` value {_show(item)} is not allowed; allowed: "
                         + ", ".join(_show(a) for a in rule.allowed),
                     )
+
+
+def _value(data: dict[Any, Any], key: str) -> Any:
+    return next(v for k, v in data.items() if str(k) == key)
+
+
+def _written(node: Any) -> str | None:
+    """A scalar's text as written in the note (`2024-05-01`, `2`, `yes`); None for a list or a mapping."""
+    return node.value if isinstance(node, yaml.ScalarNode) else None
+
+
+def _text_rules(rel: str, key: str, rule: FieldRule, value: Any, node: Any, line: int) -> Iterator[Finding]:
+    """GrooveSeek's rules, in its order: length, then pattern, then enum (a list: its items, each)."""
+    if rule.min_length is None and rule.max_length is None and rule.pattern is None and rule.enum is None:
+        return
+    if isinstance(value, dict):
+        yield Finding(rel, line, key, f"`{key}` should be text or a list, got a mapping")
+        return
+    items: list[tuple[str | None, int]]
+    if isinstance(value, list):
+        size = len(value)
+        nodes = node.value if isinstance(node, yaml.SequenceNode) else []
+        items = [(_written(n), n.start_mark.line + 2) for n in nodes]
+        unit = "item(s)"
+    else:
+        text = _written(node)
+        text = text if text is not None else str(value)
+        size = len(text)
+        items = [(text, line)]
+        unit = "character(s)"
+    low, high = rule.min_length, rule.max_length
+    if (low is not None and size < low) or (high is not None and size > high):
+        bounds = " and ".join(
+            ([f"at least {low}"] if low is not None else []) + ([f"at most {high}"] if high is not None else [])
+        )
+        yield Finding(rel, line, key, f"`{key}` has {size} {unit}, should have {bounds}")
+    for text, at in items:
+        if text is None:
+            if rule.pattern is not None or rule.enum is not None:
+                yield Finding(rel, at, key, f"`{key}` holds an item that is not a single value")
+            continue
+        if rule.pattern is not None and re.search(rule.pattern, text) is None:
+            yield Finding(rel, at, key, f"`{key}` value {_show(text)} does not match pattern {rule.pattern}")
+        if rule.enum is not None and text not in rule.enum:
+            yield Finding(
+                rel, at, key, f"`{key}` value {_show(text)} is not one of " + ", ".join(_show(e) for e in rule.enum)
+            )
 
 
 def _show(value: Any) -> str:
@@ -193,6 +264,8 @@ def load_schema(path: Path) -> ValidateSettings:
         )
     if set(data) == {"validate"} and isinstance(data["validate"], dict):
         data = data["validate"]  # a groove.toml, or a file with a [validate] table
+    elif "values_as_written" not in data and (path.name == GROOVESEEK_SCHEMA or _grooveseek_shaped(data)):
+        data = {**data, "values_as_written": True}  # GrooveSeek's file, read as GrooveSeek reads notes
     try:
         return ValidateSettings.model_validate(data)
     except ValidationError as exc:
@@ -201,11 +274,23 @@ def load_schema(path: Path) -> ValidateSettings:
         if err["type"] == "extra_forbidden":
             raise ConfigError(
                 f"unknown key `{where}` in schema file {path} (a schema has the keys of [validate]: "
-                f"{', '.join(SCHEMA_KEYS)}; a field's rule: type, allowed, required)"
+                f"{', '.join(SCHEMA_KEYS)}; a field's rule: {', '.join(FieldRule.model_fields)})"
             ) from None
         raise ConfigError(
             f"invalid value for `{where}` in schema file {path}: {err['msg']} (got {err.get('input')!r})"
         ) from None
+
+
+GROOVESEEK_RULES = {"pattern", "enum", "min_length", "max_length", "allow_empty"}
+
+
+def _grooveseek_shaped(data: dict[str, Any]) -> bool:
+    """A schema as GrooveSeek writes one: only `[fields.X]` tables, one of them with a rule only it has."""
+    fields = data.get("fields")
+    if set(data) != {"fields"} or not isinstance(fields, dict):
+        return False
+    rules = [r for r in fields.values() if isinstance(r, dict)]
+    return any(GROOVESEEK_RULES & set(r) or r.get("type") == "array" for r in rules)
 
 
 def _toml(path: Path, text: str) -> Any:
@@ -227,10 +312,14 @@ def _yaml(path: Path, text: str) -> Any:
 
 
 def validate(settings: Settings, *, fail_fast: bool = False, schema: Path | None = None) -> dict[str, Any]:
-    """Every note's frontmatter against the configuration's `[validate]`, or the schema file `schema`."""
+    """Every note's frontmatter against the configuration's `[validate]`, or the schema file `schema`, or
+    (neither given) GrooveSeek's groove-schema.toml at the top of the (first) notes folder."""
+    folders = settings.folders()
+    if schema is None and not (settings.validate_.required or settings.validate_.fields):
+        beside = folders.first.path / GROOVESEEK_SCHEMA
+        schema = beside if beside.is_file() else None
     if schema is not None:
         settings = settings.model_copy(update={"validate_": load_schema(schema)})
-    folders = settings.folders()
     ix = settings.index
     files = scan_folders(
         folders, lambda f: Ignore(f.path, ix.exclude_dirs, ix.extensions, gitignore=ix.gitignore), ix.max_file_bytes
