@@ -150,6 +150,18 @@ def test_filters_exclusions_and_the_vector_leg_answer_alike_on_every_store(backe
     assert paths(by_meaning, pre)[0] == "projects/reranking.md"
 
 
+def test_sections_under_an_excluded_heading_are_left_out_by_every_leg_on_every_store(backend, store_settings, kb):
+    settings = store_settings(vault(kb), **{"index.min_chunk_tokens": 0})  # each section a chunk of its own
+    anyio.run(index, settings, BagOfWordsEmbedder())
+    for retriever in ("fts", "vector", "hybrid"):
+        asked = SearchRequest(query="checkpoint copies the WAL pages", retriever=retriever)
+        plain = run(settings, lambda s, asked=asked: s.search(asked))
+        assert "Checkpoints" in [h.heading for h in plain.results], retriever
+        left_out = asked.model_copy(update={"exclude_headings": ["CHECKPOINTS"]})
+        kept = run(settings, lambda s, left_out=left_out: s.search(left_out))
+        assert kept.results and "Checkpoints" not in [h.heading for h in kept.results], retriever
+
+
 def test_an_edit_a_rename_and_a_deletion_reach_the_store_and_a_rename_embeds_nothing(backend, store_settings, kb):
     settings = store_settings(vault(kb))
     embedder = BagOfWordsEmbedder()
