@@ -9,6 +9,7 @@ a new vector stored, the model swapped for one of another dimension.
 from __future__ import annotations
 
 import hashlib
+import json
 
 import anyio
 import numpy as np
@@ -17,6 +18,7 @@ from structlog.testing import capture_logs
 
 from groove.config import load_settings
 from groove.index import Index
+from groove.search.pipeline import pool_size
 from groove.search.request import SearchRequest
 from groove.store.memory import Snapshot, VectorMatrix
 from groove.store.sqlite import connection, schema, search, writer
@@ -309,18 +311,18 @@ def test_several_queries_in_one_pass_find_what_each_finds_alone():
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory):
-    """A mixed-language index (40 English, 40 Japanese notes; language centres apply) with low-quality stubs,
+    """A mixed-language index (120 English, 120 Japanese notes; language centres apply) with 60 low-quality stubs,
     the quality filter on, indexed with the bag-of-words fake."""
     kb = tmp_path_factory.mktemp("vm-mixed")
-    for i in range(40):
-        write(kb / f"en{i:02d}.md", f"---\ntags: [{'rare' if i % 5 == 0 else 'common'}]\n---\n# Tides {i}\n\n"
+    for i in range(120):
+        write(kb / f"en{i:03d}.md", f"---\ntags: [{'rare' if i % 5 == 0 else 'common'}]\n---\n# Tides {i}\n\n"
                                     f"The moon pulls the ocean {i % 7} into tides, ranking vectors {i % 11} in memory"
                                     f" {'twice' if i % 3 else 'once'} over the sqlite scan.\n")
-        write(kb / f"ja{i:02d}.md", f"---\ntags: [{'rare' if i % 5 == 1 else 'common'}]\n---\n# 潮の満ち引き {i}\n\n"
+        write(kb / f"ja{i:03d}.md", f"---\ntags: [{'rare' if i % 5 == 1 else 'common'}]\n---\n# 潮の満ち引き {i}\n\n"
                                     f"月が海を引き寄せて潮が満ちる。ベクトル {i % 9} を記憶の中で順位付けする"
                                     f"{'二度' if i % 4 else '一度'}。\n")
-    for i in range(6):
-        write(kb / f"stub{i}.md", f"# Tides {i}\n\nTODO\n" if i % 2 else f"# 潮 {i}\n\n詳細は後述\n")
+    for i in range(60):  # stubs (quality under 0.3) named like the notes: the floor hides them from every leg
+        write(kb / f"stub{i}.md", f"# Tides ocean {i}\n\nTODO\n" if i % 2 else f"# 潮の満ち引き {i}\n\n詳細は後述\n")
     settings = load_settings(None, kb_path=kb, index_path=tmp_path_factory.mktemp("vm-mixed-idx") / "i.sqlite",
                              **{"quality_filter.enabled": True})
     anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
@@ -350,3 +352,62 @@ async def test_a_mixed_language_search_answers_the_same_from_memory_as_from_sqli
         assert a.explain["candidates"] == b.explain["candidates"]
         assert a.explain["quality_filter"] == b.explain["quality_filter"]
         assert a.off_topic == b.off_topic
+
+
+@pytest.fixture(scope="module")
+def english(tmp_path_factory):
+    """One language (no centres: the vector leg is the raw KNN), 120 notes and 40 low-quality stubs."""
+    kb = tmp_path_factory.mktemp("vm-english")
+    for i in range(120):
+        write(kb / f"en{i:03d}.md", f"---\ntags: [{'rare' if i % 5 == 0 else 'common'}]\n---\n# Tides {i}\n\n"
+                                    f"The moon pulls the ocean {i % 7} into tides, ranking vectors {i % 11}.\n")
+    for i in range(40):
+        write(kb / f"stub{i}.md", f"# Tides ocean {i}\n\nTODO\n")
+    settings = load_settings(None, kb_path=kb, index_path=tmp_path_factory.mktemp("vm-english-idx") / "i.sqlite",
+                             **{"quality_filter.enabled": True})
+    anyio.run(lambda: index_once(settings, embedder=BagOfWordsEmbedder()))
+    return settings
+
+
+@pytest.mark.parametrize("which", ["mixed", "english"])
+@pytest.mark.parametrize("memory", [True, False], ids=["in-memory", "sqlite-vec"])
+async def test_explain_names_what_the_floor_hid_from_one_search_and_answers_as_a_plain_search(
+    mixed, english, which, memory
+):
+    # Explain runs the legs once over every chunk and applies the floor itself (no second search): its answer is
+    # the plain search's, and the results it says the floor hid are those a search with include_low_quality
+    # shows that score under the floor, at the same ranks.
+    settings = mixed if which == "mixed" else english
+    con = connection.connect_sync(settings.resolved_index_path(), readonly=True)
+    rows = con.execute("SELECT c.id, c.quality, d.tags FROM chunks c JOIN documents d ON d.id = c.doc_id").fetchall()
+    con.close()
+    quality = {cid: q for cid, q, _ in rows}
+    rare = {cid for cid, _, tags in rows if "rare" in json.loads(tags)}
+    queries = ["ocean tides ranking", "潮が満ちる ベクトル 3", "tides twice -once", "月 memory 7 潮"]
+    variants = [{}, {"tags_any": ["rare"]}, {"min_quality": 0.9}, {"retriever": "vector"}, {"retriever": "fts"}]
+    hid_any = 0
+    async with Index.open(settings, pool=True, embedder=BagOfWordsEmbedder()) as index:
+        assert (await index.language_centres() is None) == (which == "english")
+        if memory:
+            await index.warm_vectors()
+        else:
+            index.searcher.vectors = None
+        for q, limit in [(q, limit) for q in queries for limit in (3, 20)]:  # legs of 50 and of 100 candidates
+            for extra in variants:
+                explained = await index.search(SearchRequest(query=q, limit=limit, explain=True, **extra))
+                plain = await index.search(SearchRequest(query=q, limit=limit, **extra))
+                everything = await index.search(
+                    SearchRequest(query=q, limit=limit, **{**extra, "include_low_quality": True, "min_quality": None})
+                )
+                assert [h.chunk_id for h in explained.results] == [h.chunk_id for h in plain.results], (q, extra)
+                assert [h.score for h in explained.results] == pytest.approx([h.score for h in plain.results])
+                assert (explained.off_topic, explained.low_confidence) == (plain.off_topic, plain.low_confidence)
+                floor = extra.get("min_quality", 0.3)
+                want = [(i, h.chunk_id) for i, h in enumerate(everything.results, 1) if quality[h.chunk_id] < floor]
+                hidden = explained.explain["quality_filter"]["hidden_results"]
+                assert [(h["rank"], h["chunk_id"]) for h in hidden] == want, (q, extra)
+                hid_any += bool(want)
+                if "-" not in q and extra.get("retriever") != "fts":  # the vector leg is as deep as without explain
+                    kept = [c for c in quality if quality[c] >= floor and ("tags_any" not in extra or c in rare)]
+                    assert explained.explain["candidates"]["vector"] == min(pool_size(limit), len(kept)), (q, extra)
+    assert hid_any >= 4  # the floor hid something from several of these searches

@@ -204,6 +204,14 @@ class Run:
     raw_vector: list[tuple[int, float]] | None = None  # the vector leg by raw cosine, when centres reorder it
     across: bool = False  # the vector leg's best passage is in the other language than the query's
     min_quality: float | None = None  # the legs leave out the chunks scoring under it (None: none)
+    # Explain with a quality floor: the legs run once over every chunk, deep enough that the floor is applied
+    # here (`Searcher._kept_and_every`), and these hold each leg as it is without the floor, so that what the
+    # floor hid is known without a second search (decision 0020).
+    every_legs: dict[str, list[tuple[int, float]]] | None = None
+    every_evidence: dict[str, float] = field(default_factory=dict)
+    every_raw_vector: list[tuple[int, float]] | None = None
+    every_across: bool = False
+    hidden: int = 0  # chunks under the floor (with every_legs)
 
 
 class Searcher:
@@ -379,7 +387,9 @@ class Searcher:
         (decision 0009). `spare` (a second reader if one is free now, else None) lets the trigram and the
         bigram leg run at once, each on its own connection."""
         floor = self.quality_floor(req)
-        reading = _as_reading(source, self.vectors, floor)  # both halves without the chunks under the floor
+        # Both halves without the chunks under the floor; with explain, over every chunk, the floor applied here.
+        derive = req.explain and floor is not None
+        reading = _as_reading(source, self.vectors, None if derive else floor)
         cq = compile_query(req.query)
         s = self.settings
         run = Run(
@@ -391,6 +401,7 @@ class Searcher:
             started=time.perf_counter(),
             sent={} if req.explain else None,
             min_quality=floor,
+            every_legs={} if derive else None,
         )
         use_vector = req.retriever in ("hybrid", "vector") and bool(cq.vector_text.strip())
         use_fts = req.retriever in ("hybrid", "fts") and cq.match_expr is not None
@@ -412,6 +423,8 @@ class Searcher:
             if use_vector:
                 tg.start_soon(embed)
             async with reading() as store:
+                if floor is not None and derive:
+                    run.hidden = await store.low_quality_count(floor)
                 run.allowed_docs = await allowed_documents(store, req.compiled_filters)
                 if run.allowed_docs == []:  # nothing to search: say why, not that the notes are silent
                     run.filter_miss = await why_nothing(store, req.compiled_filters)
@@ -438,7 +451,9 @@ class Searcher:
                 await self._full_text_legs(store, run, cq.match_expr is not None, spare)
             if qvec is not None:
                 t = time.perf_counter()
-                if run.centres is None:
+                if run.every_legs is not None:
+                    await self._vector_leg_and_every(store, run, qvec)
+                elif run.centres is None:
                     nearest = await store.vector_scored(qvec, run.n, run.exclude, run.allowed_docs)
                     run.legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
                 else:  # a mixed-language index: the language taken out of the similarity (search/language.py)
@@ -449,9 +464,84 @@ class Searcher:
                     run.across = language.across(run.centres, cq.vector_text, run.legs["vector"], vectors)
                 run.timings["vector_ms"] = _ms(t)
             response = await self._fuse_and_refine(store, run)
+            unfiltered = None
+            if run.every_legs is not None:  # the same legs without the floor: what it hid (explain)
+                unfiltered = await self._fuse_and_refine(
+                    store,
+                    dataclasses.replace(
+                        run,
+                        req=req.model_copy(update={"include_low_quality": True, "min_quality": None, "explain": False}),
+                        legs=run.every_legs,
+                        evidence=run.every_evidence,
+                        raw_vector=run.every_raw_vector,
+                        across=run.every_across,
+                        min_quality=None,
+                        sent=None,
+                        timings={},
+                        every_legs=None,
+                    ),
+                )
         if req.explain:
-            response["explain"]["quality_filter"] = await self._explain_quality(source, run, response, spare)
+            response["explain"]["quality_filter"] = await self._explain_quality(source, run, response, unfiltered)
         return response
+
+    async def _kept_and_every(
+        self,
+        store: SearchReads,
+        run: Run,
+        limits: Sequence[int],
+        fetch: Callable[[list[int]], Awaitable[tuple[list[list[tuple[int, float]]], Any]]],
+    ) -> tuple[list[list[tuple[int, float]]], list[list[tuple[int, float]]], Any]:
+        """Legs asked over every chunk (`fetch(depths)`: one ranked list per leg, and what else it returns), deep
+        enough that the first `limit` chunks scoring at least the floor are the leg the floor leaves (the floor
+        only removes rows of a ranking): a few more first, then as many more as the floor hides. Returns the legs
+        without the hidden chunks, the legs over every chunk (each cut to its limit) and fetch's other value."""
+        floor = run.min_quality or 0.0
+        got: list[list[tuple[int, float]]] = []
+        kept: list[list[tuple[int, float]]] = []
+        other: Any = None
+        for extra in dict.fromkeys((min(run.hidden, max(max(limits), 16)), run.hidden)):
+            depths = [limit + extra for limit in limits]
+            got, other = await fetch(depths)
+            quality = await store.chunk_quality(list({cid for leg in got for cid, _ in leg}))
+            kept = [[(cid, s) for cid, s in leg if quality.get(cid, 1.0) >= floor] for leg in got]
+            if all(len(k) >= n or len(g) < d for k, g, n, d in zip(kept, got, limits, depths, strict=True)):
+                break
+        return (
+            [k[:n] for k, n in zip(kept, limits, strict=True)],
+            [g[:n] for g, n in zip(got, limits, strict=True)],
+            other,
+        )
+
+    async def _vector_leg_and_every(self, store: SearchReads, run: Run, qvec: np.ndarray) -> None:
+        """The vector leg with the floor applied here, and without it (`run.every_legs`): explain's one pass."""
+        assert run.every_legs is not None  # explain with a floor
+        text, centres = run.cq.vector_text, run.centres
+        if centres is None:
+
+            async def raw(depths: list[int]) -> tuple[list[list[tuple[int, float]]], None]:
+                return [await store.vector_scored(qvec, depths[0], run.exclude, run.allowed_docs)], None
+
+            (nearest,), (every,), _ = await self._kept_and_every(store, run, [run.n], raw)
+            run.legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in nearest]
+            run.every_legs["vector"] = [(cid, 1.0 - d * d / 2.0) for cid, d in every]
+            return
+        centred = centres.query(qvec, text)
+
+        async def both(depths: list[int]) -> tuple[list[list[tuple[int, float]]], dict[int, np.ndarray]]:
+            return await store.vector_legs(
+                list(zip((qvec, centred), depths, strict=True)), run.exclude, run.allowed_docs
+            )
+
+        limits = [run.n, run.n * language.WIDEN]
+        (near, across), (near_all, across_all), vectors = await self._kept_and_every(store, run, limits, both)
+        for legs, (n_, a_) in ((run.legs, (near, across)), (run.every_legs, (near_all, across_all))):
+            candidates = [cid for cid, _ in n_] + [cid for cid, _ in a_]
+            legs["vector"] = language.rerank(centres, qvec, text, candidates, vectors, run.n)
+        run.raw_vector = [(cid, 1.0 - d * d / 2.0) for cid, d in near]
+        run.every_raw_vector = [(cid, 1.0 - d * d / 2.0) for cid, d in near_all]
+        run.across = language.across(centres, text, run.legs["vector"], vectors)
+        run.every_across = language.across(centres, text, run.every_legs["vector"], vectors)
 
     def quality_floor(self, req: SearchRequest) -> float | None:
         """The score under which this search hides chunks (decision 0020): none with include_low_quality,
@@ -462,15 +552,11 @@ class Searcher:
         return (req.min_quality or None) if req.min_quality is not None else self.quality.floor()
 
     async def _explain_quality(
-        self,
-        source: Reading,
-        run: Run,
-        response: dict[str, Any],
-        spare: Spare | None,
+        self, source: Reading, run: Run, response: dict[str, Any], unfiltered: dict[str, Any] | None
     ) -> dict[str, Any]:
         """What the quality filter did to this answer, for explain: the floor and who set it, how many chunks of
-        the index it hides, each shown result's score, and the results it hid here (the same search without
-        the filter, run after this one gave its readers back). With no floor: the shown results that the
+        the index it hides, each shown result's score, and the results it hid here (`unfiltered`: the answer the
+        same legs give without the floor, from this search's one pass). With no floor: the shown results that the
         configured threshold would hide."""
         req, floor = run.req, run.min_quality
         set_by = (
@@ -484,12 +570,7 @@ class Searcher:
         )
         shown = [r["chunk_id"] for r in response["results"]]
         hidden: list[dict[str, Any]] = []
-        if floor is not None:
-            unfiltered = await self.search(
-                source,
-                req.model_copy(update={"include_low_quality": True, "min_quality": None, "explain": False}),
-                spare,
-            )
+        if floor is not None and unfiltered is not None:
             hidden = [
                 {
                     "rank": i,
@@ -537,17 +618,21 @@ class Searcher:
         """Every full-text leg of the plan, into `run.legs` and `run.evidence`."""
         full_text = fulltext.plan(run.cq, run.bigrams, use_fts)
         done: dict[str, tuple[list[tuple[int, float]], float | None]] = {}
+        done_every: dict[str, tuple[list[tuple[int, float]], float | None]] = {}  # explain with a floor
 
         async def leg(reads_: SearchReads, name: str, query: TextQuery, terms: list[str]) -> None:
             t = time.perf_counter()
             kept = await fulltext.without_common_terms(reads_, query)
-            scored = await reads_.text_scored(
-                kept,
-                run.n,
-                run.weights,
-                run.allowed_docs,
-                run.exclude if fulltext.excludes_by_id(name) else (run.left_out or None),
-            )
+            dropped = run.exclude if fulltext.excludes_by_id(name) else (run.left_out or None)
+            if run.every_legs is None:
+                scored = await reads_.text_scored(kept, run.n, run.weights, run.allowed_docs, dropped)
+            else:  # explain with a floor: over every chunk, the floor applied here
+
+                async def deep(depths: list[int]) -> tuple[list[list[tuple[int, float]]], None]:
+                    return [await reads_.text_scored(kept, depths[0], run.weights, run.allowed_docs, dropped)], None
+
+                (scored,), (every,), _ = await self._kept_and_every(reads_, run, [run.n], deep)
+                done_every[name] = (every, await leg_evidence(reads_, query.kind, terms, every))
             done[name] = (scored, await leg_evidence(reads_, query.kind, terms, scored))
             run.timings[f"{name}_ms"] = _ms(t)
             run.kept[name] = kept
@@ -566,7 +651,8 @@ class Searcher:
                     together = True
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(in_turn, store, full_text[:1])
-                        tg.start_soon(in_turn, other.searching(self.vectors, run.min_quality), full_text[1:])
+                        view = other.searching(self.vectors, None if run.every_legs is not None else run.min_quality)
+                        tg.start_soon(in_turn, view, full_text[1:])
         if not together:
             await in_turn(store, full_text)
         for name, *_ in full_text:  # in a fixed order, whichever leg finished first
@@ -574,6 +660,11 @@ class Searcher:
             run.legs[name] = [(cid, -bm25) for cid, bm25 in scored]
             if ev is not None:
                 run.evidence[name] = ev
+            if run.every_legs is not None:
+                every, ev = done_every[name]
+                run.every_legs[name] = [(cid, -bm25) for cid, bm25 in every]
+                if ev is not None:
+                    run.every_evidence[name] = ev
 
     async def _fuse_and_refine(self, store: SearchReads, run: Run) -> dict[str, Any]:
         """Fusion, the refine stages and match spans over `run`'s legs; the response."""
