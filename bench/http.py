@@ -3,9 +3,9 @@
 `groove serve --transport http` runs as a subprocess on an index of SciFact
 notes (the first `--base-docs`, indexed before the server starts). The bench
 talks to it with the Python SDK's `mcp.Client` (Streamable HTTP, one session
-per client), calling the `search` tool with SciFact queries (in the latency
-passes with `explain: true`, to read the server's own timings beside the
-client's):
+per client), calling the `search` tool with SciFact queries (plain searches,
+as a client sends them; in the latency passes each is followed by the same
+search with `explain: true`, untimed, to read the server's own timings):
 
 1. idle latency (A): one client, the queries one after another (p50/p95);
 2. throughput, idle: 1 client, then 8 concurrent clients (each its own
@@ -208,17 +208,15 @@ class Server:
 
 
 async def _call(client, query: str, server_side: list[dict] | None = None) -> float:
-    """One `search` tool call; returns the client-side milliseconds. With `server_side`,
-    asks for `explain` and appends the server's own timings (total, query embedding)."""
+    """One plain `search` tool call; returns the client-side milliseconds. With `server_side`, then the
+    same search with `explain` (untimed), whose server timings (total, query embedding) it appends."""
     t = time.perf_counter()
-    args = {"query": query, "limit": 10}
-    if server_side is not None:
-        args["explain"] = True
-    result = await client.call_tool("search", args)
+    result = await client.call_tool("search", {"query": query, "limit": 10})
     elapsed = (time.perf_counter() - t) * 1000
     if result.is_error:
         raise BenchError(f"search tool error for {query!r}: {result.content}")
     if server_side is not None:
+        result = await client.call_tool("search", {"query": query, "limit": 10, "explain": True})
         sc = result.structured_content or {}
         timings = (sc.get("explain") or sc.get("result", {}).get("explain") or {}).get("timings_ms", {})
         server_side.append(
