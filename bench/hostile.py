@@ -6,6 +6,8 @@
     python -m bench.hostile --http       # the HTTP front end instead (issue 22 points 1-6)
     python -m bench.hostile --folder     # only the notes folder replaced or deleted under the server (point 4)
     python -m bench hostile --http       # the same, through the registry (--json PATH before the name)
+    python -m bench hostile --attacks    # issue 36's attacks, each a regression probe with its figure
+    python -m bench hostile --attack 4 --attack 9   # some of them, by the issue's numbers (bench/attacks.py)
 
 Each case is built by tests/hostile.py in a temp folder beside the good notes
 and indexed with the default settings by a fresh `groove index --format json`.
@@ -731,6 +733,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--recreate", type=int, default=200, help="notes in the folder recreated after rm -rf (default 200)"
     )
     parser.add_argument("--folder-timeout", type=float, default=120.0, help="seconds each wait may take (default 120)")
+    from bench.attacks import MEMORY, PROBES
+
+    parser.add_argument(
+        "--attacks",
+        action="store_true",
+        help="issue 36's attacks as regression probes, each printing the issue's figure: "
+        + "; ".join(f"{n}. {what}" for n, what in PROBES.items())
+        + f" (point 1 is --http's probe 6; {MEMORY})",
+    )
+    parser.add_argument(
+        "--attack", action="append", choices=list(PROBES), metavar="N", help="only this attack of issue 36 (repeatable)"
+    )
+    parser.add_argument(
+        "--clients",
+        type=_counts,
+        default=[17, 24, 32, 64],
+        metavar="N,N",
+        help="attack 2: local clients at once (default 17,24,32,64)",
+    )
+    parser.add_argument(
+        "--session-cap", type=int, default=0, metavar="N", help="attack 3: [serve.http] max_sessions (default: 256)"
+    )
+    parser.add_argument(
+        "--handshakes", type=_counts, default=[10, 12], metavar="N,N", help="attack 3: initialize at once (10,12)"
+    )
+    parser.add_argument("--rename-chunks", type=int, default=150, help="attack 4: chunks of the renamed note (150)")
+    parser.add_argument("--rename-tries", type=int, default=6, help="attack 4: renames of that note (6)")
+    parser.add_argument("--renames", type=int, default=20, help="attack 4: single-note renames 1 s apart (20)")
+    parser.add_argument("--fd-limit", type=int, default=1024, help="attack 9: the daemon's open-file limit (1024)")
+    parser.add_argument(
+        "--local-connections", type=int, default=1100, help="attack 9: idle local-socket connections (1100)"
+    )
+    parser.add_argument("--subscriptions", type=int, default=1100, help="attack 10: subscriptions in a session (1100)")
+    parser.add_argument(
+        "--token-addresses", type=int, default=60, help="attack 10: addresses guessing tokens (60; 0: not probed)"
+    )
+    parser.add_argument(
+        "--token-guesses", type=int, default=1, help="attack 10: wrong tokens per address (1; the issue: 200 x 5)"
+    )
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected counts like 17,24 (each at least 1), got {text!r}")
+    return counts
 
 
 def main_async(args: argparse.Namespace) -> dict:
@@ -738,6 +789,15 @@ def main_async(args: argparse.Namespace) -> dict:
 
     The registry writes them to --json.
     """
+    if args.attacks or args.attack:
+        from bench.attacks import PROBES, run
+        from bench.attacks import table as attacks_table
+
+        picked = [n for n in PROBES if args.attacks or n in args.attack]
+        out = run(picked, args)
+        print("issue 36's attacks: groove serve and groove with the bag-of-words fake embedder, loopback\n")
+        print(attacks_table(out))
+        return out
     if args.http or args.folder:
         out = {}
         with tempfile.TemporaryDirectory(prefix="groove-hostile-http-") as tmp:

@@ -196,3 +196,28 @@ def test_the_store_options_of_scale_and_stores_are_read_as_written() -> None:
     assert (args.what, args.folders, args.retrievers, args.json) == ("eval", [Path("a"), Path("b")], "fts", Path("out.json"))
     args = parser.parse_args(["stores", "index", "--docs", "10", "--rounds", "2", "--workdir", "w"])
     assert (args.what, args.docs, args.rounds, args.workdir, args.postgres_url) == ("index", 10, 2, Path("w"), None)
+
+
+def test_the_hostile_bench_runs_every_attack_of_issue_36_at_small_sizes_and_prints_each_figure(spawn, tmp_path):
+    """`python -m bench hostile --attacks` (issue 36's attacks as regression probes) at its smallest: a row per
+    attack in the table and its figures in the JSON; the refusals it probes are refusals (fake embedder)."""
+    out_json = tmp_path / "attacks.json"
+    small = ["--clients", "3", "--session-cap", "8", "--handshakes", "4", "--rename-chunks", "5", "--rename-tries",
+             "1", "--renames", "2", "--fd-limit", "256", "--local-connections", "300", "--subscriptions", "20",
+             "--token-addresses", "3"]
+    done = spawn.run([sys.executable, "-m", "bench", "--json", str(out_json), "hostile", "--attacks", *small],
+                     cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True,
+                     stdin=subprocess.DEVNULL, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| ")]
+    assert {row.split("|")[1].strip() for row in rows} >= {"2", "3", "4", "5", "6", "7", "8", "9", "10"}, done.stdout
+    result = json.loads(out_json.read_text(encoding="utf-8"))
+    assert [r["clients"] for r in result["2"]] == [3] and result["3"]["cap"] == 8
+    assert len(result["4"]["long_renames"]) == 1 and result["4"]["single_renames"]["renames"] == 2
+    assert result["6"]["exit"] != 0 and result["6"]["bytes_after"] == result["6"]["bytes_before"]
+    assert result["7"]["untrusted_exit"] != 0 and not result["7"]["written_before_trust"]
+    assert result["7"]["written_after_trust"]
+    assert result["8"]["status"] == 503 and "disk is full" in result["8"]["error"]
+    assert result["9"]["alive"] and result["9"]["connections"] == 300
+    assert result["10"]["cross_site"]["cross_site"] == 403 and result["10"]["subscriptions"]["asked"] == 20
+    assert result["10"]["wrong_tokens"]["guesses"] == 3 and not result["10"]["long_path_part"]["traceback"]

@@ -5,24 +5,20 @@ start (the reconcile, the watcher, SQLite's own page limit and query_only switch
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 import anyio
-import httpx
 import pytest
 from mcp import Client
 
 from groove import daemon as daemon_module
 from groove.daemon import Daemon
 from groove.search.request import SearchRequest
-from groove.serve.http.server import Allowed, build_app
 from groove.serve.mcp.server import build_server
 from tests.support.common import eventually, write
-from tests.support.daemon import fast, idle, paths_for, running
+from tests.support.daemon import FullDisk, fast, idle, paths_for, running
+from tests.support.daemon import healthz_client as healthz
 from tests.support.fakes import BagOfWordsEmbedder, InjectedFault
-
-PORT = 3999  # only in Host headers: the app is called in process, nothing listens
 
 
 @pytest.fixture(autouse=True)
@@ -30,14 +26,6 @@ def _quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retries after 0.2 s, 0.4 s, ... so a test sees a failure and the recovery within seconds."""
     monkeypatch.setattr(daemon_module, "RETRY_FIRST_S", 0.2)
     monkeypatch.setattr(daemon_module, "RETRY_MAX_S", 1.0)
-
-
-@asynccontextmanager
-async def healthz(daemon: Daemon) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client on the daemon's real Starlette app (guard, body limit, /healthz), in process."""
-    app = build_app(build_server(daemon), daemon, daemon.settings, Allowed.for_bind("127.0.0.1", PORT))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=f"http://127.0.0.1:{PORT}") as client:
-        yield client
 
 
 class FailingReconcile:
@@ -316,18 +304,9 @@ async def test_a_watcher_that_dies_soon_after_every_start_keeps_backing_off(kb, 
 
 async def test_healthz_fails_while_the_vectors_cannot_be_stored_and_before_the_first_scan(kb, make_settings):
     notes(kb)
-    gate = anyio.Event()
     async with running(fast(make_settings, kb), BagOfWordsEmbedder()) as daemon, healthz(daemon) as http:
         await idle(daemon)
-        queue = daemon.index.embedding.store
-        real = queue.store_vectors
-
-        async def full_disk(hashes, vectors):
-            if not gate.is_set():
-                raise OSError(28, "database or disk is full")
-            return await real(hashes, vectors)
-
-        queue.store_vectors = full_disk
+        disk = FullDisk(daemon)
         write(kb / "new.md", "# New\n\nA fresh note about kingfishers.\n")
 
         async def failing() -> bool:
@@ -337,7 +316,7 @@ async def test_healthz_fails_while_the_vectors_cannot_be_stored_and_before_the_f
         r = await http.get("/healthz")
         assert r.status_code == 503 and r.json()["error"].startswith("embedding failing: ")
         assert "disk is full" in r.json()["error"] and r.json()["pending"] >= 1
-        gate.set()  # space returns: the retried batch is stored
+        disk.full = False  # space returns: the retried batch is stored
 
         async def healthy() -> bool:
             return (await http.get("/healthz")).status_code == 200

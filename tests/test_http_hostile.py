@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import anyio
 import httpx
@@ -22,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from groove.config import HTTPSettings
 from groove.serve.http.server import is_loopback, resolve_token
 from tests.support.common import GROOVE, note, write
+from tests.support.flood import handshakes_at_once
 from tests.support.server import FAKE_GROOVE, ServerProcess, free_port, server_env
 
 TOKEN = "hostile-test-token-0123456789abcdef"
@@ -316,12 +316,7 @@ def test_handshakes_arriving_together_at_the_session_cap_each_end_a_distinct_idl
     with httpx.Client(headers={**MCP_HEADERS, **AUTH}, timeout=30) as http:
         idle = [http.post(hostile.url, json=INIT).headers["mcp-session-id"] for _ in range(cap)]  # the cap, idle
 
-        def handshake(_: int) -> int:
-            with httpx.Client(headers={**MCP_HEADERS, **AUTH}, timeout=30) as own:
-                return own.post(hostile.url, json=INIT).status_code
-
-        with ThreadPoolExecutor(max_workers=2 * cap) as pool:
-            statuses = list(pool.map(handshake, range(2 * cap)))  # twice the cap, at the same moment
+        statuses = handshakes_at_once(hostile.url, 2 * cap, {**MCP_HEADERS, **AUTH}, INIT)  # twice the cap at once
         assert statuses == [200] * (2 * cap)  # none refused with 503
 
         def ping(sid: str) -> int:

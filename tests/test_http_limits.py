@@ -28,7 +28,7 @@ from groove.config import ConfigError, HTTPSettings
 from groove.serve.http.access import MIN_TOKEN_BYTES, require_token_off_loopback
 from groove.serve.http.streams import StreamLimits
 from tests.support.common import GROOVE, note, write
-from tests.support.flood import AddressFlood
+from tests.support.flood import AddressFlood, whole_requests_at_once
 from tests.support.flood import connect_from as _connect
 from tests.support.flood import still_open as _open
 from tests.support.server import FAKE_GROOVE, ServerProcess, free_port, server_env
@@ -297,19 +297,7 @@ def test_a_burst_of_whole_bodies_from_one_address_is_never_cut_however_many_arri
     request = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{limited.port}\r\nContent-Type: application/json\r\n"
                f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n"
                "Connection: close\r\n").encode() + b"Authorization: " + AUTH["Authorization"] + b"\r\n\r\n" + body
-    socks = [_connect(limited.port, "127.0.0.9") for _ in range(48)]
-    try:
-        for s in socks:  # every request whole before any answer is read
-            s.sendall(request)
-        statuses = []
-        for s in socks:
-            answer = b""
-            while chunk := s.recv(65536):
-                answer += chunk
-            statuses.append(answer.split(b"\r\n", 1)[0])
-    finally:
-        for s in socks:
-            s.close()
+    statuses = whole_requests_at_once(limited.port, "127.0.0.9", request, 48)
     assert statuses == [b"HTTP/1.1 200 OK"] * 48, Counter(statuses)
     assert _healthz(limited) == 200
 

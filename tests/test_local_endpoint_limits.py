@@ -17,9 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import re
-import shutil
 import socket
-import sys
 import time
 from pathlib import Path
 
@@ -30,6 +28,9 @@ import pytest
 from groove.serve.http.storm import StormLog
 from groove.serve.process.local import LocalGuard, accept_loop, socket_path
 from tests.support.common import note, write
+from tests.support.local_socket import closed as _closed
+from tests.support.local_socket import flood as _flood
+from tests.support.local_socket import limited
 from tests.support.server import FAKE_GROOVE
 
 FD_LIMIT = 256
@@ -37,14 +38,7 @@ pytestmark = pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="no Unix-
 
 
 def _limited(command: list[str], limit: int = FD_LIMIT) -> list[str]:
-    """`command` under an open-file limit of `limit` (soft and hard: groove cannot raise it)."""
-    if shutil.which("prlimit"):
-        return ["prlimit", f"--nofile={limit}:{limit}", "--", *command]
-    setter = (
-        "import os, resource, sys; resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]),) * 2); "
-        "os.execv(sys.argv[2], sys.argv[2:])"
-    )
-    return [sys.executable, "-c", setter, str(limit), *command]
+    return limited(command, limit)
 
 
 def _notes(root: Path) -> Path:
@@ -59,30 +53,6 @@ def _serve(spawn, tmp_path: Path, env: dict[str, str], limit: int | None = FD_LI
     service = spawn.server(kb, index, tmp_path, command=command, env=env)
     service.wait_healthy()
     return service, kb, index
-
-
-def _flood(path: Path, n: int) -> list[socket.socket]:
-    """`n` connections to the socket that never send a byte (the kernel's backlog takes what is not accepted)."""
-    held = []
-    for _ in range(n):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(5.0)
-        s.connect(str(path))
-        held.append(s)
-    return held
-
-
-def _closed(s: socket.socket) -> bool:
-    """Whether the daemon closed this connection (end of stream, or reset); False while it is held open."""
-    s.setblocking(False)
-    try:
-        return s.recv(1) == b""
-    except BlockingIOError:
-        return False
-    except OSError:
-        return True
-    finally:
-        s.settimeout(5.0)
 
 
 def _search(spawn, tmp_path: Path, kb: Path, index: Path):

@@ -76,3 +76,35 @@ class RecordingDaemon:
         self.requests.append(req)
         return SearchAnswer(results=[], low_confidence=False, filter_applied=None, pending_chunks=0,
                             vectors_degraded=False)
+
+
+@asynccontextmanager
+async def healthz_client(daemon: Daemon, port: int = 3999) -> AsyncIterator[Any]:
+    """An httpx client on the daemon's real Starlette app (guard, body limit, /healthz), in process; `port` is
+    only in Host headers: nothing listens."""
+    import httpx
+
+    from groove.serve.http.server import Allowed, build_app
+    from groove.serve.mcp.server import build_server
+
+    app = build_app(build_server(daemon), daemon, daemon.settings, Allowed.for_bind("127.0.0.1", port))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=f"http://127.0.0.1:{port}") as client:
+        yield client
+
+
+class FullDisk:
+    """The fault of a full disk under the embedding workers (issue 36, point 8): while `full` is set, the
+    daemon's embedding queue refuses every batch of vectors with ENOSPC, as SQLite on a full disk does."""
+
+    def __init__(self, daemon: Daemon):
+        self.queue = daemon.index.embedding.store
+        self.real = self.queue.store_vectors
+        self.full = True
+        self.refused = 0
+        self.queue.store_vectors = self  # type: ignore[method-assign]
+
+    async def __call__(self, hashes, vectors):
+        if self.full:
+            self.refused += 1
+            raise OSError(28, "database or disk is full")
+        return await self.real(hashes, vectors)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import select
 import socket
+import time
 from collections.abc import Callable
 
 
@@ -70,3 +71,50 @@ class AddressFlood:
         for s in self.socks.values():
             s.close()
         self.socks.clear()
+
+
+def handshakes_at_once(url: str, count: int, headers: dict, body: dict) -> list[int]:
+    """`count` MCP `initialize` requests (`body`) sent at the same moment, each on a connection of its own:
+    their HTTP statuses, 0 for none (issue 36, point 3: handshakes racing at the session cap)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    def handshake(_: int) -> int:
+        with httpx.Client(headers=headers, timeout=30) as own:
+            try:
+                return own.post(url, json=body).status_code
+            except httpx.HTTPError:
+                return 0  # the connection closed, or no answer
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(handshake, range(count)))
+
+
+def whole_requests_at_once(port: int, source: str, request: bytes, count: int, body_after_s: float = 0.0) -> list[bytes]:
+    """`count` connections from `source`, each sending the whole `request` (with `Connection: close`) before any
+    answer is read, as a burst of local agents does: each answer's status line, b"" for none (issue 36, point 2).
+    With `body_after_s`, every request's headers go first and the bodies that long after, as a server on busy
+    cores sees the requests of many clients in one process."""
+    socks = [connect_from(port, source, timeout=60) for _ in range(count)]
+    head, sep, body = request.partition(b"\r\n\r\n")
+    statuses = []
+    try:
+        if body_after_s:
+            for s in socks:
+                s.sendall(head + sep)
+            time.sleep(body_after_s)
+        for s in socks:  # every request whole before any answer is read
+            s.sendall(body if body_after_s else request)
+        for s in socks:
+            answer = b""
+            try:
+                while chunk := s.recv(65536):
+                    answer += chunk
+            except OSError:
+                pass
+            statuses.append(answer.split(b"\r\n", 1)[0])
+    finally:
+        for s in socks:
+            s.close()
+    return statuses
