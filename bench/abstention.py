@@ -3,9 +3,12 @@
     python -m bench abstention build jaquad /tmp/abst/ja       # notes/, tune/ and test/ (BEIR folders)
     python -m bench abstention build scifact /tmp/abst/en
     python -m bench abstention build docs /tmp/abst/docs       # the docs vault (bench/abstention_docs.py)
+    python -m bench abstention build ps /tmp/abst/ps           # the PowerShell docs (bench/abstention_ps.py)
+    python -m bench abstention build scifact-full /tmp/abst/sf # every SciFact train claim, the whole corpus
     groove index --kb /tmp/abst/ja/notes --index /tmp/abst/ja/index.sqlite
     python -m bench abstention score /tmp/abst/ja --part test  # the rates and AUROCs of one half
     python -m bench abstention tasks /tmp/abst/docs-tasks      # the docs vault's pages to write questions for
+    python -m bench abstention rescore /tmp/abst/ja/test.hybrid.rows.json --golden /tmp/abst/ja/test
 
 `build jaquad|scifact`: for one BEIR set of the shared data folder, a sub-corpus of at most
 `--docs` notes (default 1,000, seed 20261202) and three kinds of judged queries:
@@ -19,7 +22,10 @@
 - cross-language (unanswerable): queries of the other set (SciFact's against JaQuAD's notes and
   the reverse).
 
-`build docs`: a vault of tldr-pages with questions people wrote for it (bench/abstention_docs.py).
+`build docs`: a vault of tldr-pages with questions people wrote for it (bench/abstention_docs.py);
+`build ps`: the PowerShell reference in Japanese with questions written blind (bench/abstention_ps.py);
+`build scifact-full`: SciFact's whole corpus (5,183 abstracts) as notes, every train claim (all 809 have
+judged abstracts, so all are answerable) and 100 JaQuAD questions (unanswerable, `cross_language`).
 Each set is written as one notes folder and two BEIR folders, `tune/` (choose on it) and `test/`
 (report on it), split by a seeded shuffle; an unanswerable query is a queries.jsonl row with
 `"unanswerable": true` and no qrels row (docs/evaluation.md).
@@ -28,6 +34,10 @@ Each set is written as one notes folder and two BEIR folders, `tune/` (choose on
 `groove eval` runs it (`Service.evaluate`, nothing recorded): the two rates of the flag, the rates
 per kind of unanswerable query and per language, and the AUROC (unanswerable below answerable) of
 the flag's score against that of the top cosine alone. The rows go to ROOT/PART.RETRIEVER.rows.json.
+
+`rescore ROWS`: the same figures from rows `score` wrote, the flag decided again by groove/search/offtopic.py
+as it is now, from the signals each row kept (nothing embedded or searched again): how a change of the
+weights or the decision was measured (decision 0017).
 """
 
 from __future__ import annotations
@@ -52,7 +62,7 @@ JUDGMENTS = Path(__file__).resolve().parent / "data"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="step", metavar="STEP", required=True)
     b = sub.add_parser("build", help="a set's notes/, tune/ and test/ folders")
-    b.add_argument("set", choices=(*sorted(OTHER), "docs"))
+    b.add_argument("set", choices=(*sorted(OTHER), "docs", "ps", "scifact-full"))
     b.add_argument("out", type=Path)
     b.add_argument("--docs", type=int, default=DOCS, help=f"notes of a BEIR set at most (default {DOCS})")
     b.add_argument("--answerable", type=int, default=200, help="answerable queries of a BEIR set (default 200)")
@@ -60,12 +70,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--cross", type=int, default=100, help="queries of the other BEIR set (default 100)")
     b.add_argument("--seed", type=int, default=SEED, help=f"a BEIR set's seed (default {SEED})")
     b.add_argument(
+        "--corpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help="scifact-full: keep N abstracts, every judged one and a seeded sample of the rest (default all)",
+    )
+    b.add_argument(
         "--no-judgments",
         action="store_true",
         help="keep the held-out queries another note was judged to answer as unanswerable",
     )
     t = sub.add_parser("tasks", help="the docs vault's pages to write questions for, in four files")
     t.add_argument("out", type=Path)
+    t.add_argument("--set", dest="tasks_set", default="docs", choices=("docs", "ps"), help="which vault (default docs)")
     s = sub.add_parser("score", help="the flag's rates and AUROCs on one half of a built and indexed set")
     s.add_argument("root", type=Path, help="a folder `build` wrote and `groove index` indexed (ROOT/index.sqlite)")
     s.add_argument("--part", default="test", choices=("tune", "test"))
@@ -78,16 +96,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="another set's half on this index (default ROOT/PART; e.g. a mixed index's)",
     )
 
+    r = sub.add_parser("rescore", help="the rates again from the rows `score` wrote, decided by today's offtopic.py")
+    r.add_argument("rows", type=Path, help="a PART.RETRIEVER.rows.json `score` wrote")
+    r.add_argument(
+        "--golden",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="the BEIR folder the rows came from (for kinds, languages)",
+    )
+    r.add_argument("--offset", type=float, default=0.0, help="[search.off_topic] threshold_offset (default 0)")
+
 
 def main_async(args: argparse.Namespace) -> dict[str, Any]:
     """The registry's entry: one step, its figures printed as JSON and returned."""
     data = Path(args.data or os.environ.get("GROOVE_BENCH_DATA") or DEFAULT_DATA)
     if args.step == "score":
         out = score(args.root, args.part, args.retriever, args.golden)
+    elif args.step == "rescore":
+        out = rescore(args.rows, args.golden, args.offset)
+    elif args.step == "tasks" and args.tasks_set == "ps":
+        from bench import abstention_ps
+
+        out = abstention_ps.tasks(_needs(data, "powershell-docs-ja"), args.out)
     elif args.step == "tasks":
         from bench import abstention_docs
 
         out = abstention_docs.tasks(_needs(data, "tldr-pages"), args.out)
+    elif args.set == "ps":
+        from bench import abstention_ps
+
+        out = abstention_ps.build(_needs(data, "powershell-docs-ja"), args.out)
+    elif args.set == "scifact-full":
+        out = build_full(
+            _needs(data, "scifact", "jaquad"), args.out, cross=args.cross, seed=args.seed, corpus=args.corpus
+        )
     elif args.set == "docs":
         from bench import abstention_docs
 
@@ -224,6 +267,46 @@ def build(
     return {"set": name, "docs": len(keep), "left_out_groups": len(gone), "seed": seed, **counts}
 
 
+def build_full(data: Path, out: Path, *, cross: int = 100, seed: int = SEED, corpus: int = 0) -> dict:
+    """SciFact as it comes: every abstract a note (or `corpus` of them: every judged one and a seeded
+    sample of the rest), every train claim answerable (each has judged abstracts in the corpus), and
+    `cross` JaQuAD questions as the unanswerable ones."""
+    src = data / "scifact"
+    qrels, texts = _qrels(src), _queries(src)
+    notes = out / "notes"
+    notes.mkdir(parents=True, exist_ok=True)
+    with open(src / "corpus.jsonl", encoding="utf-8") as f:
+        all_docs = [json.loads(line) for line in f if line.strip()]
+    keep = {d["_id"] for d in all_docs}
+    if corpus:
+        judged = set().union(*qrels.values())
+        rest = sorted(keep - judged)
+        keep = judged | set(random.Random(seed).sample(rest, max(0, min(len(rest), corpus - len(judged)))))
+    docs = 0
+    for doc in all_docs:
+        if doc["_id"] in keep:
+            docs += 1
+            (notes / f"{doc['_id']}.md").write_text(
+                f"# {doc.get('title') or doc['_id']}\n\n{doc['text']}\n", encoding="utf-8"
+            )
+    rng = random.Random(seed)
+    other = _queries(data / "jaquad")
+    rows: list[dict[str, Any]] = [
+        {"_id": q, "text": texts[q], "kind": "answerable", "lang": "en"} for q in sorted(qrels) if q in texts
+    ]
+    rows += [
+        {"_id": f"x-{q}", "text": other[q], "kind": "cross_language", "lang": "ja", "unanswerable": True}
+        for q in rng.sample(sorted(other), cross)
+    ]
+    rng.shuffle(rows)
+    parts = write_halves(out, rows, lambda r: sorted(qrels[r["_id"]]))
+    counts = {
+        part: {k: sum(1 for r in chunk if r["kind"] == k) for k in ("answerable", "cross_language")}
+        for part, chunk in parts.items()
+    }
+    return {"set": "scifact-full", "docs": docs, "seed": seed, **counts}
+
+
 def write_halves(out: Path, rows: list[dict], relevant: Callable[[dict], Iterable[str]]) -> dict[str, list[dict]]:
     """`rows` cut in a tune and a test half, each a BEIR folder under `out`: queries.jsonl (an
     unanswerable row says so) and qrels/train.tsv (each answerable row's `relevant` corpus ids)."""
@@ -275,6 +358,18 @@ def score(root: Path, part: str = "test", retriever: str = "hybrid", golden: Pat
         "metrics": res["metrics"],
         **report(res["queries"], _kinds(source)),
     }
+
+
+def rescore(rows_path: Path, golden: Path | None = None, offset: float = 0.0) -> dict:
+    """`report` on rows `score` wrote, each query's flag decided again from its kept signals."""
+    from groove.search import offtopic
+
+    if not rows_path.is_file():
+        raise BenchError(f"no rows at {rows_path}: run `python -m bench abstention score` first")
+    rows = json.loads(rows_path.read_text(encoding="utf-8"))
+    for r in rows:
+        r["off_topic"] = offtopic.is_off_topic(r["off_topic_evidence"], has_results=bool(r["top"]), offset=offset)
+    return {"rows": str(rows_path), "offset": offset, **report(rows, _kinds(golden) if golden else {})}
 
 
 def _kinds(source: Path) -> dict[str, dict]:

@@ -78,6 +78,21 @@ def test_the_top_cosine_is_placed_between_the_indexs_own_references():
     assert f["evidence"] == 0.0 and f["agreement"] is False
 
 
+def test_on_a_scale_narrower_than_min_scale_the_distance_below_unanswered_is_read_on_min_scale():
+    # A dense collection (SciFact's abstracts, a cmdlet reference): its references 0.015 apart. A question
+    # 0.015 below `unanswered`, with what full text finds of it, read -1.0 on that scale and was flagged.
+    narrow = Calibration(answered=0.90, unanswered=0.885, queries=64, vectors=5000, model="m")
+    f = features({"vector": vector_leg(0.87, 0.86), "words": [(50, 9.0)]}, {"words": 0.2}, narrow)
+    assert f["vector_position"] == pytest.approx(-0.015 / offtopic.MIN_SCALE, abs=1e-3)
+    assert f["vector_gap"] == pytest.approx(0.01 / 0.015, abs=1e-3)  # the standout keeps the scale's own units
+    assert f["vector_position"] > -1.0 and not is_off_topic(f, has_results=True)
+    # a query from elsewhere still sits far below, and a scale wider than the floor keeps its own width
+    far = features({"vector": vector_leg(0.77, 0.76)}, {"words": 0.05}, narrow)
+    assert far["vector_position"] <= -3 and is_off_topic(far, has_results=True)
+    assert offtopic.MIN_SCALE <= CAL.answered - CAL.unanswered
+    assert features({"vector": vector_leg(0.88, 0.86)}, {}, CAL)["vector_position"] == pytest.approx(0.5)
+
+
 def test_a_query_as_close_as_the_notes_own_passages_is_not_off_topic():
     f = features({"vector": vector_leg(0.90, 0.87)}, {}, CAL)
     assert not is_off_topic(f, has_results=True)

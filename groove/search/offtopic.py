@@ -12,7 +12,10 @@ one, and bm25 ranks whatever matches. The flag weighs three things the pipeline 
   `vector_position` = (top cosine - unanswered) / (answered - unanswered): about 1 for a query
   like the notes' own passages, 0 for an in-domain question without its note, below 0 for a
   query from elsewhere. The references move with the model, the language and the collection's
-  size, which a fixed cosine threshold does not;
+  size, which a fixed cosine threshold does not. The divisor is at least MIN_SCALE: in a dense or
+  templated collection (SciFact's abstracts, a cmdlet reference) the two references lie within
+  0.01-0.02 of each other, and the ordinary spread of a real question's best cosine below its
+  passage's then read as several units below `unanswered` (issue 37, point 8);
 - **full-text evidence**: the share of the query's information the best full-text hits contain
   (`run.evidence`, decision 0007), already relative (idf-weighted, 0..1);
 - **standout**: how far the best cosine stands above the 10th (`vector_gap`, on the same scale);
@@ -78,6 +81,11 @@ CENTRED = Weights(evidence=2.0, gap=1.0, agreement=0.5, threshold=0.9)
 FTS_ONLY_THRESHOLD = 0.2
 POSITION_RANGE = (-3.0, 3.0)  # a far-off query or a quote of a passage says no more beyond these
 GAP_RANGE = (-3.0, 6.0)
+# The least width of a scale the position is read on (cosine units, either scale). Measured (decision 0017,
+# 2026-12-06): the bilingual fixture's scales are 0.054 and 0.051 wide, the docs vault's 0.037, and these
+# are read as before; the PowerShell reference's are 0.019 and 0.016, SciFact's 0.013, JaQuAD's 0.026, where
+# answerable questions were flagged 8-13% of the time, 0-7% with this floor.
+MIN_SCALE = 0.035
 
 WINDOW_WORDS = 12  # a synthetic query from spaced text: this many consecutive words
 WINDOW_CHARS = 40  # from unspaced (Japanese / Chinese) text: this many characters
@@ -209,7 +217,7 @@ def features(
         else:
             answered, unanswered = cal.answered, cal.unanswered
         scale = answered - unanswered
-        position = round((top - unanswered) / scale, 4)
+        position = round((top - unanswered) / max(scale, MIN_SCALE), 4)
         if len(vector) >= GAP_DEPTH:
             gap = round((top - float(vector[GAP_DEPTH - 1][1])) / scale, 4)
     agreement = False
