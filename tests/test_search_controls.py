@@ -17,7 +17,7 @@ from groove.daemon import Daemon
 from groove.errors import GrooveError
 from groove.search.request import SearchRequest
 from groove.serve.mcp.server import build_server
-from tests.support.common import write
+from tests.support.common import eventually, write
 from tests.support.daemon import idle
 from tests.support.oneshot import index_once
 from tests.support.fakes import BagOfWordsEmbedder
@@ -216,3 +216,21 @@ async def test_reindex_without_force_is_incremental_and_force_parses_every_note_
         assert await chunks() == 3  # every note parsed again: each one chunk now
         refused = await client.call_tool("reindex", {"force": "yes"})
         assert refused.is_error and refused.content[0].text == "reindex: force must be true or false, got 'yes'"
+
+
+async def test_a_section_added_under_an_excluded_heading_while_serving_is_left_out_too(kb, make_settings):
+    write(kb / "a.md", "# Kiln\n\n## Firing\n\nThe kiln fires stoneware at cone six overnight.\n")
+    settings = make_settings(kb, **{"index.min_chunk_tokens": 0, "watch.debounce_ms": 50})
+    async with served(settings) as (_, client):
+        asked = {"query": "kiln stoneware cone", "retriever": "fts", "exclude_headings": ["参考リンク"]}
+        before = await call(client, **asked)  # the labels read and matched: kept while the index is unchanged
+        assert {r["path"] for r in before["results"]} == {"a.md"}
+        write(kb / "b.md", "# Glazes\n\n## 参考リンク\n\nkiln stoneware cone kiln stoneware cone: the glaze chart.\n")
+
+        async def indexed() -> bool:
+            plain = await call(client, **{**asked, "exclude_headings": []})
+            return "b.md" in [r["path"] for r in plain["results"]]
+
+        await eventually(indexed, "the new note to be indexed")
+        after = await call(client, **asked)
+        assert {r["path"] for r in after["results"]} == {"a.md"}, after["results"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import json
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -107,19 +108,26 @@ async def excluded_sections(reads: SearchReads, headings: Sequence[str]) -> set[
     labels = await reads.section_labels()
     key = (excluded, id(labels))
     seen = _SECTIONS.get(key)
-    if seen is not None and seen[0] is labels:  # the same index as last time: the same sections
+    if seen is not None and seen[0]() is labels:  # the same index as last time: the same sections
         return set(seen[1])
     found = await anyio.to_thread.run_sync(_under, labels, excluded)
+    try:
+        ref = weakref.ref(labels)
+    except TypeError:  # labels a store makes anew for each search (PostgreSQL): nothing to keep
+        return found
+    for stale in [k for k, (r, _) in _SECTIONS.items() if r() is None]:  # labels the store has dropped
+        del _SECTIONS[stale]
     if len(_SECTIONS) >= _SECTIONS_KEPT:
         _SECTIONS.pop(next(iter(_SECTIONS)))
-    _SECTIONS[key] = (labels, frozenset(found))
+    _SECTIONS[key] = (ref, frozenset(found))
     return found
 
 
-# The sections the last few heading lists left out, with the labels they were picked from: a store hands the
-# same labels object back while its index is unchanged (SQLite), so a list the settings give every search is
-# matched once per change of the index and reader, not once per search.
-_SECTIONS: dict[tuple[frozenset[str], int], tuple[Any, frozenset[int]]] = {}
+# The sections the last few heading lists left out, with a weak reference to the labels they were picked from: a
+# store hands the same labels object back while its index is unchanged (SQLite, per reader), so a list the settings
+# give every search is matched once per change of the index and reader, not once per search; and labels the store
+# has let go of are not kept alive here.
+_SECTIONS: dict[tuple[frozenset[str], int], tuple[weakref.ref[Any], frozenset[int]]] = {}
 _SECTIONS_KEPT = 16
 
 

@@ -142,7 +142,7 @@ class _VocabCache:
         self.rows: dict[str, int] = {}
         self.hidden: dict[float, int] = {}  # min_quality -> vectors of the chunks under it
         self.hidden_ids: dict[float, frozenset[int]] = {}  # min_quality -> the chunks under it
-        self.labels: tuple[tuple[int, str, str], ...] | None = None  # (id, heading, context) of every chunk
+        self.labels: SectionLabels | None = None  # (id, heading, context) of every chunk
 
 
 _VOCAB: weakref.WeakKeyDictionary[Any, _VocabCache] = weakref.WeakKeyDictionary()
@@ -250,12 +250,19 @@ async def fetch_texts(conn: aiosqlite.Connection, ids: Sequence[int]) -> dict[in
     return {cid: normalize.fold(text) for cid, text in await cur.fetchall()}
 
 
-async def section_labels(conn: aiosqlite.Connection) -> tuple[tuple[int, str, str], ...]:
+class SectionLabels(list[tuple[int, str, str]]):
+    """(id, heading, context) of every chunk: a list a weak reference can follow (search/filters.py keeps what it
+    picked from these labels only while the connection's cache still holds them)."""
+
+    __slots__ = ("__weakref__",)
+
+
+async def section_labels(conn: aiosqlite.Connection) -> SectionLabels:
     """(id, heading, context) of every chunk, read once per connection while the index is unchanged."""
     cache = await _vocab_cache(conn)
     if cache.labels is None:
         cur = await conn.execute("SELECT id, heading, context FROM chunks")
-        cache.labels = tuple((int(a), str(b), str(c)) for a, b, c in await cur.fetchall())
+        cache.labels = SectionLabels((int(a), str(b), str(c)) for a, b, c in await cur.fetchall())
     return cache.labels
 
 
@@ -670,7 +677,7 @@ class SqliteSearchReads:
     async def matching_ids(self, phrases: Sequence[str]) -> set[int]:
         return await matching_ids(self.conn, phrases)
 
-    async def section_labels(self) -> tuple[tuple[int, str, str], ...]:
+    async def section_labels(self) -> SectionLabels:
         return await section_labels(self.conn)
 
     async def vector_scored(
