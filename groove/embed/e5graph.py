@@ -36,7 +36,7 @@ from groove.embed.e5file import E5File
 WEIGHT_NODES = ("qkv", "attn_out", "ffn_up", "ffn_down")
 
 
-def build_float32(weights: E5File) -> Any:
+def build_float32(weights: E5File, fused: bool = True) -> Any:
     """The float32 graph as an `onnx.ModelProto`."""
     import onnx  # lazy: only building the engine needs it
     from onnx import TensorProto, helper, numpy_helper
@@ -85,6 +85,8 @@ def build_float32(weights: E5File) -> Any:
     inverted = node("Sub", ["one_f", mask], "mask_inverted")
     bias = node("Unsqueeze", [node("Mul", [inverted, "neg"], "mask_bias_2d"), "axes_12"], "mask_bias")
     const("scale", np.array(1.0 / math.sqrt(head_dim), dtype=np.float32))
+    const("minus_one", np.array([-1], dtype=np.int64))
+    node("Cast", ["valid"], "key_padding", to=TensorProto.INT32)  # MultiHeadAttention's mask: 1 a token, 0 padding
     const("split_shape", np.array([0, 0, 3, heads, head_dim], dtype=np.int64))
     const("merge_shape", np.array([0, 0, h], dtype=np.int64))
     const("half", np.array(0.5, dtype=np.float32))
@@ -95,23 +97,51 @@ def build_float32(weights: E5File) -> Any:
         # Q, K and V in one matrix multiply: [in, 3 * hidden].
         qkv_w = np.concatenate([weights.matrix(f"{p}{m}.w", h, h) for m in "qkv"]).T
         qkv_b = np.concatenate([weights.vector(f"{p}{m}.b") for m in "qkv"])
-        qkv = node(
-            "Add",
-            [node("MatMul", [x, const(n + "qkv_w", qkv_w)], n + "qkv"), const(n + "qkv_b", qkv_b)],
-            n + "qkv_biased",
-        )
-        split = node(
-            "Transpose", [node("Reshape", [qkv, "split_shape"], n + "qkv_split")], n + "qkv_heads", perm=[2, 0, 3, 1, 4]
-        )
-        q, k, v = (
-            node("Gather", [split, const(n + f"idx{j}", np.array(j, dtype=np.int64))], n + m, axis=0)
-            for j, m in enumerate("qkv")
-        )
-        scores = node("MatMul", [q, node("Transpose", [k], n + "k_t", perm=[0, 1, 3, 2])], n + "scores_raw")
-        scores = node("Add", [node("Mul", [scores, "scale"], n + "scores_scaled"), bias], n + "scores")
-        probs = node("Softmax", [scores], n + "probs", axis=-1)
-        ctx = node("Transpose", [node("MatMul", [probs, v], n + "ctx_heads")], n + "ctx_t", perm=[0, 2, 1, 3])
-        ctx = node("Reshape", [ctx, "merge_shape"], n + "ctx")
+        qkv_mm = node("MatMul", [x, const(n + "qkv_w", qkv_w)], n + "qkv")
+        if fused:
+            # ONNX Runtime's fused MultiHeadAttention (com.microsoft): Q, K and V sliced from the product, their
+            # biases added inside, the scores never written out as a [batch, heads, length, length] tensor.
+            q, k, v = (
+                node(
+                    "Slice",
+                    [
+                        qkv_mm,
+                        const(n + f"from{j}", np.array([j * h])),
+                        const(n + f"to{j}", np.array([(j + 1) * h])),
+                        "minus_one",
+                    ],
+                    n + m,
+                )
+                for j, m in enumerate("qkv")
+            )
+            nodes.append(
+                helper.make_node(
+                    "MultiHeadAttention",
+                    [q, k, v, const(n + "qkv_b", qkv_b), "key_padding"],
+                    [n + "ctx"],
+                    name=n + "attention",
+                    domain="com.microsoft",
+                    num_heads=heads,
+                )
+            )
+            ctx = n + "ctx"
+        else:
+            qkv = node("Add", [qkv_mm, const(n + "qkv_b", qkv_b)], n + "qkv_biased")
+            split = node(
+                "Transpose",
+                [node("Reshape", [qkv, "split_shape"], n + "qkv_split")],
+                n + "qkv_heads",
+                perm=[2, 0, 3, 1, 4],
+            )
+            q, k, v = (
+                node("Gather", [split, const(n + f"idx{j}", np.array(j, dtype=np.int64))], n + m, axis=0)
+                for j, m in enumerate("qkv")
+            )
+            scores = node("MatMul", [q, node("Transpose", [k], n + "k_t", perm=[0, 1, 3, 2])], n + "scores_raw")
+            scores = node("Add", [node("Mul", [scores, "scale"], n + "scores_scaled"), bias], n + "scores")
+            probs = node("Softmax", [scores], n + "probs", axis=-1)
+            ctx = node("Transpose", [node("MatMul", [probs, v], n + "ctx_heads")], n + "ctx_t", perm=[0, 2, 1, 3])
+            ctx = node("Reshape", [ctx, "merge_shape"], n + "ctx")
         attn = dense(ctx, p + "ao.w", p + "ao.b", h, h, n + "attn_out")
         x = layer_norm(node("Add", [x, attn], n + "attn_res"), p + "aln", n + "attn_norm")
         up = dense(x, p + "fi.w", p + "fi.b", f, h, n + "ffn_up")
@@ -142,7 +172,8 @@ def build_float32(weights: E5File) -> Any:
         [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", h])],
         inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="groove")
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid("com.microsoft", 1)] if fused else [])
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="groove")
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
@@ -161,12 +192,12 @@ class _QuietQuantiser(logging.Filter):
         return "/onnxruntime/quantization/" not in record.pathname.replace("\\", "/")
 
 
-def build_int8(weights: E5File, out: Path) -> None:
+def build_int8(weights: E5File, out: Path, fused: bool = True) -> None:
     """Write the int8 graph to `out` (the float32 graph passes through a temporary file)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    model = build_float32(weights)
+    model = build_float32(weights, fused)
     quiet, root = _QuietQuantiser(), logging.getLogger()
     root.addFilter(quiet)
     try:
@@ -179,6 +210,8 @@ def build_int8(weights: E5File, out: Path) -> None:
                 weight_type=QuantType.QInt8,
                 per_channel=True,
                 nodes_to_quantize=weight_node_names(weights.config.layers),
+                # shape inference stops at the contrib attention node: what follows it is float32 too
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
     finally:
         root.removeFilter(quiet)

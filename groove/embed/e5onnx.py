@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,15 +52,8 @@ log = get_logger(__name__)
 
 # Bump when the graph, its quantisation or the tokenizer's construction changes: every cached
 # engine of another version is then rebuilt.
-ENGINE_VERSION = 1
+ENGINE_VERSION = 2  # 2: fused attention (com.microsoft MultiHeadAttention)
 ENGINE_PREFIX = "e5-int8-"
-# Windows per ONNX Runtime call, sorted by length so padding stays small: at most WINDOW_BATCH, and
-# at most ATTENTION_BUDGET / width² so that the attention scores of one call ([windows, 12 heads,
-# width, width] float32, a few tensors of them) stay near 25 MB each: two windows of 512 tokens,
-# eight of 256, sixteen of 128. Eight windows of 512 at once made a `groove index` process peak at
-# 925 MB; its speed is the same either way (decision 0015).
-WINDOW_BATCH = 16
-ATTENTION_BUDGET = 1 << 19
 DOCUMENT, QUERY = "passage: ", "query: "
 BUILD_PREFIX = ".build-"  # a build in progress (or left by a builder that died)
 BUILD_LOCK = ".builder.lock"  # inside it: locked (groove.oslock) by its builder while it runs
@@ -249,18 +243,22 @@ class OnnxE5Engine:
         self.tokenizer = E5Tokenizer.from_file(str(files.tokenizer), vocab.normalization, vocab.unk)
         self.window = self.weights.config.max_positions - 2  # content tokens per window
         self.threads = threads
+        # Documents' windows in flight at once, one core each: `threads`, or every core this process may use.
+        self.lanes = threads if threads > 0 else _cores()
+        self._lanes_pool: ThreadPoolExecutor | None = None
         self.sessions = 0  # made so far: one per kind
         self._lock = threading.Lock()
         self._sessions: dict[bool, Any] = {query: self._new_session(query) for query in (True, False)}
 
     def _new_session(self, query: bool) -> Any:
-        """A session for queries or for documents. A query (a few dozen tokens) runs on one thread:
-        two took as long (9.4 against 9.8 ms p50) for 40% more CPU (`bench ab engine`); documents on
-        `threads` (0: ONNX Runtime's default, every core)."""
+        """A session for queries or for documents, each call on one thread. A query (a few dozen tokens):
+        two threads took as long (9.4 against 9.8 ms p50) for 40% more CPU (`bench ab engine`). Documents:
+        two one-thread calls at once on 2 cores do more per CPU-second than one call on two threads
+        (`lanes`, decision 0015)."""
         import onnxruntime as ort
 
         options = ort.SessionOptions()
-        options.intra_op_num_threads = 1 if query else self.threads
+        options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         # No arena: a call's activations go back to the system when it ends, so an idle daemon
         # does not keep the peak of its largest batch.
@@ -284,9 +282,13 @@ class OnnxE5Engine:
     def encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
         """L2-normalised vectors, computed as `e5.c` does: the prefixed text in windows of 510
         content tokens (no overlap), each window `<s> … </s>`, mean-pooled, the windows averaged
-        weighted by their token counts."""
+        weighted by their token counts.
+
+        One window per ONNX Runtime call: no padding, and a window's vector does not depend on what
+        it was embedded with (the int8 products quantise their input per call: a padded batch of 16
+        moved a text's vector by up to 0.005 cosine with its neighbours). Documents' windows run on
+        `lanes` threads at once, longest first, each call on one core (decision 0015)."""
         vocab = self.weights.vocabulary
-        hidden = self.weights.config.hidden
         rows: list[list[int]] = []
         owner: list[int] = []
         weight: list[int] = []
@@ -296,42 +298,46 @@ class OnnxE5Engine:
                 rows.append([vocab.bos, *piece, vocab.eos])
                 owner.append(i)
                 weight.append(max(len(piece), 1))
-        sums = np.zeros((len(texts), hidden), dtype=np.float64)
-        order = sorted(range(len(rows)), key=lambda r: len(rows[r]))
-        session = self._session(query=prefix == QUERY)
-        for batch in _batches(order, [len(r) for r in rows]):
-            width = len(rows[batch[-1]])
-            ids = np.full((len(batch), width), vocab.pad, dtype=np.int64)
-            valid = np.zeros((len(batch), width), dtype=bool)
-            for j, r in enumerate(batch):
-                ids[j, : len(rows[r])] = rows[r]
-                valid[j, : len(rows[r])] = True
-            words = self.weights.word_rows(ids.reshape(-1)).reshape(len(batch), width, hidden)
-            (pooled,) = session.run(None, {"words": words, "valid": valid})
-            for j, r in enumerate(batch):
-                sums[owner[r]] += weight[r] * pooled[j]
+        query = prefix == QUERY
+        session = self._session(query)
+        order = sorted(range(len(rows)), key=lambda r: -len(rows[r]))
+        if query or self.lanes == 1 or len(rows) == 1:
+            pooled = [self._window(session, rows[r]) for r in order]
+        else:
+            pooled = list(self._executor().map(lambda r: self._window(session, rows[r]), order))
+        sums = np.zeros((len(texts), self.weights.config.hidden), dtype=np.float64)
+        for r, vector in zip(order, pooled, strict=True):
+            sums[owner[r]] += weight[r] * vector
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             return (sums / norms).astype(np.float32)
 
+    def _window(self, session: Any, row: list[int]) -> np.ndarray:
+        """The mean-pooled last hidden states of one window (`<s> … </s>`), in one call."""
+        ids = np.asarray(row, dtype=np.int64)
+        words = self.weights.word_rows(ids).reshape(1, len(row), self.weights.config.hidden)
+        (pooled,) = session.run(None, {"words": words, "valid": np.ones((1, len(row)), dtype=bool)})
+        return pooled[0]
 
-def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
-    """`order` (window indices sorted by length) cut into calls under WINDOW_BATCH and ATTENTION_BUDGET."""
-    out: list[list[int]] = []
-    current: list[int] = []
-    for r in order:
-        width = lengths[r]  # the longest so far: `order` ascends
-        if current and (len(current) >= WINDOW_BATCH or (len(current) + 1) * width * width > ATTENTION_BUDGET):
-            out.append(current)
-            current = []
-        current.append(r)
-    if current:
-        out.append(current)
-    return out
+    def _executor(self) -> ThreadPoolExecutor:
+        """The threads documents' windows run on (made at the first document call with more than one window)."""
+        with self._lock:
+            if self._lanes_pool is None:
+                self._lanes_pool = ThreadPoolExecutor(self.lanes, thread_name_prefix="groove-e5")
+            return self._lanes_pool
 
 
 _ENGINES: dict[tuple[str, int], OnnxE5Engine] = {}
 _ENGINES_LOCK = threading.Lock()
+
+
+def _cores() -> int:
+    """The cores this process may run on (its affinity where the platform tells it), at most 8."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows
+        n = os.cpu_count() or 1
+    return max(1, min(n, 8))
 
 
 def load_engine(threads: int = 0, source: Path | None = None, cache_root: Path | None = None) -> OnnxE5Engine:
