@@ -594,6 +594,50 @@ def test_the_open_note_lists_its_related_notes_and_its_links_open_other_notes_in
     assert note_path(chrome) == target != "garden/tomatoes.md"
 
 
+def test_the_open_note_draws_its_neighbourhood_as_a_graph_whose_nodes_open_their_notes(chrome, served):
+    from selenium.webdriver.common.by import By
+
+    load(chrome, f"{served.ui}?q={quote('plant garlic cloves')}", searches=1)
+    open_hit(chrome, 0)
+    wait_for(chrome, lambda d: d.execute_script("return document.body.dataset.related") == "1", "the related notes")
+    answer = _get(served, "related", "garden/calendar.md").json()
+    graph = chrome.find_element(By.ID, "related-graph")
+    assert graph.is_displayed() and graph.get_attribute("aria-label") == "The related notes as a graph"
+    assert graph.tag_name == "svg" and not chrome.find_elements(By.CSS_SELECTOR, "#related-graph foreignObject, #related-graph script")
+    source = graph.find_element(By.CSS_SELECTOR, "g.g-source")
+    nodes = graph.find_elements(By.CSS_SELECTOR, "g.g-node")
+    # a node per related note, in the answer's order, labelled with its title; the open note in the middle
+    assert source.get_attribute("data-path") == "garden/calendar.md" and "Garden calendar" in source.text
+    assert [g.get_attribute("data-path") for g in nodes] == [n["path"] for n in answer["related"]]
+    assert [g.find_element(By.TAG_NAME, "text").text for g in nodes] == [n["title"][:22] for n in answer["related"]]
+    # an edge from the note each was reached from to it, thicker for a higher score; a nearer note sits closer
+    edges = graph.find_elements(By.CSS_SELECTOR, "line.g-edge")
+    assert [(e.get_attribute("data-from"), e.get_attribute("data-to")) for e in edges] == [
+        (n["via"][-2], n["path"]) for n in answer["related"]]
+    centre = chrome.execute_script("const b = arguments[0].getBBox(); return [b.x + b.width / 2, b.y + b.height / 2];",
+                                   source.find_element(By.TAG_NAME, "circle"))
+
+    def distance(g) -> float:
+        x, y = (float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", g.get_attribute("transform")))
+        return ((x - 210) ** 2 + ((y - 130) / 0.8) ** 2) ** 0.5
+
+    assert centre == [0, 0]  # the source's circle is drawn at its group's origin, the middle of the graph
+    drawn = [(n["score"], distance(g), float(e.get_attribute("stroke-width")))
+             for n, g, e in zip(answer["related"], nodes, edges)]
+    pairs = [(a, b) for a in drawn for b in drawn if a[0] > b[0] + 0.02]
+    assert pairs and all(a[1] < b[1] and a[2] > b[2] for a, b in pairs)
+    keep(chrome, "webview-graph.png", "document.getElementById('related-graph').scrollIntoView()")
+
+    target = nodes[0].get_attribute("data-path")
+    before = count(chrome, "noteOpens")
+    nodes[0].click()
+    wait_for(chrome, lambda d: count(d, "noteOpens") > before, "the graph's note to open")
+    assert note_path(chrome) == target
+    wait_for(chrome, lambda d: d.execute_script("return document.body.dataset.related") == "1", "its related notes")
+    assert chrome.find_element(By.CSS_SELECTOR, "#related-graph g.g-source").get_attribute("data-path") == target
+    assert csp_violations(chrome) == []
+
+
 def test_a_hostile_note_opened_in_the_page_runs_nothing_and_links_only_to_the_web(chrome, served):
     from selenium.webdriver.common.by import By
 
@@ -890,7 +934,7 @@ def test_every_label_is_in_japanese_for_a_japanese_browser_the_watchers_state_to
         assert driver.find_element(By.CSS_SELECTOR, "#explain summary").get_attribute("textContent") == "説明"
         labels = driver.execute_script(
             "return [...document.querySelectorAll('[aria-label]')].map((n) => n.getAttribute('aria-label'))")
-        assert labels == ["索引の状態", "モデルの切り替え", "検索語", "検索方式"]
+        assert labels == ["索引の状態", "モデルの切り替え", "検索語", "検索方式", "関連ノートのグラフ"]
         assert driver.find_element(By.ID, "backlinks-title").text.endswith("件のノートからのリンク")
         assert driver.find_element(By.ID, "keys").text.startswith("/ 検索")
         english = driver.execute_script(
