@@ -534,16 +534,20 @@ def cmd_related(args: argparse.Namespace) -> int:
         "by": args.by,
         "min_similarity": args.min_similarity,
         "exclude_paths": args.exclude_paths or [],
+        "seed_strategy": args.seed_strategy,
+        "max_seed_chunks": args.max_seed_chunks,
     }
+    if args.path_globs or args.tags_any:
+        options["filters"] = {"path_globs": args.path_globs, "tags_any": args.tags_any}
     path = _note_path(settings, args.path)
+    from groove.api.service import RelatedRequest
+
+    req = RelatedRequest(path=path, **options)  # a bound out of range is said before anything loads
     answer = _ask_daemon(args, settings, "related", {"path": path, **options})
     if answer is not None:
         result = RelatedAnswer.model_validate(answer.result)
     else:
-        from groove.api.service import RelatedRequest
-
         _loading_model(settings, "" if args.no_daemon else NO_DAEMON_HINT)
-        req = RelatedRequest(path=path, **options)
         result = _in_process(settings, lambda service: service.related(req), readonly=True)
     if args.format == "json":
         _emit(result.script_json(), "json", str)
@@ -570,6 +574,26 @@ def cmd_links(args: argparse.Namespace) -> int:
         req = LinksRequest(path=path, limit=args.limit)
         result = _in_process(settings, lambda service: service.links(req), readonly=True, any_model=True)
     _emit(result, args.format, lambda r: links_text(r) + "\n")
+    return 0
+
+
+def cmd_changes(args: argparse.Namespace) -> int:
+    from groove.api.answers import ChangesAnswer, changes_text
+    from groove.api.service import ChangesRequest
+
+    settings = _settings(args)
+    import time
+
+    from groove.sync.history import parse_since
+
+    req = ChangesRequest(since=args.since, limit=args.limit)
+    parse_since(req.since, time.time())  # a bad time or limit is refused before anything opens
+    answer = _ask_daemon(args, settings, "changes", req.model_dump(mode="json"))
+    if answer is not None:
+        result = ChangesAnswer.model_validate(answer.result)
+    else:  # no model to load: the history is read from the index alone
+        result = _in_process(settings, lambda service: service.changes(req), readonly=True, any_model=True)
+    _emit(result, args.format, lambda r: changes_text(r) + "\n")
     return 0
 
 
@@ -1658,6 +1682,34 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GLOB",
         help="leave notes matching GLOB out of the walk (gitignore-style); repeatable",
     )
+    p.add_argument(
+        "--path",
+        action="append",
+        dest="path_globs",
+        metavar="GLOB",
+        help="keep only notes whose path matches GLOB in the graph (gitignore-style; !GLOB excludes); repeatable",
+    )
+    p.add_argument(
+        "--tag",
+        action="append",
+        dest="tags_any",
+        metavar="TAG",
+        help="keep only notes with any of these tags in the graph; repeatable",
+    )
+    p.add_argument(
+        "--seed-strategy",
+        choices=["centroid", "all_chunks", "all-chunks"],
+        default="centroid",
+        help="what a note asks the vectors with: centroid, the mean of its chunks (default), or all_chunks, each "
+        "chunk in turn (a note scores by its best match with any)",
+    )
+    p.add_argument(
+        "--max-seed-chunks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="a note's first N chunks seed it (1..256; default all for centroid, 32 for all_chunks)",
+    )
     _format_option(
         p,
         more=("dot", "svg"),
@@ -1681,6 +1733,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not ask a running groove serve of this index; open the index in this process",
     )
     p.set_defaults(func=cmd_links)
+
+    p = sub.add_parser(
+        "changes", help="the notes and sections added, edited, renamed or deleted since a time (docs/search.md)"
+    )
+    _common(p, examples=True)
+    p.add_argument(
+        "--since",
+        default="7d",
+        metavar="WHEN",
+        help="an ISO date or date and time (2026-12-01, 2026-12-01T09:00+09:00; local time without a zone), "
+        "or a span back from now: 30m, 24h, 7d, 2w (default 7d)",
+    )
+    p.add_argument(
+        "--limit", type=int, default=50, help="at most this many notes, the most recently changed first (1..500)"
+    )
+    _format_option(p)
+    p.add_argument(
+        "--no-daemon",
+        action="store_true",
+        help="do not ask a running groove serve of this index; open the index in this process",
+    )
+    p.set_defaults(func=cmd_changes)
 
     p = sub.add_parser("get", help="print a note, or one section or range of lines of it")
     _common(p, examples=True)

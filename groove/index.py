@@ -30,6 +30,7 @@ import anyio
 import numpy as np
 
 from groove.api.answers import (
+    ChangesAnswer,
     DocumentAnswer,
     DocumentPage,
     IndexStatus,
@@ -37,6 +38,7 @@ from groove.api.answers import (
     RelatedAnswer,
     TopicsAnswer,
     VectorsInMemory,
+    changes_answer,
     document_answer,
     document_page,
     document_text,
@@ -69,6 +71,7 @@ from groove.store.memory import VectorMatrix
 from groove.store.open import open_store
 from groove.store.protocols import EmbeddingStore, Reads, Store
 from groove.sync.embedding import EmbedQueue, Progress
+from groove.sync.history import HISTORY_ROWS, net_changes
 from groove.sync.indexer import Indexer, ReconcileStats
 from groove.sync.report import FinishedSwitch, IndexReport, index_report
 
@@ -587,6 +590,16 @@ class Index:
                 "list_documents return them"
             )
         return links_answer(found)
+
+    async def changes(self, since: float, *, limit: int = 50) -> ChangesAnswer:
+        """The notes added, edited (which sections), renamed or deleted since `since` (unix seconds), newest
+        first, from the store's change history (sync/history.py)."""
+        async with self.reading() as reads:
+            rows = await reads.note_history(since, HISTORY_ROWS + 1)
+            began = await reads.meta("history_since")
+        entries = net_changes(rows[:HISTORY_ROWS])
+        began_at = float(began) if began else None
+        return changes_answer(entries, since=since, history_from=began_at, limit=limit, cut=len(rows) > HISTORY_ROWS)
 
     async def status(self) -> IndexStatus:
         """What the index file holds (the service adds its own fields when one runs)."""

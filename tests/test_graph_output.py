@@ -8,6 +8,7 @@ says so in one line, and with a stand-in `dot` the DOT goes to `dot -Tsvg` and i
 from __future__ import annotations
 
 import json
+import shutil
 import re
 import sys
 from pathlib import Path
@@ -155,3 +156,120 @@ def test_related_format_svg_says_what_graphviz_said_when_it_fails(indexed, capsy
     code, out, err = run(capsys, "related", "work/retrieval.md", *indexed, "--format", "svg")
     assert code == 1 and out == ""
     assert "Graphviz's dot could not draw the graph: Error: syntax error in line 1" in err
+
+
+# --- the graph steered as GrooveSeek's: seed strategy, max seed chunks, max nodes, path and tag filters -----------
+
+def words(stem: str, n: int = 70) -> str:
+    """A paragraph of n distinct words of one topic (the fake embedder hashes words: a topic is its own direction)."""
+    return " ".join(f"{stem}{i}" for i in range(n)) + "."
+
+
+STEERED = {
+    # a long note: its first section shares the ferry words, its second the tomato words, the rest are its own
+    "work/long.md": "# Long\n\n## Ferries\n\n" + words("ferry") + "\n\n## Tomatoes\n\n" + words("tomato") + "".join(
+        f"\n\n## Part {k}\n\n" + words(f"own{k}x") for k in range(6)),
+    "travel/ferry.md": note("Ferry", words("ferry"), tags=["travel"]),
+    "garden/tomato.md": note("Tomato", words("tomato"), tags=["garden"]),
+}
+
+
+@pytest.fixture
+def steered(kb: Path, make_settings, tmp_path: Path) -> list[str]:
+    for rel, text in STEERED.items():
+        write(kb / rel, text)
+    anyio.run(lambda: index_once(make_settings(kb)))
+    return ["--kb", str(kb), "--index", str(tmp_path / "index.sqlite"), "--no-daemon", "--format", "json"]
+
+
+def scores(capsys, *argv: str) -> dict[str, float]:
+    code, out, err = run(capsys, "related", "work/long.md", *argv)
+    assert code == 0, err
+    return {n["path"]: n["score"] for n in json.loads(out)["related"]}
+
+
+def test_all_chunks_finds_the_notes_each_section_matches_which_the_centroid_of_a_long_note_ranks_far(steered, capsys):
+    centroid = scores(capsys, *steered)
+    each = scores(capsys, *steered, "--seed-strategy", "all_chunks")
+    assert set(each) >= {"travel/ferry.md", "garden/tomato.md"}
+    # each section meets its twin whole; the mean of eight sections meets it at a fraction
+    assert each["travel/ferry.md"] > 0.95 and each["garden/tomato.md"] > 0.95
+    assert centroid["travel/ferry.md"] < 0.6 and centroid["garden/tomato.md"] < 0.6
+    assert scores(capsys, *steered, "--seed-strategy", "all-chunks") == each  # GrooveSeek's spelling too
+    # a similarity floor between the two keeps the twins for all_chunks, drops them for the centroid
+    assert "travel/ferry.md" not in scores(capsys, *steered, "--min-similarity", "0.8")
+    assert "travel/ferry.md" in scores(capsys, *steered, "--min-similarity", "0.8", "--seed-strategy", "all_chunks")
+
+
+def test_max_seed_chunks_seeds_a_note_with_its_first_chunks_only(steered, capsys):
+    first = scores(capsys, *steered, "--seed-strategy", "all_chunks", "--max-seed-chunks", "1")  # Ferries only
+    assert first["travel/ferry.md"] > 0.95 and first.get("garden/tomato.md", 0.0) < 0.3
+    two = scores(capsys, *steered, "--seed-strategy", "all_chunks", "--max-seed-chunks", "2")
+    assert two["garden/tomato.md"] > 0.95
+    # the centroid of the first two sections lies between the twins: nearer each than the whole note's centroid
+    assert scores(capsys, *steered, "--max-seed-chunks", "2")["garden/tomato.md"] > scores(capsys, *steered)[
+        "garden/tomato.md"]
+
+
+def test_path_and_tag_filters_keep_only_their_notes_in_the_graph(steered, capsys):
+    assert set(scores(capsys, *steered, "--seed-strategy", "all_chunks", "--tag", "garden")) == {"garden/tomato.md"}
+    assert set(scores(capsys, *steered, "--seed-strategy", "all_chunks", "--path", "travel/**")) == {"travel/ferry.md"}
+
+
+@pytest.mark.parametrize("argv, says", [
+    (("--max-seed-chunks", "0"), "max_seed_chunks must be between 1 and 256, got 0"),
+    (("--max-seed-chunks", "257"), "max_seed_chunks must be between 1 and 256, got 257"),
+    (("--max-nodes", "201"), "max_nodes must be between 1 and 200, got 201"),
+])
+def test_a_seed_or_node_bound_out_of_range_is_one_line(steered, capsys, argv, says):
+    code, out, err = run(capsys, "related", "work/long.md", *steered[:-2], *argv)
+    assert code != 0 and out == "" and says in err and err.count("\n") == 1
+
+
+async def test_the_mcp_related_tool_takes_max_nodes_the_seed_strategy_and_the_filters(kb: Path, make_settings):
+    from contextlib import AsyncExitStack
+
+    from mcp import Client
+
+    from groove.daemon import Daemon
+    from groove.serve.mcp.server import build_server
+    from tests.support.fakes import BagOfWordsEmbedder
+
+    for rel, text in STEERED.items():
+        write(kb / rel, text)
+    daemon = Daemon(make_settings(kb), embedder=BagOfWordsEmbedder())
+    async with anyio.create_task_group() as tg, AsyncExitStack() as stack:
+        await tg.start(daemon.run_background)
+        stack.callback(daemon.stop)
+        with anyio.fail_after(60):
+            await daemon.reconciled.wait()
+            while (await daemon.index.status()).pending_chunks:
+                await anyio.sleep(0.1)
+        client = await stack.enter_async_context(Client(build_server(daemon)))
+
+        async def related(**arguments) -> dict:
+            result = await client.call_tool("related", {"path": "work/long.md", **arguments})
+            assert not result.is_error, result.content[0].text
+            return {n["path"]: n["score"] for n in result.structured_content["related"]}
+
+        each = await related(seed_strategy="all_chunks", max_nodes=5, max_seed_chunks=2)
+        assert each["travel/ferry.md"] > 0.95 and each["garden/tomato.md"] > 0.95
+        assert (await related())["travel/ferry.md"] < 0.6  # the centroid, by default
+        assert set(await related(seed_strategy="all_chunks", filters={"tags_any": ["travel"]})) == {"travel/ferry.md"}
+        assert set(await related(max_nodes=1)) == {next(iter(await related()))}  # the node budget cuts the walk
+        bad = await client.call_tool("related", {"path": "work/long.md", "max_seed_chunks": 0})
+        assert bad.is_error and "max_seed_chunks must be between 1 and 256, got 0" in bad.content[0].text
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_graphviz_accepts_the_dot_of_a_two_hop_walk_and_draws_every_note_and_edge(steered, capsys, spawn):
+    code, dot_text, err = run(capsys, "related", "work/long.md", *steered[:-2], "--format", "dot", "--depth", "2",
+                              "--seed-strategy", "all_chunks")
+    assert code == 0, err
+    drawn = spawn.run([shutil.which("dot"), "-Tsvg"], input=dot_text.encode("utf-8"), capture_output=True, timeout=60)
+    assert drawn.returncode == 0, drawn.stderr
+    svg = drawn.stdout.decode("utf-8")
+    nodes = re.findall(r'^  ("[^"]+") \[label=', dot_text, re.M)
+    edges = re.findall(r"^  .+ -> .+;$", dot_text, re.M)
+    assert svg.count('class="node"') == len(nodes) and svg.count('class="edge"') == len(edges) >= 2
+    assert "<title>work/long.md</title>" in svg

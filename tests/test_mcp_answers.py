@@ -93,6 +93,7 @@ CALLS = {
     "related": {"path": "garden/tomatoes.md"},
     "links": {"path": "garden/tomatoes.md"},
     "reindex": {},
+    "changes": {"since": "30d"},
 }
 FIELDS = {
     "search": {"results", "low_confidence", "off_topic", "filter_applied", "pending_chunks", "vectors_degraded",
@@ -101,11 +102,13 @@ FIELDS = {
                      "backlinks"},
     "list_documents": {"documents", "next_cursor"},
     "topics": {"notes", "notes_at_top_level", "folders", "folders_total", "tags"},
-    "index_status": {"documents", "chunks", "pending_chunks", "model", "last_indexed_at", "watcher", "healthy", "tasks",
-                     "last_change_at", "startup_reconcile_done", "uptime_s", "skipped"},
-    "related": {"source", "related", "bounded_by", "elapsed_ms"},
+    # tasks, last_change_at, uptime_s: in the answer, not the schema (docs/mcp.md, "What the tool definitions cost")
+    "index_status": {"documents", "chunks", "pending_chunks", "model", "last_indexed_at", "watcher", "healthy",
+                     "startup_reconcile_done", "skipped"},
+    "related": {"source", "related", "bounded_by"},  # elapsed_ms: in the answer only
     "links": {"source", "outgoing", "backlinks", "unresolved", "outgoing_total", "backlinks_total", "unresolved_total"},
     "reindex": {"added", "changed", "renamed", "deleted", "unchanged", "skipped", "pending_chunks", "finished_at"},
+    "changes": {"since", "notes", "more"},
 }
 
 

@@ -66,7 +66,8 @@ async def test_the_python_sdk_client_uses_every_tool_over_stdio(spawn, stdio_set
         async with Client(_params(spawn, root, kb, index)) as client:
             assert client.protocol_version == "2026-07-28"
             names = {t.name for t in (await client.list_tools()).tools}
-            assert names == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links"}
+            assert names == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links",
+                          "changes"}
 
             found = await client.call_tool("search", {"query": "zephyrine", "limit": 3})
             assert not found.is_error, _text(found)
@@ -181,8 +182,9 @@ def test_the_mcp_inspector_cli_lists_tools_and_searches_over_stdio(spawn, npm_to
     findings = re.findall(r"(?:Warning|Error): tool .*|\d+ errors?, \d+ warnings? across .*", listed.stderr)
     assert not findings, listed.stderr[-3000:]
     listed_tools = {t["name"]: t for t in json.loads(listed.stdout)["tools"]}
-    assert set(listed_tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links"}
-    assert listed_tools["search"]["description"].startswith("Find the passages")
+    assert set(listed_tools) == {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links",
+                          "changes"}
+    assert listed_tools["search"]["description"].startswith("Passages that best answer a query")
     assert "\n    " not in listed_tools["search"]["description"]  # dedented for display
 
     called = spawn.run(

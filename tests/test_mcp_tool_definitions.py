@@ -18,7 +18,9 @@ from groove.serve.mcp.server import build_server
 from tests.support.daemon import RecordingDaemon
 
 BUDGET = 15_000  # characters of all the tools' definitions together (issue 37: 49,041 before)
-TOOLS = {"search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links"}
+TOOLS = {
+    "search", "get_document", "list_documents", "index_status", "reindex", "related", "topics", "links", "changes",
+}  # fmt: skip
 
 
 async def listed_tools() -> list[types.Tool]:

@@ -54,7 +54,8 @@ async def test_the_mcp_search_tool_takes_its_schema_and_its_checks_from_the_requ
         tools = {t.name: t for t in (await client.list_tools()).tools}
         props = tools["search"].input_schema["properties"]
         fields = SearchRequest.model_fields
-        assert props["limit"]["minimum"] == 1 and props["limit"]["maximum"] == 100
+        # a count's floor of 1 is checked, not advertised (lean_schema); its ceiling is advertised
+        assert "minimum" not in props["limit"] and props["limit"]["maximum"] == 100
         assert props["mmr_lambda"]["maximum"] == 1.0  # an optional argument has no null branch (lean_schema)
         assert props["tags_any"]["maxItems"] == MAX_FILTER_ITEMS
         assert props["query"]["description"] == fields["query"].description
@@ -63,6 +64,9 @@ async def test_the_mcp_search_tool_takes_its_schema_and_its_checks_from_the_requ
         # invalid arguments: a tool error with one line the model can act on (SEP-1303), before the tool runs
         as_string = await client.call_tool("search", {"query": "tea", "limit": "5"})
         assert as_string.is_error and as_string.content[0].text == "limit must be a whole number, got '5'"
+        assert daemon.requests == []
+        floor = await client.call_tool("search", {"query": "tea", "limit": 0})
+        assert floor.is_error and floor.content[0].text == "limit must be between 1 and 100, got 0"
         assert daemon.requests == []
         with pytest.raises(MCPError) as unknown:  # an unknown tool stays a JSON-RPC error
             await client.call_tool("find", {"query": "tea"})

@@ -10,18 +10,22 @@ processes, a copy between the stores, refusals) is tests/test_postgres.py's.
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from groove.api.service import LinksRequest, ListRequest, Service, TopicsRequest
+from groove.api.answers import changes_text
+from groove.api.service import ChangesRequest, LinksRequest, ListRequest, Service, TopicsRequest
 from groove.config import load_settings
+from groove.errors import GrooveError
 from groove.index import Index
 from groove.search.answers import search_text
 from groove.search.request import DocumentRequest, SearchRequest
-from tests.support.common import note, write
+from tests.support.common import note, section_text, write
 from tests.support.fakes import BagOfWordsEmbedder
 
 NOTES = {
@@ -268,3 +272,96 @@ def test_a_note_that_comes_back_under_another_name_later_takes_its_vectors_back_
     anyio.run(expire, settings)
     write(kb / "old/reranking.md", text)
     assert anyio.run(index, settings, embedder).chunks_embedded == 1
+
+
+def exact(at: float) -> str:
+    """An ISO time to the microsecond (iso_time stops at the second, which the first run's writes share)."""
+    return dt.datetime.fromtimestamp(at, tz=dt.UTC).isoformat()
+
+
+def plan(sections: dict[str, int]) -> str:
+    """A note of long sections (each its own chunk): heading -> which text it holds."""
+    return "# Plan\n\n" + "".join(section_text(i, 60).replace(f"## Section {i}", f"## {h}") for h, i in sections.items())
+
+
+def test_changes_lists_each_note_and_section_added_edited_renamed_or_deleted_since_a_time(backend, store_settings, kb):
+    write(kb / "projects/plan.md", plan({"Goals": 1, "Risks": 2, "Budget": 3}))
+    settings = store_settings(vault(kb))
+    embedder = BagOfWordsEmbedder()
+    anyio.run(index, settings, embedder)
+    pre = prefix_of(backend, kb)
+    since = time.time()
+    time.sleep(0.05)
+
+    write(kb / "projects/plan.md", plan({"Goals": 4, "Timeline": 5, "Budget": 3}))  # Goals edited, Risks gone
+    (kb / "projects/reranking.md").rename(kb / "projects/rerankers.md")
+    (kb / "reference/日本語の全文検索.md").unlink()
+    write(kb / "journal/new.md", note("New", "A note written today about ferries."))
+    write(kb / "journal/draft.md", note("Draft", "A draft about checkpoints and latency, not finished.", tags=["x"]))
+    anyio.run(index, settings, embedder)
+    (kb / "archive").mkdir()
+    (kb / "journal/new.md").rename(kb / "archive/new.md")  # moved after a run: still one note added
+    anyio.run(index, settings, embedder)
+
+    found = run(settings, lambda s: s.changes(ChangesRequest(since=exact(since))))
+    got = {n.path.removeprefix(pre): (n.change, n.old_path.removeprefix(pre) or None) for n in found.notes}
+    assert got == {
+        "projects/plan.md": ("edited", None),
+        "projects/rerankers.md": ("renamed", "projects/reranking.md"),
+        "reference/日本語の全文検索.md": ("deleted", None),
+        "archive/new.md": ("added", None),
+        "journal/draft.md": ("edited", None),  # its frontmatter only: no section changed
+    }
+    by_path = {n.path.removeprefix(pre): n for n in found.notes}
+    assert [(s.heading, s.change) for s in by_path["projects/plan.md"].sections] == [
+        ("Goals", "edited"),
+        ("Timeline", "added"),
+        ("Risks", "deleted"),
+    ]
+    assert by_path["journal/draft.md"].sections == [] and by_path["projects/rerankers.md"].sections == []
+    assert found.notes[0].path.removeprefix(pre) == "archive/new.md"  # the most recent change first
+    assert by_path["archive/new.md"].uri and by_path["reference/日本語の全文検索.md"].uri is None
+    assert found.more == 0 and found.history_from <= found.since
+    shown = changes_text(found)
+    assert f"~ {pre}projects/plan.md (edited " in shown and ": ~ Goals; + Timeline; - Risks" in shown
+    assert f"from {pre}projects/reranking.md" in shown
+
+    first = run(settings, lambda s: s.changes(ChangesRequest(since=exact(since), limit=2)))
+    assert [n.path for n in first.notes] == [n.path for n in found.notes[:2]] and first.more == 3
+    assert run(settings, lambda s: s.changes(ChangesRequest(since="1m"))).notes  # a span back from now
+    later = run(settings, lambda s: s.changes(ChangesRequest(since=exact(time.time() + 1))))
+    assert later.notes == [] and changes_text(later).startswith("0 note(s) changed since")
+
+
+def test_a_rename_the_index_saw_as_a_deletion_then_an_addition_is_listed_as_one_rename(backend, store_settings, kb):
+    settings = store_settings(vault(kb))
+    embedder = BagOfWordsEmbedder()
+    anyio.run(index, settings, embedder)
+    pre = prefix_of(backend, kb)
+    since = time.time()
+    text = (kb / "projects/reranking.md").read_text(encoding="utf-8")
+    (kb / "projects/reranking.md").unlink()
+    anyio.run(index, settings, embedder)
+    write(kb / "archive/reranking.md", text)
+    anyio.run(index, settings, embedder)
+    found = run(settings, lambda s: s.changes(ChangesRequest(since=exact(since))))
+    assert [(n.path, n.change, n.old_path) for n in found.notes] == [
+        (f"{pre}archive/reranking.md", "renamed", f"{pre}projects/reranking.md")
+    ]
+
+
+@pytest.mark.parametrize(
+    "since, says",
+    [
+        ("yesterday", "is neither a span back from now nor an ISO date/time (e.g. 7d, 24h"),
+        ("2999-01-01", "is in the future"),
+        ("", "since is empty"),
+        ("7 days", "is neither a span"),
+    ],
+)
+def test_changes_refuses_a_time_it_cannot_read_in_one_line_with_examples(backend, store_settings, kb, since, says):
+    settings = store_settings(vault(kb))
+    anyio.run(index, settings, BagOfWordsEmbedder())
+    with pytest.raises(GrooveError) as err:
+        run(settings, lambda s: s.changes(ChangesRequest(since=since)))
+    assert says in str(err.value) and err.value.kind == "invalid" and "\n" not in str(err.value)

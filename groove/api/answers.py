@@ -62,7 +62,8 @@ class RelatedNote(Answer):
     chunk: Annotated[RelatedPassage | None, OBJECT_OR_NULL] = Field(
         description="nearest passage: heading, start_line, end_line"
     )
-    by: str | None = None  # with by links or both: how the last hop reached it (meaning, links, both)
+    # with by links or both: how the last hop reached it (meaning, links, both); `link` and `chunk` say it too
+    by: SkipJsonSchema[str | None] = None
     link: Annotated[RelatedLink | None, OBJECT_OR_NULL] = Field(None, description="direction, line, heading")
 
 
@@ -70,7 +71,7 @@ class RelatedAnswer(Answer):
     source: Annotated[NoteRef, OBJECT] = Field(description="uri, path, title")
     related: list[RelatedNote]
     bounded_by: list[str]  # which bounds stopped the walk early (empty: none)
-    elapsed_ms: float
+    elapsed_ms: SkipJsonSchema[float]
     # the walk as asked: limit, depth, fan_out, max_nodes, by, and the graph controls given
     params: SkipJsonSchema[dict[str, Any]]
 
@@ -130,13 +131,13 @@ class LinkItem(Answer):
     uri: str | None = Field(description="null: unresolved")
     # outgoing: the note linked to; backlinks: the note that links here; unresolved: the note as the link names it
     path: str
-    title: str | None
+    title: SkipJsonSchema[str | None]  # the note's title (the text shows it)
     line: int  # of the link, in the note that holds it (1-based)
     kind: str = Field(description="wiki, embed or markdown")
     target: str  # as written
     heading: str | None  # [[note#heading]]
     block: SkipJsonSchema[str | None]  # [[note#^block]]
-    alias: str | None  # [[note|alias]], or a Markdown link's text
+    alias: SkipJsonSchema[str | None]  # [[note|alias]], or a Markdown link's text
 
 
 class LinksAnswer(Answer):
@@ -146,7 +147,7 @@ class LinksAnswer(Answer):
     unresolved: list[LinkItem]
     outgoing_total: int
     backlinks_total: int
-    backlink_notes: int
+    backlink_notes: SkipJsonSchema[int]
     unresolved_total: int
 
 
@@ -280,7 +281,7 @@ class DocumentAnswer(DocumentRef):  # a list_documents entry and the rest of the
     content: str
     # present with heading, lines or max_chars: the part returned and what was left out
     part: Annotated[DocumentPart | None, OBJECT_OR_NULL] = Field(
-        None, description="lines, chars, total_chars, left_out (lines, chars, headings)"
+        None, description="lines, chars, total_chars, left_out"
     )
 
 
@@ -370,7 +371,7 @@ class IndexStatus(Answer):
     dimension: SkipJsonSchema[int]
     schema_version: SkipJsonSchema[int]
     index_path: SkipJsonSchema[str]
-    kb_path: str | None  # the notes folder (several: `name = path; ...`)
+    kb_path: SkipJsonSchema[str | None]  # the notes folder (several: `name = path; ...`): `folders` says it
     folders: Annotated[list[FolderStatus], OBJECTS] = Field(default_factory=list, description="name, path, notes")
     last_indexed_at: str | None
     skipped: Annotated[list[SkippedFile], OBJECTS] = Field(description="path, reason")
@@ -397,12 +398,12 @@ class StatusAnswer(IndexStatus):
     watcher: str
     healthy: bool
     # each daemon task's health (writer, reconcile, watcher, embedding)
-    tasks: Annotated[dict[str, TaskState], OBJECT] = Field(description="state, last_error per task")
-    last_change_at: str | None
+    tasks: SkipJsonSchema[dict[str, TaskState]]  # state, last_error per task: `healthy` sums them up
+    last_change_at: SkipJsonSchema[str | None]
     last_reconcile: SkipJsonSchema[dict[str, Any] | None]  # what the last full reconcile did
     startup_reconcile_done: bool
-    reindex_running: bool
-    uptime_s: float
+    reindex_running: SkipJsonSchema[bool]
+    uptime_s: SkipJsonSchema[float]
     embedding_failures: SkipJsonSchema[EmbeddingFailures | None]
     # the daemon's in-memory copy of the vectors for exact KNN (null: sqlite-vec's scan answers)
     vectors_in_memory: SkipJsonSchema[VectorsInMemory | None] = None
@@ -459,4 +460,77 @@ def reindex_text(report: IndexReport) -> str:
         f"{report.finished_at}"
     ]
     out += [f"skipped {s.get('path')}: {s.get('reason')}" for s in report.skipped_files[:10]]
+    return "\n".join(out)
+
+
+# --- changes ----------------------------------------------------------------------------------------
+
+
+class SectionChange(Answer):
+    heading: str  # "" for the text before a note's first heading
+    change: str  # added | edited | deleted
+
+
+class NoteChange(Answer):
+    uri: SkipJsonSchema[str | None] = None  # the note's resource; none for a deleted note
+    path: str
+    change: str  # added | edited | renamed | deleted
+    old_path: str = ""  # a renamed note's path at the time asked about (only then)
+    at: str  # its last change, ISO-8601 UTC
+    sections: Annotated[list[SectionChange], OBJECTS] = Field(description="heading, change")
+
+
+class ChangesAnswer(Answer):
+    since: str
+    # when the index began keeping the history: an earlier `since` cannot be answered whole (the text says so)
+    history_from: SkipJsonSchema[str] = ""
+    notes: list[NoteChange]
+    more: int = Field(description="notes past limit")
+    cut: SkipJsonSchema[bool] = False  # more history rows since then than one answer nets (sync/history.py)
+
+
+def changes_answer(
+    entries: list[Any], *, since: float, history_from: float | None, limit: int, cut: bool
+) -> ChangesAnswer:
+    """The netted entries (groove/sync/history.py `NoteEntry`, newest first) as the answer, at most `limit`."""
+    notes = [
+        NoteChange(
+            uri=None if e.change == "deleted" else note_uri(e.path),
+            path=e.path,
+            change=e.change,
+            **({"old_path": e.old_path} if e.old_path else {}),
+            at=iso_time(e.at) or "",
+            sections=[]
+            if e.change == "deleted"
+            else [SectionChange(heading=h, change=c) for h, c in e.sections.items()],
+        )
+        for e in entries[:limit]
+    ]
+    return ChangesAnswer(
+        since=iso_time(since) or "",
+        history_from=iso_time(history_from) or "",
+        notes=notes,
+        more=max(0, len(entries) - limit),
+        cut=cut,
+    )
+
+
+_SIGN = {"added": "+", "edited": "~", "renamed": ">", "deleted": "-"}
+
+
+def changes_text(answer: ChangesAnswer) -> str:
+    out = [f"{len(answer.notes) + answer.more} note(s) changed since {answer.since}"]
+    if answer.history_from and answer.history_from > answer.since:
+        out.append(f"(the index keeps changes since {answer.history_from}: earlier ones are not known)")
+    for n in answer.notes:
+        line = f"{_SIGN.get(n.change, '?')} {n.path} ({n.change} {n.at})"
+        if n.old_path:
+            line += f" from {n.old_path}"
+        if n.sections:
+            line += ": " + "; ".join(f"{_SIGN.get(s.change, '?')} {s.heading or '(top)'}" for s in n.sections)
+        out.append(line)
+    if answer.more:
+        out.append(f"... and {answer.more} more (raise limit)")
+    if answer.cut:
+        out.append("(the history since then is longer than one answer reads: ask for a later since)")
     return "\n".join(out)

@@ -20,6 +20,7 @@ The answers are the models of `groove.search.answers`; their errors are `GrooveE
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -28,6 +29,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from groove.api.answers import (
+    ChangesAnswer,
     DocumentAnswer,
     DocumentPage,
     IndexStatus,
@@ -47,7 +49,7 @@ from groove.index import MAX_LINKS, MAX_PAGE, Index
 from groove.search.answers import SearchAnswer
 from groove.search.compiler import QueryError
 from groove.search.filters import MAX_PATH_GLOBS
-from groove.search.related import MAX_DEPTH, MAX_FAN_OUT, MAX_NODES
+from groove.search.related import MAX_CHUNKS_PER_NOTE, MAX_DEPTH, MAX_FAN_OUT, MAX_NODES
 from groove.search.request import (
     MAX_FILTER_ITEMS,
     MAX_LIMIT,
@@ -58,9 +60,11 @@ from groove.search.request import (
     describe,
 )
 from groove.sync.embedding import Progress
+from groove.sync.history import parse_since
 from groove.sync.report import IndexReport, iso_times
 
 __all__ = [
+    "ChangesRequest",
     "DocumentRequest",
     "EvalRequest",
     "LineRange",
@@ -73,6 +77,9 @@ __all__ = [
     "TopicsRequest",
     "TuneRequest",
 ]
+
+
+MAX_CHANGES = 500  # notes one `changes` answer lists
 
 
 class _Request(BaseModel):
@@ -99,6 +106,15 @@ class RelatedRequest(_Request):
     min_similarity: float | None = Field(None, ge=-1.0, le=1.0)
     exclude_paths: list[str] | None = Field(None, max_length=MAX_PATH_GLOBS)
     filters: FilterArgs | None = None
+    seed_strategy: Literal["centroid", "all_chunks", "all-chunks"] = "centroid"
+    max_seed_chunks: int | None = Field(None, ge=1, le=MAX_CHUNKS_PER_NOTE)
+
+
+class ChangesRequest(_Request):
+    """What changed in the notes since a time (`changes`; sync/history.py)."""
+
+    since: str = Field("7d", max_length=64, description="ISO date/time or span back from now (7d, 24h)")
+    limit: int = Field(50, ge=1, le=MAX_CHANGES)
 
 
 class LinksRequest(_Request):
@@ -203,7 +219,15 @@ class Service:
             min_similarity=req.min_similarity,
             exclude_paths=tuple(req.exclude_paths or ()),
             filters=req.filters.compile() if req.filters is not None else None,
+            seed_strategy=req.seed_strategy,
+            max_seed_chunks=req.max_seed_chunks,
         )
+
+    async def changes(self, req: ChangesRequest) -> ChangesAnswer:
+        """The notes added, edited (and which sections), renamed or deleted since `req.since`, newest first."""
+        since = parse_since(req.since, time.time())  # before the wait: a bad time is said at once
+        await self._ready()
+        return await self.index.changes(since, limit=req.limit)
 
     async def links(self, req: LinksRequest) -> LinksAnswer:
         """A note's links to other notes, the links of other notes to it, and its links that name no note."""

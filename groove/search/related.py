@@ -18,6 +18,12 @@ notes' similarity), `exclude_paths` (gitignore-style globs) and `filters` (the
 search filters) keep notes out of the graph: a note they leave out is neither
 returned nor walked through.
 
+`seed_strategy` says what a note asks the vectors with (as GrooveSeek's graph does): `centroid` (the default:
+the normalised mean of its first `max_seed_chunks` chunk vectors, all of them (up to 256) when not given, one
+nearest-vector query) or `all_chunks` (each of its first `max_seed_chunks` chunk vectors, 32 when not given, a
+query each; a note scores by its best match with any of them: a long note whose sections each touch another
+note finds them, where the mean of its sections may lie near none).
+
 With `min_quality` (`[quality_filter]`, decision 0020) the chunks scoring under it take no part in the
 meaning edges: they neither make a note's vector (a template pasted into many notes would pull them all
 together) nor lead to a note; a source note with no other chunks keeps its own.
@@ -42,6 +48,8 @@ MAX_FAN_OUT = 20
 MAX_NODES = 200
 MAX_CHUNKS_PER_NOTE = 256
 BY = ("meaning", "links", "both")
+SEED_STRATEGIES = ("centroid", "all_chunks")
+ALL_CHUNKS_SEEDS = 32  # all_chunks' default max_seed_chunks (GrooveSeek's)
 LINK_SIMILARITY = 1.0  # a link's weight as an edge of the walk
 
 
@@ -131,18 +139,37 @@ async def walk(
 
 
 async def note_vector(
-    reads: Reads, path: str, min_quality: float | None = None, *, fallback: bool = False
+    reads: Reads,
+    path: str,
+    min_quality: float | None = None,
+    *,
+    fallback: bool = False,
+    max_chunks: int = MAX_CHUNKS_PER_NOTE,
 ) -> np.ndarray | None:
-    """The normalised mean of the note's chunk vectors, of those scoring `min_quality` or more (of all of
-    them with `fallback` when none does); None without vectors."""
-    rows = await reads.note_vectors(path, min_quality, MAX_CHUNKS_PER_NOTE)
-    if not rows and min_quality and fallback:
-        return await note_vector(reads, path)
+    """The normalised mean of the note's (first `max_chunks`) chunk vectors, of those scoring `min_quality` or
+    more (of all of them with `fallback` when none does); None without vectors."""
+    rows = await note_seeds(reads, path, min_quality, fallback=fallback, max_chunks=max_chunks)
     if not rows:
         return None
     mean = np.mean(rows, axis=0)
     norm = float(np.linalg.norm(mean))
     return (mean / norm).astype(np.float32) if norm > 0 else None
+
+
+async def note_seeds(
+    reads: Reads,
+    path: str,
+    min_quality: float | None = None,
+    *,
+    fallback: bool = False,
+    max_chunks: int = MAX_CHUNKS_PER_NOTE,
+) -> list[np.ndarray]:
+    """The vectors of the note's first `max_chunks` chunks scoring `min_quality` or more (of all its chunks with
+    `fallback` when none does)."""
+    rows = await reads.note_vectors(path, min_quality, max_chunks)
+    if not rows and min_quality and fallback:
+        rows = await reads.note_vectors(path, None, max_chunks)
+    return list(rows)
 
 
 async def nearest_notes(
@@ -249,8 +276,16 @@ async def related_notes(
     exclude_paths: Sequence[str] = (),
     filters: Filters | None = None,
     min_quality: float | None = None,
+    seed_strategy: str = "centroid",
+    max_seed_chunks: int | None = None,
 ) -> dict[str, Any]:
     validate(limit, depth, fan_out, max_nodes)
+    seed_strategy = seed_strategy.replace("-", "_")  # GrooveSeek's all-chunks too
+    if seed_strategy not in SEED_STRATEGIES:
+        raise RelatedError(f"seed_strategy must be one of {', '.join(SEED_STRATEGIES)}, got {seed_strategy!r}")
+    if max_seed_chunks is not None and not 1 <= max_seed_chunks <= MAX_CHUNKS_PER_NOTE:
+        raise RelatedError(f"max_seed_chunks must be between 1 and {MAX_CHUNKS_PER_NOTE}, got {max_seed_chunks}")
+    seeds_per_note = max_seed_chunks or (ALL_CHUNKS_SEEDS if seed_strategy == "all_chunks" else MAX_CHUNKS_PER_NOTE)
     if by not in BY:
         raise RelatedError(f"by must be one of {', '.join(BY)}, got {by!r}")
     if min_similarity is not None and not -1.0 <= min_similarity <= 1.0:
@@ -267,19 +302,25 @@ async def related_notes(
             f"{path!r} has no vectors yet (still being embedded); try again shortly, or walk its links (by: links)"
         )
     admit = await _graph(reads, exclude_paths, filters)
-    vectors: dict[str, np.ndarray | None] = {}
+    seeds: dict[str, list[np.ndarray]] = {}
+
+    async def seeds_of(p: str) -> list[np.ndarray]:
+        if seed_strategy == "all_chunks":
+            return await note_seeds(reads, p, min_quality, fallback=p == path, max_chunks=seeds_per_note)
+        vec = await note_vector(reads, p, min_quality, fallback=p == path, max_chunks=seeds_per_note)
+        return [] if vec is None else [vec]
 
     async def nearest(p: str, seen: set[str]) -> list[Neighbour]:
-        if p not in vectors:
-            vectors[p] = await note_vector(reads, p, min_quality, fallback=p == path)
-        vec = vectors[p]
-        return (
-            []
-            if vec is None
-            else await nearest_notes(
+        if p not in seeds:
+            seeds[p] = await seeds_of(p)
+        best: dict[str, Neighbour] = {}
+        for vec in seeds[p]:  # a note scores by its best match with any seed
+            for nb in await nearest_notes(
                 reads, vec, seen, fan_out, matrix, admit=admit, min_similarity=min_similarity, min_quality=min_quality
-            )
-        )
+            ):
+                if nb.path not in best or nb.similarity > best[nb.path].similarity:
+                    best[nb.path] = nb
+        return sorted(best.values(), key=lambda n: (-n.similarity, n.path))[:fan_out]
 
     async def neighbours(p: str, seen: set[str]) -> list[Neighbour]:
         if by == "meaning":
@@ -305,6 +346,9 @@ async def related_notes(
         params["exclude_paths"] = list(exclude_paths)
     if filters is not None and not filters.empty:
         params["filters"] = filters.to_dict()
+    if seed_strategy != "centroid" or max_seed_chunks is not None:
+        params["seed_strategy"] = seed_strategy
+        params["max_seed_chunks"] = seeds_per_note
     return {
         "source": {"path": path, "title": title},
         "related": [

@@ -82,6 +82,10 @@ class DocumentFilter:
 # of every search.
 PARKED_VECTOR_GRACE_S = 900.0
 
+# How long the change history (`note_history`: each note added, edited, renamed or deleted, and its sections) is
+# kept: what `changes` can answer about. A row older than it goes with the next write.
+HISTORY_KEPT_S = 90 * 86400.0
+
 
 def day_after(day: str) -> str | None:
     """The ISO day after `day` (a date filter's `date_to`, inclusive, as `date < day after`); None past
@@ -250,6 +254,10 @@ class IndexReads(Protocol):
 
     async def skipped(self) -> dict[str, str]:
         """{path: reason} of the files the last scans skipped."""
+
+    async def note_history(self, since: float, limit: int) -> list[tuple[float, str, str, str | None, str, str]]:
+        """(at, path, change, old path, file hash, sections JSON) of the change history's rows at or after `since`
+        (unix seconds), oldest first, at most `limit`; meta `history_since` says when the history began."""
 
 
 class Reads(SearchReads, IndexReads, Protocol):

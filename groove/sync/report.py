@@ -69,16 +69,16 @@ class IndexReport(BaseModel):
     unchanged: int
     skipped: int = Field(description="files not indexed")  # groove status lists why
     files_read: SkipJsonSchema[int]  # files read from disk (an unchanged file is not read)
-    chunks_written: int
+    chunks_written: SkipJsonSchema[int]
     chunks_embedded: SkipJsonSchema[int]  # embedded by this call (the daemon embeds in the background: 0)
     pending_chunks: int  # not embedded yet: searchable by text only
     embeddings_computed: SkipJsonSchema[int]  # vectors computed over the index's lifetime
     vectors_collected: SkipJsonSchema[int]  # vectors no chunk used any more, dropped
-    seconds: float
+    seconds: SkipJsonSchema[float]
     finished_at: str
     model_switch: SkipJsonSchema[FinishedSwitch | None] = None  # the model switch this call finished, else null
     full_text_merged: SkipJsonSchema[bool] = False  # the full-text tables were merged after a large write
-    skipped_files: list[dict] = Field(default_factory=list)  # each file skipped, with its reason
+    skipped_files: SkipJsonSchema[list[dict]] = Field(default_factory=list)  # each file skipped, with its reason
     note_warnings: SkipJsonSchema[list[dict]] = Field(default_factory=list)  # each note indexed with a warning
     kept_unreadable: SkipJsonSchema[list[dict]] = Field(default_factory=list)  # under a folder unreadable now
     linked_dirs: SkipJsonSchema[list[dict]] = Field(default_factory=list)  # symlinked folders, not followed

@@ -17,14 +17,30 @@ from mcp_types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from groove.api import answers
-from groove.api.answers import DocumentAnswer, DocumentPage, LinksAnswer, RelatedAnswer, StatusAnswer, TopicsAnswer
-from groove.api.service import LinksRequest, ListRequest, RelatedRequest, Service, TopicsRequest
+from groove.api.answers import (
+    ChangesAnswer,
+    DocumentAnswer,
+    DocumentPage,
+    LinksAnswer,
+    RelatedAnswer,
+    StatusAnswer,
+    TopicsAnswer,
+)
+from groove.api.service import (
+    MAX_CHANGES,
+    ChangesRequest,
+    LinksRequest,
+    ListRequest,
+    RelatedRequest,
+    Service,
+    TopicsRequest,
+)
 from groove.corpus.best_practice import MAX_SECTION_CHARS, MAX_TARGET_CHARS, BestPracticeAnswer, best_practice_text
 from groove.errors import GrooveError, NotFoundError, UsageError
 from groove.index import MAX_LINKS, MAX_PAGE
 from groove.search.answers import SearchAnswer, search_text
 from groove.search.filters import MAX_PATH_GLOBS
-from groove.search.related import MAX_DEPTH, MAX_FAN_OUT
+from groove.search.related import MAX_CHUNKS_PER_NOTE, MAX_DEPTH, MAX_FAN_OUT, MAX_NODES
 from groove.search.request import (
     MAX_DOCUMENT_CHARS,
     MAX_FILTER_ITEMS,
@@ -124,7 +140,8 @@ def lean_schema(schema: dict[str, Any], *, output: bool) -> dict[str, Any]:
       Inspector's strict mode flags as an untyped schema);
     - a definition used once is written where it is used, not in `$defs` behind a `$ref`;
     - an optional input argument has no `null` branch, and no `default` of null or false (a model leaves it out;
-      the tool still takes null); an output field that may be null keeps its `anyOf` with `{"type": "null"}` (a `type`
+      the tool still takes null); an integer's floor of 1 (a count) goes without saying: checked, not
+      advertised; an output field that may be null keeps its `anyOf` with `{"type": "null"}` (a `type`
       array would be shorter, and is what the Inspector flags as unportable), and no default (an answer
       carries every field its schema requires).
 
@@ -165,6 +182,8 @@ def _lean(node: Any, *, output: bool) -> Any:
         (kept,) = [b for b in branches if b != _NULL]
         del out["anyOf"]
         out = {**kept, **out}
+    if not output and out.get("type") == "integer" and out.get("minimum") == 1:
+        del out["minimum"]
     default = out.get("default", ...)
     if output or default is None or default is False:
         out.pop("default", None)
@@ -230,9 +249,9 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
 
     # index_status is listed first: a client (or the conformance suite) that probes "the first tool" with no
     # arguments gets an answer, not an invalid-params error for search's required query.
-    @tool(title="Index status", annotations=READ_ONLY)
+    @tool(annotations=READ_ONLY)
     async def index_status() -> Annotated[CallToolResult, StatusAnswer]:
-        """What is indexed and pending, the model, skipped files, the watcher's state."""
+        """Counts, pending work, model, skipped files, watcher."""
         return tool_result(await service.status(), answers.status_text)
 
     async def search(**arguments: Any) -> Annotated[CallToolResult, SearchAnswer]:
@@ -244,9 +263,9 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
         return tool_result(answer.for_client(include_ids=include_ids), search_text)
 
     search.__signature__ = _search_signature()  # type: ignore[attr-defined]  # the SDK reads the tool's parameters here
-    tool(title="Search the notes", annotations=READ_ONLY)(search)
+    tool(annotations=READ_ONLY)(search)
 
-    @tool(title="Read a note", annotations=READ_ONLY)
+    @tool(annotations=READ_ONLY)
     async def get_document(
         path: Annotated[
             str,
@@ -258,8 +277,7 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
             int | None, bounded(ge=MIN_BUDGET_CHARS, le=MAX_DOCUMENT_CHARS, description=_DOC_FIELDS["max_chars"])
         ] = None,
     ) -> Annotated[CallToolResult, DocumentAnswer]:
-        """Read a note (or a PDF, Word, PowerPoint or Excel file's text); for the part that matters, pass heading
-        (a hit's context) or lines, and max_chars."""
+        """Read a note or a document's text; for a part, pass heading (a hit's context) or lines, and max_chars."""
         try:
             req = DocumentRequest(
                 path=check_note_path(path, lenient=True), heading=heading, lines=lines, max_chars=max_chars
@@ -271,7 +289,7 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
             raise
         return tool_result(doc, answers.document_text)
 
-    @tool(title="List the notes", annotations=READ_ONLY)
+    @tool(annotations=READ_ONLY)
     async def list_documents(
         cursor: Annotated[str | None, Field(description="The previous page's next_cursor.")] = None,
         limit: Annotated[int, bounded(ge=1, le=MAX_PAGE, description="Notes per page.")] = 50,
@@ -293,19 +311,18 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
         page = await service.list_documents(ListRequest(cursor=cursor, limit=limit, folder=folder, tags=tags))
         return tool_result(page, answers.document_page_text)
 
-    @tool(title="Folders and tags", annotations=READ_ONLY)
+    @tool(annotations=READ_ONLY)
     async def topics(
         depth: Annotated[int, bounded(ge=1, le=6, description="Folder levels (1: top only).")] = 2,
         limit: Annotated[int, bounded(ge=1, le=MAX_PAGE, description="Folders and tags, at most.")] = 100,
     ) -> Annotated[CallToolResult, TopicsAnswer]:
-        """Folders and tags with their note counts, most first, each with the search filter selecting it."""
+        """Folders and tags by note count, each with its search filter."""
         return tool_result(await service.topics(TopicsRequest(depth=depth, limit=limit)), answers.topics_text)
 
     # A search node of a shared store has no notes folder to rescan (each folder's own groove does): not listed.
     if getattr(service, "indexes_notes", True):
 
         @tool(
-            title="Rescan the notes",
             annotations=ToolAnnotations(
                 read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
             ),
@@ -319,19 +336,20 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
             # force: every file parsed again by the settings now (its vectors kept where its text is the same).
             return tool_result(await service.reindex(force=force), answers.reindex_text)
 
-    @tool(title="Related notes", annotations=READ_ONLY)
+    @tool(annotations=READ_ONLY)
     async def related(
         path: Annotated[str, Field(description="As search returned it.")],
         limit: Annotated[int, bounded(ge=1, le=MAX_LIMIT, description="Notes to return.")] = 10,
         depth: Annotated[int, bounded(ge=1, le=MAX_DEPTH, description="Hops from the note.")] = 1,
         fan_out: Annotated[int, bounded(ge=1, le=MAX_FAN_OUT, description="Notes per note per hop.")] = 5,
+        max_nodes: Annotated[int, bounded(ge=1, le=MAX_NODES, description="Node budget.")] = 100,
         by: Annotated[
             Literal["meaning", "links", "both"],
             Field(description="Meaning, links (either way) or both."),
         ] = "meaning",
         min_similarity: Annotated[
             float | None,
-            bounded(ge=-1, le=1, description="Cosine floor (linked notes are kept)."),
+            bounded(ge=-1, le=1, description="Cosine floor (links kept)."),
         ] = None,
         exclude_paths: Annotated[
             list[str] | None,
@@ -340,10 +358,16 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
         filters: Annotated[
             FilterArgs | None,
             WithJsonSchema({"type": "object"}),  # search's filters: its input schema describes each, once
-            Field(description="search's filters: path_globs, tags_any, tags_all, date_from, date_to, fields."),
+            Field(description="search's: path_globs, tags_any, tags_all, date_from, date_to, fields."),
+        ] = None,
+        seed_strategy: Annotated[
+            Literal["centroid", "all_chunks"] | None, Field(description="The chunks' mean (default), or each.")
+        ] = None,
+        max_seed_chunks: Annotated[
+            int | None, bounded(ge=1, le=MAX_CHUNKS_PER_NOTE, description="Chunks per note (all_chunks: 32).")
         ] = None,
     ) -> Annotated[CallToolResult, RelatedAnswer]:
-        """The notes nearest a note in meaning, linked to or from it (by: links), or both; depth > 1 walks on."""
+        """Notes near a note in meaning, linked either way (by: links), or both; depth > 1 walks on."""
         try:
             found = await service.related(
                 RelatedRequest(
@@ -351,10 +375,13 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
                     limit=limit,
                     depth=depth,
                     fan_out=fan_out,
+                    max_nodes=max_nodes,
                     by=by,
                     min_similarity=min_similarity,
                     exclude_paths=exclude_paths,
                     filters=filters,
+                    seed_strategy=seed_strategy or "centroid",
+                    max_seed_chunks=max_seed_chunks,
                 )
             )
         except GrooveError as exc:
@@ -363,12 +390,12 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
             raise
         return tool_result(found.for_client(), answers.related_text)
 
-    @tool(title="Links of a note", annotations=READ_ONLY)
+    @tool(annotations=READ_ONLY)
     async def links(
         path: Annotated[str, Field(description="As search returned it.")],
-        limit: Annotated[int, bounded(ge=1, le=MAX_LINKS, description="Links of each kind, at most.")] = 100,
+        limit: Annotated[int, bounded(ge=1, le=MAX_LINKS, description="Per kind, at most.")] = 100,
     ) -> Annotated[CallToolResult, LinksAnswer]:
-        """A note's links as written ([[wiki links]], embeds, Markdown links): outgoing, backlinks, unresolved."""
+        """A note's links ([[wiki]], embeds, Markdown): outgoing, backlinks, unresolved."""
         try:
             found = await service.links(LinksRequest(path=check_note_path(path, lenient=True), limit=limit))
         except NotFoundError:
@@ -376,12 +403,20 @@ def tools_for(service: Service, guard: ToolCallGuard) -> list[Tool]:
             raise
         return tool_result(found, answers.links_text)
 
+    @tool(annotations=READ_ONLY)
+    async def changes(
+        since: Annotated[str, Field(description="ISO time, or span back: 7d, 24h.", max_length=64)] = "7d",
+        limit: Annotated[int, bounded(ge=1, le=MAX_CHANGES, description="Notes, at most.")] = 50,
+    ) -> Annotated[CallToolResult, ChangesAnswer]:
+        """Notes added, edited (which sections), renamed or deleted since a time; call it as a session starts."""
+        return tool_result(await service.changes(ChangesRequest(since=since, limit=limit)), answers.changes_text)
+
     # Opt-in ([best_practice] path_templates): not configured, the tool is not listed at all (rather than listed
     # and failing). A stand-in service without the method (tests) offers none either.
     best_practices = getattr(service, "best_practices", None)
     if callable(best_practices) and best_practices() is not None:
 
-        @tool(title="Best practices for a target", annotations=READ_ONLY)
+        @tool(annotations=READ_ONLY)
         async def get_best_practice(
             target: Annotated[
                 str,

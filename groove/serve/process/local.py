@@ -63,7 +63,7 @@ MAX_REQUEST_BYTES = 1 << 20  # a search request is at most a few KiB
 MAX_RESPONSE_BYTES = 64 << 20
 CONNECT_TIMEOUT_S = 2.0
 ANSWER_TIMEOUT_S = 120.0  # a daemon's first query may wait for its model to load
-OPS = ("search", "related", "status", "get_document", "endpoint", "links")
+OPS = ("search", "related", "status", "get_document", "endpoint", "links", "changes")
 ACCEPT_BACKOFF_S = 0.05  # after a failed accept(); doubles up to ACCEPT_BACKOFF_MAX_S while it keeps failing
 ACCEPT_BACKOFF_MAX_S = 1.0
 FD_LIMIT_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
@@ -325,7 +325,7 @@ async def _converse(daemon: Any, stream: anyio.abc.SocketStream, guard: LocalGua
 
 
 async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
-    from groove.api.service import LinksRequest, RelatedRequest
+    from groove.api.service import ChangesRequest, LinksRequest, RelatedRequest
     from groove.search.request import DocumentRequest, SearchRequest
 
     service = daemon.service
@@ -349,6 +349,8 @@ async def _answer(daemon: Any, line: bytes) -> dict[str, Any]:
             result = await service.related(RelatedRequest(**args))
         elif op == "links":
             result = await service.links(LinksRequest(**args))
+        elif op == "changes":
+            result = await service.changes(ChangesRequest(**args))
         elif op == "get_document":
             req = DocumentRequest(**args.get("request", {}))
             result = await service.get_document(req.path if req.whole else req)

@@ -297,6 +297,14 @@ class PostgresReads(PostgresSearchReads):
         cur = await self.conn.execute("SELECT path, reason FROM skipped")
         return {p: r for p, r in await cur.fetchall()}
 
+    async def note_history(self, since: float, limit: int) -> list[tuple[Any, ...]]:
+        cur = await self.conn.execute(
+            "SELECT at, path, change, old_path, hash, sections FROM note_history WHERE at >= %s ORDER BY at, id"
+            " LIMIT %s",
+            (since, limit),
+        )
+        return [tuple(r) for r in await cur.fetchall()]
+
 
 def like_prefix(prefix: str) -> str:
     """A LIKE pattern of the paths starting with `prefix`."""

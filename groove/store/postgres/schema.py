@@ -18,6 +18,8 @@ groove computes in Python (groove/corpus/tokens.py) rather than FTS5's tables:
 - `folders`: which process indexes which notes folder (a claim held by that process's session);
 - `parked_vectors`: the vectors of texts no chunk holds any more, out of every search, for a grace period
   (a note back under another name, or after a restart, takes them again instead of being embedded again);
+- `note_history`: the change history `groove changes` answers from (as the SQLite file's: one row per note
+  added, edited with its sections, renamed or deleted), kept protocols.HISTORY_KEPT_S;
 - `changes`: the last hour of what every NOTIFY said, for a search node on a read replica, where LISTEN
   is not allowed (it reads them every few seconds instead).
 
@@ -27,7 +29,7 @@ a newer groove wrote is refused with one line.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Every statement groove runs to create a store, in order; `{dim}` is the vectors' dimension.
 SCHEMA = """
@@ -162,6 +164,16 @@ CREATE TABLE IF NOT EXISTS parked_vectors (
     embedding vector({dim}) NOT NULL,
     at        DOUBLE PRECISION NOT NULL
 );
+CREATE TABLE IF NOT EXISTS note_history (
+    id       BIGSERIAL PRIMARY KEY,
+    at       DOUBLE PRECISION NOT NULL,
+    path     TEXT NOT NULL,
+    change   TEXT NOT NULL,
+    old_path TEXT,
+    hash     TEXT NOT NULL DEFAULT '',
+    sections TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX IF NOT EXISTS note_history_at ON note_history(at);
 CREATE TABLE IF NOT EXISTS changes (
     id      BIGSERIAL PRIMARY KEY,
     at      DOUBLE PRECISION NOT NULL,
@@ -181,6 +193,19 @@ MIGRATIONS: dict[int, str] = {
     # 2: a term's postings carry tf and dl in the index, so a full-text leg reads no table row (an index-only scan:
     # the words leg of a 6-term query at 10k chunks, 26 -> 14 ms with the rest of decision 0022's changes).
     1: "ALTER TABLE postings DROP CONSTRAINT postings_pkey, ADD PRIMARY KEY (kind, term, chunk_id) INCLUDE (tf, dl);",
+    # 3: the change history (`groove changes`), begun with the upgrade (meta history_since). Nothing is re-embedded.
+    2: """CREATE TABLE IF NOT EXISTS note_history (
+    id       BIGSERIAL PRIMARY KEY,
+    at       DOUBLE PRECISION NOT NULL,
+    path     TEXT NOT NULL,
+    change   TEXT NOT NULL,
+    old_path TEXT,
+    hash     TEXT NOT NULL DEFAULT '',
+    sections TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX IF NOT EXISTS note_history_at ON note_history(at);
+INSERT INTO meta(key, value) VALUES ('history_since', extract(epoch FROM now())::text) ON CONFLICT DO NOTHING;
+""",
 }
 
 # The full-text indexes' kinds in `postings`, `vocab` and `text_stats` (0: phrases, counted in text_stats only).

@@ -49,7 +49,7 @@ log = get_logger(__name__)
 POLL_S = 2.0  # a search node on a read replica reads the changes table this often
 GROOVE_TABLES = (
     "meta", "documents", "doc_tags", "embeddings", "chunks", "postings", "vocab", "text_stats", "skipped",
-    "note_names", "links", "queue", "folders", "eval_history", "changes", "parked_vectors",
+    "note_names", "links", "queue", "folders", "eval_history", "changes", "parked_vectors", "note_history",
 )  # fmt: skip
 
 ChangeListener = Callable[[list[str], bool], Awaitable[None]]
@@ -288,6 +288,7 @@ class PostgresStore:
                         ("embeddings_computed", "0"),
                         ("vectors_removed", "0"),
                         ("created_at", str(time.time())),
+                        ("history_since", str(time.time())),
                     ):
                         await writer.set_meta(s, key, value)
                     if settings_json is not None:

@@ -33,7 +33,8 @@ from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.tags import fold_tag
 from groove.corpus.tokens import ChunkTokens, chunk_tokens
 from groove.store.postgres.schema import KIND, LOCK_TEXT, LOCK_WRITE
-from groove.store.protocols import PARKED_VECTOR_GRACE_S
+from groove.store.protocols import HISTORY_KEPT_S, PARKED_VECTOR_GRACE_S
+from groove.store.shape import note_change, section_changes
 
 Conn = psycopg.AsyncConnection[Any]
 NOTIFY_CHANNEL = "groove_changes"
@@ -137,19 +138,19 @@ async def write_note(
     freed: set[int] = set()
     async with conn.transaction():
         await lock_writes(conn)
-        old_path = None
+        old_path = old_hash = None
         if doc_id is not None:
-            cur = await conn.execute("SELECT path FROM documents WHERE id = %s", (doc_id,))
+            cur = await conn.execute("SELECT path, hash FROM documents WHERE id = %s", (doc_id,))
             row = await cur.fetchone()
-            old_path = row[0] if row else None
+            old_path, old_hash = (row[0], row[1]) if row else (None, None)
             if row is None:
                 doc_id = None
         if doc_id is None:
             # another process may have written this path since the scan: its row is this note's
-            cur = await conn.execute("SELECT id FROM documents WHERE path = %s", (rel,))
+            cur = await conn.execute("SELECT id, hash FROM documents WHERE path = %s", (rel,))
             row = await cur.fetchone()
             doc_id = int(row[0]) if row else None
-            old_path = rel if row else None
+            old_path, old_hash = (rel, row[1]) if row else (None, None)
         if doc_id is None:
             cur = await conn.execute(
                 "INSERT INTO documents(path, title, tags, date, frontmatter, warnings, size, mtime_ns, hash,"
@@ -177,8 +178,10 @@ async def write_note(
         )
         old_by_hash: dict[str, list[Any]] = {}
         changed: set[str] = set()
-        for row in await cur.fetchall():
+        old_rows = await cur.fetchall()
+        for row in old_rows:
             old_by_hash.setdefault(row[1], []).append(row)
+        sections = section_changes([(r[1], r[3]) for r in old_rows], [(c.hash, c.heading) for c in parsed.chunks])
         # Texts new to this note whose vectors were parked (a note back under another name): theirs again.
         await unpark(conn, [c.hash for c in parsed.chunks if c.hash not in old_by_hash])
         for chunk in parsed.chunks:
@@ -245,8 +248,35 @@ async def write_note(
         await rescore_templates(conn, changed)
         await _write_links(conn, doc_id, rel, parsed, old_path)
         await conn.execute("DELETE FROM skipped WHERE path = %s", (rel,))
+        change = note_change(old_path, rel, old_hash, file_hash, sections)
+        if change is not None:
+            await record_change(conn, now, rel, change, old_path, file_hash, sections if change != "added" else [])
         await notify(conn, {rel} | ({old_path} if old_path else set()), list_changed=old_path != rel)
     return doc_id, inserted, freed
+
+
+async def record_change(
+    conn: Conn,
+    at: float,
+    path: str,
+    change: str,
+    old_path: str | None,
+    file_hash: str,
+    sections: list[list[str]] | None = None,
+) -> None:
+    """One row of the change history, inside the caller's transaction; the rows past HISTORY_KEPT_S go."""
+    await conn.execute(
+        "INSERT INTO note_history(at, path, change, old_path, hash, sections) VALUES (%s,%s,%s,%s,%s,%s)",
+        (
+            at,
+            path,
+            change,
+            old_path if old_path != path else None,
+            file_hash,
+            json.dumps(sections or [], ensure_ascii=False),
+        ),
+    )
+    await conn.execute("DELETE FROM note_history WHERE at < %s", (at - HISTORY_KEPT_S,))
 
 
 async def _write_links(conn: Conn, doc_id: int, rel: str, parsed: Any, old_path: str | None) -> None:
@@ -343,6 +373,9 @@ async def rescore_templates(conn: Conn, hashes: Collection[str]) -> None:
 
 
 async def _delete_document(conn: Conn, doc_id: int) -> set[int]:
+    cur = await conn.execute("SELECT path, hash FROM documents WHERE id = %s", (doc_id,))
+    path, file_hash = await cur.fetchone() or ("", "")
+    await record_change(conn, time.time(), path, "deleted", None, file_hash)
     cur = await conn.execute("SELECT name FROM note_names WHERE doc_id = %s", (doc_id,))
     names = {r[0] for r in await cur.fetchall()}
     cur = await conn.execute("SELECT DISTINCT hash FROM chunks WHERE doc_id = %s", (doc_id,))

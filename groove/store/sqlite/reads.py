@@ -431,3 +431,14 @@ async def known_documents(conn: aiosqlite.Connection) -> dict[str, tuple[int, in
 async def skipped_files(conn: aiosqlite.Connection) -> dict[str, str]:
     cur = await conn.execute("SELECT path, reason FROM skipped")
     return {p: r for p, r in await cur.fetchall()}
+
+
+async def note_history(conn: aiosqlite.Connection, since: float, limit: int) -> list[tuple[Any, ...]]:
+    """The change history's rows at or after `since`, oldest first (none in an index from before it)."""
+    if await _scalar(conn, "SELECT 1 FROM sqlite_master WHERE name = 'note_history'") is None:
+        return []
+    cur = await conn.execute(
+        "SELECT at, path, change, old_path, hash, sections FROM note_history WHERE at >= ? ORDER BY at, id LIMIT ?",
+        (since, limit),
+    )
+    return [tuple(r) for r in await cur.fetchall()]

@@ -20,7 +20,7 @@ from groove.corpus.quality import REPEAT_FREE
 from groove.corpus.words import WORD_TOKENIZER
 from groove.store.sqlite.connection import DBError, IndexError_, ModelMismatchError, write_failure
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # The FTS5 tables over (heading, context, content): trigram (the seed compiler's phrases), CJK
 # bigrams (decision 0006), stemmed words of spaced alphabets (decision 0014).
 FTS_TABLES = ("fts_chunks", "fts_cjk", "fts_words")
@@ -48,6 +48,22 @@ _PARKED_TABLE = """CREATE TABLE IF NOT EXISTS parked_vectors (
     vector BLOB NOT NULL,  -- float32, as vec_embeddings holds it
     at     REAL NOT NULL   -- when it was set aside (unix seconds)
 );
+"""
+
+# The change history (`groove changes`, the MCP tool `changes`): one row per note write that changed something --
+# a note added, edited (`sections`: JSON [[change, heading], ...] of its sections added, edited, deleted), renamed
+# (`old_path`) or deleted -- with the file's hash (a deletion and an addition of the same bytes read as a rename).
+# Kept protocols.HISTORY_KEPT_S; meta `history_since` says when it began.
+_HISTORY_TABLE = """CREATE TABLE IF NOT EXISTS note_history (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at       REAL NOT NULL,  -- unix seconds
+    path     TEXT NOT NULL,
+    change   TEXT NOT NULL,  -- added | edited | renamed | deleted
+    old_path TEXT,
+    hash     TEXT NOT NULL DEFAULT '',
+    sections TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX IF NOT EXISTS note_history_at ON note_history(at);
 """
 
 # The trigram table (the seed compiler's phrases) over the text folded to one spelling (decision 0018):
@@ -205,6 +221,7 @@ CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(queued_at) WHERE embedding_i
     + _WORD_TABLES
     + _EMBEDDINGS_TABLE
     + _PARKED_TABLE
+    + _HISTORY_TABLE
     + """CREATE TRIGGER IF NOT EXISTS embeddings_ad AFTER DELETE ON embeddings BEGIN
     INSERT INTO meta(key, value) VALUES ('vectors_removed', '1')
     ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT);
@@ -328,6 +345,9 @@ CREATE INDEX IF NOT EXISTS chunks_quality ON chunks(quality);
     # 8 -> 9: the vectors of deleted texts are parked for a grace period before they are dropped (a rename
     # across two watcher batches, or across a restart, embeds nothing). Nothing is re-embedded.
     8: _PARKED_TABLE,
+    # 9 -> 10: the change history (`groove changes`); it begins with the upgrade (meta history_since, set by
+    # init_sync). Nothing is re-embedded.
+    9: _HISTORY_TABLE,
 }
 
 
@@ -393,6 +413,8 @@ def init_sync(
             and get_meta_sync(con, "embedding_settings") in (None, "")
         ):
             set_meta_sync(con, "embedding_settings", settings_json)
+        if get_meta_sync(con, "history_since") is None:  # a new index, or one from before the history
+            set_meta_sync(con, "history_since", str(time.time()))
         set_meta_sync(con, "kb_path", kb_path)
         con.execute("COMMIT")
     except BaseException:

@@ -205,6 +205,9 @@ class SqliteReads:
     async def skipped(self) -> dict[str, str]:
         return await reads.skipped_files(self.conn)
 
+    async def note_history(self, since: float, limit: int) -> list[tuple[Any, ...]]:
+        return await reads.note_history(self.conn, since, limit)
+
 
 class SqliteWrites:
     """`groove.store.protocols.IndexWrites` on the writer connection (and the reads the writer makes there)."""

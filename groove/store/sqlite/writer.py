@@ -22,7 +22,8 @@ from groove.corpus.links import note_names, resolve
 from groove.corpus.markdown import ParsedNote
 from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.tags import fold_tag
-from groove.store.protocols import PARKED_VECTOR_GRACE_S
+from groove.store.protocols import HISTORY_KEPT_S, PARKED_VECTOR_GRACE_S
+from groove.store.shape import note_change, section_changes
 from groove.store.sqlite.connection import DBError, one
 from groove.store.sqlite.schema import FTS_TABLES
 
@@ -107,11 +108,11 @@ async def write_note(
     )
     inserted = 0
     async with Tx(conn):
-        old_path = None
+        old_path = old_hash = None
         if doc_id is not None:
-            cur = await conn.execute("SELECT path FROM documents WHERE id = ?", (doc_id,))
+            cur = await conn.execute("SELECT path, hash FROM documents WHERE id = ?", (doc_id,))
             row = await cur.fetchone()
-            old_path = row[0] if row else None
+            old_path, old_hash = (row[0], row[1]) if row else (None, None)
         if doc_id is None:
             cur = await conn.execute(
                 "INSERT INTO documents(path, title, tags, date, frontmatter, warnings, size, mtime_ns, hash,"
@@ -137,8 +138,10 @@ async def write_note(
         )
         old_by_hash: dict[str, list[Any]] = {}
         changed: set[str] = set()  # texts this note gained or lost: their template factor may move
-        for row in await cur.fetchall():
+        old_rows = await cur.fetchall()
+        for row in old_rows:
             old_by_hash.setdefault(row[1], []).append(row)
+        sections = section_changes([(r[1], r[3]) for r in old_rows], [(c.hash, c.heading) for c in parsed.chunks])
         # Texts new to this note whose vectors were parked (a note back under another name): theirs again.
         await unpark(conn, (c.hash for c in parsed.chunks if c.hash not in old_by_hash))
         for chunk in parsed.chunks:
@@ -192,7 +195,34 @@ async def write_note(
         await rescore_templates(conn, changed)
         await _write_links(conn, doc_id, rel, parsed, old_path)
         await conn.execute("DELETE FROM skipped WHERE path = ?", (rel,))
+        change = note_change(old_path, rel, old_hash, file_hash, sections)
+        if change is not None:
+            await record_change(conn, now, rel, change, old_path, file_hash, sections if change != "added" else [])
     return FileWrite(doc_id=doc_id, inserted=inserted)
+
+
+async def record_change(
+    conn: aiosqlite.Connection,
+    at: float,
+    path: str,
+    change: str,
+    old_path: str | None,
+    file_hash: str,
+    sections: list[list[str]] | None = None,
+) -> None:
+    """One row of the change history, inside the caller's transaction; the rows past HISTORY_KEPT_S go."""
+    await conn.execute(
+        "INSERT INTO note_history(at, path, change, old_path, hash, sections) VALUES (?,?,?,?,?,?)",
+        (
+            at,
+            path,
+            change,
+            old_path if old_path != path else None,
+            file_hash,
+            json.dumps(sections or [], ensure_ascii=False),
+        ),
+    )
+    await conn.execute("DELETE FROM note_history WHERE at < ?", (at - HISTORY_KEPT_S,))
 
 
 async def _write_links(
@@ -316,10 +346,11 @@ async def delete_documents(conn: aiosqlite.Connection, paths: Iterable[str]) -> 
     count = 0
     for rel in paths:
         async with Tx(conn):
-            cur = await conn.execute("SELECT id FROM documents WHERE path = ?", (rel,))
+            cur = await conn.execute("SELECT id, hash FROM documents WHERE path = ?", (rel,))
             row = await cur.fetchone()
             if row is None:
                 continue
+            await record_change(conn, time.time(), rel, "deleted", None, row[1])
             # chunks (and through their triggers the FTS rows), doc_tags, its name and its links go by ON DELETE
             # CASCADE; the links that named it let go of it (ON DELETE SET NULL), then find another note of that
             # name if there is one
@@ -344,9 +375,10 @@ async def record_skipped(conn: aiosqlite.Connection, skipped: dict[str, str], *,
                 "reason=excluded.reason, at=excluded.at",
                 (rel, reason, now),
             )
-            cur = await conn.execute("SELECT id FROM documents WHERE path = ?", (rel,))
+            cur = await conn.execute("SELECT id, hash FROM documents WHERE path = ?", (rel,))
             row = await cur.fetchone()
             if row is not None:  # its chunks, tags, name and links go by ON DELETE CASCADE
+                await record_change(conn, now, rel, "deleted", None, row[1])
                 names = await _names_of(conn, row[0])
                 texts = await _texts_of(conn, row[0])
                 await conn.execute("DELETE FROM documents WHERE id = ?", (row[0],))
