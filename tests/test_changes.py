@@ -227,3 +227,17 @@ def test_an_iso_time_with_a_zone_is_that_instant_and_a_date_is_local_midnight(mo
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_the_whats_new_prompt_starts_from_the_changes_tool_with_a_since_the_tool_takes(spawn, served):
+    server, kb, index, root, ready = served
+
+    async def go() -> tuple[str, Any]:
+        async with Client(server.url) as client:
+            prompt = (await client.get_prompt("whats_new", {})).messages[0].content.text
+            since = prompt.split("1. Call `changes` with since '", 1)[1].split("'", 1)[0]
+            return prompt, await client.call_tool("changes", {"since": since})
+
+    prompt, result = anyio.run(go)
+    assert prompt.index("`changes`") < prompt.index("`search`")  # the history first, then the dated notes
+    assert not result.is_error and "note(s) changed since" in result.content[0].text
