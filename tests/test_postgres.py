@@ -20,7 +20,7 @@ import anyio
 import psycopg
 import pytest
 
-from groove.api.service import EvalRequest, Service
+from groove.api.service import ChangesRequest, EvalRequest, Service
 from groove.cli import main
 from groove.config import load_settings
 from groove.index import Index
@@ -30,6 +30,7 @@ from groove.store.address import address, redact
 from groove.store.copy import copy_store
 from groove.store.postgres.schema import SCHEMA_VERSION
 from groove.store.protocols import StoreError
+from groove.sync.report import iso_time
 from tests.support.common import EXAMPLES, note, write
 from tests.support.fakes import BagOfWordsEmbedder
 from tests.support.postgres import with_database
@@ -291,6 +292,7 @@ def test_a_copy_between_the_stores_answers_every_search_alike_both_ways_and_embe
     queries = ["write-ahead logging", "首都", "property rerankers", "日本語の検索"]
     before = {(q, r): anyio.run(search, sqlite, q, r) for q in queries for r in ("fts", "vector", "hybrid")}
 
+    copied_at = time.time()
     report = copy_store(address(None, tmp_path / "source.sqlite"), address(postgres, Path()), folder=kb.name)
     assert report.rows["chunks"] >= 3
     shared = settings_for(None, postgres)
@@ -308,6 +310,15 @@ def test_a_copy_between_the_stores_answers_every_search_alike_both_ways_and_embe
             return await Service(ix).status()
 
     source, copied, again = (anyio.run(status, s) for s in (sqlite, shared, returned))
+
+    async def changes(settings: Any) -> Any:
+        async with Index.open(settings, readonly=True, embedder=BagOfWordsEmbedder()) as ix:
+            return await Service(ix).changes(ChangesRequest(since="1h"))
+
+    # the change history is not copied: each copy's begins when it was made, and says so
+    for settings in (shared, returned):
+        history = anyio.run(changes, settings)
+        assert history.notes == [] and history.history_from >= iso_time(copied_at), history
     assert (copied.documents, copied.chunks, copied.vectors) == (source.documents, source.chunks, source.vectors)
     assert copied.embeddings_computed == source.embeddings_computed == again.embeddings_computed
     with pytest.raises(StoreError, match="already holds a groove store: copy into a new database"):

@@ -2,7 +2,8 @@
 
 Every record goes across with its id (notes, their tags, chunks, vectors, the names notes answer to, links,
 skipped files, the meta that says which model made the vectors, the off_topic calibration, and the eval
-history), so the copy answers a search exactly as the source does. What a store derives from the chunks is
+history), so the copy answers a search exactly as the source does. The change history (`groove changes`) is not
+copied: the copy's begins when it is made. What a store derives from the chunks is
 built by the destination: FTS5's tables through the SQLite schema's triggers, the PostgreSQL store's phrase
 text, postings, vocabulary and totals from groove/corpus/tokens.py.
 
@@ -349,6 +350,11 @@ def _into_postgres(
                         (key, meta[key]),
                     )
             con.execute("INSERT INTO meta(key, value) VALUES ('vectors_removed', '0') ON CONFLICT (key) DO NOTHING")
+            # the change history (`groove changes`) is not copied: the copy's begins now, as an SQLite copy's does
+            con.execute(
+                "INSERT INTO meta(key, value) VALUES ('history_since', %s) ON CONFLICT (key) DO NOTHING",
+                (str(time.time()),),
+            )
             counts["documents"] = _copy(
                 con,
                 src,
