@@ -629,6 +629,7 @@ def run(picked: list[str], args) -> dict:
 def table(out: dict) -> str:
     """One row per probe: the attack and the figure the issue measured."""
     rows = ["| # | attack (issue 36) | figure now |", "|---|---|---|"]
+    rows.append("| 1 | idle connections from 300 loopback addresses | not here: `bench hostile --http`, probe 6 |")
     if "2" in out:
         parts = []
         for r in out["2"]:
