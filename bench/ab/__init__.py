@@ -24,6 +24,7 @@ VARIANTS = {
     "fts": "bench.ab.fts",
     "knn-scale": "bench.ab.knn_scale",
     "merge": "bench.ab.merge",
+    "parts": "bench.ab.parts",
     "serve": "bench.ab.serve",
     "sessions": "bench.ab.sessions",
     "vectors": "bench.ab.vectors",
