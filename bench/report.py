@@ -490,7 +490,8 @@ def _engine(f: dict[str, Any]) -> list[str]:
     ls, le = en.get("load_start") or [None], en.get("load_end") or [None]
     lines += [
         f"`python -m bench ab engine`: the default model's two engines in one process, alternating; "
-        f"{num(en['passages'])} SciFact abstracts of 250-355 tokens x {num(en['rounds'])} rounds in batches of 8,",
+        f"{num(en['passages'])} passages (half JaQuAD paragraphs, half SciFact abstracts) x {num(en['rounds'])} "
+        "rounds in batches of 8,",
         f"then real queries one at a time. CPU seconds are the process's own, so other load cancels out "
         f"(load average {num(ls[0], 2)} -> {num(le[0], 2)}). Why this engine: docs/decisions/0015.",
         "",

