@@ -93,6 +93,18 @@ def net_changes(rows: Iterable[Sequence[Any]]) -> list[NoteEntry]:
     """The history's rows (at, path, change, old path, file hash, sections JSON), oldest first, as one entry per
     note, the most recently changed first."""
     notes: dict[str, NoteEntry] = {}
+    gone_with: dict[str, list[str]] = {}  # file hash -> paths of deleted entries (checked when read: one pass)
+
+    def twin_of(file_hash: str) -> NoteEntry | None:
+        """The deleted note with these bytes, if one is listed."""
+        paths = gone_with.get(file_hash, [])
+        while paths:
+            e = notes.get(paths[-1])
+            if e is not None and e.change == "deleted" and e.hash == file_hash:
+                return e
+            paths.pop()  # replaced or taken since
+        return None
+
     for at, path, change, old_path, file_hash, sections_json in rows:
         sections = json.loads(sections_json or "[]")
         if change == "added":
@@ -103,7 +115,7 @@ def net_changes(rows: Iterable[Sequence[Any]]) -> list[NoteEntry]:
                 else:
                     notes[path] = NoteEntry(path, "edited", at, file_hash)
                 continue
-            twin = next((e for e in notes.values() if e.change == "deleted" and e.hash and e.hash == file_hash), None)
+            twin = twin_of(file_hash) if file_hash else None
             if twin is not None:  # the same bytes gone from one path and back at another: a rename
                 del notes[twin.path]
                 origin = twin.old_path or twin.path
@@ -139,6 +151,7 @@ def net_changes(rows: Iterable[Sequence[Any]]) -> list[NoteEntry]:
                 continue  # new since the time and gone again
             origin = entry.old_path if entry is not None and entry.old_path else path
             notes[origin] = NoteEntry(origin, "deleted", at, file_hash, None, entry.sections if entry else {})
+            gone_with.setdefault(file_hash, []).append(origin)
     return sorted(notes.values(), key=lambda e: (-e.at, e.path))
 
 
