@@ -37,11 +37,11 @@ class FailingReconcile:
         self.paths_too = paths_too
         self.raised = 0
 
-    async def __call__(self, paths=None, progress=None):
+    async def __call__(self, paths=None, progress=None, **options):
         if self.failing and (paths is None or self.paths_too):
             self.raised += 1
             raise InjectedFault("injected: the reconcile blew up")
-        return await self.real(paths, progress=progress)
+        return await self.real(paths, progress=progress, **options)
 
 
 def notes(kb, n: int = 3) -> None:
@@ -331,10 +331,10 @@ async def test_healthz_says_starting_until_the_first_scan_of_the_folder_is_done(
     daemon = Daemon(fast(make_settings, kb), embedder=BagOfWordsEmbedder())
     real = daemon.index.reconcile
 
-    async def slow_first_scan(paths=None, progress=None):
+    async def slow_first_scan(paths=None, progress=None, **options):
         if paths is None:
             await release.wait()
-        return await real(paths, progress=progress)
+        return await real(paths, progress=progress, **options)
 
     daemon.index.reconcile = slow_first_scan  # type: ignore[method-assign]
     async with anyio.create_task_group() as tg:
