@@ -7,7 +7,8 @@ language centres). Per query (the scale bench's, half SciFact, half JaQuAD), eac
 with `time.process_time()` (every thread of the process): the query embedding; the KNN (the raw and the
 language-centred query, mapped to chunks); the candidates' vectors (read back from the store where the
 search API has no `vector_legs`, i.e. before issue 39: with it they come with the KNN); the full-text
-legs; then the whole search, plain and with `explain`. "python" is the whole search less the parts.
+legs one after another as the pipeline runs each (common terms out, bm25, evidence); then the whole
+search, plain and with `explain`. "python" is the whole search less the parts.
 Prints the mean and p50 of each in CPU ms. For a before / after, run the same module from another
 checkout's working directory (`cd OTHER && PYTHONPATH=. python -m bench ab parts DIR`, with this file
 copied there when it has none) on a copy of the index, the sides alternating.
@@ -37,7 +38,7 @@ async def _measure(root: Path, n: int, data: Path) -> dict[str, Any]:
     from groove.index import Index
     from groove.search import fulltext, language
     from groove.search.compiler import compile_query
-    from groove.search.pipeline import Run, _as_reading, pool_size
+    from groove.search.pipeline import leg_evidence, pool_size
     from groove.search.request import SearchRequest
     from groove.store.memory import VectorMatrix
     from groove.store.sqlite.store import load_all
@@ -62,7 +63,8 @@ async def _measure(root: Path, n: int, data: Path) -> dict[str, Any]:
             qvec = await index.embed_query(cq.vector_text)
             parts["embed"].append(time.process_time() - t)
             asked = [(qvec, k)] + ([(centres.query(qvec, cq.vector_text), k * language.WIDEN)] if centres else [])
-            async with _as_reading(index.reading, s.vectors, floor)() as store:
+            async with index.reading() as view:
+                store = view.searching(s.vectors, floor)  # as a search reads: the copy, the floor
                 t = time.process_time()
                 if hasattr(store, "vector_legs"):
                     await store.vector_legs(asked, set(), None)
@@ -74,18 +76,15 @@ async def _measure(root: Path, n: int, data: Path) -> dict[str, Any]:
                     t = time.process_time()
                     await store.fetch_vectors([cid for leg in legs for cid, _ in leg])
                     parts["fetch"].append(time.process_time() - t)
-                weights = (s.settings.fusion.heading_weight, s.settings.fusion.context_weight)
-                run = Run(
-                    req=req,
-                    cq=cq,
-                    n=k,
-                    weights=(*weights, s.settings.fusion.content_weight),
-                    bigrams=fulltext.bigram_query(cq.vector_text),
-                    started=time.perf_counter(),
-                    min_quality=floor,
-                )
-                t = time.process_time()
-                await s._full_text_legs(store, run, cq.match_expr is not None)
+                fusion = s.settings.fusion
+                weights = (fusion.heading_weight, fusion.context_weight, fusion.content_weight)
+                t = time.process_time()  # each leg as the pipeline runs it: common terms out, bm25, evidence
+                for _, query, terms in fulltext.plan(
+                    cq, fulltext.bigram_query(cq.vector_text), cq.match_expr is not None
+                ):
+                    kept = await fulltext.without_common_terms(store, query)
+                    scored = await store.text_scored(kept, k, weights, None, None)
+                    await leg_evidence(store, query.kind, terms, scored)
                 parts["fulltext"].append(time.process_time() - t)
             t = time.process_time()
             await s.search(index.reading, req)
