@@ -597,7 +597,7 @@ class Index:
         async with self.reading() as reads:
             rows = await reads.note_history(since, HISTORY_ROWS + 1)
             began = await reads.meta("history_since")
-        entries = net_changes(rows[:HISTORY_ROWS])
+        entries = net_changes(rows[-HISTORY_ROWS:])  # cut: the most recent changes, which matter most
         began_at = float(began) if began else None
         return changes_answer(entries, since=since, history_from=began_at, limit=limit, cut=len(rows) > HISTORY_ROWS)
 

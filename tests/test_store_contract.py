@@ -365,3 +365,22 @@ def test_changes_refuses_a_time_it_cannot_read_in_one_line_with_examples(backend
     with pytest.raises(GrooveError) as err:
         run(settings, lambda s: s.changes(ChangesRequest(since=since)))
     assert says in str(err.value) and err.value.kind == "invalid" and "\n" not in str(err.value)
+
+
+def test_a_history_longer_than_one_answer_reads_answers_its_most_recent_changes_and_says_it_is_cut(
+        backend, store_settings, kb, monkeypatch):
+    import groove.index
+
+    settings = store_settings(vault(kb))
+    embedder = BagOfWordsEmbedder()
+    anyio.run(index, settings, embedder)
+    pre = prefix_of(backend, kb)
+    since = time.time()
+    for rel, words in (("journal/draft.md", "ferries"), ("projects/reranking.md", "zeppelins"),
+                       ("reference/sqlite-wal.md", "lighthouses")):  # one run each: three rows, in this order
+        write(kb / rel, note(rel, f"Now about {words}."))
+        anyio.run(index, settings, embedder)
+    monkeypatch.setattr(groove.index, "HISTORY_ROWS", 2)
+    found = run(settings, lambda s: s.changes(ChangesRequest(since=exact(since))))
+    assert found.cut and [n.path for n in found.notes] == [f"{pre}reference/sqlite-wal.md", f"{pre}projects/reranking.md"]
+    assert "these are its most recent changes" in changes_text(found)

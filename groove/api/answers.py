@@ -532,5 +532,8 @@ def changes_text(answer: ChangesAnswer) -> str:
     if answer.more:
         out.append(f"... and {answer.more} more (raise limit)")
     if answer.cut:
-        out.append("(the history since then is longer than one answer reads: ask for a later since)")
+        out.append(
+            "(the history since then is longer than one answer reads: these are its most recent changes; "
+            "ask for a later since)"
+        )
     return "\n".join(out)

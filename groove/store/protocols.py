@@ -257,7 +257,7 @@ class IndexReads(Protocol):
 
     async def note_history(self, since: float, limit: int) -> list[tuple[float, str, str, str | None, str, str]]:
         """(at, path, change, old path, file hash, sections JSON) of the change history's rows at or after `since`
-        (unix seconds), oldest first, at most `limit`; meta `history_since` says when the history began."""
+        (unix seconds), the last `limit` of them, oldest first; meta `history_since` says when the history began."""
 
 
 class Reads(SearchReads, IndexReads, Protocol):

@@ -299,8 +299,8 @@ class PostgresReads(PostgresSearchReads):
 
     async def note_history(self, since: float, limit: int) -> list[tuple[Any, ...]]:
         cur = await self.conn.execute(
-            "SELECT at, path, change, old_path, hash, sections FROM note_history WHERE at >= %s ORDER BY at, id"
-            " LIMIT %s",
+            "SELECT at, path, change, old_path, hash, sections FROM (SELECT * FROM note_history WHERE at >= %s"
+            " ORDER BY at DESC, id DESC LIMIT %s) h ORDER BY at, id",
             (since, limit),
         )
         return [tuple(r) for r in await cur.fetchall()]

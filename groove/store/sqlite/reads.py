@@ -434,11 +434,12 @@ async def skipped_files(conn: aiosqlite.Connection) -> dict[str, str]:
 
 
 async def note_history(conn: aiosqlite.Connection, since: float, limit: int) -> list[tuple[Any, ...]]:
-    """The change history's rows at or after `since`, oldest first (none in an index from before it)."""
+    """The change history's last `limit` rows at or after `since`, oldest first (none in an index from before it)."""
     if await _scalar(conn, "SELECT 1 FROM sqlite_master WHERE name = 'note_history'") is None:
         return []
     cur = await conn.execute(
-        "SELECT at, path, change, old_path, hash, sections FROM note_history WHERE at >= ? ORDER BY at, id LIMIT ?",
+        "SELECT at, path, change, old_path, hash, sections FROM (SELECT * FROM note_history WHERE at >= ?"
+        " ORDER BY at DESC, id DESC LIMIT ?) ORDER BY at, id",
         (since, limit),
     )
     return [tuple(r) for r in await cur.fetchall()]
