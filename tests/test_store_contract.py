@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import numpy as np
 import pytest
 
 from groove.api.answers import changes_text
@@ -152,6 +153,38 @@ def test_filters_exclusions_and_the_vector_leg_answer_alike_on_every_store(backe
     assert "journal/draft.md" not in paths(excluded, pre) and paths(excluded, pre)
     by_meaning = run(settings, lambda s: s.search(SearchRequest(query="cross-encoder rerankers", retriever="vector")))
     assert paths(by_meaning, pre)[0] == "projects/reranking.md"
+
+
+@pytest.mark.parametrize("memory", [True, False], ids=["in-memory", "store"])
+def test_several_knn_queries_at_once_rank_as_the_stored_vectors_do_and_bring_their_vectors_on_every_store(
+    backend, store_settings, kb, memory
+):
+    settings = store_settings(vault(kb))
+    anyio.run(index, settings, BagOfWordsEmbedder())
+    rng = np.random.default_rng(3)
+
+    async def go() -> None:
+        async with Index.open(settings, pool=True, embedder=BagOfWordsEmbedder()) as ix:
+            if memory:
+                await ix.warm_vectors()
+            matrix = ix.searcher.vectors if memory else None
+            async with ix.reading() as view:
+                reads = view.searching(matrix, None)
+                probe = np.zeros(BagOfWordsEmbedder().dimension, dtype=np.float32)
+                (every,), _ = await reads.vector_legs([(probe, 10_000)], None, None)
+                stored = await reads.fetch_vectors([cid for cid, _ in every])  # read from the store itself
+                assert stored.keys() == {cid for cid, _ in every} and len(every) >= 4  # every chunk of the vault
+                queries = [v / np.linalg.norm(v) for v in rng.standard_normal((2, len(probe))).astype(np.float32)]
+                legs, vectors = await reads.vector_legs([(queries[0], 2), (queries[1], 3)], None, None)
+            for (q, k), leg in zip([(queries[0], 2), (queries[1], 3)], legs, strict=True):
+                # The oracle: every stored vector against the query, by hand.
+                by_hand = sorted((float(np.linalg.norm(stored[c] - q)), c) for c in stored)[:k]
+                assert [c for c, _ in leg] == [c for _, c in by_hand]
+                assert [d for _, d in leg] == pytest.approx([d for d, _ in by_hand], abs=1e-5)
+            assert vectors.keys() == {c for leg in legs for c, _ in leg}
+            assert all(np.array_equal(vectors[c], stored[c]) for c in vectors)
+
+    anyio.run(go)
 
 
 def test_sections_under_an_excluded_heading_are_left_out_by_every_leg_on_every_store(backend, store_settings, kb):
