@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out["ratio_chunks_per_cpu_s"] = a["chunks_per_cpu_s"] / b["chunks_per_cpu_s"]
         out["ratio_wall"] = b["wall_s"] / a["wall_s"]
         notes = len(list(kb.rglob("*.md")))
-        per_note = a["chunks_embedded"] / max(notes, 1)
+        per_note = a["chunks_embedded"] / a["rounds"] / max(notes, 1)  # chunks_embedded sums the rounds
         out["projection"] = {
             "notes": args.project,
             "chunks_per_note": per_note,
