@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -75,3 +76,12 @@ def note_change(
     if old_hash == file_hash or (not old_hash and not sections):
         return None
     return "edited"
+
+
+def history_row(
+    at: float, path: str, change: str, old_path: str | None, file_hash: str, sections: list[list[str]] | None
+) -> tuple[float, str, str, str | None, str, str]:
+    """The note_history row of one change (at, path, change, old_path, hash, sections as JSON), as both stores
+    write it: an old path only where it differs, no sections as an empty list."""
+    moved_from = old_path if old_path != path else None
+    return at, path, change, moved_from, file_hash, json.dumps(sections or [], ensure_ascii=False)

@@ -34,7 +34,7 @@ from groove.corpus.tags import fold_tag
 from groove.corpus.tokens import ChunkTokens, chunk_tokens
 from groove.store.postgres.schema import KIND, LOCK_TEXT, LOCK_WRITE
 from groove.store.protocols import HISTORY_KEPT_S, PARKED_VECTOR_GRACE_S
-from groove.store.shape import note_change, section_changes
+from groove.store.shape import history_row, note_change, section_changes
 
 Conn = psycopg.AsyncConnection[Any]
 NOTIFY_CHANNEL = "groove_changes"
@@ -267,14 +267,7 @@ async def record_change(
     """One row of the change history, inside the caller's transaction; the rows past HISTORY_KEPT_S go."""
     await conn.execute(
         "INSERT INTO note_history(at, path, change, old_path, hash, sections) VALUES (%s,%s,%s,%s,%s,%s)",
-        (
-            at,
-            path,
-            change,
-            old_path if old_path != path else None,
-            file_hash,
-            json.dumps(sections or [], ensure_ascii=False),
-        ),
+        history_row(at, path, change, old_path, file_hash, sections),
     )
     await conn.execute("DELETE FROM note_history WHERE at < %s", (at - HISTORY_KEPT_S,))
 

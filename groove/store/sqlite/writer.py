@@ -23,7 +23,7 @@ from groove.corpus.markdown import ParsedNote
 from groove.corpus.quality import REPEAT_FREE, repeat_factor, text_quality
 from groove.corpus.tags import fold_tag
 from groove.store.protocols import HISTORY_KEPT_S, PARKED_VECTOR_GRACE_S
-from groove.store.shape import note_change, section_changes
+from groove.store.shape import history_row, note_change, section_changes
 from groove.store.sqlite.connection import DBError, one
 from groove.store.sqlite.schema import FTS_TABLES
 
@@ -213,14 +213,7 @@ async def record_change(
     """One row of the change history, inside the caller's transaction; the rows past HISTORY_KEPT_S go."""
     await conn.execute(
         "INSERT INTO note_history(at, path, change, old_path, hash, sections) VALUES (?,?,?,?,?,?)",
-        (
-            at,
-            path,
-            change,
-            old_path if old_path != path else None,
-            file_hash,
-            json.dumps(sections or [], ensure_ascii=False),
-        ),
+        history_row(at, path, change, old_path, file_hash, sections),
     )
     await conn.execute("DELETE FROM note_history WHERE at < ?", (at - HISTORY_KEPT_S,))
 
