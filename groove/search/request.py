@@ -18,6 +18,7 @@ from typing import Any, Literal
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from groove.corpus.globs import MAX_GLOB_CHARS, MAX_GLOB_STARS
 from groove.search.compiler import QueryError
 from groove.search.filters import MAX_PATH_GLOBS, Filters, check_headings
 
@@ -43,7 +44,10 @@ class FilterArgs(BaseModel):
     path_globs: list[str] | None = Field(
         None,
         max_length=MAX_PATH_GLOBS,
-        description="Gitignore globs of note paths (work/**; !x excludes).",
+        description=(
+            f"Gitignore globs of note paths (work/**; !x excludes); each <= {MAX_GLOB_CHARS} characters, "
+            f"{MAX_GLOB_STARS} '*'."
+        ),
     )
     tags_any: list[str] | None = Field(None, max_length=MAX_FILTER_ITEMS, description="Notes with any of these tags.")
     tags_all: list[str] | None = Field(None, max_length=MAX_FILTER_ITEMS, description="Notes with all of these tags.")
