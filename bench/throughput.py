@@ -2,17 +2,22 @@
 
 The machine is shared, so this bench counts CPU seconds, not wall time:
 
-1. **Bare work, in this process**: for each query, the parts of a hybrid
-   search called directly over one read-only connection, each timed with
+1. **Bare work, in this process**, read the way the server reads: one read-only
+   `Index` wired as the daemon is (its in-memory copy of the vectors, loaded
+   first, decision 0012; the quality floor; the language centres), as `python
+   -m bench ab parts` measures. For each query, each part alone, timed with
    `time.process_time()` (every thread of the process, so the model's own
-   OpenMP threads and aiosqlite's thread count): the full-text legs (both
-   FTS statements and their evidence reads, as the pipeline issues them), the
-   query embedding (`embed_queries([text])`, one text per call) and the KNN
-   (`vector_scored`). Their sum per query is the *bare CPU per query*; the
+   threads and aiosqlite's thread count): the full-text legs (every leg of the
+   plan, common terms out, bm25 and evidence, one after another), the query
+   embedding (one text per call) and the KNN (the raw and the language-centred
+   query in one pass over the in-memory copy, `vector_legs`, with the
+   candidates' vectors). Their sum per query is the *bare CPU per query*; the
    CPU limit is `cores / bare CPU per query` queries a second. The same
-   queries also run through `Searcher.search` in process (`inproc`), which
-   adds fusion, the row fetch, spans and the pending count, and through the
-   model in batches of 8 (`embed_batch8`), the cheapest a query vector gets.
+   queries also run through `Index.search` in process (`inproc`), which adds
+   fusion, the row fetch, spans and the pending count, and through the model
+   in batches of 8 (`embed_batch8`), the cheapest a query vector gets. The
+   queries are half SciFact (English), half JaQuAD (Japanese), alternating
+   (`bench.scale.scale_queries`), here and for the server.
 2. **The real server**: `groove serve --transport http` (a subprocess) on a
    copy of the index; `--clients` concurrent `mcp.Client` sessions send the
    queries back to back for `--seconds` per window, in the order given and
@@ -58,7 +63,6 @@ from bench.common import (
     machine,
     make_settings,
     ratio,
-    reading_of,
     settings_summary,
 )
 
@@ -92,7 +96,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seconds", type=float, default=DEFAULT_SECONDS, help=f"length of each window (default {DEFAULT_SECONDS:g} s)"
     )
     p.add_argument(
-        "--queries", type=int, default=DEFAULT_QUERIES, help=f"SciFact queries used (default {DEFAULT_QUERIES})"
+        "--queries",
+        type=int,
+        default=DEFAULT_QUERIES,
+        help=f"queries used, half SciFact, half JaQuAD (default {DEFAULT_QUERIES})",
     )
     p.add_argument(
         "--baseline",
@@ -137,66 +144,62 @@ def proc_cpu_s(pid: int) -> float:
 
 
 async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
-    """CPU seconds per query of each part alone, and of the whole search in process."""
-    from groove.embed.embedder import make_embedder
-    from groove.search import fulltext
-    from groove.search.compiler import CompiledQuery, QueryError, compile_query
-    from groove.search.pipeline import Searcher, SearchRequest, leg_evidence, pool_size
-    from groove.store.sqlite import connection
-    from groove.store.sqlite.search import SqliteSearchReads
+    """CPU seconds per query of each part alone, read the way the server reads them, and of the whole search
+    in process: one read-only `Index` wired as the daemon is (its in-memory copy of the vectors loaded first,
+    the quality floor, the language centres), as `python -m bench ab parts` measures them."""
+    from groove.index import Index
+    from groove.search import fulltext, language
+    from groove.search.compiler import QueryError, compile_query
+    from groove.search.pipeline import leg_evidence, pool_size
+    from groove.search.request import SearchRequest
 
-    embedder = make_embedder(settings.embedding)
-    s = settings.search
-    weights = (s.fusion.heading_weight, s.fusion.context_weight, s.fusion.content_weight)
-    n = pool_size(10)
-    compiled: list[CompiledQuery | None] = []
-    for q in queries:
-        try:
-            compiled.append(compile_query(q))
-        except QueryError:
-            compiled.append(None)
-    embedder.embed_queries(["warm up the model"])
-    conn = await connection.connect(index, readonly=True)
-    reads = SqliteSearchReads(conn)
     cpu = {"fts": 0.0, "embed": 0.0, "knn": 0.0}
-    try:
-        vectors = []
-        for cq in compiled:  # one pass to warm the page cache (untimed)
-            for _name, query, _terms in fulltext.plan(cq, fulltext.bigram_query(cq.vector_text)) if cq else []:
-                await reads.text_scored(await fulltext.without_common_terms(reads, query), n, weights, None, None)
-        for q, cq in zip(queries, compiled, strict=True):
-            text = cq.vector_text if cq else q
-            t = time.process_time()
-            plan = fulltext.plan(cq, fulltext.bigram_query(text)) if cq else []
-            for _name, query, terms in plan:
-                kept = await fulltext.without_common_terms(reads, query)  # as a search's leg does
-                scored = await reads.text_scored(kept, n, weights, None, None)
-                await leg_evidence(reads, query.kind, terms, scored)
-            cpu["fts"] += time.process_time() - t
-            t = time.process_time()
-            vec = embedder.embed_queries([text])[0]
-            cpu["embed"] += time.process_time() - t
-            vectors.append(vec)
-            t = time.process_time()
-            await reads.vector_scored(vec, n)
-            cpu["knn"] += time.process_time() - t
+    async with Index.open(settings, readonly=True) as idx:
+        s = idx.searcher
+        assert idx.store is not None
+        s.vectors = idx.store.vector_memory(settings.search.vector_memory_mb * 2**20)  # as the daemon keeps them
+        async with idx.reading() as reads:
+            in_memory = await s.vectors.usable(reads) is not None
+        for q in queries[:3]:  # warm up: the model, the page cache, the calibration and the centres (untimed)
+            await idx.search(SearchRequest(query=q, limit=10))
+        centres = await s.centres_for(idx.reading) if settings.search.language_centres else None
+        fusion = s.settings.fusion
+        weights = (fusion.heading_weight, fusion.context_weight, fusion.content_weight)
+        texts = []
+        for q in queries:
+            req = SearchRequest(query=q, limit=10)
+            try:
+                cq = compile_query(q)
+            except QueryError:
+                texts.append(q)
+                continue
+            texts.append(cq.vector_text)
+            n = pool_size(req.limit)
+            async with idx.reading() as view:
+                store = view.searching(s.vectors, s.quality_floor(req))  # as a search reads: the copy, the floor
+                t = time.process_time()  # each leg as the pipeline runs it: common terms out, bm25, evidence
+                for _name, query, terms in fulltext.plan(cq, fulltext.bigram_query(cq.vector_text)):
+                    kept = await fulltext.without_common_terms(store, query)
+                    scored = await store.text_scored(kept, n, weights, None, None)
+                    await leg_evidence(store, query.kind, terms, scored)
+                cpu["fts"] += time.process_time() - t
+                t = time.process_time()
+                qvec = await idx.embed_query(cq.vector_text)
+                cpu["embed"] += time.process_time() - t
+                asked = [(qvec, n)]
+                if centres is not None:
+                    asked.append((centres.query(qvec, cq.vector_text), n * language.WIDEN))
+                t = time.process_time()  # the raw and the centred KNN in one pass, with the candidates' vectors
+                await store.vector_legs(asked, set(), None)
+                cpu["knn"] += time.process_time() - t
         t = time.process_time()
-        for i in range(0, len(queries), 8):
-            embedder.embed_queries(
-                [cq.vector_text if cq else q for q, cq in zip(queries[i : i + 8], compiled[i : i + 8], strict=True)]
-            )
+        for i in range(0, len(texts), 8):
+            idx.embedder.embed_queries(texts[i : i + 8])
         embed8 = time.process_time() - t
-
-        async def embed_query(text: str):
-            return embedder.embed_queries([text])[0]
-
-        searcher = Searcher(s, embed_query=embed_query)
         t = time.process_time()
         for q in queries:
-            await searcher.search(reading_of(conn), SearchRequest(query=q, limit=10))
+            await idx.search(SearchRequest(query=q, limit=10))
         inproc = time.process_time() - t
-    finally:
-        await conn.close()
     k = len(queries)
     per = {name: v / k * 1000 for name, v in cpu.items()}
     return {
@@ -207,6 +210,8 @@ async def bare_cpu(settings, index: Path, queries: list[str]) -> dict[str, Any]:
         "embed_batch8_ms": round(embed8 / k * 1000, 2),
         "bare_batch8_ms": round(per["fts"] + per["knn"] + embed8 / k * 1000, 2),
         "inproc_search_ms": round(inproc / k * 1000, 2),
+        "vectors_in_memory": in_memory,
+        "language_centres": centres is not None,
     }
 
 
@@ -331,9 +336,10 @@ def _per_clients(windows: list[dict], cores: int, bare_ms: float) -> dict[int, d
 
 def table(label: str, per: dict[int, dict], bare: dict, cores: int) -> str:
     limit = cores * 1000 / bare["bare_ms"]
+    knn = "in memory" if bare.get("vectors_in_memory") else "sqlite-vec"
     lines = [
         f"{label}: bare CPU {bare['bare_ms']:.1f} ms/query (FTS {bare['fts_ms']:.1f} + embedding {bare['embed_ms']:.1f}"
-        f" + KNN {bare['knn_ms']:.1f}); CPU limit {cores} cores / bare = {limit:.1f} q/s",
+        f" + KNN {bare['knn_ms']:.1f}, {knn}); CPU limit {cores} cores / bare = {limit:.1f} q/s",
         f"{'clients':>7} {'queries':>7} {'server CPU ms/q':>15} {'efficiency':>10} {'CPU-bound q/s':>13} "
         f"{'% of limit':>10} {'wall q/s':>8} {'client CPU ms/q':>15}",
     ]
@@ -460,9 +466,9 @@ async def run(args: argparse.Namespace) -> Report:
 
 
 def _queries(data: Path, n: int) -> list[str]:
-    from bench.common import scifact_queries
+    from bench.scale import scale_queries
 
-    return list(dict.fromkeys(scifact_queries(data, n)))
+    return list(dict.fromkeys(scale_queries(data, n)))
 
 
 def main_async(args: argparse.Namespace) -> Report:
