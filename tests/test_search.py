@@ -403,3 +403,13 @@ def test_the_search_cli_prints_text_and_explain(spawn, examples, tmp_path):
     )
     assert bad.returncode != 0 and bad.stdout == ""
     assert "exclu" in bad.stderr
+
+
+def test_explain_times_the_whole_full_text_half_once_beside_each_legs_own_time(corpus):
+    """Issue 39: the legs run at once (two connections when the daemon has a spare one), so summing their own
+    times counted the overlap twice; `fulltext_ms` is the wall of the whole half, legs included."""
+    timings = search(corpus, "再ランキングの評価について", explain=True).explain["timings_ms"]
+    assert {"trigram_ms", "bigram_ms", "fulltext_ms", "vector_ms"} <= set(timings), timings
+    assert timings["fulltext_ms"] >= max(timings["trigram_ms"], timings["bigram_ms"])  # run one after the other here
+    assert timings["fulltext_ms"] <= timings["total_ms"]
+    assert "fulltext_ms" not in search(corpus, "再ランキング", retriever="vector", explain=True).explain["timings_ms"]

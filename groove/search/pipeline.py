@@ -643,6 +643,7 @@ class Searcher:
             for args in legs:
                 await leg(reads_, *args)
 
+        started = time.perf_counter()  # the wall of the whole full-text half (its legs may run at once)
         together = False
         if len(full_text) >= 2 and spare is not None:
             async with spare() as other:
@@ -655,6 +656,8 @@ class Searcher:
                         tg.start_soon(in_turn, view, full_text[1:])
         if not together:
             await in_turn(store, full_text)
+        if full_text:
+            run.timings["fulltext_ms"] = _ms(started)
         for name, *_ in full_text:  # in a fixed order, whichever leg finished first
             scored, ev = done[name]
             run.legs[name] = [(cid, -bm25) for cid, bm25 in scored]
