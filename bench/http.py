@@ -235,11 +235,18 @@ async def _latencies(url: str, queries: list[str], server_side: list[dict] | Non
     return out
 
 
-async def _throughput(url: str, queries: list[str], clients: int, seconds: float) -> dict:
-    """`clients` sessions, opened first; then each sends queries back to back for `seconds`."""
+async def _throughput(url: str, queries: list[str], clients: int, seconds: float, pid: int | None = None) -> dict:
+    """`clients` sessions, opened first; then each sends queries back to back for `seconds`.
+
+    The clients run in this process and share the cores with the server, so the wall-clock queries/s carries
+    their CPU too. With the server's `pid`, its own CPU (utime + stime, /proc/<pid>/stat) over the window is
+    counted apart from this process's (the clients'): `server_cpu_ms_per_query`, `client_cpu_ms_per_query`
+    and `server_cpu_bound_qps` (cores / the server's CPU per query: what its own CPU allows)."""
     from contextlib import AsyncExitStack
 
     from mcp import Client
+
+    from bench.throughput import proc_cpu_s
 
     done = [0] * clients
     lat: list[float] = []
@@ -260,18 +267,36 @@ async def _throughput(url: str, queries: list[str], clients: int, seconds: float
             for k in range(clients):
                 tg.start_soon(worker, k)
             await anyio.lowlevel.checkpoint()
+            cpu0 = proc_cpu_s(pid) if pid is not None else 0.0
+            own0 = time.process_time()
             t0 = time.perf_counter()
             t_end = t0 + seconds
             start.set()
         wall = time.perf_counter() - t0  # includes the calls still in flight at the end
+        own = time.process_time() - own0
+        server_cpu = proc_cpu_s(pid) - cpu0 if pid is not None else None
     total = sum(done)
-    return {
+    out = {
         "clients": clients,
         "queries": total,
         "wall_s": round(wall, 2),
         "qps": round(total / wall, 2),
         "p50_ms": summary(lat)["p50_ms"],
+        "client_cpu_ms_per_query": round(own * 1000 / total, 2) if total else None,
     }
+    if server_cpu is not None:
+        out["server_cpu_ms_per_query"] = round(server_cpu * 1000 / total, 2) if total else None
+        out["server_cpu_bound_qps"] = (
+            round((os.cpu_count() or 1) / server_cpu * total, 2) if total and server_cpu > 0 else None
+        )
+    return out
+
+
+def _cpu_per_query(windows: list[dict], key: str) -> float | None:
+    """CPU ms per query over these windows together, weighed by their queries; None when not measured."""
+    got = [(w[key], w["queries"]) for w in windows if w.get(key) is not None]
+    q = sum(n for _, n in got)
+    return round(sum(v * n for v, n in got) / q, 2) if q else None
 
 
 def _server_summary(rows: list[dict]) -> dict:
@@ -313,7 +338,7 @@ async def run(args: argparse.Namespace) -> Report:
             idle_a = await _latencies(server.url, queries, srv_idle)
             windows = []
             for c in (1, args.clients, args.clients, 1):
-                windows.append(await _throughput(server.url, queries, c, args.seconds))
+                windows.append(await _throughput(server.url, queries, c, args.seconds, pid=server.proc.pid))
 
             # Add the staged notes (a rename, so each file appears whole) and wait for the daemon to take them.
             (kb / "added").mkdir()
@@ -383,6 +408,12 @@ async def run(args: argparse.Namespace) -> Report:
         "qps_1_client": round(qps1, 2),
         f"qps_{args.clients}_clients": round(qpsn, 2),
         f"p50_ms_{args.clients}_clients": round(sum(w["p50_ms"] for w in many) / len(many), 2),
+        # The wall-clock queries/s above carry the clients' own CPU (they share the cores with the server):
+        # the server's CPU per query alone, and this process's (the clients'), over the same windows.
+        "server_cpu_ms_per_query_1_client": _cpu_per_query(one, "server_cpu_ms_per_query"),
+        f"server_cpu_ms_per_query_{args.clients}_clients": _cpu_per_query(many, "server_cpu_ms_per_query"),
+        "client_cpu_ms_per_query_1_client": _cpu_per_query(one, "client_cpu_ms_per_query"),
+        f"client_cpu_ms_per_query_{args.clients}_clients": _cpu_per_query(many, "client_cpu_ms_per_query"),
         "pending_chunks_at_start_of_during": pending_start,
         "pending_chunks_at_end_of_during": pending_end,
         "added_picked_up_after_s": round(picked_up_s, 2),

@@ -32,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 HISTORY = "benchmarks-history.md"
-# Under the headline's growth of the server's index work (bench.scale._server_parts sums it).
+# Under the headline's growth of the server's index work (bench.scale._server_parts measures it).
 INDEX_WORK_NOTE = (
     "From this version of the bench on, the server's index work (`index_work_ms`) includes the English "
     "word leg (`words_ms`) beside the trigram and CJK bigram legs and the KNN; earlier reports "
-    "undercounted it (e.g. the 1.70x 10k -> 100k growth)."
+    "undercounted it (e.g. the 1.70x 10k -> 100k growth). From 2026-12-06 on it is the wall of the whole (the "
+    "full-text half, whose legs run at once, then the KNN), not the sum of each leg's own wall: the sum counted "
+    "the legs' overlap twice (e.g. the 2.18x 1k -> 10k growth)."
 )
 RETRIEVERS = ("fts", "vector", "hybrid")
 RETRIEVER_NAMES = {"fts": "full text", "vector": "vectors", "hybrid": "hybrid"}
@@ -189,11 +191,16 @@ def chart_memory(rows: list[dict[str, Any]], path: Path) -> None:
     plt = _plt()
     xs = [r["chunks"] for r in rows]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.0, 3.8))
-    a1.plot(xs, [r.get("hwm_mb") for r in rows], "-o", label="peak (VmHWM)")
-    a1.plot(xs, [r.get("rss_mb") for r in rows], "--s", label="after the queries (VmRSS)")
+    a1.plot(xs, [r.get("hwm_mb") for r in rows], "-o", label="peak, sequential queries (VmHWM)")
+    a1.plot(xs, [r.get("rss_mb") for r in rows], "--s", label="after sequential queries (VmRSS)")
+    concurrent = next((r["concurrent_clients"] for r in rows if r.get("concurrent_clients")), None)
+    if concurrent is not None:
+        a1.plot(
+            xs, [r.get("hwm_concurrent_mb") for r in rows], "-^", label=f"peak with {concurrent} concurrent clients"
+        )
     a1.set_title("groove serve resident memory")
     a1.set_ylabel("resident memory (MB)")
-    a1.set_ylim(0, max(r.get("hwm_mb") or 0 for r in rows) * 1.2 or 1)
+    a1.set_ylim(0, max(max(r.get("hwm_mb") or 0, r.get("hwm_concurrent_mb") or 0) for r in rows) * 1.2 or 1)
     a1.legend(fontsize=8)
     a2.plot(xs, [r.get("index_mb") for r in rows], "-o", color="tab:green")
     a2.set_title("index file size")
@@ -280,7 +287,7 @@ def _headline(f: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 "index throughput; over raw encoding of the same texts",
-                f"{num(ix['index_chunks_per_s'], 1)} chunks/s; {num(ix['index_over_raw'])}x",
+                f"{num(ix['index_chunks_per_s'], 1)} chunks/s; {_index_over_raw(ix)}",
             ]
         )
     ed = f.get("edit")
@@ -323,7 +330,9 @@ def _headline(f: dict[str, Any]) -> list[str]:
     if tp and tp.get("rows"):
         rows.append(
             [
-                "throughput, " + " / ".join(str(r["clients"]) for r in tp["rows"]) + " clients",
+                "throughput (wall clock, clients on the same cores), "
+                + " / ".join(str(r["clients"]) for r in tp["rows"])
+                + " clients",
                 " / ".join(num(r["qps"], 1) for r in tp["rows"]) + " queries/s",
             ]
         )
@@ -345,10 +354,15 @@ def _headline(f: dict[str, Any]) -> list[str]:
                 ]
             )
             notes += [INDEX_WORK_NOTE, ""]
+        if big.get("hwm_concurrent_mb") is not None:
+            peak = f"with {big.get('concurrent_clients')} concurrent clients"
+            peak_mb = big["hwm_concurrent_mb"]
+        else:
+            peak, peak_mb = "sequential queries only", big.get("hwm_mb")
         rows.append(
             [
-                f"daemon peak RSS; index size at {num(big['chunks'])} chunks",
-                f"{num(big.get('hwm_mb'), 0)} MB; {num(big.get('index_mb'), 1)} MB",
+                f"daemon peak RSS ({peak}); index size at {num(big['chunks'])} chunks",
+                f"{num(peak_mb, 0)} MB; {num(big.get('index_mb'), 1)} MB",
             ]
         )
     if not rows:
@@ -426,6 +440,22 @@ def _quality_body(rows: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def _over_raw_kind(ix: dict[str, Any]) -> str:
+    return (
+        "CPU (this process, every thread)" if ix.get("index_over_raw_is_cpu") else "wall time (mean of the two encodes)"
+    )
+
+
+def _index_over_raw(ix: dict[str, Any]) -> str:
+    """The headline's ratio: CPU, with the wall ratio and its noise beside it (older figures: wall only)."""
+    if not ix.get("index_over_raw_is_cpu"):
+        return f"{num(ix['index_over_raw'])}x (wall)"
+    return (
+        f"{num(ix['index_over_raw'])}x CPU (wall {num(ix.get('index_over_raw_wall'))}x, "
+        f"noise {num(ix.get('raw_noise'))})"
+    )
+
+
 def _indexing(f: dict[str, Any]) -> list[str]:
     lines = ["## Indexing: throughput, its ratio to raw encoding, and the 1-chunk edit", ""]
     ix = f.get("indexing")
@@ -438,8 +468,16 @@ def _indexing(f: dict[str, Any]) -> list[str]:
             *_table(
                 ["figure", "value"],
                 [
-                    ["index / raw encode (mean of the two encodes)", f"**{num(ix['index_over_raw'])}**"],
-                    ["noise: raw encode second / first", ix.get("raw_noise")],
+                    ["index / raw encode, " + _over_raw_kind(ix), f"**{num(ix['index_over_raw'])}**"],
+                    *(
+                        [
+                            ["noise: raw encode CPU second / first", ix.get("raw_noise_cpu")],
+                            ["index / raw encode, wall time (mean of the two encodes)", ix.get("index_over_raw_wall")],
+                        ]
+                        if ix.get("index_over_raw_is_cpu")
+                        else []
+                    ),
+                    ["noise: raw encode wall second / first", ix.get("raw_noise")],
                     ["text-only pass / index (the part that is not the model)", ix.get("text_pass_over_index")],
                     ["index time", f"{num(ix['index_s'], 1)} s ({num(ix['index_chunks_per_s'], 1)} chunks/s)"],
                     [
@@ -639,13 +677,40 @@ def _throughput_body(tp: dict[str, Any]) -> list[str]:
         "each setting",
         "opens its clients (the Python SDK's `mcp.Client`, one session each), then every client sends queries back to",
         f"back for {num(tp.get('window_s'), 0)} s (`bench.http`'s throughput window). "
-        "Clients and server share the cores.",
+        "Clients and server share the cores, so the wall-clock queries/s carry the clients' own CPU too;",
+        "the server's CPU per query (utime + stime of its process over the window) and the clients' (the bench",
+        "process) are counted apart, and the server's CPU-bound queries/s is the cores over the server's CPU alone.",
         "",
-        *_table(
-            ["clients", "queries/s", "p50 per search (ms)", "queries/s over 1 client"],
-            [[r["clients"], r["qps"], r["p50_ms"], num(_div(r["qps"], first["qps"]), 2)] for r in tp["rows"]],
-        ),
     ]
+    if any(r.get("server_cpu_ms_per_query") is not None for r in tp["rows"]):
+        lines += _table(
+            [
+                "clients",
+                "queries/s (wall)",
+                "p50 per search (ms)",
+                "queries/s over 1 client",
+                "server CPU ms/query",
+                "clients' CPU ms/query",
+                f"server CPU-bound queries/s ({num(tp.get('cores'))} cores)",
+            ],
+            [
+                [
+                    r["clients"],
+                    r["qps"],
+                    r["p50_ms"],
+                    num(_div(r["qps"], first["qps"]), 2),
+                    num(r.get("server_cpu_ms_per_query"), 1),
+                    num(r.get("client_cpu_ms_per_query"), 1),
+                    num(r.get("server_cpu_bound_qps"), 1),
+                ]
+                for r in tp["rows"]
+            ],
+        )
+    else:  # figures from before the server's CPU was counted apart
+        lines += _table(
+            ["clients", "queries/s (wall)", "p50 per search (ms)", "queries/s over 1 client"],
+            [[r["clients"], r["qps"], r["p50_ms"], num(_div(r["qps"], first["qps"]), 2)] for r in tp["rows"]],
+        )
     if tp.get("first_again_qps") is not None:
         lines += [
             "",
@@ -692,17 +757,49 @@ def _scale_body(sc: list[dict[str, Any]]) -> list[str]:
 
 
 def _memory_body(sc: list[dict[str, Any]]) -> list[str]:
+    concurrent = next((r["concurrent_clients"] for r in sc if r.get("concurrent_clients")), None)
+    if concurrent is None:  # figures from before the concurrent pass: sequential queries only
+        return [
+            "The daemon of each corpus-size step (`/proc/PID/status` after its queries: VmHWM, the peak, and VmRSS)",
+            "and the index file on disk (the WAL checkpointed). **Sequential queries only** (one client, one search",
+            "at a time): concurrent clients were not measured in these figures.",
+            "",
+            *_table(
+                ["chunks", "peak RSS (MB)", "RSS after the queries (MB)", "index (MB)", "index per 1,000 chunks (MB)"],
+                [
+                    [
+                        r["chunks"],
+                        r.get("hwm_mb"),
+                        r.get("rss_mb"),
+                        r.get("index_mb"),
+                        num(_div(r.get("index_mb"), r["chunks"] / 1000), 2),
+                    ]
+                    for r in sc
+                ],
+            ),
+        ]
     return [
-        "The daemon of each corpus-size step (`/proc/PID/status` after its queries: VmHWM, the peak, and VmRSS)",
-        "and the index file on disk (the WAL checkpointed).",
+        "The daemon of each corpus-size step (`/proc/PID/status`: VmRSS and VmHWM, the peak so far) after its",
+        f"sequential queries (one client, one search at a time), then after {concurrent} concurrent clients (each its",
+        "own MCP session, every query once, all at the same time); and the index file on disk (the WAL checkpointed).",
         "",
         *_table(
-            ["chunks", "peak RSS (MB)", "RSS after the queries (MB)", "index (MB)", "index per 1,000 chunks (MB)"],
+            [
+                "chunks",
+                "RSS after sequential queries (MB)",
+                "peak RSS, sequential (MB)",
+                f"RSS after {concurrent} concurrent clients (MB)",
+                f"peak RSS, with {concurrent} concurrent clients (MB)",
+                "index (MB)",
+                "index per 1,000 chunks (MB)",
+            ],
             [
                 [
                     r["chunks"],
-                    r.get("hwm_mb"),
                     r.get("rss_mb"),
+                    r.get("hwm_mb"),
+                    r.get("rss_concurrent_mb"),
+                    r.get("hwm_concurrent_mb"),
                     r.get("index_mb"),
                     num(_div(r.get("index_mb"), r["chunks"] / 1000), 2),
                 ]

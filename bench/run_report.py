@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 import sys
 import time
@@ -257,7 +258,11 @@ def indexing_figures(r: dict[str, Any]) -> dict[str, Any]:
         "chunks": raw["chunks"],
         "index_s": raw["index_s"],
         "raw_encode_s": round((raw["raw_encode_first_s"] + raw["raw_encode_second_s"]) / 2, 2),
-        "index_over_raw": ratios["index_over_raw_encode_mean"],
+        # The headline is the CPU ratio; the wall ratio is shown beside it with its own noise.
+        "index_over_raw": ratios.get("index_over_raw_encode_cpu", ratios["index_over_raw_encode_mean"]),
+        "index_over_raw_is_cpu": "index_over_raw_encode_cpu" in ratios,
+        "raw_noise_cpu": ratios.get("raw_encode_cpu_second_over_first"),
+        "index_over_raw_wall": ratios["index_over_raw_encode_mean"],
         "raw_noise": ratios["raw_encode_second_over_first"],
         "index_chunks_per_s": raw["index_chunks_per_s"],
         "raw_chunks_per_s": raw["raw_chunks_per_s"],
@@ -393,6 +398,9 @@ async def scale(
                 "embed_ms": warm.get("embed_ms"),
                 "rss_mb": m["rss_mb"].get("VmRSS"),
                 "hwm_mb": m["rss_mb"].get("VmHWM"),
+                "concurrent_clients": m.get("concurrent_clients"),
+                "rss_concurrent_mb": (m.get("rss_concurrent_mb") or {}).get("VmRSS"),
+                "hwm_concurrent_mb": (m.get("rss_concurrent_mb") or {}).get("VmHWM"),
                 "healthz_s": m["healthz_s"],
                 "first_search_s": m["first_search_s"],
                 "cached": was_cached,
@@ -421,7 +429,7 @@ async def throughput(
         await server.wait_ready()
         await _latencies(server.url, queries[:10])  # warm up: the model's first calls, the first connections
         for c in [*clients, clients[0]]:  # the first setting again at the end: the noise between two equal windows
-            rows.append(await _throughput(server.url, queries, c, opts.window))
+            rows.append(await _throughput(server.url, queries, c, opts.window, pid=server.proc.pid))
     finally:
         server.stop()
     again = rows.pop()
@@ -429,7 +437,20 @@ async def throughput(
         "index": f"the size ladder's {info['chunks']:,}-chunk index",
         "chunks": info["chunks"],
         "window_s": opts.window,
-        "rows": [{"clients": r["clients"], "qps": r["qps"], "p50_ms": r["p50_ms"]} for r in rows],
+        "cores": os.cpu_count() or 1,
+        # qps is wall clock, with the clients (this process) on the same cores: the server's own CPU per query
+        # and the queries/s it alone allows are counted apart.
+        "rows": [
+            {
+                "clients": r["clients"],
+                "qps": r["qps"],
+                "p50_ms": r["p50_ms"],
+                "server_cpu_ms_per_query": r.get("server_cpu_ms_per_query"),
+                "client_cpu_ms_per_query": r.get("client_cpu_ms_per_query"),
+                "server_cpu_bound_qps": r.get("server_cpu_bound_qps"),
+            }
+            for r in rows
+        ],
         "first_again_qps": again["qps"],
         "noise_first_again_over_first": round(again["qps"] / rows[0]["qps"], 3) if rows[0]["qps"] else None,
     }

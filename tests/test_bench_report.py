@@ -129,12 +129,56 @@ def test_the_quality_table_carries_each_retrievers_figures_as_given(tmp_path: Pa
     assert got[("JaQuAD-sub", "full text")]["index"] == "cached"
 
 
+def test_the_throughput_table_counts_the_servers_cpu_apart_from_the_clients_when_it_was_measured(tmp_path: Path) -> None:
+    """Issue 39: the wall-clock queries/s carry the clients' CPU (they share the cores with the server)."""
+    figures = copy.deepcopy(FIGURES)
+    figures["throughput"]["cores"] = 2
+    for r, (server, clients) in zip(figures["throughput"]["rows"], [(40.0, 5.0), (50.0, 6.0), (80.0, 7.0), (100.0, 8.0)]):
+        r.update(server_cpu_ms_per_query=server, client_cpu_ms_per_query=clients, server_cpu_bound_qps=2000 / server)
+    text, _ = write(tmp_path, figures)
+    rows = {r["clients"]: r for r in tables(text)["Throughput against clients"]}
+    assert rows["8"]["queries/s (wall)"] == "14.3"
+    assert rows["8"]["server CPU ms/query"] == "80.0" and rows["8"]["clients' CPU ms/query"] == "7.0"
+    assert rows["8"]["server CPU-bound queries/s (2 cores)"] == "25.0"  # 2 cores / 80 ms, by hand
+    assert "the server's CPU per query (utime + stime of its process over the window)" in text
+
+
+def test_the_headline_gives_the_index_over_raw_encode_cpu_ratio_with_the_wall_ratio_and_its_noise(tmp_path: Path) -> None:
+    """Issue 39: the headline was the wall ratio (1.073x, noise 1.207) where the CPU ratio was 1.04."""
+    figures = copy.deepcopy(FIGURES)
+    figures["indexing"].update(index_over_raw=1.04, index_over_raw_is_cpu=True, index_over_raw_wall=1.073,
+                               raw_noise=1.207, raw_noise_cpu=0.99)
+    text, _ = write(tmp_path, figures)
+    headline = {r["figure"]: r["value"] for r in tables(text)["Headline"]}
+    assert headline["index throughput; over raw encoding of the same texts"].endswith(
+        "1.040x CPU (wall 1.073x, noise 1.207)"), headline
+    older, _ = write(tmp_path / "old", FIGURES)  # figures from before: the wall ratio, said to be one
+    assert "1.168x (wall)" in older
+
+
+def test_the_memory_table_follows_concurrent_clients_beside_sequential_queries_or_says_it_does_not(tmp_path: Path) -> None:
+    """Issue 39: the memory table followed sequential queries only, and did not say so."""
+    older, _ = write(tmp_path / "old", FIGURES)
+    assert "**Sequential queries only**" in older
+    assert "daemon peak RSS (sequential queries only); index size at 100,000 chunks" in older
+    figures = copy.deepcopy(FIGURES)
+    for r, extra in zip(figures["scale"], (10.0, 20.0, 40.0), strict=True):
+        r.update(concurrent_clients=8, rss_concurrent_mb=r["rss_mb"] + extra, hwm_concurrent_mb=r["hwm_mb"] + extra)
+    text, _ = write(tmp_path, figures)
+    memory = {r["chunks"]: r for r in tables(text)["Memory and index size"]}
+    assert memory["100,000"]["RSS after 8 concurrent clients (MB)"] == str(figures["scale"][2]["rss_mb"] + 40.0)
+    assert memory["100,000"]["peak RSS, with 8 concurrent clients (MB)"] == "284.0"  # 244 + 40, by hand
+    assert memory["100,000"]["peak RSS, sequential (MB)"] == "244.0"
+    headline = {r["figure"]: r["value"] for r in tables(text)["Headline"]}
+    assert headline["daemon peak RSS (with 8 concurrent clients); index size at 100,000 chunks"].startswith("284 MB")
+
+
 def test_the_speed_tables_carry_the_figures_given(tmp_path: Path) -> None:
     text, _ = write(tmp_path, FIGURES)
     t = tables(text)
     throughput = {r["clients"]: r for r in t["Throughput against clients"]}
     assert list(throughput) == ["1", "4", "8", "16"]
-    assert throughput["8"]["queries/s"] == "14.3"
+    assert throughput["8"]["queries/s (wall)"] == "14.3"
     assert throughput["16"]["queries/s over 1 client"] == "1.32"
     size = {r["chunks"]: r for r in t["Latency against corpus size"]}
     assert list(size) == ["1,071", "10,398", "100,000"]
@@ -147,7 +191,7 @@ def test_the_speed_tables_carry_the_figures_given(tmp_path: Path) -> None:
     assert latency[0]["idle"] == "37.0" and latency[0]["during a reindex"] == "65.0"
     assert latency[0]["during / idle"] == "**1.757**"
     indexing = {r["figure"]: r["value"] for r in t["Indexing: throughput, its ratio to raw encoding, and the 1-chunk edit"]}
-    assert indexing["index / raw encode (mean of the two encodes)"] == "**1.168**"
+    assert indexing["index / raw encode, wall time (mean of the two encodes)"] == "**1.168**"  # older figures: wall
     assert indexing["texts embedded by the edit run"] == "**1** (of the note's 4 chunks)"
     fresh = {r["debounce"]: r for r in t["Save to searchable"]}
     assert fresh["300 ms"]["by words p50 / p95 (ms)"] == "506 / 636"
@@ -187,9 +231,28 @@ def test_the_servers_index_work_counts_the_english_word_leg_with_the_other_legs_
     ]
     parts = _server_parts(bodies)
     # By hand: 74.5 + 12.0 = 86.5; 60.0 + 10.0 = 70.0; 20.0 + 106.0 + 11.0 = 137.0; the middle one is 86.5
-    # (without the word leg: 12.0, 10.0, 137.0, so 12.0).
-    assert parts["index_work_ms"] == 86.5
+    # (without the word leg: 12.0, 10.0, 137.0, so 12.0). A server without `fulltext_ms` (before issue 39)
+    # gives only the legs' own walls: their sum, under its own name.
+    assert parts["index_work_sum_ms"] == 86.5 and "index_work_ms" not in parts
     assert parts["words_ms"] == 67.25 and parts["embed_ms"] == 31.0  # each leg's own p50 as before
+
+
+def test_the_servers_index_work_is_the_wall_of_the_full_text_half_and_the_knn_not_the_sum_of_concurrent_legs() -> None:
+    """Issue 39: the full-text legs run at once on two connections, so the sum of their own walls counted the
+    overlap twice (198 ms of walls against 22.3 ms of CPU); the pipeline now times the whole half."""
+    from bench.scale import _server_parts
+
+    def body(**timings_ms: float) -> dict:
+        return {"results": [], "explain": {"retriever": "hybrid", "timings_ms": timings_ms}}
+
+    bodies = [  # Japanese: the trigram and bigram legs overlapped (20 + 106 of walls in a 108 ms half)
+        body(embed_ms=33.0, trigram_ms=20.0, bigram_ms=106.0, fulltext_ms=108.0, vector_ms=11.0, total_ms=140.0),
+        body(embed_ms=30.0, words_ms=60.0, fulltext_ms=61.0, vector_ms=10.0, total_ms=90.0),  # English, one leg
+        body(embed_ms=30.0, trigram_ms=30.0, bigram_ms=40.0, fulltext_ms=41.0, vector_ms=9.0, total_ms=70.0),
+    ]
+    parts = _server_parts(bodies)
+    # By hand: 108 + 11 = 119; 61 + 10 = 71; 41 + 9 = 50: the middle one is 71 (the sum of walls gave 79 and 137).
+    assert parts["index_work_ms"] == 71.0 and "index_work_sum_ms" not in parts
 
 
 def test_the_index_work_sums_every_full_text_leg_the_search_pipeline_runs() -> None:
