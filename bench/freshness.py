@@ -25,6 +25,8 @@ so that load on the machine falls on both alike.
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
 import tempfile
 import time
 import uuid
@@ -168,6 +170,7 @@ async def _one_edit(daemon, path: Path, rel: str, text: str, word: str, query: s
     found: dict[str, float] = {}
     polls = 0
     meaning_done = False
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     path.write_text(text, encoding="utf-8")  # noqa: ASYNC240 - the timed save: a thread's hop would be timed too
     deadline = t0 + TIMEOUT_S
@@ -196,7 +199,27 @@ async def _one_edit(daemon, path: Path, rel: str, text: str, word: str, query: s
         if "text" in found and meaning_done:
             break
         await anyio.sleep(max(0.0, poll_s - (time.perf_counter() - tick)))
-    return {"path": rel, "polls": polls, **{k: round(v, 1) for k, v in found.items()}}
+    wall = time.perf_counter() - t0
+    return {
+        "path": rel,
+        "polls": polls,
+        "polling_ms": round(wall * 1000, 1),
+        "process_cpu_ms": round((time.process_time() - cpu0) * 1000, 1),  # the daemon's work and the polls'
+        **{k: round(v, 1) for k, v in found.items()},
+    }
+
+
+async def _poll_cpu_ms(daemon, word: str, query: str, n: int = 10) -> float:
+    """CPU ms of one poll (the words search and the meaning search, back to back), measured on the settled
+    daemon with nothing to index: the process's CPU over `n` polls, divided by `n`. The polls run in the
+    daemon's process, so during an edit their CPU cannot be told apart from the indexing; this is its measure."""
+    from groove.search.pipeline import SearchRequest
+
+    t = time.process_time()
+    for _ in range(n):
+        await daemon.service.search(SearchRequest(query=word, limit=10, retriever="fts"))
+        await daemon.service.search(SearchRequest(query=query, limit=3, retriever="vector"))
+    return (time.process_time() - t) * 1000 / n
 
 
 async def _wait_reverted(daemon, word: str) -> None:
@@ -240,6 +263,7 @@ async def run(args: argparse.Namespace) -> Report:
                 plan += [d] * min(args.block, args.edits - plan.count(d))
             order.reverse()
         records: dict[int, list[dict]] = {slow_ms: [], fast_ms: []}
+        poll_cpu: list[float] = []  # CPU ms per poll, measured at the start of each block
         i = 0
         pos = 0
         while pos < len(plan):
@@ -254,6 +278,7 @@ async def run(args: argparse.Namespace) -> Report:
                 with anyio.fail_after(120):
                     await daemon.reconciled.wait()
                 await anyio.sleep(0.3)  # let the watcher settle in
+                poll_cpu.append(await _poll_cpu_ms(daemon, "qzcalibrate", TOPICS[i % len(TOPICS)][1]))
                 for _ in range(n):
                     word = "qz" + uuid.uuid4().hex[:10]
                     if i % 2 == 0:
@@ -317,7 +342,20 @@ async def run(args: argparse.Namespace) -> Report:
         report.ratios[f"{key}_p50_{fast_ms}ms_over_{slow_ms}ms"] = ratio(
             stats[f"{key}@{fast_ms}ms"]["p50_ms"], stats[f"{key}@{slow_ms}ms"]["p50_ms"]
         )
-    report.raw = {**stats, "index_build_s": round(t_index.seconds, 1), "edits": records[slow_ms] + records[fast_ms]}
+    # What the polling itself costs beside what it times: CPU per poll (measured on the settled daemon) times
+    # the polls, over the wall time the polling ran: the cores it took.
+    every = records[slow_ms] + records[fast_ms]
+    per_poll = statistics.median(poll_cpu) if poll_cpu else math.nan
+    polling_s = sum(r["polling_ms"] for r in every) / 1000
+    polling = {
+        "cpu_ms_per_poll": round(per_poll, 2),
+        "polls": sum(r["polls"] for r in every),
+        "cores": round(per_poll * sum(r["polls"] for r in every) / 1000 / polling_s, 3) if polling_s else math.nan,
+        "process_cores_while_polling": round(sum(r["process_cpu_ms"] for r in every) / 1000 / polling_s, 3)
+        if polling_s
+        else math.nan,
+    }
+    report.raw = {**stats, "polling": polling, "index_build_s": round(t_index.seconds, 1), "edits": every}
     misses = [r for d in records for r in records[d] if "text" not in r or "meaning_top3" not in r]
     if misses:
         report.notes.append(
@@ -327,6 +365,11 @@ async def run(args: argparse.Namespace) -> Report:
     report.notes.append(
         "timings end when the search that finds the note returns; polls every "
         f"{args.poll_ms} ms; 'meaning' polls embed a query each time (load a client would add too)"
+    )
+    report.notes.append(
+        f"the polling itself: {polling['cpu_ms_per_poll']:.1f} CPU ms a poll (measured on the settled daemon), "
+        f"{polling['cores']:.2f} cores while it ran, beside the daemon it times, in the same process "
+        f"(the whole process: {polling['process_cores_while_polling']:.2f} cores); --poll-ms sets it"
     )
     report.seconds = time.perf_counter() - t_start
     return report

@@ -631,6 +631,15 @@ def _freshness(f: dict[str, Any]) -> list[str]:
         ),
         "",
     ]
+    if fr[0].get("polling_cores") is not None:
+        lines += [
+            f"The polling itself, in the daemon's process: {num(fr[0].get('polling_cpu_ms_per_poll'), 1)} CPU ms a "
+            f"poll (measured on the settled daemon), {num(fr[0]['polling_cores'], 2)} cores while it ran, beside "
+            "the indexing it times.",
+            "",
+        ]
+    else:
+        lines += ["The polling's own CPU (a search every 20 ms beside the indexing it times) was not measured.", ""]
     return lines
 
 

@@ -305,6 +305,9 @@ def freshness_figures(r: dict[str, Any]) -> list[dict[str, Any]]:
                 "meaning_p50_ms": meaning["p50_ms"],
                 "meaning_p95_ms": meaning["p95_ms"],
                 "found": f"words {text['found']}, meaning {meaning['found']}",
+                # What the polling cost beside what it timed (the same for every row: one measure per run).
+                "polling_cpu_ms_per_poll": (r["raw"].get("polling") or {}).get("cpu_ms_per_poll"),
+                "polling_cores": (r["raw"].get("polling") or {}).get("cores"),
             }
         )
     return out
