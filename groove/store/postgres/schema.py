@@ -31,8 +31,22 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 3
 
+# The change history (`groove changes`): in the schema and in the migration to version 3.
+_HISTORY_TABLE = """CREATE TABLE IF NOT EXISTS note_history (
+    id       BIGSERIAL PRIMARY KEY,
+    at       DOUBLE PRECISION NOT NULL,
+    path     TEXT NOT NULL,
+    change   TEXT NOT NULL,
+    old_path TEXT,
+    hash     TEXT NOT NULL DEFAULT '',
+    sections TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX IF NOT EXISTS note_history_at ON note_history(at);
+"""
+
 # Every statement groove runs to create a store, in order; `{dim}` is the vectors' dimension.
-SCHEMA = """
+SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -164,17 +178,9 @@ CREATE TABLE IF NOT EXISTS parked_vectors (
     embedding vector({dim}) NOT NULL,
     at        DOUBLE PRECISION NOT NULL
 );
-CREATE TABLE IF NOT EXISTS note_history (
-    id       BIGSERIAL PRIMARY KEY,
-    at       DOUBLE PRECISION NOT NULL,
-    path     TEXT NOT NULL,
-    change   TEXT NOT NULL,
-    old_path TEXT,
-    hash     TEXT NOT NULL DEFAULT '',
-    sections TEXT NOT NULL DEFAULT '[]'
-);
-CREATE INDEX IF NOT EXISTS note_history_at ON note_history(at);
-CREATE TABLE IF NOT EXISTS changes (
+"""
+    + _HISTORY_TABLE
+    + """CREATE TABLE IF NOT EXISTS changes (
     id      BIGSERIAL PRIMARY KEY,
     at      DOUBLE PRECISION NOT NULL,
     payload TEXT NOT NULL
@@ -187,6 +193,7 @@ END $$;
 DROP TRIGGER IF EXISTS embeddings_removed ON embeddings;
 CREATE TRIGGER embeddings_removed AFTER DELETE ON embeddings FOR EACH ROW EXECUTE FUNCTION groove_vectors_removed();
 """
+)
 
 # Schema version -> the statements that take a store from it to the next.
 MIGRATIONS: dict[int, str] = {
@@ -194,17 +201,8 @@ MIGRATIONS: dict[int, str] = {
     # the words leg of a 6-term query at 10k chunks, 26 -> 14 ms with the rest of decision 0022's changes).
     1: "ALTER TABLE postings DROP CONSTRAINT postings_pkey, ADD PRIMARY KEY (kind, term, chunk_id) INCLUDE (tf, dl);",
     # 3: the change history (`groove changes`), begun with the upgrade (meta history_since). Nothing is re-embedded.
-    2: """CREATE TABLE IF NOT EXISTS note_history (
-    id       BIGSERIAL PRIMARY KEY,
-    at       DOUBLE PRECISION NOT NULL,
-    path     TEXT NOT NULL,
-    change   TEXT NOT NULL,
-    old_path TEXT,
-    hash     TEXT NOT NULL DEFAULT '',
-    sections TEXT NOT NULL DEFAULT '[]'
-);
-CREATE INDEX IF NOT EXISTS note_history_at ON note_history(at);
-INSERT INTO meta(key, value) VALUES ('history_since', extract(epoch FROM now())::text) ON CONFLICT DO NOTHING;
+    2: _HISTORY_TABLE
+    + """INSERT INTO meta(key, value) VALUES ('history_since', extract(epoch FROM now())::text) ON CONFLICT DO NOTHING;
 """,
 }
 
