@@ -127,6 +127,22 @@ def test_a_user_who_may_not_create_pgvector_is_told_to_ask_the_database_owner(po
         anyio.run(index_into, settings_for(notes(kb, a="alpha"), url))
 
 
+def test_processes_starting_together_on_a_new_database_all_create_the_extensions_without_an_error(postgres):
+    # CREATE EXTENSION IF NOT EXISTS does not lock: two indexers launched at once on a fresh database both saw
+    # no pgvector, both created it, and the second one failed with a unique violation (CI, 2026-12-06).
+    from groove.store.postgres.connection import EXTENSIONS, ensure_extensions
+
+    async def together() -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(8):
+                tg.start_soon(ensure_extensions, postgres)
+
+    anyio.run(together)
+    with psycopg.connect(postgres) as conn:
+        have = {r[0] for r in conn.execute("SELECT extname FROM pg_extension")}
+    assert set(EXTENSIONS) <= have
+
+
 def test_a_store_written_by_a_newer_groove_is_refused_and_left_as_it_was(postgres, kb):
     settings = settings_for(notes(kb, a="alpha text", b="beta text"), postgres)
     anyio.run(index_into, settings)

@@ -137,6 +137,10 @@ async def ensure_extensions(url: str) -> None:
                 continue
             try:
                 await conn.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
+            except (psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject):
+                # IF NOT EXISTS does not lock: another process starting on the same new database created it between
+                # our check and our CREATE (two indexers launched together). It is there, which is all we need.
+                continue
             except psycopg.errors.FeatureNotSupported as exc:
                 raise ConnectError(_not_installed(url, ext, exc)) from None
             except psycopg.errors.UndefinedFile as exc:
