@@ -11,6 +11,7 @@ processes, a copy between the stores, refusals) is tests/test_postgres.py's.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from groove.errors import GrooveError
 from groove.index import Index
 from groove.search.answers import search_text
 from groove.search.request import DocumentRequest, SearchRequest
+from groove.store.protocols import DocumentFilter
 from tests.support.common import note, section_text, write
 from tests.support.fakes import BagOfWordsEmbedder
 
@@ -185,6 +187,99 @@ def test_several_knn_queries_at_once_rank_as_the_stored_vectors_do_and_bring_the
             assert all(np.array_equal(vectors[c], stored[c]) for c in vectors)
 
     anyio.run(go)
+
+
+# Chunks under a quality floor of 0.3 (groove/corpus/quality.py): a heading and a placeholder.
+STUBS = {
+    "journal/stub-wal.md": "# WAL checkpoints\n\nTODO\n",
+    "journal/stub-rerank.md": "# Rerankers\n\nTBD\n",
+    "reference/stub-fts.md": "# 全文検索\n\n詳細は後述\n",
+}
+
+
+class Statements:
+    """A store's connection that keeps the text of every statement it runs, and runs it."""
+
+    def __init__(self, conn: Any):
+        self.conn, self.sql = conn, list[str]()
+
+    async def execute(self, sql: Any, *args: Any, **kw: Any) -> Any:
+        self.sql.append(str(sql))
+        return await self.conn.execute(sql, *args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
+def reads_vectors(sql: str) -> bool:
+    """Whether a statement reads the stored vectors themselves (the `embedding` column of sqlite-vec's table and
+    of PostgreSQL's `embeddings`), not only their ids (`embedding_id`, `max(id) FROM embeddings`)."""
+    return re.search(r"\bembedding\b", sql) is not None
+
+
+async def vector_answers(settings: Any, memory: bool, prefix: str) -> tuple[list[Any], list[str]]:
+    """`vector_legs` of two queries at once (a search's raw and centred ones) with no filter, an exclusion, a
+    tag filter and both, without and under a quality floor: each leg as (path, ordinal, distance) and each
+    returned chunk's vector by (path, ordinal) (chunk ids differ between stores); and the statements run."""
+    embedder = BagOfWordsEmbedder()
+    queries = [(embedder.embed_query("checkpoint WAL pages"), 3), (embedder.embed_query("rerankers 全文検索"), 5)]
+    answers: list[Any] = []
+    ran: list[str] = []
+    async with Index.open(settings, pool=True, embedder=embedder) as ix:
+        if memory:
+            await ix.warm_vectors()
+        matrix = ix.searcher.vectors if memory else None
+        assert matrix is None or matrix.snapshot is not None
+        async with ix.reading() as view:
+            for floor in (None, 0.3):
+                reads = view.searching(matrix, floor)
+                tagged = [d for d, *_ in await reads.documents_matching(DocumentFilter(tags_any=("search",)))]
+                (nearest,), _ = await reads.vector_legs([(queries[0][0], 1)], None, None)
+                for exclude, docs in ((None, None), ({nearest[0][0]}, None), (None, tagged), ({nearest[0][0]}, tagged)):
+                    recorder = reads.conn = Statements(reads.conn)
+                    legs, vectors = await reads.vector_legs(queries, exclude, docs)
+                    ran += recorder.sql
+                    reads.conn = recorder.conn
+                    hits = await reads.fetch_hits(list(vectors))
+                    key = {c: (h["path"].removeprefix(prefix), h["ordinal"]) for c, h in hits.items()}
+                    ranked = [[(*key[c], d) for c, d in leg] for leg in legs]
+                    answers.append((ranked, {key[c]: v for c, v in vectors.items()}))
+    return answers, ran
+
+
+def same_answers(got: list[Any], want: list[Any]) -> None:
+    assert len(got) == len(want) == 8
+    for (legs, vectors), (legs_w, vectors_w) in zip(got, want, strict=True):
+        assert [[(p, o) for p, o, _ in leg] for leg in legs] == [[(p, o) for p, o, _ in leg] for leg in legs_w]
+        assert [d for leg in legs for *_, d in leg] == pytest.approx([d for leg in legs_w for *_, d in leg], abs=1e-5)
+        assert vectors.keys() == vectors_w.keys() == {(p, o) for leg in legs for p, o, _ in leg}
+        assert all(np.array_equal(vectors[k], vectors_w[k]) for k in vectors)
+
+
+def test_vector_legs_from_the_in_memory_copy_read_no_vector_from_the_store_and_answer_as_the_store_on_every_store(
+    backend, store_settings, kb
+):
+    settings = store_settings(vault(kb, {**NOTES, **STUBS}))
+    anyio.run(index, settings, BagOfWordsEmbedder())
+    pre = prefix_of(backend, kb)
+    from_memory, ran_memory = anyio.run(vector_answers, settings, True, pre)
+    from_store, ran_store = anyio.run(vector_answers, settings, False, pre)
+    same_answers(from_memory, from_store)
+    stubs = {(p, o) for legs, _ in from_memory for leg in legs for p, o, _ in leg if p in STUBS}
+    assert stubs and not {(p, o) for legs, _ in from_memory[4:] for leg in legs for p, o, _ in leg} & stubs  # the floor
+    assert ran_memory and not [s for s in ran_memory if reads_vectors(s)]  # ids to chunks only
+    assert [s for s in ran_store if reads_vectors(s)]  # the check sees a vector read when there is one
+
+
+def test_postgresqls_vector_legs_from_memory_answer_as_sqlites_on_the_same_notes(postgres, tmp_path, kb):
+    folder = vault(kb, {**NOTES, **STUBS})
+    lite = load_settings(None, kb_path=folder, index_path=tmp_path / "index.sqlite")
+    shared = load_settings(None, kb_path=folder, index_path=tmp_path / "unused.sqlite", **{"store.url": postgres})
+    for settings in (lite, shared):
+        anyio.run(index, settings, BagOfWordsEmbedder())
+    from_sqlite, _ = anyio.run(vector_answers, lite, True, "")
+    from_postgresql, _ = anyio.run(vector_answers, shared, True, f"{kb.name}/")
+    same_answers(from_postgresql, from_sqlite)
 
 
 def test_sections_under_an_excluded_heading_are_left_out_by_every_leg_on_every_store(backend, store_settings, kb):

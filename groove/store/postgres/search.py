@@ -26,6 +26,7 @@ import psycopg
 
 from groove.corpus import tokens
 from groove.corpus.parsers.document import POSITIONS_KEY, position_of
+from groove.store import knn
 from groove.store.memory import VectorMatrix
 from groove.store.postgres.schema import KIND
 from groove.store.protocols import DocumentFilter, TextKind, TextQuery, Weights, day_after
@@ -315,7 +316,11 @@ GROUP BY p.chunk_id ORDER BY score, p.chunk_id LIMIT %s"""
         cur = await self.conn.execute(f"SELECT id FROM chunks c WHERE {JOINED} LIKE ANY(%s)", (pats,))
         return {int(r[0]) for r in await cur.fetchall()}
 
-    # -- vectors -------------------------------------------------------------------------------------------
+    # -- vectors (groove/store/knn.py's StoredVectors) -------------------------------------------------------
+    @property
+    def knn_limit(self) -> int | None:
+        return None  # pgvector's HNSW takes any k (ef_search follows it)
+
     async def nearest_vectors(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """(vector id, L2 distance) by pgvector's HNSW index (ef_search at least k), distances exact."""
         q = np.asarray(query, dtype=np.float32)
@@ -326,53 +331,45 @@ GROUP BY p.chunk_id ORDER BY score, p.chunk_id LIMIT %s"""
             )
             return [(int(a), float(b)) for a, b in await cur.fetchall()]
 
+    async def scan_chunks(
+        self, query: np.ndarray, allowed_docs: Sequence[int] | None, min_quality: float | None, k: int
+    ) -> list[tuple[int, float]]:
+        where, args = self._chunks_where(allowed_docs, min_quality)
+        cur = await self.conn.execute(
+            "SELECT c.id, e.embedding <-> %s AS d FROM chunks c JOIN embeddings e ON e.id = c.embedding_id"
+            f" WHERE {where} ORDER BY d, c.id LIMIT %s",
+            [np.asarray(query, dtype=np.float32), *args, k],
+        )
+        return [(int(a), float(b)) for a, b in await cur.fetchall()]
+
+    async def chunk_vectors(self, allowed_docs: Sequence[int], min_quality: float | None) -> list[tuple[int, int]]:
+        return await self._pairs(*self._chunks_where(allowed_docs, min_quality))
+
+    async def chunks_of_vectors(self, emb_ids: Sequence[int], min_quality: float | None) -> list[tuple[int, int]]:
+        where, args = self._chunks_where(None, min_quality)
+        return await self._pairs(where + " AND c.embedding_id = ANY(%s)", [*args, list(emb_ids)])
+
+    async def _pairs(self, where: str, args: list[Any]) -> list[tuple[int, int]]:
+        cur = await self.conn.execute(f"SELECT c.id, c.embedding_id FROM chunks c WHERE {where}", args)
+        return [(int(cid), int(e)) for cid, e in await cur.fetchall()]
+
+    @staticmethod
+    def _chunks_where(allowed_docs: Sequence[int] | None, min_quality: float | None) -> tuple[str, list[Any]]:
+        """The chunks with a vector, of the allowed documents (all, when None), scoring at least `min_quality`."""
+        where, args = "c.embedding_id IS NOT NULL", list[Any]()
+        if allowed_docs is not None:
+            where, args = where + " AND c.doc_id = ANY(%s)", [list(allowed_docs)]
+        if min_quality:
+            where, args = where + " AND c.quality >= %s", [*args, min_quality]
+        return where, args
+
     async def vector_scored(
         self, query: np.ndarray, limit: int, exclude: set[int] | None = None, allowed_docs: Sequence[int] | None = None
     ) -> list[tuple[int, float]]:
-        exclude = exclude or set()
-        q = np.asarray(query, dtype=np.float32)
-        floor = self.min_quality
-        if allowed_docs is not None:
-            kept = " AND c.quality >= %s" if floor else ""
-            cur = await self.conn.execute(
-                "SELECT c.id, c.embedding_id FROM chunks c WHERE c.doc_id = ANY(%s) AND c.embedding_id IS NOT NULL"
-                + kept,
-                [list(allowed_docs), *([floor] if floor else [])],
-            )
-            pairs = [(int(cid), int(e)) for cid, e in await cur.fetchall() if cid not in exclude]
-            if self.matrix is not None:
-                near = await self.matrix.nearest_among(self, query, [e for _, e in pairs], limit)
-                if near is not None:
-                    dist = dict(near)
-                    ranked = sorted((dist[e], cid) for cid, e in pairs if e in dist)
-                    return [(cid, d) for d, cid in ranked][:limit]
-            cur = await self.conn.execute(
-                "SELECT c.id, e.embedding <-> %s AS d FROM chunks c JOIN embeddings e ON e.id = c.embedding_id"
-                " WHERE c.doc_id = ANY(%s)" + kept + " ORDER BY d, c.id LIMIT %s",
-                [q, list(allowed_docs), *([floor] if floor else []), limit + len(exclude)],
-            )
-            return [(int(a), float(b)) for a, b in await cur.fetchall() if a not in exclude][:limit]
-        k = limit + len(exclude)
-        hidden = await self.hidden_vector_count(floor) if floor else 0
-        out: list[tuple[int, int, float]] = []
-        for extra in dict.fromkeys((min(hidden, max(limit, 16)), hidden)):
-            nearest = await self.matrix.nearest(self, query, k + extra) if self.matrix is not None else None
-            if nearest is None:
-                nearest = await self.nearest_vectors(q, k + extra)
-            if not nearest:
-                return []
-            rank = {e: (i, float(d)) for i, (e, d) in enumerate(nearest)}
-            kept = " AND quality >= %s" if floor else ""
-            cur = await self.conn.execute(
-                "SELECT id, embedding_id FROM chunks WHERE embedding_id = ANY(%s)" + kept,
-                [list(rank), *([floor] if floor else [])],
-            )
-            out = sorted(
-                (rank[int(e)][0], int(cid), rank[int(e)][1]) for cid, e in await cur.fetchall() if cid not in exclude
-            )
-            if len(out) >= limit or len(nearest) < k + extra:
-                break
-        return [(cid, d) for _, cid, d in out][:limit]
+        legs, _ = await knn.vector_legs(
+            self, self.matrix, [(query, limit)], exclude, allowed_docs, self.min_quality, vectors=False
+        )
+        return legs[0]
 
     async def vector_legs(
         self,
@@ -380,10 +377,9 @@ GROUP BY p.chunk_id ORDER BY score, p.chunk_id LIMIT %s"""
         exclude: set[int] | None = None,
         allowed_docs: Sequence[int] | None = None,
     ) -> tuple[list[list[tuple[int, float]]], dict[int, np.ndarray]]:
-        """`vector_scored` of each query in turn, then the vectors of the chunks they return (read from
-        the database; SQLite's store reads them from the in-memory copy)."""
-        legs = [await self.vector_scored(q, limit, exclude, allowed_docs) for q, limit in queries]
-        return legs, await self.fetch_vectors(list(dict.fromkeys(cid for leg in legs for cid, _ in leg)))
+        """groove/store/knn.py over this connection: with the in-memory copy, every query in one pass over it
+        and the chunks' vectors from it; without one, pgvector's HNSW query by query and the vectors read here."""
+        return await knn.vector_legs(self, self.matrix, queries, exclude, allowed_docs, self.min_quality)
 
     async def hidden_vector_count(self, min_quality: float) -> int:
         cur = await self.conn.execute(

@@ -4,7 +4,8 @@ Full text: one statement per leg over one of three FTS5 tables (trigram over the
 seeds' phrases; CJK bigrams; stemmed words: decisions 0006, 0014, 0018), the leg's terms OR-ed
 into a MATCH expression, ranked by bm25 with column weights heading / context / content.
 Vector: sqlite-vec KNN (L2) over the stored embeddings, or the process's in-memory copy
-(groove/store/memory.py, decision 0012), mapped back to every chunk that carries the vector.
+(groove/store/memory.py, decision 0012), mapped back to every chunk that carries the vector; the leg
+itself is groove/store/knn.py, the same code as the PostgreSQL store's.
 With a filter, both run only over the allowed documents: FTS through a rowid restriction,
 vectors through an exact distance scan of the allowed chunks (sqlite-vec's KNN is itself a
 brute-force scan, so this is never slower than an unfiltered query and always returns `limit`
@@ -30,11 +31,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import aiosqlite
-import anyio
 import numpy as np
 
 from groove.corpus import normalize
 from groove.corpus.parsers.document import POSITIONS_KEY, position_of
+from groove.store import knn
 from groove.store.memory import VectorMatrix
 from groove.store.protocols import DocumentFilter, TextKind, TextQuery, Weights, day_after
 from groove.store.sqlite import reads
@@ -310,116 +311,10 @@ async def vector_legs(
     vectors: bool = True,
 ) -> tuple[list[list[tuple[int, float]]], dict[int, np.ndarray]]:
     """Each (query, limit)'s (chunk id, L2 distance) nearest first, and (with `vectors`) the vector of every
-    chunk returned.
-
-    With `matrix` (a long-running process's in-memory copy, store/memory.py) the distances of every query
-    come from one matrix product and the vectors from the copy; without it, or when it cannot answer, from
-    sqlite-vec. With `min_quality`, over the chunks that score at least that: the KNN asks for a few more
-    vectors, and when fewer than `limit` kept chunks are among them, for as many more as the hidden chunks
-    hold (past sqlite-vec's k limit the chunks kept are scanned instead), so it returns `limit` hits
-    whenever that many exist."""
-    exclude = exclude or set()
-    kept, floor = (" AND quality >= ?", (min_quality,)) if min_quality else ("", ())
-    snap = await matrix.usable(VectorRows(conn)) if matrix is not None else None
-    legs: list[list[tuple[int, float]]] = [[] for _ in queries]
-    emb_of: dict[int, int] = {}  # chunk id -> vector id, for the vectors from the copy
-    if allowed_docs is not None:
-        clause, params = _allowed_clause("doc_id", allowed_docs)
-        clause, params = clause + kept, (*params, *floor)
-        rows = None
-        if snap is not None:
-            cur = await conn.execute(
-                f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", params
-            )
-            pairs = [(cid, e) for cid, e in await cur.fetchall() if cid not in exclude]
-            rows = snap.rows_of(sorted({e for _, e in pairs}))
-        if snap is not None and rows is not None:
-            nears = await anyio.to_thread.run_sync(
-                snap.nearest_many, [q for q, _ in queries], [k for _, k in queries], rows
-            )
-            for i, (near, (_, limit)) in enumerate(zip(nears, queries, strict=True)):
-                dist = dict(near)
-                ranked = sorted(((dist[e], cid) for cid, e in pairs if e in dist))
-                legs[i] = [(cid, d) for d, cid in ranked][:limit]
-            emb_of = dict(pairs)
-        else:
-            snap = None
-            for i, (query, limit) in enumerate(queries):
-                legs[i] = await _scan(conn, _blob(query), clause, params, limit, exclude)
-        return legs, await _leg_vectors(conn, legs, snap, emb_of) if vectors else {}
-    hidden = await hidden_vector_count(conn, min_quality) if min_quality else 0
-    # With a floor, a few of the hidden chunks' vectors are asked for as well: `limit` kept chunks among the
-    # nearest vectors are the nearest kept chunks, so a first round that finds them is exact; else a second
-    # asks for as many more as the hidden chunks hold.
-    extras = [list(dict.fromkeys((min(hidden, max(limit, 16)), hidden))) for _, limit in queries]
-    todo = list(range(len(queries)))
-    for round_ in range(2):
-        todo = [i for i in todo if round_ < len(extras[i])]
-        if not todo:
-            break
-        asked = {i: queries[i][1] + len(exclude) + extras[i][round_] for i in todo}
-        found: dict[int, list[tuple[int, float]]] = {}
-        if snap is not None:
-            nears = await anyio.to_thread.run_sync(
-                snap.nearest_many, [queries[i][0] for i in todo], [asked[i] for i in todo]
-            )
-            found = dict(zip(todo, nears, strict=True))
-        else:
-            for i in todo:
-                if min_quality and asked[i] > MAX_KNN_K:  # more than sqlite-vec's KNN gives: a scan of the chunks kept
-                    legs[i] = await _scan(conn, _blob(queries[i][0]), kept, floor, queries[i][1], exclude)
-                    continue
-                found[i] = await nearest_embeddings(conn, queries[i][0], asked[i])
-        wanted = {e for near in found.values() for e, _ in near}
-        cur = await conn.execute(
-            f"SELECT id, embedding_id FROM chunks WHERE embedding_id IN (SELECT value FROM json_each(?)){kept}",
-            (json.dumps(sorted(wanted)), *floor),
-        )
-        chunks_of: dict[int, list[int]] = {}
-        for cid, e in await cur.fetchall():
-            if cid not in exclude:
-                chunks_of.setdefault(e, []).append(cid)
-                emb_of[cid] = e
-        todo = []
-        for i, near in found.items():
-            limit = queries[i][1]
-            out = sorted((rank, cid, float(d)) for rank, (e, d) in enumerate(near) for cid in chunks_of.get(e, ()))
-            legs[i] = [(cid, d) for _, cid, d in out][:limit]
-            if near and len(out) < limit and len(near) >= asked[i]:
-                todo.append(i)
-    return legs, await _leg_vectors(conn, legs, snap, emb_of) if vectors else {}
-
-
-def _blob(query: np.ndarray) -> bytes:
-    return np.asarray(query, dtype=np.float32).tobytes()
-
-
-async def _leg_vectors(
-    conn: aiosqlite.Connection, legs: Sequence[Sequence[tuple[int, float]]], snap: Any, emb_of: dict[int, int]
-) -> dict[int, np.ndarray]:
-    """The vectors of the legs' chunks: from the in-memory snapshot the legs were ranked on (`snap`, with
-    each chunk's vector id in `emb_of`), else read from sqlite-vec."""
-    ids = list(dict.fromkeys(cid for leg in legs for cid, _ in leg))
-    if snap is not None and all(cid in emb_of for cid in ids):
-        rows = snap.vectors_of([emb_of[cid] for cid in ids])
-        if rows is not None:
-            return {cid: rows[emb_of[cid]] for cid in ids}
-    return await fetch_vectors(conn, ids)
-
-
-async def _scan(
-    conn: aiosqlite.Connection, blob: bytes, clause: str, extra: tuple, limit: int, exclude: set[int]
-) -> list[tuple[int, float]]:
-    """An exact distance scan of the chunks `clause` keeps (a filter's documents, the quality floor)."""
-    cur = await conn.execute(
-        f"SELECT c.id, vec_distance_l2(v.embedding, ?) AS d FROM chunks c JOIN {VECTOR_TABLE} v ON v.rowid = "
-        "c.embedding_id"
-        f" WHERE c.embedding_id IS NOT NULL{clause}"
-        " ORDER BY d, c.id LIMIT ?",
-        (blob, *extra, limit + len(exclude)),
-    )
-    rows = [(r[0], float(r[1])) for r in await cur.fetchall()]
-    return [r for r in rows if r[0] not in exclude][:limit]
+    chunk returned: groove/store/knn.py over this connection. With `matrix` (a long-running process's
+    in-memory copy) one pass over the copy and the vectors from it; without it, or when it cannot answer,
+    sqlite-vec's KNN (past its k limit under a quality floor, a scan of the chunks kept)."""
+    return await knn.vector_legs(VectorRows(conn), matrix, queries, exclude, allowed_docs, min_quality, vectors=vectors)
 
 
 async def hidden_vector_count(conn: aiosqlite.Connection, min_quality: float) -> int:
@@ -580,10 +475,54 @@ STAMP_SQL = (
 
 
 class VectorRows:
-    """`groove.store.memory.VectorSource` on one SQLite connection."""
+    """The stored vectors on one SQLite connection: the in-memory copy's `groove.store.memory.VectorSource` and
+    the vector leg's `groove.store.knn.StoredVectors` (sqlite-vec's KNN, capped at its k limit)."""
 
     def __init__(self, conn: aiosqlite.Connection):
         self.conn = conn
+
+    @property
+    def knn_limit(self) -> int | None:
+        return MAX_KNN_K
+
+    async def nearest_vectors(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        return await nearest_embeddings(self.conn, query, k)
+
+    async def scan_chunks(
+        self, query: np.ndarray, allowed_docs: Sequence[int] | None, min_quality: float | None, k: int
+    ) -> list[tuple[int, float]]:
+        clause, params = _allowed_clause("c.doc_id", allowed_docs)
+        if min_quality:
+            clause, params = clause + " AND c.quality >= ?", (*params, min_quality)
+        cur = await self.conn.execute(
+            f"SELECT c.id, vec_distance_l2(v.embedding, ?) AS d FROM chunks c JOIN {VECTOR_TABLE} v"
+            f" ON v.rowid = c.embedding_id WHERE c.embedding_id IS NOT NULL{clause} ORDER BY d, c.id LIMIT ?",
+            (np.asarray(query, dtype=np.float32).tobytes(), *params, k),
+        )
+        return [(int(r[0]), float(r[1])) for r in await cur.fetchall()]
+
+    async def chunk_vectors(self, allowed_docs: Sequence[int], min_quality: float | None) -> list[tuple[int, int]]:
+        clause, params = _allowed_clause("doc_id", allowed_docs)
+        return await self._pairs(clause, params, min_quality)
+
+    async def chunks_of_vectors(self, emb_ids: Sequence[int], min_quality: float | None) -> list[tuple[int, int]]:
+        return await self._pairs(
+            " AND embedding_id IN (SELECT value FROM json_each(?))", (json.dumps(list(emb_ids)),), min_quality
+        )
+
+    async def _pairs(self, clause: str, params: tuple, min_quality: float | None) -> list[tuple[int, int]]:
+        if min_quality:
+            clause, params = clause + " AND quality >= ?", (*params, min_quality)
+        cur = await self.conn.execute(
+            f"SELECT id, embedding_id FROM chunks WHERE embedding_id IS NOT NULL{clause}", params
+        )
+        return [(int(cid), int(e)) for cid, e in await cur.fetchall()]
+
+    async def hidden_vector_count(self, min_quality: float) -> int:
+        return await hidden_vector_count(self.conn, min_quality)
+
+    async def fetch_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        return await fetch_vectors(self.conn, chunk_ids)
 
     async def vector_stamp(self) -> tuple[Any, ...]:
         return tuple(one(await (await self.conn.execute(STAMP_SQL)).fetchone()))
