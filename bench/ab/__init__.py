@@ -27,6 +27,7 @@ VARIANTS = {
     "parts": "bench.ab.parts",
     "serve": "bench.ab.serve",
     "sessions": "bench.ab.sessions",
+    "tokenizer": "bench.ab.tokenizer",
     "vectors": "bench.ab.vectors",
     "words": "bench.ab.words",
 }
