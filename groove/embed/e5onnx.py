@@ -52,16 +52,11 @@ log = get_logger(__name__)
 
 # Bump when the graph, its quantisation or the tokenizer's construction changes: every cached
 # engine of another version is then rebuilt.
-ENGINE_VERSION = 2  # 2: fused attention (com.microsoft MultiHeadAttention)
+ENGINE_VERSION = 3  # 2: fused attention (com.microsoft MultiHeadAttention); 3: a SentencePiece tokenizer.model
 ENGINE_PREFIX = "e5-int8-"
-# Windows per ONNX Runtime call, sorted by length so padding stays small: at most WINDOW_BATCH, and
-# at most ATTENTION_BUDGET / width² so that one call's attention stays small: two windows of 512
-# tokens, eight of 256, sixteen of 128 (decision 0015). One window a call would make a text's vector
-# independent of its batch (the int8 products quantise their input per call) and measured faster, but
-# it moves every document vector by up to 0.003 cosine, and the off_topic flag's thresholds were
-# calibrated on these: kept until the flag is measured again on it (decision 0015, issue 39).
-WINDOW_BATCH = 16
-ATTENTION_BUDGET = 1 << 19
+# One window per ONNX Runtime call, no padding: the int8 products quantise their input once per call,
+# so a window's vector is the same whatever it is embedded beside, and measured 1.3-1.4x less CPU end
+# to end than padded calls of up to 16 windows (decision 0015, issue 39).
 DOCUMENT, QUERY = "passage: ", "query: "
 BUILD_PREFIX = ".build-"  # a build in progress (or left by a builder that died)
 BUILD_LOCK = ".builder.lock"  # inside it: locked (groove.oslock) by its builder while it runs
@@ -290,8 +285,9 @@ class OnnxE5Engine:
     def encode(self, texts: Sequence[str], prefix: str) -> np.ndarray:
         """L2-normalised vectors, computed as `e5.c` does: the prefixed text in windows of 510
         content tokens (no overlap), each window `<s> … </s>`, mean-pooled, the windows averaged
-        weighted by their token counts. Documents' calls run on `lanes` threads at once, each call on
-        one core (decision 0015); the calls and so the vectors are the same however many lanes run."""
+        weighted by their token counts. Each window is a call of its own; documents' calls run on
+        `lanes` threads at once, each on one core (decision 0015): a text's vector is the same whatever
+        it is embedded with and however many lanes run."""
         vocab = self.weights.vocabulary
         rows: list[list[int]] = []
         owner: list[int] = []
@@ -304,41 +300,27 @@ class OnnxE5Engine:
                 weight.append(max(len(piece), 1))
         query = prefix == QUERY
         session = self._session(query)
-        order = sorted(range(len(rows)), key=lambda r: len(rows[r]))
-        batches = _batches(order, [len(r) for r in rows])
-        if query or self.lanes == 1 or len(batches) == 1:
-            pooled = [self._call(session, [rows[r] for r in batch]) for batch in batches]
-        else:  # the longest calls first, so that no lane is left with a long one at the end
-            longest = sorted(range(len(batches)), key=lambda b: -len(rows[batches[b][-1]]) * len(batches[b]))
+        if query or self.lanes == 1 or len(rows) == 1:
+            pooled = [self._call(session, row) for row in rows]
+        else:  # the longest windows first, so that no lane is left with a long one at the end
+            longest = sorted(range(len(rows)), key=lambda r: -len(rows[r]))
             done = dict(
-                zip(
-                    longest,
-                    self._executor().map(lambda b: self._call(session, [rows[r] for r in batches[b]]), longest),
-                    strict=True,
-                )
+                zip(longest, self._executor().map(lambda r: self._call(session, rows[r]), longest), strict=True)
             )
-            pooled = [done[b] for b in range(len(batches))]
+            pooled = [done[r] for r in range(len(rows))]
         sums = np.zeros((len(texts), self.weights.config.hidden), dtype=np.float64)
-        for batch, vectors in zip(batches, pooled, strict=True):
-            for r, vector in zip(batch, vectors, strict=True):
-                sums[owner[r]] += weight[r] * vector
+        for r, vector in enumerate(pooled):
+            sums[owner[r]] += weight[r] * vector
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             return (sums / norms).astype(np.float32)
 
-    def _call(self, session: Any, rows: list[list[int]]) -> np.ndarray:
-        """The mean-pooled last hidden states of windows (`<s> … </s>` each, ascending length) in one call,
-        padded to the longest."""
-        vocab, hidden = self.weights.vocabulary, self.weights.config.hidden
-        width = len(rows[-1])
-        ids = np.full((len(rows), width), vocab.pad, dtype=np.int64)
-        valid = np.zeros((len(rows), width), dtype=bool)
-        for j, row in enumerate(rows):
-            ids[j, : len(row)] = row
-            valid[j, : len(row)] = True
-        words = self.weights.word_rows(ids.reshape(-1)).reshape(len(rows), width, hidden)
-        (pooled,) = session.run(None, {"words": words, "valid": valid})
-        return pooled
+    def _call(self, session: Any, row: list[int]) -> np.ndarray:
+        """The mean-pooled last hidden state of one window (`<s> … </s>`), alone in its call."""
+        ids = np.asarray(row, dtype=np.int64)
+        words = self.weights.word_rows(ids).reshape(1, len(row), self.weights.config.hidden)
+        (pooled,) = session.run(None, {"words": words, "valid": np.ones((1, len(row)), dtype=bool)})
+        return pooled[0]
 
     def _executor(self) -> ThreadPoolExecutor:
         """The threads documents' windows run on (made at the first document call with more than one window)."""
@@ -350,21 +332,6 @@ class OnnxE5Engine:
 
 _ENGINES: dict[tuple[str, int], OnnxE5Engine] = {}
 _ENGINES_LOCK = threading.Lock()
-
-
-def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
-    """`order` (window indices sorted by length) cut into calls under WINDOW_BATCH and ATTENTION_BUDGET."""
-    out: list[list[int]] = []
-    current: list[int] = []
-    for r in order:
-        width = lengths[r]  # the longest so far: `order` ascends
-        if current and (len(current) >= WINDOW_BATCH or (len(current) + 1) * width * width > ATTENTION_BUDGET):
-            out.append(current)
-            current = []
-        current.append(r)
-    if current:
-        out.append(current)
-    return out
 
 
 def _cores() -> int:
