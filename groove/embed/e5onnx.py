@@ -263,9 +263,10 @@ class OnnxE5Engine:
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        # No arena: a call's activations go back to the system when it ends, so an idle daemon
-        # does not keep the peak of its largest batch.
-        options.enable_cpu_mem_arena = False
+        # Documents keep ONNX Runtime's memory arena: one window a call, its peak is one window's activations per
+        # lane (+7 MB held), and reusing them measured 4.7% more chunks per CPU-second (12.55 against 11.99 on 120
+        # mixed chunks, decision 0015). Queries have none: their calls go back to the system when they end.
+        options.enable_cpu_mem_arena = not query
         # Threads that wait for work sleep instead of spinning (the reason is decision 0011's).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
