@@ -262,24 +262,3 @@ def test_on_a_terminal_the_scan_and_the_embedding_each_keep_their_own_bar_and_th
     assert bar._progress is None  # both done: the bars are stopped, as they were drawn last
     screen = out.getvalue()
     assert "scanning notes" in screen and "embedding chunks" in screen and "300/300" in screen
-
-
-def test_into_a_postgresql_store_groove_index_embeds_while_scanning_and_each_text_once(kb, small_windows, postgres):
-    import psycopg
-
-    from groove.config import load_settings
-
-    many_notes(kb)
-    settings = load_settings(None, kb_path=kb, **{"store.url": postgres, "embedding.batch_size": 4})
-    model, clock = Timed(), ScanClock()
-
-    report = anyio.run(lambda: index_once(settings, embedder=model, progress=clock))
-
-    assert model.first_call is not None and clock.scan_ended is not None and model.first_call < clock.scan_ended
-    with psycopg.connect(postgres) as conn:
-        texts = [r[0] for r in conn.execute("SELECT DISTINCT content FROM chunks").fetchall()]
-        waiting = conn.execute("SELECT count(*) FROM chunks WHERE embedding_id IS NULL").fetchone()
-        queued = conn.execute("SELECT count(*) FROM queue").fetchone()
-        vectors = conn.execute("SELECT count(*) FROM embeddings").fetchone()
-    assert Counter(model.texts) == Counter(texts) and report.chunks_embedded == len(texts) == vectors[0]
-    assert waiting[0] == queued[0] == report.pending_chunks == 0
