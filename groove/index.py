@@ -422,17 +422,16 @@ class Index:
             await self.finish_switch_if_done()
         return fetched, done
 
-    async def embed_pending(self, progress: Progress | None = None, *, until: anyio.Event | None = None) -> int:
+    async def embed_pending(self, progress: Progress | None = None) -> int:
         """Every pending text, batch by batch (`groove index`); a switch in progress is finished
-        first (its shadow set filled, then swapped in). With `until`, texts keep coming until that
-        event is set (the scan beside it writes them): a queue that runs dry waits for more."""
+        first (its shadow set filled, then swapped in)."""
         assert self.writable, "open the index as a writer to embed"
         done = 0
         if self.switching is not None:
-            done += await self.switching.shadow.embed_pending(progress=progress, stage="embed (new model)", until=until)
+            done += await self.switching.shadow.embed_pending(progress=progress, stage="embed (new model)")
             self.last_switch = await self.finish_switch_if_done()
         if self.embedding is not None:
-            done += await self.embedding.embed_pending(progress=progress, until=until)
+            done += await self.embedding.embed_pending(progress=progress)
         return done
 
     def _queues(self) -> list[EmbedQueue]:
@@ -490,50 +489,16 @@ class Index:
         self, progress: Progress | None = None, *, embed: bool = False, force: bool = False
     ) -> tuple[ReconcileStats, int, bool]:
         """The whole folder against the index (`groove index`, the daemon's startup and periodic reconcile,
-        `reindex`): the reconcile and (`embed`: `groove index`, which has no workers) every pending chunk
-        embedded, beside it from the first full window on, then the vectors no chunk uses any more
-        collected (a model switch that just finished leaves the old ones), then the full-text tables merged
-        after a large write. Returns the stats, the vectors collected and whether it merged."""
+        `reindex`): the reconcile, then (`embed`: `groove index`, which has no workers) every pending chunk
+        embedded, then the vectors no chunk uses any more collected (a model switch that just finished
+        leaves the old ones), then the full-text tables merged after a large write. Returns the stats,
+        the vectors collected and whether it merged."""
+        stats = await self.reconcile(progress=progress, force=force)
         if embed:
-            stats = await self._reconcile_embedding(progress, force=force)
-        else:
-            stats = await self.reconcile(progress=progress, force=force)
+            stats.chunks_embedded = await self.embed_pending(progress=progress)
         collected = await self.collect_garbage()
         merged = await self.merge_full_text(stats.chunks_written)
         return stats, collected, merged
-
-    async def _reconcile_embedding(self, progress: Progress | None, *, force: bool) -> ReconcileStats:
-        """The whole folder reconciled while the model embeds what it writes (`groove index`): one core
-        parses and writes, the model takes the other(s), and what is left is embedded when the scan ends.
-
-        The queue hands each text out once (`EmbedQueue.inflight`), so the index is the one the two steps
-        one after the other make. A reconcile that fails cancels the embedding and raises its own error;
-        an embedding that fails (the model) stops, the scan goes on, and its error is raised after it, as
-        when the embedding came second: every note is written either way."""
-        scanned = anyio.Event()
-        embedded = 0
-        failure: Exception | None = None
-
-        async def embed() -> None:
-            nonlocal embedded, failure
-            try:
-                embedded = await self.embed_pending(progress=progress, until=scanned)
-            except Exception as exc:  # noqa: BLE001 - raised once the reconcile is done, never cancelling it
-                failure = exc
-
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(embed)
-                stats = await self.reconcile(progress=progress, force=force)
-                scanned.set()
-        except BaseExceptionGroup as group:  # the reconcile's error (the embedding keeps its own): as itself
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
-        if failure is not None:
-            raise failure
-        stats.chunks_embedded = embedded
-        return stats
 
     async def index_all(self, progress: Progress | None = None, *, force: bool = False) -> IndexReport:
         """`groove index`: one full reconcile, every pending chunk embedded, the off_topic calibration stored,

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 PHASES = {"scan": "scanning notes", "embed": "embedding chunks"}
-FEEDS = "scan"  # the phase that writes the others' work: while it runs, their totals grow
 PLAIN_EVERY_S = 5.0
 
 
@@ -25,126 +23,94 @@ def say(message: str, stream: TextIO | None = None) -> None:
     out.flush()
 
 
-@dataclass
-class _Phase:
-    """One phase on screen: its clock, its last figures, and its rich task (on a terminal)."""
-
-    started: float  # its clock: when the phase before it last reported, or its first report (beside another)
-    base: int  # what was done at `started`: the rate counts from there
-    done: int = 0
-    total: int = 0
-    last_line: float = 0.0
-    finished: bool = False
-    task: Any = None
-
-
 class ProgressBar:
-    """A `Progress` callback (`phase, done, total`): rich bars on a terminal, plain lines otherwise.
-
-    Phases may run at once (`groove index` embeds while it scans): each keeps its own bar or lines and its
-    own clock. While the scan runs, another phase's total still grows with what the scan writes: it shows
-    what is done so far and its rate, no time left, and it is not finished until the scan is."""
+    """A `Progress` callback (`phase, done, total`): rich bars on a terminal, plain lines otherwise."""
 
     def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None) -> None:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty() if tty is None else tty
-        self.phases: dict[str, _Phase] = {}
-        self.last_call = time.monotonic()  # a phase starts when the one before it last reported (or now)
+        self.phase = ""
+        self.last_line = 0.0
+        self.started = time.monotonic()  # a phase starts when the one before it last reported (or now)
+        self.last_call = self.started
         self._progress: Any = None
+        self._task: Any = None
 
     def __call__(self, phase: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        state = self.phases.get(phase)
-        if state is not None and state.finished and (done, total) == (state.done, state.total):
-            return  # said already
-        if state is None or state.finished:
-            running = any(not p.finished for p in self.phases.values())
-            # Alone, a phase's clock starts when the last one last reported (its first batch counts); beside
-            # another its first report starts it: what it did before then took an unknown share of the time.
-            state = _Phase(started=now, base=done) if running else _Phase(started=self.last_call, base=0)
-            self.phases[phase] = state
-        state.done, state.total = done, total
-        fed = self._fed(phase)
-        state.finished = bool(total) and done >= total and not fed
         if self.tty:
-            self._bar(phase, state, fed, now)
+            self._bar(phase, done, total)
         else:
-            self._plain(phase, state, fed, now)
-        self.last_call = now
-
-    def _fed(self, phase: str) -> bool:
-        """The scan is still writing what this phase works on: its total is not final."""
-        scan = self.phases.get(FEEDS)
-        return phase != FEEDS and scan is not None and not scan.finished
-
-    def _rate(self, state: _Phase, now: float) -> float:
-        elapsed = now - state.started
-        return (state.done - state.base) / elapsed if elapsed > 0 and state.done > state.base else 0.0
+            self._plain(phase, done, total)
+        self.last_call = time.monotonic()
 
     # -- a terminal --------------------------------------------------------------------
-    def _bar(self, phase: str, state: _Phase, fed: bool, now: float) -> None:
-        first = state.task is None  # drawn at once; rich redraws 10 times a second after that, and at stop
+    def _bar(self, phase: str, done: int, total: int) -> None:
+        first = phase != self.phase  # drawn at once; rich redraws 10 times a second after that, and at stop
         if first:
-            if self._progress is None:
-                from rich.console import Console  # lazy: only a terminal needs it
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn
+            self.close()
+            from rich.console import Console  # lazy: only a terminal needs it
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn
 
-                # Rate and time left are ours (from the phase's start), not rich's sampled speed: an embedding
-                # batch can take longer than rich's sampling window, which would leave its ETA blank.
-                self._progress = Progress(
-                    TextColumn("{task.description:<16}"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    TaskProgressColumn(),
-                    TextColumn("{task.fields[rate]}"),
-                    TextColumn("{task.fields[eta]}"),
-                    console=Console(file=self.stream),
-                    transient=False,
-                )
-                self._progress.start()
-            state.task = self._progress.add_task(PHASES.get(phase, phase), total=None, rate="", eta="")
-        rate = self._rate(state, now)
-        if state.finished:
-            eta = f"done in {format_seconds(now - state.started)}"
-        elif fed:
-            eta = "ETA after the scan"
-        elif rate and state.total > state.done:
-            eta = f"ETA {format_seconds((state.total - state.done) / rate)}"
+            # Rate and time left are ours (from the phase's start), not rich's sampled speed: an embedding
+            # batch can take longer than rich's sampling window, which would leave its ETA blank.
+            self._progress = Progress(
+                TextColumn("{task.description:<16}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TextColumn("{task.fields[eta]}"),
+                console=Console(file=self.stream),
+                transient=False,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(PHASES.get(phase, phase), total=total or None, rate="", eta="")
+            self.phase = phase
+            self.started = self.last_call
+        elapsed = time.monotonic() - self.started
+        rate = done / elapsed if elapsed > 0 and done else 0.0
+        if total and done >= total:
+            eta = f"done in {format_seconds(elapsed)}"
+        elif rate:
+            eta = f"ETA {format_seconds((total - done) / rate)}"
         else:
             eta = "ETA ..."
         self._progress.update(
-            state.task,
-            completed=state.done,
-            total=state.total or None,
+            self._task,
+            completed=done,
+            total=total or None,
             rate=f"{rate:,.1f}/s" if rate else "",
             eta=eta,
             refresh=first,
         )
-        if all(p.finished for p in self.phases.values()):
+        if total and done >= total:
             self.close()
 
     # -- a pipe or a file --------------------------------------------------------------
-    def _plain(self, phase: str, state: _Phase, fed: bool, now: float) -> None:
-        if not state.finished and now - state.last_line < PLAIN_EVERY_S and state.last_line:
+    def _plain(self, phase: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if phase != self.phase:
+            self.phase, self.started, self.last_line = phase, self.last_call, 0.0
+        finished = bool(total) and done >= total
+        if not finished and now - self.last_line < PLAIN_EVERY_S and self.last_line:
             return
-        line = f"{PHASES.get(phase, phase)}: {state.done}/{state.total}" + (" so far" if fed else "")
-        rate = self._rate(state, now)
-        if rate:
+        elapsed = now - self.started
+        line = f"{PHASES.get(phase, phase)}: {done}/{total}"
+        if elapsed > 0 and done:
+            rate = done / elapsed
             line += f", {rate:,.1f}/s"
-            if not state.finished and not fed and state.total > state.done:
-                line += f", about {format_seconds((state.total - state.done) / rate)} left"
+            if not finished and total > done:
+                line += f", about {format_seconds((total - done) / rate)} left"
         self.stream.write(line + "\n")
         self.stream.flush()
-        state.last_line = now
+        self.last_line = now
 
     def close(self) -> None:
-        """Stop the bars on screen (idempotent)."""
+        """Stop the bar on screen (idempotent)."""
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
-            for state in self.phases.values():
-                state.task = None
-                state.finished = True
+            self._task = None
 
 
 def format_seconds(seconds: float) -> str:

@@ -293,9 +293,6 @@ class _Recording(BagOfWordsEmbedder):
 def test_groove_index_feeds_the_model_batches_of_similar_length_and_embeds_everything(make_settings, kb: Path,
                                                                                       monkeypatch):
     monkeypatch.setattr(embedding_mod, "LENGTH_WINDOW", 4)
-    # The model looks at the queue as the scan starts and next when it ends: the windows are the queue's after
-    # the scan (one taken while it runs holds what it has written by then: tests/test_index_while_scanning.py).
-    monkeypatch.setattr(embedding_mod, "POLL_S", 60.0)
     for i in range(40):  # in note order the lengths alternate: short, long, short, ...
         words = 3 if i % 2 else 60
         write(kb / f"n{i:02d}.md", f"# N{i}\n\n" + " ".join(f"w{i}x{j}" for j in range(words)) + "\n")

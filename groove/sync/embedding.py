@@ -38,7 +38,6 @@ RunEmbed = Callable[[Callable[[Sequence[str]], np.ndarray], Sequence[str]], Awai
 RETRY_FIRST_S = 1.0  # a set-aside text is first retried after this long
 RETRY_MAX_S = 300.0  # and never waits longer than this between tries
 LENGTH_WINDOW = 16  # `embed_pending` sorts this many batches of the queue by length at a time
-POLL_S = 0.25  # `embed_pending(until=...)`: how long a queue short of a window waits before it looks again
 
 
 async def _on_thread(fn: Callable[[Sequence[str]], np.ndarray], texts: Sequence[str]) -> np.ndarray:
@@ -145,11 +144,7 @@ class EmbedQueue:
         }
 
     async def embed_pending(
-        self,
-        progress: Progress | None = None,
-        limit: int | None = None,
-        stage: str = "embed",
-        until: anyio.Event | None = None,
+        self, progress: Progress | None = None, limit: int | None = None, stage: str = "embed"
     ) -> int:
         """Embed every due pending text (`groove index`). Returns texts embedded.
 
@@ -157,45 +152,23 @@ class EmbedQueue:
         cut into batches of texts of similar length (a padding model pads a batch to its
         longest text; the queue itself is in note order). Each batch's vectors are stored
         while the next batch is encoded: the writer and the model work at the same time.
-
-        With `until` (`groove index`, whose scan writes chunks meanwhile), texts keep coming
-        until that event is set: until then a window holds whole batches only (up to
-        `LENGTH_WINDOW` of them, so the model gets the full batches it gets after the scan), a
-        queue short of one batch waits for more (`POLL_S`), and the total reported grows with it.
-
-        `progress` counts what the store counts as pending (the active set's chunks: a text
-        several notes share counts once for each), so its last figure is the whole.
         """
         total = await self.store.pending_count()
         done = 0
-        shown = 0  # what `progress` reports done: the store's count of what the vectors stored took off the queue
         send, recv = anyio.create_memory_object_stream[tuple[list[str], np.ndarray]](1)
 
-        final = until is None  # the total counts every text there will be (with `until`: once it is set)
-
-        async def recount() -> int:
-            """`until`: the total again, from the queue as it is now; returns what waits in it."""
-            nonlocal total, final
-            ends = until is None or until.is_set()  # read first: what is written after it is counted next time
-            seen = shown  # before the count: a batch stored meanwhile is counted once at most
-            queued = await self.store.pending_count()
-            total, final = max(total, seen + queued), ends
-            return queued
-
         async def store() -> None:
-            nonlocal done, shown
+            nonlocal done
             async with recv:
                 async for hashes, vectors in recv:
                     try:
-                        shown += await self.store.store_vectors(hashes, vectors)
+                        await self.store.store_vectors(hashes, vectors)
                     finally:
                         self.inflight.difference_update(hashes)
                     self._recovered(hashes)
                     done += len(hashes)
-                    if progress and not final:
-                        await recount()  # the total grows with the scan; the time left counts from its end
-                    if progress and (final or shown < total):  # "all done" only once the total is final
-                        progress(stage, shown, max(total, shown))
+                    if progress:
+                        progress(stage, done, max(total, done))
 
         model_error: EmbedderError | None = None
         try:
@@ -203,26 +176,12 @@ class EmbedQueue:
                 tg.start_soon(store)
                 async with send:
                     while model_error is None and (limit is None or done < limit):
-                        last = until is None or until.is_set()  # read first: no text written after it is missed
-                        size = self.batch_size * LENGTH_WINDOW
-                        if until is not None:
-                            due = await recount() - len(self.inflight) - len(self._set_aside())
-                            if not last:
-                                size = min(size, max(0, due - due % self.batch_size))
-                                if not size:
-                                    with anyio.move_on_after(POLL_S):
-                                        await until.wait()
-                                    continue
                         async with self._fetch_lock:
                             skip = self.inflight | self._set_aside()
-                            window = await self.store.pending_batch(size, skip)
+                            window = await self.store.pending_batch(self.batch_size * LENGTH_WINDOW, skip)
                             self.inflight.update(h for h, _ in window)
                         if not window:
-                            if until is None or last:
-                                break
-                            with anyio.move_on_after(POLL_S):  # nothing due yet: the scan writes more
-                                await until.wait()
-                            continue
+                            break
                         batches = by_length(window, self.batch_size)
                         for i, batch in enumerate(batches):
                             try:
@@ -236,7 +195,6 @@ class EmbedQueue:
                                 try:
                                     stored = await self._failed(batch, True, exc)
                                     done += stored  # after the await: the storer adds to `done` meanwhile
-                                    shown += stored
                                 finally:
                                     self.inflight.difference_update(h for h, _ in batch)
                                 continue
@@ -247,8 +205,6 @@ class EmbedQueue:
             raise
         if model_error is not None:
             raise model_error
-        if until is not None and progress and shown:  # the last count, now that the scan has ended
-            progress(stage, shown, shown + await self.store.pending_count())
         return done
 
     def _recovered(self, hashes: Sequence[str]) -> None:
