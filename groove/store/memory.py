@@ -297,16 +297,3 @@ class VectorMatrix:
         if snap is None:
             return None
         return await anyio.to_thread.run_sync(snap.nearest, query, k)
-
-    async def nearest_among(
-        self, source: VectorSource, query: np.ndarray, emb_ids: Sequence[int], k: int
-    ) -> list[tuple[int, float]] | None:
-        """The same over the given vector ids only (a filtered search); None when one of them is
-        not in memory yet, or the store's KNN should answer."""
-        snap = await self.usable(source)
-        if snap is None:
-            return None
-        rows = snap.rows_of(sorted(set(emb_ids)))
-        if rows is None:
-            return None
-        return await anyio.to_thread.run_sync(snap.nearest, query, k, rows)
